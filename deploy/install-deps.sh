@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs salamander's build and run dependencies from Debian's packages.
+# Idempotent: packages already present are left alone, and apt is only asked
+# when something is missing. Needs root (or sudo) the first time.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libcaf-dev                      # actors + network-transparent messaging
+  libtorch-dev                    # LibTorch (CPU)
+  libopenblas0-pthread            # LibTorch on the reference BLAS is ~40x slower
+  libcapnp-dev capnproto          # wire and file formats
+  libspdlog-dev libfmt-dev        # logging
+  catch2                          # tests
+  libcli11-dev                    # command line
+  libtomlplusplus-dev             # cluster files
+  libreadline-dev                 # console line editing and history
+  zlib1g-dev                      # gzipped IDX files, CRC32
+  dataset-fashion-mnist           # the real data set
+  gnuplot-nox                     # plots
+  iproute2 procps tmux bc            # netns testbed, process control
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
