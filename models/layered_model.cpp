@@ -1,0 +1,284 @@
+#include "models/layered_model.hpp"
+
+#include "algorithms/sampling.hpp"
+
+#include <cmath>
+#include <mutex>
+#include <stdexcept>
+
+namespace salamander::models {
+
+namespace nn = torch::nn;
+
+namespace {
+
+// --- layer modules ---------------------------------------------------------
+
+struct dense_impl : nn::Module {
+  dense_impl(int64_t in, int64_t out, bool relu)
+      : fc(register_module("fc", nn::Linear(in, out))), relu(relu) {}
+  torch::Tensor forward(torch::Tensor x) {
+    if (x.dim() > 2) {
+      x = x.flatten(1);
+    }
+    x = fc(x);
+    return relu ? torch::relu(x) : x;
+  }
+  nn::Linear fc;
+  bool relu;
+};
+TORCH_MODULE_IMPL(dense, dense_impl);
+
+struct conv_impl : nn::Module {
+  conv_impl(int64_t in, int64_t out, int64_t kernel, bool pool)
+      : conv(register_module(
+            "conv", nn::Conv2d(nn::Conv2dOptions(in, out, kernel).padding(kernel / 2)))),
+        pool(pool) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(conv(x));
+    return pool ? torch::max_pool2d(x, 2) : x;
+  }
+  nn::Conv2d conv;
+  bool pool;
+};
+TORCH_MODULE_IMPL(conv, conv_impl);
+
+struct stem_impl : nn::Module {
+  stem_impl(int64_t in, int64_t out)
+      : conv(register_module(
+            "conv", nn::Conv2d(nn::Conv2dOptions(in, out, 3).padding(1).bias(false)))),
+        bn(register_module("bn", nn::BatchNorm2d(out))) {}
+  torch::Tensor forward(torch::Tensor x) { return torch::relu(bn(conv(x))); }
+  nn::Conv2d conv;
+  nn::BatchNorm2d bn;
+};
+TORCH_MODULE_IMPL(stem, stem_impl);
+
+struct residual_impl : nn::Module {
+  residual_impl(int64_t in, int64_t out, int64_t stride)
+      : conv1(register_module(
+            "conv1",
+            nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)))),
+        bn1(register_module("bn1", nn::BatchNorm2d(out))),
+        conv2(register_module(
+            "conv2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)))),
+        bn2(register_module("bn2", nn::BatchNorm2d(out))) {
+    if (stride != 1 || in != out) {
+      proj = register_module(
+          "proj", nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)));
+      proj_bn = register_module("proj_bn", nn::BatchNorm2d(out));
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    auto y = bn2(conv2(torch::relu(bn1(conv1(x)))));
+    auto shortcut = proj ? proj_bn(proj(x)) : x;
+    return torch::relu(y + shortcut);
+  }
+  nn::Conv2d conv1;
+  nn::BatchNorm2d bn1;
+  nn::Conv2d conv2;
+  nn::BatchNorm2d bn2;
+  nn::Conv2d proj{nullptr};
+  nn::BatchNorm2d proj_bn{nullptr};
+};
+TORCH_MODULE_IMPL(residual, residual_impl);
+
+struct pool_head_impl : nn::Module {
+  pool_head_impl(int64_t in, int64_t classes)
+      : fc(register_module("fc", nn::Linear(in, classes))) {}
+  torch::Tensor forward(torch::Tensor x) { return fc(x.mean({2, 3})); }
+  nn::Linear fc;
+};
+TORCH_MODULE_IMPL(pool_head, pool_head_impl);
+
+struct vit_embed_impl : nn::Module {
+  vit_embed_impl(int64_t channels, int64_t patch, int64_t dim, int64_t tokens)
+      : proj(register_module(
+            "proj", nn::Conv2d(nn::Conv2dOptions(channels, dim, patch).stride(patch)))),
+        cls(register_parameter("cls", torch::randn({1, 1, dim}) * 0.02)),
+        pos(register_parameter("pos", torch::randn({1, tokens, dim}) * 0.02)) {}
+  torch::Tensor forward(torch::Tensor x) {
+    auto p = proj(x).flatten(2).transpose(1, 2); // B x N x dim
+    auto c = cls.expand({p.size(0), 1, p.size(2)});
+    return torch::cat({c, p}, 1) + pos;
+  }
+  nn::Conv2d proj;
+  torch::Tensor cls, pos;
+};
+TORCH_MODULE_IMPL(vit_embed, vit_embed_impl);
+
+struct vit_block_impl : nn::Module {
+  vit_block_impl(int64_t dim, int64_t heads, int64_t mlp)
+      : heads(heads),
+        ln1(register_module("ln1", nn::LayerNorm(nn::LayerNormOptions({dim})))),
+        qkv(register_module("qkv", nn::Linear(dim, 3 * dim))),
+        out(register_module("out", nn::Linear(dim, dim))),
+        ln2(register_module("ln2", nn::LayerNorm(nn::LayerNormOptions({dim})))),
+        fc1(register_module("fc1", nn::Linear(dim, mlp))),
+        fc2(register_module("fc2", nn::Linear(mlp, dim))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    auto b = x.size(0), t = x.size(1), d = x.size(2);
+    auto q_k_v = qkv(ln1(x)).reshape({b, t, 3, heads, d / heads}).permute({2, 0, 3, 1, 4});
+    auto q = q_k_v[0], k = q_k_v[1], v = q_k_v[2];
+    auto att = torch::softmax(torch::matmul(q, k.transpose(-2, -1)) /
+                                  std::sqrt(static_cast<double>(d / heads)),
+                              -1);
+    auto ctx = torch::matmul(att, v).transpose(1, 2).reshape({b, t, d});
+    x = x + out(ctx);
+    return x + fc2(torch::gelu(fc1(ln2(x))));
+  }
+  int64_t heads;
+  nn::LayerNorm ln1;
+  nn::Linear qkv, out;
+  nn::LayerNorm ln2;
+  nn::Linear fc1, fc2;
+};
+TORCH_MODULE_IMPL(vit_block, vit_block_impl);
+
+struct vit_head_impl : nn::Module {
+  vit_head_impl(int64_t dim, int64_t classes)
+      : ln(register_module("ln", nn::LayerNorm(nn::LayerNormOptions({dim})))),
+        fc(register_module("fc", nn::Linear(dim, classes))) {}
+  torch::Tensor forward(torch::Tensor x) { return fc(ln(x.select(1, 0))); }
+  nn::LayerNorm ln;
+  nn::Linear fc;
+};
+TORCH_MODULE_IMPL(vit_head, vit_head_impl);
+
+// torch::manual_seed sets a process-wide generator: several stage actors in
+// one process must not interleave their initialisation.
+std::mutex& init_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+} // namespace
+
+nn::AnyModule build_layer(const layer_info& l) {
+  if (l.kind == "dense") {
+    return nn::AnyModule(dense(l.attr("in"), l.attr("out"), l.attr("relu") != 0));
+  }
+  if (l.kind == "conv") {
+    return nn::AnyModule(
+        conv(l.attr("in_ch"), l.attr("out_ch"), l.attr("kernel"), l.attr("pool") != 0));
+  }
+  if (l.kind == "stem") {
+    return nn::AnyModule(stem(l.attr("in_ch"), l.attr("out_ch")));
+  }
+  if (l.kind == "residual") {
+    return nn::AnyModule(residual(l.attr("in_ch"), l.attr("out_ch"), l.attr("stride")));
+  }
+  if (l.kind == "pool_head") {
+    return nn::AnyModule(pool_head(l.attr("in_ch"), l.attr("classes")));
+  }
+  if (l.kind == "vit_embed") {
+    return nn::AnyModule(
+        vit_embed(l.attr("channels"), l.attr("patch"), l.attr("dim"), l.attr("tokens")));
+  }
+  if (l.kind == "vit_block") {
+    return nn::AnyModule(vit_block(l.attr("dim"), l.attr("heads"), l.attr("mlp")));
+  }
+  if (l.kind == "vit_head") {
+    return nn::AnyModule(vit_head(l.attr("dim"), l.attr("classes")));
+  }
+  throw std::invalid_argument("layer " + l.name + " has unknown kind " + l.kind);
+}
+
+layered_model::layered_model(model_desc desc, uint64_t seed, size_t begin, size_t end)
+    : desc_(std::move(desc)), begin_(begin), end_(std::min(end, desc_.layers.size())) {
+  if (begin_ >= end_) {
+    throw std::invalid_argument("layer range [" + std::to_string(begin) + ", " +
+                                std::to_string(end) + ") of model " + desc_.spec.canonical() +
+                                " with " + std::to_string(desc_.layers.size()) +
+                                " layers is empty");
+  }
+  std::lock_guard<std::mutex> guard(init_mutex());
+  for (size_t i = begin_; i < end_; ++i) {
+    torch::manual_seed(algorithms::mix_seed(seed, i, 0x1a7e));
+    layers_.push_back(build_layer(desc_.layers[i]));
+  }
+}
+
+layered_model layered_model::build(const model_spec& spec, uint64_t seed) {
+  return layered_model(describe(spec), seed);
+}
+
+nn::AnyModule layered_model::layer(size_t i) const {
+  if (i < begin_ || i >= end_) {
+    throw std::out_of_range("layer " + std::to_string(i) + " is not held here (holding [" +
+                            std::to_string(begin_) + ", " + std::to_string(end_) + "))");
+  }
+  return layers_[i - begin_];
+}
+
+nn::Sequential layered_model::slice(size_t b, size_t e) const {
+  if (b < begin_ || e > end_ || b >= e) {
+    throw std::out_of_range("slice [" + std::to_string(b) + ", " + std::to_string(e) +
+                            ") is not within the held layers [" + std::to_string(begin_) +
+                            ", " + std::to_string(end_) + ")");
+  }
+  nn::Sequential seq;
+  for (size_t i = b; i < e; ++i) {
+    seq->push_back(desc_.layers[i].name, layers_[i - begin_]);
+  }
+  return seq;
+}
+
+range_executor::range_executor(nn::Sequential net, bool first, bool last)
+    : net_(std::move(net)), first_(first), last_(last) {}
+
+torch::Tensor range_executor::forward(int64_t micro, const torch::Tensor& input) {
+  saved s;
+  s.input = first_ ? input : input.detach().requires_grad_(true);
+  s.output = net_->forward(s.input);
+  auto out = s.output.detach();
+  pending_[micro] = std::move(s);
+  return out;
+}
+
+torch::Tensor range_executor::backward(int64_t micro, const torch::Tensor& grad_output) {
+  auto it = pending_.find(micro);
+  if (it == pending_.end()) {
+    throw std::invalid_argument("backward for micro-batch " + std::to_string(micro) +
+                                " that has no forward in flight");
+  }
+  saved s = std::move(it->second);
+  pending_.erase(it);
+  s.output.backward(grad_output);
+  return first_ ? torch::Tensor() : s.input.grad();
+}
+
+range_executor::loss_result range_executor::loss_backward(int64_t micro,
+                                                          const torch::Tensor& labels,
+                                                          double scale) {
+  if (!last_) {
+    throw std::logic_error("loss_backward on a range that is not the last");
+  }
+  auto it = pending_.find(micro);
+  if (it == pending_.end()) {
+    throw std::invalid_argument("loss for micro-batch " + std::to_string(micro) +
+                                " that has no forward in flight");
+  }
+  saved s = std::move(it->second);
+  pending_.erase(it);
+  auto loss = torch::nn::functional::cross_entropy(s.output, labels);
+  (loss * scale).backward();
+  loss_result r;
+  r.loss = loss.item<double>();
+  r.correct = count_correct(s.output.detach(), labels);
+  if (!first_) {
+    r.grad_input = s.input.grad();
+  }
+  return r;
+}
+
+torch::Tensor range_executor::infer(const torch::Tensor& input) {
+  torch::NoGradGuard no_grad;
+  return net_->forward(input);
+}
+
+int64_t count_correct(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return logits.argmax(1).eq(labels).sum().item<int64_t>();
+}
+
+} // namespace salamander::models

@@ -1,0 +1,89 @@
+// What a model is, without its weights.
+//
+// Why: the planner needs per-layer parameter bytes, activation bytes and a
+// FLOP estimate for models that may not fit on any device here (ViT-Huge has
+// 630M parameters). describe() computes all of it analytically, so cost tables
+// never allocate weights; layered_model::build() allocates only when asked,
+// and the tests check that the two agree for every model small enough to
+// build.
+//
+// This header is deliberately free of LibTorch: the CAF-only code and the
+// planner include it cheaply.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace salamander::models {
+
+/// A per-sample tensor shape (no batch dimension).
+using shape = std::vector<int64_t>;
+
+int64_t elements(const shape& s);
+std::string to_string(const shape& s);
+
+/// A model by name plus options, written `name` or `name:key=value,key=value`,
+/// e.g. `cnn`, `mlp:hidden=512`, `vit:size=base,image=224,patch=16,channels=3`.
+struct model_spec {
+  std::string name;
+  std::map<std::string, std::string> options;
+
+  /// Throws std::invalid_argument naming the bad part of `text`.
+  static model_spec parse(const std::string& text);
+  /// `name:k=v,...` with keys sorted: equal specs give equal strings.
+  std::string canonical() const;
+
+  int64_t get_int(const std::string& key, int64_t fallback) const;
+  std::string get(const std::string& key, const std::string& fallback) const;
+};
+
+/// One layer of a layered model. Costs are per sample and in float32.
+struct layer_info {
+  std::string name;
+  std::string kind;
+  shape input;
+  shape output;
+  int64_t params = 0;
+  int64_t param_bytes = 0;
+  /// Bytes of the layer's output: what crosses a cut after this layer.
+  int64_t output_bytes = 0;
+  /// Bytes this layer keeps alive for its backward pass (an estimate of the
+  /// saved intermediate tensors, output included).
+  int64_t activation_bytes = 0;
+  /// Forward floating-point operations (a multiply-add counts as 2).
+  double flops = 0.0;
+  /// The layer's hyper-parameters (channels, kernel, heads, ...): everything
+  /// layered_model::build() needs to construct it, so describe() is the one
+  /// source of truth for the architecture.
+  std::map<std::string, int64_t> attrs;
+
+  int64_t attr(const std::string& key) const;
+};
+
+struct model_desc {
+  model_spec spec;
+  shape input;
+  int64_t classes = 0;
+  std::vector<layer_info> layers;
+  /// Identifies compatible weights: architecture and options, hex.
+  std::string fingerprint;
+
+  int64_t total_params() const;
+  double total_flops() const;
+  /// Throws std::invalid_argument if no layer has that name.
+  size_t index_of(const std::string& layer_name) const;
+};
+
+/// Names accepted by describe() and layered_model::build().
+std::vector<std::string> zoo_names();
+
+/// Describes a zoo model analytically. Throws std::invalid_argument for an
+/// unknown model or a bad option, naming it.
+model_desc describe(const model_spec& spec);
+
+/// FNV-1a, 64 bit: stable across platforms and runs.
+uint64_t fnv1a(const void* data, size_t size, uint64_t hash = 0xcbf29ce484222325ULL);
+
+} // namespace salamander::models

@@ -1,0 +1,220 @@
+#include "models/weights.hpp"
+
+#include <set>
+#include <stdexcept>
+
+namespace salamander::models {
+
+namespace {
+
+std::string state_key(const torch::Tensor& p) {
+  // The key LibTorch's own optimizers use (torch/optim/adam.cpp).
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+torch::Tensor copy_of(const torch::Tensor& t) {
+  return t.detach().clone();
+}
+
+std::vector<named_tensor> optimizer_slots(const torch::optim::Optimizer& opt,
+                                          const std::string& kind, const std::string& name,
+                                          const torch::Tensor& p) {
+  std::vector<named_tensor> out;
+  auto it = opt.state().find(state_key(p));
+  if (it == opt.state().end()) {
+    return out; // no step taken yet
+  }
+  if (kind == "adam") {
+    auto& s = static_cast<const torch::optim::AdamParamState&>(*it->second);
+    out.push_back({name + "/step", torch::tensor(s.step(), torch::kInt64)});
+    out.push_back({name + "/exp_avg", copy_of(s.exp_avg())});
+    out.push_back({name + "/exp_avg_sq", copy_of(s.exp_avg_sq())});
+  } else if (kind == "sgd") {
+    auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
+    if (s.momentum_buffer().defined()) {
+      out.push_back({name + "/momentum_buffer", copy_of(s.momentum_buffer())});
+    }
+  }
+  return out;
+}
+
+const torch::Tensor* find_slot(const layer_weights& lw, const std::string& key) {
+  for (auto& nt : lw.optimizer_state) {
+    if (nt.name == key) {
+      return &nt.tensor;
+    }
+  }
+  return nullptr;
+}
+
+void check_same(const std::string& where, const torch::Tensor& have, const torch::Tensor& got) {
+  if (have.scalar_type() != got.scalar_type()) {
+    throw std::invalid_argument(where + ": dtype " + std::string(c10::toString(got.scalar_type())) +
+                                " does not match the model's " +
+                                std::string(c10::toString(have.scalar_type())));
+  }
+  if (have.sizes() != got.sizes()) {
+    throw std::invalid_argument(where + ": shape " + to_string(got.sizes().vec()) +
+                                " does not match the model's " + to_string(have.sizes().vec()));
+  }
+}
+
+void check_names(const std::string& where, const std::vector<named_tensor>& got,
+                 const torch::OrderedDict<std::string, torch::Tensor>& have) {
+  if (got.size() != have.size()) {
+    throw std::invalid_argument(where + " has " + std::to_string(got.size()) +
+                                " tensors, the model has " + std::to_string(have.size()));
+  }
+  for (auto& nt : got) {
+    auto* t = have.find(nt.name);
+    if (!t) {
+      throw std::invalid_argument(where + ": the model has no tensor " + nt.name);
+    }
+    check_same(where + " " + nt.name, *t, nt.tensor);
+  }
+}
+
+} // namespace
+
+int64_t weight_snapshot::bytes() const {
+  int64_t n = 0;
+  for (auto& l : layers) {
+    for (auto* group : {&l.params, &l.buffers, &l.optimizer_state}) {
+      for (auto& nt : *group) {
+        n += static_cast<int64_t>(nt.tensor.nbytes());
+      }
+    }
+  }
+  return n;
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const optimizer_config& cfg,
+                                                        std::vector<torch::Tensor> params) {
+  if (!(cfg.lr > 0.0)) {
+    throw std::invalid_argument("learning rate must be > 0, got " + std::to_string(cfg.lr));
+  }
+  if (cfg.kind == "adam") {
+    return std::make_unique<torch::optim::Adam>(
+        std::move(params), torch::optim::AdamOptions(cfg.lr).weight_decay(cfg.weight_decay));
+  }
+  if (cfg.kind == "sgd") {
+    return std::make_unique<torch::optim::SGD>(
+        std::move(params), torch::optim::SGDOptions(cfg.lr)
+                               .momentum(cfg.momentum)
+                               .weight_decay(cfg.weight_decay));
+  }
+  throw std::invalid_argument("unknown optimizer '" + cfg.kind + "'; use adam or sgd");
+}
+
+weight_snapshot capture(const layered_model& model, size_t b, size_t e,
+                        const torch::optim::Optimizer* opt, const std::string& opt_kind,
+                        uint64_t version) {
+  weight_snapshot snap;
+  snap.fingerprint = model.desc().fingerprint;
+  snap.model = model.desc().spec.canonical();
+  snap.version = version;
+  snap.optimizer = opt ? opt_kind : "";
+  torch::NoGradGuard no_grad;
+  for (size_t i = b; i < e; ++i) {
+    auto module = model.layer(i).ptr();
+    layer_weights lw;
+    lw.index = static_cast<uint32_t>(i);
+    lw.name = model.desc().layers[i].name;
+    for (auto& p : module->named_parameters()) {
+      lw.params.push_back({p.key(), copy_of(p.value())});
+      if (opt) {
+        auto slots = optimizer_slots(*opt, opt_kind, p.key(), p.value());
+        lw.optimizer_state.insert(lw.optimizer_state.end(), slots.begin(), slots.end());
+      }
+    }
+    for (auto& buf : module->named_buffers()) {
+      lw.buffers.push_back({buf.key(), copy_of(buf.value())});
+    }
+    snap.layers.push_back(std::move(lw));
+  }
+  return snap;
+}
+
+weight_snapshot capture(const layered_model& model, const torch::optim::Optimizer* opt,
+                        const std::string& opt_kind, uint64_t version) {
+  return capture(model, model.begin(), model.end(), opt, opt_kind, version);
+}
+
+void restore(layered_model& model, torch::optim::Optimizer* opt, const weight_snapshot& snap) {
+  const auto& desc = model.desc();
+  if (snap.fingerprint != desc.fingerprint) {
+    throw std::invalid_argument("weights are for model " + snap.model + " (fingerprint " +
+                                snap.fingerprint + "), not " + desc.spec.canonical() +
+                                " (fingerprint " + desc.fingerprint + ")");
+  }
+  // Validate everything first: a failed restore must leave the model as it was.
+  if (opt && !snap.optimizer.empty()) {
+    bool fits = (snap.optimizer == "adam" && dynamic_cast<torch::optim::Adam*>(opt)) ||
+                (snap.optimizer == "sgd" && dynamic_cast<torch::optim::SGD*>(opt));
+    if (!fits) {
+      throw std::invalid_argument("snapshot holds " + snap.optimizer +
+                                  " optimizer state, which does not fit this optimizer");
+    }
+  }
+  std::set<uint32_t> seen;
+  for (auto& lw : snap.layers) {
+    if (lw.index >= desc.layers.size() || desc.layers[lw.index].name != lw.name) {
+      throw std::invalid_argument("snapshot layer " + std::to_string(lw.index) + " '" + lw.name +
+                                  "' is not a layer of " + desc.spec.canonical());
+    }
+    if (!seen.insert(lw.index).second) {
+      throw std::invalid_argument("snapshot holds layer " + lw.name + " twice");
+    }
+    if (lw.index < model.begin() || lw.index >= model.end()) {
+      continue;
+    }
+    auto module = model.layer(lw.index).ptr();
+    check_names("layer " + lw.name + " parameters", lw.params, module->named_parameters());
+    check_names("layer " + lw.name + " buffers", lw.buffers, module->named_buffers());
+    if (opt && !lw.optimizer_state.empty() && snap.optimizer.empty()) {
+      throw std::invalid_argument("snapshot has optimizer state of no named kind");
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& lw : snap.layers) {
+    if (lw.index < model.begin() || lw.index >= model.end()) {
+      continue;
+    }
+    auto module = model.layer(lw.index).ptr();
+    auto params = module->named_parameters();
+    for (auto& nt : lw.params) {
+      params[nt.name].copy_(nt.tensor);
+    }
+    auto buffers = module->named_buffers();
+    for (auto& nt : lw.buffers) {
+      buffers[nt.name].copy_(nt.tensor);
+    }
+    if (!opt) {
+      continue;
+    }
+    for (auto& p : params) {
+      auto key = state_key(p.value());
+      opt->state().erase(key);
+      if (snap.optimizer == "adam") {
+        auto* step = find_slot(lw, p.key() + "/step");
+        auto* m = find_slot(lw, p.key() + "/exp_avg");
+        auto* v = find_slot(lw, p.key() + "/exp_avg_sq");
+        if (step && m && v) {
+          auto s = std::make_unique<torch::optim::AdamParamState>();
+          s->step(step->item<int64_t>());
+          s->exp_avg(m->clone());
+          s->exp_avg_sq(v->clone());
+          opt->state()[key] = std::move(s);
+        }
+      } else if (snap.optimizer == "sgd") {
+        if (auto* buf = find_slot(lw, p.key() + "/momentum_buffer")) {
+          auto s = std::make_unique<torch::optim::SGDParamState>();
+          s->momentum_buffer(buf->clone());
+          opt->state()[key] = std::move(s);
+        }
+      }
+    }
+  }
+}
+
+} // namespace salamander::models

@@ -1,0 +1,69 @@
+// Weights and optimizer state as plain named tensors, and the optimizers.
+//
+// Why: replication, recovery, re-partitioning and checkpoints all move "the
+// state of layers [b, e)" - parameters, buffers (BatchNorm statistics) and
+// per-parameter optimizer state - between owners. capture() takes a copy
+// that training can run on from (replication stays off the critical path);
+// restore() puts one back and checks that it fits before touching anything.
+#pragma once
+
+#include "models/layered_model.hpp"
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace salamander::models {
+
+struct named_tensor {
+  std::string name;
+  torch::Tensor tensor;
+};
+
+struct layer_weights {
+  uint32_t index = 0;
+  std::string name;
+  std::vector<named_tensor> params;
+  std::vector<named_tensor> buffers;
+  std::vector<named_tensor> optimizer_state;
+};
+
+struct weight_snapshot {
+  std::string fingerprint;
+  std::string model;
+  uint64_t version = 0;
+  std::string optimizer;
+  std::vector<layer_weights> layers;
+
+  int64_t bytes() const;
+};
+
+struct optimizer_config {
+  std::string kind = "adam"; ///< adam or sgd
+  double lr = 1e-3;
+  double momentum = 0.9; ///< sgd only
+  double weight_decay = 0.0;
+};
+
+/// Throws std::invalid_argument for an unknown kind or a non-positive rate.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const optimizer_config& cfg,
+                                                        std::vector<torch::Tensor> params);
+
+/// Copies layers [b, e) of `model` (and their state in `opt`, if given).
+weight_snapshot capture(const layered_model& model, size_t b, size_t e,
+                        const torch::optim::Optimizer* opt, const std::string& opt_kind,
+                        uint64_t version);
+
+/// Copies every layer `model` holds.
+weight_snapshot capture(const layered_model& model, const torch::optim::Optimizer* opt,
+                        const std::string& opt_kind, uint64_t version);
+
+/// Writes the layers of `snap` that `model` holds into it (and their
+/// optimizer state into `opt`, if given). Checks the fingerprint and every
+/// name, dtype and shape first, and throws std::invalid_argument naming the
+/// first mismatch; on a throw nothing has been changed.
+void restore(layered_model& model, torch::optim::Optimizer* opt, const weight_snapshot& snap);
+
+} // namespace salamander::models
