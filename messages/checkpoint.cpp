@@ -1,0 +1,175 @@
+#include "messages/checkpoint.hpp"
+
+#include "messages/capnp_tensor.hpp"
+#include "messages/schema/checkpoint.capnp.h"
+
+#include <capnp/serialize.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+namespace salamander::messages {
+
+namespace {
+
+constexpr char magic[8] = {'S', 'A', 'L', 'M', 'C', 'K', 'P', 'T'};
+constexpr size_t header_bytes = 32;
+
+template <class T>
+void put(std::string& out, size_t at, T v) {
+  std::memcpy(&out[at], &v, sizeof v);
+}
+
+template <class T>
+T get(const std::string& in, size_t at) {
+  T v;
+  std::memcpy(&v, &in[at], sizeof v);
+  return v;
+}
+
+uint32_t crc(const char* p, size_t n) {
+  uLong c = crc32(0L, Z_NULL, 0);
+  while (n > 0) {
+    auto step = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    c = crc32(c, reinterpret_cast<const Bytef*>(p), step);
+    p += step;
+    n -= step;
+  }
+  return static_cast<uint32_t>(c);
+}
+
+} // namespace
+
+std::string serialize_checkpoint(const checkpoint& ckpt) {
+  capnp::MallocMessageBuilder message;
+  std::vector<torch::Tensor> keep;
+  auto root = message.initRoot<wire::Checkpoint>();
+  detail::write_snapshot(message.getOrphanage(), root.initSnapshot(), ckpt.snapshot, keep);
+  root.setCreatedUnixMs(ckpt.created_unix_ms);
+  root.setSeed(ckpt.seed);
+  root.setEpoch(ckpt.epoch);
+  root.setBatchesInEpoch(ckpt.batches_in_epoch);
+  root.setNote(ckpt.note);
+  auto words = capnp::messageToFlatArray(message);
+  auto body = words.asChars();
+  std::string out(header_bytes + body.size(), '\0');
+  std::memcpy(&out[0], magic, sizeof magic);
+  put<uint32_t>(out, 8, checkpoint_format_version);
+  put<uint64_t>(out, 16, body.size());
+  put<uint32_t>(out, 24, crc(body.begin(), body.size()));
+  std::memcpy(&out[header_bytes], body.begin(), body.size());
+  return out;
+}
+
+checkpoint parse_checkpoint(const std::string& bytes, const std::string& origin,
+                            const std::string& expect_fingerprint, uint64_t max_bytes) {
+  if (bytes.size() < header_bytes) {
+    throw codec_error(origin + " is not a salamander checkpoint: " +
+                      std::to_string(bytes.size()) + " bytes, shorter than the header");
+  }
+  if (std::memcmp(bytes.data(), magic, sizeof magic) != 0) {
+    throw codec_error(origin + " is not a salamander checkpoint (bad magic)");
+  }
+  auto version = get<uint32_t>(bytes, 8);
+  if (version != checkpoint_format_version) {
+    throw codec_error(origin + " has checkpoint format " + std::to_string(version) +
+                      "; this salamander reads format " +
+                      std::to_string(checkpoint_format_version));
+  }
+  auto body_len = get<uint64_t>(bytes, 16);
+  if (body_len > max_bytes) {
+    throw codec_error(origin + " claims a body of " + std::to_string(body_len) +
+                      " bytes, more than the limit of " + std::to_string(max_bytes));
+  }
+  if (bytes.size() - header_bytes < body_len) {
+    throw codec_error(origin + " is truncated: " + std::to_string(bytes.size() - header_bytes) +
+                      " of " + std::to_string(body_len) + " body bytes present");
+  }
+  if (bytes.size() - header_bytes > body_len) {
+    throw codec_error(origin + " has " + std::to_string(bytes.size() - header_bytes - body_len) +
+                      " bytes of trailing data after the checkpoint");
+  }
+  if (crc(bytes.data() + header_bytes, body_len) != get<uint32_t>(bytes, 24)) {
+    throw codec_error(origin + " fails its checksum: the file is corrupt");
+  }
+  auto body = frame::from_bytes(bytes.data() + header_bytes, body_len);
+  return detail::guarded(origin, [&] {
+    capnp::FlatArrayMessageReader reader(body.view(),
+                                         detail::reader_options(body.word_count()));
+    auto root = reader.getRoot<wire::Checkpoint>();
+    checkpoint ckpt;
+    try {
+      ckpt.snapshot = detail::read_snapshot(root.getSnapshot(), expect_fingerprint, nullptr);
+    } catch (const codec_error& e) {
+      throw codec_error(origin + ": " + e.what());
+    }
+    ckpt.created_unix_ms = root.getCreatedUnixMs();
+    ckpt.seed = root.getSeed();
+    ckpt.epoch = root.getEpoch();
+    ckpt.batches_in_epoch = root.getBatchesInEpoch();
+    ckpt.note = root.getNote();
+    return ckpt;
+  });
+}
+
+void save_checkpoint(const std::string& path, const checkpoint& ckpt) {
+  auto bytes = serialize_checkpoint(ckpt);
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp")).string();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw codec_error("cannot write checkpoint " + path + ": " + std::strerror(errno));
+  }
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw codec_error("cannot write checkpoint " + path + ": " + std::strerror(err));
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw codec_error("cannot write checkpoint " + path + ": " + std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw codec_error("cannot write checkpoint " + path + ": " + std::strerror(err));
+  }
+}
+
+checkpoint load_checkpoint(const std::string& path, const std::string& expect_fingerprint,
+                           uint64_t max_bytes) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) {
+    throw codec_error("cannot read checkpoint " + path + ": " + ec.message());
+  }
+  if (size > max_bytes + header_bytes) {
+    throw codec_error("checkpoint " + path + " is " + std::to_string(size) +
+                      " bytes, more than the limit of " + std::to_string(max_bytes));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(size, '\0');
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) {
+    throw codec_error("cannot read checkpoint " + path);
+  }
+  return parse_checkpoint(bytes, "checkpoint " + path, expect_fingerprint, max_bytes);
+}
+
+} // namespace salamander::messages

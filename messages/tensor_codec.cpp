@@ -1,0 +1,296 @@
+#include "messages/tensor_codec.hpp"
+
+#include "messages/capnp_tensor.hpp"
+
+#include <capnp/serialize.h>
+
+#include <cstring>
+#include <limits>
+
+namespace salamander::messages {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the wire format is little-endian; a big-endian port must swap bytes");
+
+namespace {
+
+struct dtype_entry {
+  torch::ScalarType torch_type;
+  wire::DType wire_type;
+};
+
+constexpr dtype_entry dtype_table[] = {
+    {torch::kFloat32, wire::DType::FLOAT32}, {torch::kFloat64, wire::DType::FLOAT64},
+    {torch::kFloat16, wire::DType::FLOAT16}, {torch::kBFloat16, wire::DType::BFLOAT16},
+    {torch::kInt64, wire::DType::INT64},     {torch::kInt32, wire::DType::INT32},
+    {torch::kInt16, wire::DType::INT16},     {torch::kInt8, wire::DType::INT8},
+    {torch::kUInt8, wire::DType::UINT8},     {torch::kBool, wire::DType::BOOL},
+};
+
+wire::DType to_wire(torch::ScalarType t) {
+  for (auto& e : dtype_table) {
+    if (e.torch_type == t) {
+      return e.wire_type;
+    }
+  }
+  throw codec_error("tensors of dtype " + std::string(c10::toString(t)) +
+                    " cannot be sent; supported: float32, float64, float16, bfloat16, int64, "
+                    "int32, int16, int8, uint8, bool");
+}
+
+torch::ScalarType from_wire(wire::DType t, const std::string& what) {
+  for (auto& e : dtype_table) {
+    if (e.wire_type == t) {
+      return e.torch_type;
+    }
+  }
+  throw codec_error(what + " has unknown dtype code " + std::to_string(static_cast<int>(t)));
+}
+
+constexpr size_t max_rank = 16;
+
+} // namespace
+
+frame::frame(kj::Array<capnp::word> words)
+    : words_(std::make_shared<kj::Array<capnp::word>>(kj::mv(words))), size_(words_->size()) {}
+
+frame::frame(std::shared_ptr<kj::Array<capnp::word>> storage, size_t words)
+    : words_(std::move(storage)), size_(words) {
+  if (!words_ || words_->size() < size_) {
+    throw std::logic_error("frame larger than its storage");
+  }
+}
+
+std::shared_ptr<kj::Array<capnp::word>> frame::release_if_unique() {
+  if (!words_ || words_.use_count() != 1) {
+    return nullptr;
+  }
+  size_ = 0;
+  return std::move(words_);
+}
+
+frame frame::from_bytes(const void* data, size_t size) {
+  if (size % sizeof(capnp::word) != 0) {
+    throw codec_error("message of " + std::to_string(size) +
+                      " bytes is not a whole number of 8-byte words (truncated?)");
+  }
+  if (size > max_frame_bytes) {
+    throw codec_error("message of " + std::to_string(size) + " bytes exceeds the limit of " +
+                      std::to_string(max_frame_bytes));
+  }
+  auto words = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
+  if (size > 0) {
+    std::memcpy(words.begin(), data, size);
+  }
+  return frame(kj::mv(words));
+}
+
+std::vector<torch::ScalarType> supported_dtypes() {
+  std::vector<torch::ScalarType> out;
+  for (auto& e : dtype_table) {
+    out.push_back(e.torch_type);
+  }
+  return out;
+}
+
+namespace detail {
+
+capnp::ReaderOptions reader_options(size_t words) {
+  capnp::ReaderOptions opts;
+  // Each word can be visited a bounded number of times by our readers; the
+  // default 64 MiB limit would reject a legitimate 100 MB snapshot.
+  uint64_t limit = static_cast<uint64_t>(words) * 4 + 1024;
+  opts.traversalLimitInWords = limit;
+  return opts;
+}
+
+void write_tensor(capnp::Orphanage orphanage, wire::Tensor::Builder b, const torch::Tensor& t,
+                  std::vector<torch::Tensor>& keep) {
+  auto c = t.detach().to(torch::kCPU).contiguous();
+  b.setDtype(to_wire(c.scalar_type()));
+  auto shape = b.initShape(static_cast<unsigned>(c.dim()));
+  for (int64_t i = 0; i < c.dim(); ++i) {
+    shape.set(static_cast<unsigned>(i), c.size(i));
+  }
+  size_t total = c.nbytes();
+  size_t n_chunks = (total + max_chunk_bytes - 1) / max_chunk_bytes;
+  auto chunks = b.initChunks(static_cast<unsigned>(n_chunks));
+  auto* base = static_cast<const kj::byte*>(c.data_ptr());
+  for (size_t i = 0; i < n_chunks; ++i) {
+    size_t off = i * max_chunk_bytes;
+    size_t len = std::min(max_chunk_bytes, total - off);
+    chunks.adopt(static_cast<unsigned>(i),
+                 orphanage.referenceExternalData(capnp::Data::Reader(base + off, len)));
+  }
+  keep.push_back(std::move(c));
+}
+
+torch::Tensor read_tensor(wire::Tensor::Reader r, const std::shared_ptr<const void>& alias_owner,
+                          const std::string& what) {
+  auto dtype = from_wire(r.getDtype(), what);
+  auto shape_r = r.getShape();
+  if (shape_r.size() > max_rank) {
+    throw codec_error(what + " has rank " + std::to_string(shape_r.size()) +
+                      ", more than the supported " + std::to_string(max_rank));
+  }
+  std::vector<int64_t> shape;
+  uint64_t numel = 1;
+  for (unsigned i = 0; i < shape_r.size(); ++i) {
+    int64_t d = shape_r[i];
+    if (d < 0) {
+      throw codec_error(what + " has a negative dimension " + std::to_string(d));
+    }
+    if (d > 0 && numel > (uint64_t{1} << 62) / static_cast<uint64_t>(d)) {
+      throw codec_error(what + " has a shape whose size overflows");
+    }
+    numel *= static_cast<uint64_t>(d);
+    shape.push_back(d);
+  }
+  uint64_t expect = numel * c10::elementSize(dtype);
+  auto chunks = r.getChunks();
+  uint64_t have = 0;
+  for (unsigned i = 0; i < chunks.size(); ++i) {
+    have += chunks[i].size();
+  }
+  if (have != expect) {
+    throw codec_error(what + " of shape " + models::to_string(shape) + " and dtype " +
+                      std::string(c10::toString(dtype)) + " needs " + std::to_string(expect) +
+                      " bytes but carries " + std::to_string(have));
+  }
+  auto options = torch::TensorOptions().dtype(dtype);
+  if (alias_owner && chunks.size() == 1) {
+    auto* p = const_cast<kj::byte*>(chunks[0].begin());
+    if (reinterpret_cast<uintptr_t>(p) % c10::elementSize(dtype) == 0) {
+      auto owner = alias_owner;
+      return torch::from_blob(
+          p, shape, [owner](void*) {}, options);
+    }
+  }
+  auto t = torch::empty(shape, options);
+  auto* dst = static_cast<kj::byte*>(t.data_ptr());
+  for (unsigned i = 0; i < chunks.size(); ++i) {
+    std::memcpy(dst, chunks[i].begin(), chunks[i].size());
+    dst += chunks[i].size();
+  }
+  return t;
+}
+
+namespace {
+
+void write_named(capnp::Orphanage orphanage,
+                 capnp::List<wire::NamedTensor>::Builder list,
+                 const std::vector<models::named_tensor>& tensors,
+                 std::vector<torch::Tensor>& keep) {
+  for (unsigned i = 0; i < tensors.size(); ++i) {
+    list[i].setName(tensors[i].name);
+    write_tensor(orphanage, list[i].initTensor(), tensors[i].tensor, keep);
+  }
+}
+
+std::vector<models::named_tensor> read_named(capnp::List<wire::NamedTensor>::Reader list,
+                                             const std::shared_ptr<const void>& owner,
+                                             const std::string& where) {
+  std::vector<models::named_tensor> out;
+  for (unsigned i = 0; i < list.size(); ++i) {
+    std::string name = list[i].getName();
+    if (name.empty()) {
+      throw codec_error(where + " has a tensor with no name");
+    }
+    out.push_back({name, read_tensor(list[i].getTensor(), owner, where + " tensor " + name)});
+  }
+  return out;
+}
+
+} // namespace
+
+void write_snapshot(capnp::Orphanage orphanage, wire::WeightSnapshot::Builder b,
+                    const models::weight_snapshot& snap, std::vector<torch::Tensor>& keep) {
+  b.setFingerprint(snap.fingerprint);
+  b.setModel(snap.model);
+  b.setVersion(snap.version);
+  b.setOptimizer(snap.optimizer);
+  auto layers = b.initLayers(static_cast<unsigned>(snap.layers.size()));
+  for (unsigned i = 0; i < snap.layers.size(); ++i) {
+    auto& lw = snap.layers[i];
+    auto l = layers[i];
+    l.setIndex(lw.index);
+    l.setName(lw.name);
+    write_named(orphanage, l.initParams(static_cast<unsigned>(lw.params.size())), lw.params,
+                keep);
+    write_named(orphanage, l.initBuffers(static_cast<unsigned>(lw.buffers.size())), lw.buffers,
+                keep);
+    write_named(orphanage,
+                l.initOptimizerState(static_cast<unsigned>(lw.optimizer_state.size())),
+                lw.optimizer_state, keep);
+  }
+}
+
+models::weight_snapshot read_snapshot(wire::WeightSnapshot::Reader r,
+                                      const std::string& expect_fingerprint,
+                                      const std::shared_ptr<const void>& owner) {
+  models::weight_snapshot snap;
+  snap.fingerprint = r.getFingerprint();
+  snap.model = r.getModel();
+  if (!expect_fingerprint.empty() && snap.fingerprint != expect_fingerprint) {
+    throw codec_error("weights are for model " + snap.model + " (fingerprint " +
+                      snap.fingerprint + "), expected fingerprint " + expect_fingerprint);
+  }
+  snap.version = r.getVersion();
+  snap.optimizer = r.getOptimizer();
+  auto layers = r.getLayers();
+  for (unsigned i = 0; i < layers.size(); ++i) {
+    models::layer_weights lw;
+    lw.index = layers[i].getIndex();
+    lw.name = layers[i].getName();
+    std::string where = "layer " + std::to_string(lw.index) + " (" + lw.name + ")";
+    lw.params = read_named(layers[i].getParams(), owner, where);
+    lw.buffers = read_named(layers[i].getBuffers(), owner, where);
+    lw.optimizer_state = read_named(layers[i].getOptimizerState(), owner, where);
+    snap.layers.push_back(std::move(lw));
+  }
+  return snap;
+}
+
+} // namespace detail
+
+frame encode_tensor(const torch::Tensor& t, frame reuse) {
+  capnp::MallocMessageBuilder message;
+  std::vector<torch::Tensor> keep;
+  detail::write_tensor(message.getOrphanage(), message.initRoot<wire::Tensor>(), t, keep);
+  size_t words = capnp::computeSerializedSizeInWords(message);
+  auto storage = reuse.release_if_unique();
+  if (!storage || storage->size() < words) {
+    return frame(capnp::messageToFlatArray(message));
+  }
+  kj::ArrayOutputStream out(storage->asBytes());
+  capnp::writeMessage(out, message);
+  return frame(std::move(storage), words);
+}
+
+torch::Tensor decode_tensor(const frame& f, decode_mode mode) {
+  return detail::guarded("tensor message", [&] {
+    capnp::FlatArrayMessageReader reader(f.view(), detail::reader_options(f.word_count()));
+    auto owner = mode == decode_mode::alias ? f.keep_alive() : nullptr;
+    return detail::read_tensor(reader.getRoot<wire::Tensor>(), owner, "tensor");
+  });
+}
+
+frame encode_snapshot(const models::weight_snapshot& snap) {
+  capnp::MallocMessageBuilder message;
+  std::vector<torch::Tensor> keep;
+  detail::write_snapshot(message.getOrphanage(), message.initRoot<wire::WeightSnapshot>(), snap,
+                         keep);
+  return frame(capnp::messageToFlatArray(message));
+}
+
+models::weight_snapshot decode_snapshot(const frame& f, const std::string& expect_fingerprint,
+                                        decode_mode mode) {
+  return detail::guarded("weight snapshot", [&] {
+    capnp::FlatArrayMessageReader reader(f.view(), detail::reader_options(f.word_count()));
+    auto owner = mode == decode_mode::alias ? f.keep_alive() : nullptr;
+    return detail::read_snapshot(reader.getRoot<wire::WeightSnapshot>(), expect_fingerprint,
+                                 owner);
+  });
+}
+
+} // namespace salamander::messages
