@@ -1,0 +1,26 @@
+// `salamander describe`: a model's per-layer cost table, without weights.
+#include "apps/commands.hpp"
+#include "models/model_desc.hpp"
+
+#include <fmt/format.h>
+
+namespace salamander::apps {
+
+int run_describe(const describe_cli& cli) {
+  auto desc = models::describe(models::model_spec::parse(cli.model));
+  fmt::print("model {}  input {}  classes {}  fingerprint {}\n", desc.spec.canonical(),
+             models::to_string(desc.input), desc.classes, desc.fingerprint);
+  fmt::print("{:>3}  {:<10} {:<10} {:>14} {:>12} {:>12} {:>14} {:>12}\n", "#", "layer", "kind",
+             "output", "params", "param MB", "act KB/sample", "MFLOP/sample");
+  for (size_t i = 0; i < desc.layers.size(); ++i) {
+    auto& l = desc.layers[i];
+    fmt::print("{:>3}  {:<10} {:<10} {:>14} {:>12} {:>12.2f} {:>14.1f} {:>12.2f}\n", i, l.name,
+               l.kind, models::to_string(l.output), l.params, l.param_bytes / 1e6,
+               l.activation_bytes / 1e3, l.flops / 1e6);
+  }
+  fmt::print("total: {} parameters ({:.1f} MB float32), {:.1f} MFLOP forward per sample\n",
+             desc.total_params(), desc.total_params() * 4 / 1e6, desc.total_flops() / 1e6);
+  return 0;
+}
+
+} // namespace salamander::apps

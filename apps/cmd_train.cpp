@@ -1,0 +1,131 @@
+// `salamander train` (one device) and `salamander eval`.
+#include "apps/commands.hpp"
+#include "apps/progress.hpp"
+#include "apps/runtime_env.hpp"
+#include "messages/checkpoint.hpp"
+#include "models/trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace salamander::apps {
+
+namespace {
+
+std::string format_eta(double seconds) {
+  if (seconds < 0 || seconds > 1e7) {
+    return "?";
+  }
+  auto s = static_cast<int64_t>(seconds);
+  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60)
+                   : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
+
+int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+} // namespace
+
+int run_train(const train_cli& cli) {
+  auto log = logger("train");
+  set_threads(cli.threads);
+  check_blas();
+  auto spec = models::model_spec::parse(cli.model);
+  models::layered_model model(models::describe(spec), cli.seed);
+  auto train = models::load_dataset(cli.dataset, true, model.desc(), cli.data_dir);
+  auto test = models::load_dataset(cli.dataset, false, model.desc(), cli.data_dir);
+  log->info("model {} ({} layers, {} parameters, fingerprint {}), data {} ({} train / {} test), "
+            "{} thread(s)",
+            spec.canonical(), model.desc().layers.size(), model.desc().total_params(),
+            model.desc().fingerprint, cli.dataset, train.size(), test.size(),
+            torch::get_num_threads());
+
+  auto net = model.all();
+  models::range_executor exec(net, true, true);
+  models::optimizer_config ocfg;
+  ocfg.kind = cli.optimizer;
+  ocfg.lr = cli.lr;
+  auto opt = models::make_optimizer(ocfg, net->parameters());
+
+  models::train_options opts;
+  opts.seed = cli.seed;
+  opts.batch_size = cli.batch_size;
+  opts.micro_batches = cli.micro_batches;
+  opts.max_batches = cli.max_batches;
+
+  progress_line progress(log);
+  uint64_t committed = 0;
+  models::eval_stats result;
+  for (int64_t epoch = 0; epoch < cli.epochs; ++epoch) {
+    auto start = std::chrono::steady_clock::now();
+    int64_t samples = 0;
+    double ema_loss = -1.0;
+    auto stats = models::train_epoch(exec, *opt, train, static_cast<uint64_t>(epoch), opts,
+                                     [&](const models::batch_report& r) {
+                                       samples += r.samples;
+                                       ema_loss = ema_loss < 0 ? r.loss
+                                                               : 0.95 * ema_loss + 0.05 * r.loss;
+                                       double secs = std::chrono::duration<double>(
+                                                         std::chrono::steady_clock::now() - start)
+                                                         .count();
+                                       double rate = secs > 0 ? samples / secs : 0.0;
+                                       double bps = secs > 0 ? (r.batch + 1) / secs : 0.0;
+                                       progress.update(fmt::format(
+                                           "epoch {}/{}  batch {}/{}  {:.1f} batches/s  {:.0f} "
+                                           "samples/s  loss {:.4f}  eta {}",
+                                           epoch + 1, cli.epochs, r.batch + 1, r.batches, bps,
+                                           rate, ema_loss,
+                                           format_eta(bps > 0 ? (r.batches - r.batch - 1) / bps
+                                                              : -1)),
+                                                       r.batch + 1 == r.batches);
+                                     });
+    progress.finish();
+    committed += static_cast<uint64_t>(stats.batches);
+    result = models::evaluate(net, test);
+    log->info("epoch {} done: {} batches in {:.1f} s ({:.0f} samples/s), train loss {:.4f}, "
+              "test accuracy {:.2f}% ({} / {}), test loss {:.4f}",
+              epoch + 1, stats.batches, stats.seconds, stats.samples / stats.seconds,
+              stats.mean_loss, 100.0 * result.accuracy(), result.correct, result.samples,
+              result.mean_loss);
+  }
+  std::printf("test accuracy: %.4f\n", result.accuracy());
+
+  if (!cli.save.empty()) {
+    messages::checkpoint ckpt;
+    ckpt.snapshot = models::capture(model, opt.get(), ocfg.kind, committed);
+    ckpt.created_unix_ms = now_unix_ms();
+    ckpt.seed = cli.seed;
+    ckpt.epoch = static_cast<uint64_t>(cli.epochs);
+    ckpt.note = fmt::format("salamander train --model {} --epochs {}", spec.canonical(),
+                            cli.epochs);
+    messages::save_checkpoint(cli.save, ckpt);
+    log->info("saved checkpoint {} (version {}, {:.1f} MB)", cli.save, committed,
+              ckpt.snapshot.bytes() / 1e6);
+  }
+  return 0;
+}
+
+int run_eval(const eval_cli& cli) {
+  auto log = logger("train");
+  set_threads(cli.threads);
+  check_blas();
+  auto ckpt = messages::load_checkpoint(cli.load);
+  auto spec = models::model_spec::parse(ckpt.snapshot.model);
+  models::layered_model model(models::describe(spec));
+  models::restore(model, nullptr, ckpt.snapshot);
+  auto test = models::load_dataset(cli.dataset, false, model.desc(), cli.data_dir);
+  auto net = model.all();
+  auto result = models::evaluate(net, test);
+  log->info("checkpoint {}: model {}, version {} (batches trained), {}", cli.load,
+            spec.canonical(), ckpt.snapshot.version, ckpt.note);
+  log->info("test accuracy {:.2f}% ({} / {}), test loss {:.4f}", 100.0 * result.accuracy(),
+            result.correct, result.samples, result.mean_loss);
+  std::printf("test accuracy: %.4f\n", result.accuracy());
+  return 0;
+}
+
+} // namespace salamander::apps

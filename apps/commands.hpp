@@ -1,0 +1,40 @@
+// The subcommands of `salamander`. main.cpp parses the command line (CLI11)
+// into these option structs; each run_* returns the process exit code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace salamander::apps {
+
+struct train_cli {
+  std::string model = "cnn";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  int64_t epochs = 1;
+  int64_t batch_size = 64;
+  int64_t micro_batches = 1;
+  int64_t max_batches = 0;
+  std::string optimizer = "adam";
+  double lr = 2e-3;
+  uint64_t seed = 1;
+  int threads = 1;
+  std::string save;
+};
+
+struct eval_cli {
+  std::string load;
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  int threads = 1;
+};
+
+struct describe_cli {
+  std::string model = "cnn";
+};
+
+int run_train(const train_cli& cli);
+int run_eval(const eval_cli& cli);
+int run_describe(const describe_cli& cli);
+
+} // namespace salamander::apps

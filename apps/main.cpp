@@ -1,0 +1,98 @@
+// salamander: train and serve deep networks across weak, mismatched,
+// unreliable edge devices. This file only parses the command line; each
+// subcommand lives in its own cmd_*.cpp.
+#include "apps/commands.hpp"
+#include "apps/runtime_env.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+using namespace salamander::apps;
+
+namespace {
+
+const char* model_help =
+    "model spec: mlp, cnn, resnet or vit, with options after a colon, e.g. "
+    "cnn, mlp:hidden=512, resnet:width=16,blocks=2, vit:size=tiny, "
+    "vit:size=base,image=224,patch=16,channels=3,classes=1000";
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"salamander - fault-tolerant training and inference of deep networks across "
+               "heterogeneous edge devices (CAF actors + LibTorch)"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+
+  train_cli train;
+  auto* t = app.add_subcommand("train", "train a model; on one device unless a pipeline is asked");
+  t->add_option("--model", train.model, model_help)->capture_default_str();
+  t->add_option("--dataset", train.dataset, "fashion-mnist or synthetic")->capture_default_str();
+  t->add_option("--data", train.data_dir,
+                "directory with the Fashion-MNIST IDX files (default: $SALAMANDER_DATA, then "
+                "/usr/share/datasets/fashion-mnist)");
+  t->add_option("--epochs", train.epochs, "epochs to train")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  t->add_option("--batch-size", train.batch_size, "examples per batch (one optimizer step)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  t->add_option("--micro-batches", train.micro_batches,
+                "micro-batches per batch (gradients accumulate; same maths as a pipeline)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  t->add_option("--max-batches", train.max_batches, "stop each epoch after N batches (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  t->add_option("--optimizer", train.optimizer, "adam or sgd")
+      ->check(CLI::IsMember({"adam", "sgd"}))
+      ->capture_default_str();
+  t->add_option("--lr", train.lr, "learning rate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  t->add_option("--seed", train.seed, "seed for weights and data order")->capture_default_str();
+  t->add_option("--threads", train.threads,
+                "compute threads for this process (0: LibTorch's default; on 2 cores one "
+                "thread trains the CNN fastest)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  t->add_option("--save", train.save, "write a checkpoint here when training ends");
+
+  eval_cli eval;
+  auto* e = app.add_subcommand("eval", "report the test accuracy of a checkpoint");
+  e->add_option("--load", eval.load, "checkpoint written by train --save")->required();
+  e->add_option("--dataset", eval.dataset, "fashion-mnist or synthetic")->capture_default_str();
+  e->add_option("--data", eval.data_dir, "directory with the Fashion-MNIST IDX files");
+  e->add_option("--threads", eval.threads, "compute threads (0: LibTorch's default)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+
+  describe_cli describe;
+  auto* d = app.add_subcommand(
+      "describe", "print a model's per-layer parameters, activations and FLOPs (no weights "
+                  "are allocated, so ViT-Huge works too)");
+  d->add_option("model", describe.model, model_help)->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+  setup_logging(log_level);
+
+  try {
+    if (*t) {
+      return run_train(train);
+    }
+    if (*e) {
+      return run_eval(eval);
+    }
+    if (*d) {
+      return run_describe(describe);
+    }
+  } catch (const std::exception& ex) {
+    logger("salamander")->error("{}", ex.what());
+    return 1;
+  }
+  return 0;
+}
