@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The salamander command as a user meets it. Usage: cli_test.sh PATH/TO/salamander
+set -euo pipefail
+bin="$1"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# help is useful: subcommands and their main options are listed
+"$bin" --help | grep -q "train" || fail "--help lists no train"
+"$bin" train --help | grep -q -- "--micro-batches" || fail "train --help lists no --micro-batches"
+"$bin" eval --help | grep -q -- "--load" || fail "eval --help lists no --load"
+
+# bad input: clear message, non-zero exit, no crash
+if out=$("$bin" train --model lstm 2>&1); then fail "unknown model accepted"; fi
+grep -q "unknown model 'lstm'" <<<"$out" || fail "unknown model message: $out"
+if out=$("$bin" eval --load "$work/none.ckpt" 2>&1); then fail "missing checkpoint accepted"; fi
+grep -q "none.ckpt" <<<"$out" || fail "missing checkpoint message: $out"
+if out=$("$bin" train --epochs 0 2>&1); then fail "zero epochs accepted"; fi
+if out=$("$bin" train --data "$work" --max-batches 1 2>&1); then fail "empty data dir accepted"; fi
+grep -q "dataset-fashion-mnist" <<<"$out" || fail "missing data message: $out"
+head -c 100 /dev/urandom >"$work/junk.ckpt"
+if out=$("$bin" eval --load "$work/junk.ckpt" 2>&1); then fail "junk checkpoint accepted"; fi
+grep -q "not a salamander checkpoint" <<<"$out" || fail "junk checkpoint message: $out"
+
+# train, save, eval: the same accuracy
+"$bin" train --model mlp --dataset synthetic --epochs 2 --save "$work/m.ckpt" >"$work/train.out" 2>"$work/train.err"
+grep -q "epoch 2 done" "$work/train.err" || fail "no progress lines: $(cat "$work/train.err")"
+train_acc=$(grep "^test accuracy:" "$work/train.out")
+eval_acc=$("$bin" eval --load "$work/m.ckpt" --dataset synthetic 2>/dev/null | grep "^test accuracy:")
+[ -n "$train_acc" ] || fail "train printed no accuracy"
+[ "$train_acc" = "$eval_acc" ] || fail "train said '$train_acc', eval said '$eval_acc'"
+"$bin" describe vit:size=huge,image=224,channels=3,classes=1000 | grep -q "block32" || fail "describe"
+echo "cli: all checks passed"

@@ -1,0 +1,122 @@
+#include "../support.hpp"
+
+#include "models/data.hpp"
+
+#include <zlib.h>
+
+#include <cstdlib>
+#include <fstream>
+
+using namespace salamander::models;
+using salamander::testing::temp_dir;
+
+namespace {
+
+std::string idx_bytes(std::vector<uint32_t> dims, const std::vector<uint8_t>& body) {
+  std::string out = {0, 0, 0x08, static_cast<char>(dims.size())};
+  for (auto d : dims) {
+    for (int s = 24; s >= 0; s -= 8) {
+      out.push_back(static_cast<char>((d >> s) & 0xff));
+    }
+  }
+  out.append(body.begin(), body.end());
+  return out;
+}
+
+void write_raw(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+void write_gz(const std::string& path, const std::string& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f);
+  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) ==
+          static_cast<int>(bytes.size()));
+  gzclose(f);
+}
+
+} // namespace
+
+TEST_CASE("IDX files are read raw and gzipped", "[unit][data]") {
+  temp_dir dir;
+  std::vector<uint8_t> body = {1, 2, 3, 4, 5, 6};
+  auto bytes = idx_bytes({2, 3}, body);
+  write_raw(dir.file("a"), bytes);
+  write_gz(dir.file("b.gz"), bytes);
+  for (auto name : {"a", "b.gz"}) {
+    auto t = read_idx(dir.file(name));
+    CHECK(t.sizes() == torch::IntArrayRef({2, 3}));
+    CHECK(t[1][2].item<int>() == 6);
+  }
+}
+
+TEST_CASE("bad IDX files are clear errors", "[unit][data]") {
+  temp_dir dir;
+  write_raw(dir.file("short"), idx_bytes({2, 3}, {1, 2}));
+  CHECK_THROWS_WITH(read_idx(dir.file("short")), Catch::Contains("truncated"));
+  write_raw(dir.file("long"), idx_bytes({1}, {1, 2}));
+  CHECK_THROWS_WITH(read_idx(dir.file("long")), Catch::Contains("trailing data"));
+  write_raw(dir.file("magic"), std::string("\x01\x02\x03\x04", 4));
+  CHECK_THROWS_WITH(read_idx(dir.file("magic")), Catch::Contains("magic"));
+  write_raw(dir.file("empty"), "");
+  CHECK_THROWS_WITH(read_idx(dir.file("empty")), Catch::Contains("no IDX header"));
+  write_raw(dir.file("huge"), idx_bytes({65536, 65536}, {}));
+  CHECK_THROWS_AS(read_idx(dir.file("huge")), data_error);
+  CHECK_THROWS_WITH(read_idx(dir.file("absent")), Catch::Contains("cannot open"));
+}
+
+TEST_CASE("missing Fashion-MNIST names the paths searched and the package", "[unit][data]") {
+  temp_dir dir;
+  try {
+    load_fashion_mnist(true, dir.path().string());
+    FAIL("expected data_error");
+  } catch (const data_error& e) {
+    std::string msg = e.what();
+    CHECK_THAT(msg, Catch::Contains("dataset-fashion-mnist"));
+    CHECK_THAT(msg, Catch::Contains(dir.file("train-images-idx3-ubyte.gz")));
+    CHECK_THAT(msg, Catch::Contains(dir.file("train-images-idx3-ubyte")));
+  }
+}
+
+TEST_CASE("a Fashion-MNIST directory of our own is read", "[unit][data]") {
+  temp_dir dir;
+  std::vector<uint8_t> pixels(3 * 28 * 28, 255);
+  write_gz(dir.file("t10k-images-idx3-ubyte.gz"), idx_bytes({3, 28, 28}, pixels));
+  write_raw(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({3}, {0, 9, 4}));
+  auto d = load_fashion_mnist(false, dir.path().string());
+  CHECK(d.size() == 3);
+  CHECK(d.sample_shape() == shape{1, 28, 28});
+  CHECK(d.label_vector() == std::vector<int64_t>{0, 9, 4});
+  write_raw(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({2}, {0, 9}));
+  CHECK_THROWS_WITH(load_fashion_mnist(false, dir.path().string()), Catch::Contains("disagree"));
+}
+
+TEST_CASE("Debian's Fashion-MNIST has the expected size and balance", "[unit][data]") {
+  auto train = load_fashion_mnist(true);
+  auto test = load_fashion_mnist(false);
+  CHECK(train.size() == 60000);
+  CHECK(test.size() == 10000);
+  CHECK(train.sample_shape() == shape{1, 28, 28});
+  auto counts = torch::bincount(test.labels);
+  CHECK(torch::all(counts == 1000).item<bool>());
+  // normalised with the training statistics
+  CHECK(train.images.mean().item<double>() == Approx(0.0).margin(0.01));
+  CHECK(train.images.std().item<double>() == Approx(1.0).margin(0.01));
+}
+
+TEST_CASE("batches are a pure function of seed, epoch and batch id", "[unit][data]") {
+  auto d = make_synthetic(4, 500, {3, 4}, 5);
+  auto again = make_synthetic(4, 500, {3, 4}, 5);
+  CHECK(torch::equal(d.images, again.images));
+  CHECK(torch::equal(d.labels, again.labels));
+  auto a = get_batch(d, 7, 1, 3, 32);
+  auto b = get_batch(d, 7, 1, 3, 32);
+  auto other_epoch = get_batch(d, 7, 2, 3, 32);
+  CHECK(torch::equal(a.x, b.x));
+  CHECK(torch::equal(a.y, b.y));
+  CHECK(!torch::equal(a.x, other_epoch.x));
+  CHECK(a.x.sizes() == torch::IntArrayRef({32, 3, 4}));
+  CHECK(get_batch(d, 7, 1, 15, 32).x.size(0) == 20); // 500 = 15 * 32 + 20
+  CHECK_THROWS_AS(get_batch(d, 7, 1, 16, 32), std::out_of_range);
+  CHECK_THROWS_AS(make_synthetic(1, 0, {2}, 2), std::invalid_argument);
+}

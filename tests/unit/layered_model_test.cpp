@@ -1,0 +1,182 @@
+#include "../support.hpp"
+
+#include "models/layered_model.hpp"
+#include "models/trainer.hpp"
+#include "models/weights.hpp"
+
+using namespace salamander::models;
+using salamander::testing::max_abs_diff;
+
+namespace {
+
+// Small enough to run every cut quickly; every layer kind of the zoo appears.
+const std::vector<std::string> test_models = {
+    "mlp", "cnn", "resnet:width=4,blocks=1", "vit:size=tiny,depth=2",
+};
+
+torch::Tensor input_for(const model_desc& d, int64_t batch, uint64_t seed) {
+  torch::manual_seed(seed);
+  auto s = d.input;
+  s.insert(s.begin(), batch);
+  return torch::randn(s);
+}
+
+// All ways to cut `n` layers into contiguous ranges (n <= 6 here).
+std::vector<std::vector<size_t>> all_cuts(size_t n) {
+  std::vector<std::vector<size_t>> out;
+  for (uint32_t mask = 0; mask < (1u << (n - 1)); ++mask) {
+    std::vector<size_t> bounds = {0};
+    for (size_t i = 1; i < n; ++i) {
+      if (mask & (1u << (i - 1))) {
+        bounds.push_back(i);
+      }
+    }
+    bounds.push_back(n);
+    out.push_back(bounds);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("described parameter counts and output shapes match the built layers",
+          "[unit][layered_model]") {
+  for (auto& name : test_models) {
+    INFO(name);
+    layered_model m(describe(model_spec::parse(name)), 1);
+    auto x = input_for(m.desc(), 3, 2);
+    for (size_t i = 0; i < m.desc().layers.size(); ++i) {
+      auto& info = m.desc().layers[i];
+      INFO(info.name);
+      int64_t actual = 0;
+      for (auto& p : m.layer(i).ptr()->parameters()) {
+        actual += p.numel();
+      }
+      CHECK(actual == info.params);
+      x = m.layer(i).forward(x);
+      auto per_sample = x.sizes().vec();
+      per_sample.erase(per_sample.begin());
+      CHECK(per_sample == info.output);
+    }
+  }
+}
+
+TEST_CASE("a range built on its own has the same weights as in the whole model",
+          "[unit][layered_model]") {
+  auto d = describe(model_spec::parse("resnet:width=4,blocks=1"));
+  layered_model whole(d, 11);
+  layered_model part(d, 11, 2, 4);
+  CHECK(part.begin() == 2);
+  CHECK(part.end() == 4);
+  auto a = whole.slice(2, 4)->named_parameters();
+  auto b = part.all()->named_parameters();
+  REQUIRE(a.size() == b.size());
+  for (auto& p : a) {
+    CHECK(torch::equal(p.value(), b[p.key()]));
+  }
+  CHECK_THROWS_AS(part.layer(0), std::out_of_range);
+  CHECK_THROWS_AS(layered_model(d, 1, 3, 3), std::invalid_argument);
+  layered_model other_seed(d, 12, 2, 4);
+  CHECK(!torch::equal(other_seed.all()->parameters()[0], b[a.begin()->key()]));
+}
+
+TEST_CASE("every cut of every zoo model gives the whole model's output and gradients",
+          "[unit][layered_model]") {
+  for (auto& name : test_models) {
+    auto d = describe(model_spec::parse(name));
+    size_t n = d.layers.size();
+    auto x = input_for(d, 4, 5);
+    torch::manual_seed(6);
+    auto y = torch::randint(d.classes, {4}, torch::kInt64);
+
+    layered_model whole(d, 3);
+    range_executor ref(whole.all(), true, true);
+    ref.forward(0, x);
+    auto ref_loss = ref.loss_backward(0, y, 1.0);
+    layered_model fresh(d, 3);
+    auto whole_out = fresh.all()->forward(x).detach();
+
+    REQUIRE(n <= 6); // keeps the 2^(n-1) cuts cheap
+    for (auto& bounds : all_cuts(n)) {
+      INFO(name << " cut into " << bounds.size() - 1 << " ranges");
+      // Each range is its own model built from the same seed, as on
+      // separate devices.
+      std::vector<layered_model> parts;
+      std::vector<range_executor> execs;
+      for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+        parts.emplace_back(d, 3, bounds[s], bounds[s + 1]);
+      }
+      for (size_t s = 0; s < parts.size(); ++s) {
+        execs.emplace_back(parts[s].all(), s == 0, s + 1 == parts.size());
+      }
+      auto act = x;
+      for (auto& e : execs) {
+        act = e.forward(0, act);
+      }
+      auto first_out = act;
+      auto lr = execs.back().loss_backward(0, y, 1.0);
+      CHECK(lr.loss == Approx(ref_loss.loss).margin(1e-6));
+      auto grad = lr.grad_input;
+      for (size_t s = execs.size() - 1; s-- > 0;) {
+        grad = execs[s].backward(0, grad);
+      }
+      CHECK(!grad.defined()); // the first range returns no input gradient
+      for (auto& e : execs) {
+        CHECK(e.in_flight() == 0);
+      }
+      CHECK(max_abs_diff(first_out, whole_out) <= 1e-6);
+      // gradients, parameter by parameter
+      for (auto& part : parts) {
+        auto got = part.all()->named_parameters();
+        auto want = whole.slice(part.begin(), part.end())->named_parameters();
+        for (auto& p : want) {
+          REQUIRE(got[p.key()].grad().defined());
+          CHECK(max_abs_diff(got[p.key()].grad(), p.value().grad()) <= 1e-5);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("backward without a forward in flight is an error, not a crash",
+          "[unit][layered_model]") {
+  layered_model m(describe(model_spec::parse("mlp")), 1, 1, 3);
+  range_executor e(m.all(), false, true);
+  CHECK_THROWS_AS(e.backward(4, torch::zeros({2, 10})), std::invalid_argument);
+  CHECK_THROWS_AS(e.loss_backward(4, torch::zeros({2}, torch::kInt64), 1.0),
+                  std::invalid_argument);
+  range_executor mid(m.all(), false, false);
+  mid.forward(0, torch::randn({2, 256}));
+  CHECK_THROWS_AS(mid.loss_backward(0, torch::zeros({2}, torch::kInt64), 1.0), std::logic_error);
+  mid.drop_in_flight();
+  CHECK(mid.in_flight() == 0);
+}
+
+TEST_CASE("micro-batch accumulation gives the full batch's gradient", "[unit][trainer]") {
+  auto d = describe(model_spec::parse("cnn"));
+  auto data = make_synthetic(1, 64, d.input, d.classes);
+  auto b = get_batch(data, 1, 0, 0, 30);
+  std::vector<torch::Tensor> grads[2];
+  int slot = 0;
+  for (int64_t m : {1, 4}) {
+    layered_model model(d, 9);
+    range_executor e(model.all(), true, true);
+    auto opt = make_optimizer({"sgd", 0.1, 0.0, 0.0}, model.all()->parameters());
+    auto r = train_step(e, *opt, b, m);
+    CHECK(r.samples == 30);
+    // the step changed the weights; the gradient is still there
+    for (auto& p : model.all()->parameters()) {
+      grads[slot].push_back(p.grad().clone());
+    }
+    slot++;
+  }
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    CHECK(max_abs_diff(grads[0][i], grads[1][i]) <= 1e-5);
+  }
+  auto parts = split_micro(torch::arange(10), 4);
+  REQUIRE(parts.size() == 4);
+  CHECK(parts[0].numel() == 3);
+  CHECK(parts[3].numel() == 2);
+  CHECK_THROWS_AS(split_micro(torch::arange(3), 4), std::invalid_argument);
+  CHECK_THROWS_AS(split_micro(torch::arange(3), 0), std::invalid_argument);
+}
