@@ -1,0 +1,188 @@
+#include "algorithms/schedule.hpp"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+namespace salamander::algorithms {
+
+namespace {
+
+void check_shape(int stages, int micro) {
+  if (stages < 1 || micro < 1) {
+    throw std::invalid_argument("a schedule needs stages >= 1 and micro-batches >= 1, got " +
+                                std::to_string(stages) + " and " + std::to_string(micro));
+  }
+}
+
+std::string balance_text(const std::vector<size_t>& balance) {
+  std::string s = "[";
+  for (size_t i = 0; i < balance.size(); ++i) {
+    s += (i ? ", " : "") + std::to_string(balance[i]);
+  }
+  return s + "]";
+}
+
+} // namespace
+
+schedule_kind parse_schedule(const std::string& name) {
+  if (name == "gpipe") {
+    return schedule_kind::gpipe;
+  }
+  if (name == "1f1b") {
+    return schedule_kind::one_f_one_b;
+  }
+  throw std::invalid_argument("schedule '" + name + "' is not gpipe or 1f1b");
+}
+
+std::string to_string(schedule_kind k) {
+  return k == schedule_kind::gpipe ? "gpipe" : "1f1b";
+}
+
+std::vector<stage_op> stage_order(schedule_kind kind, int stages, int micro, int stage) {
+  check_shape(stages, micro);
+  if (stage < 0 || stage >= stages) {
+    throw std::invalid_argument("stage " + std::to_string(stage) + " outside 0.." +
+                                std::to_string(stages - 1));
+  }
+  std::vector<stage_op> ops;
+  if (kind == schedule_kind::gpipe) {
+    for (int m = 0; m < micro; ++m) {
+      ops.push_back({op_kind::forward, m});
+    }
+    for (int m = micro - 1; m >= 0; --m) {
+      ops.push_back({op_kind::backward, m});
+    }
+    return ops;
+  }
+  int warmup = std::min(stages - stage - 1, micro);
+  for (int m = 0; m < warmup; ++m) {
+    ops.push_back({op_kind::forward, m});
+  }
+  for (int i = 0; i < micro - warmup; ++i) {
+    ops.push_back({op_kind::forward, warmup + i});
+    ops.push_back({op_kind::backward, i});
+  }
+  for (int m = micro - warmup; m < micro; ++m) {
+    ops.push_back({op_kind::backward, m});
+  }
+  return ops;
+}
+
+std::vector<clocked_op> clock_table(schedule_kind kind, int stages, int micro) {
+  check_shape(stages, micro);
+  // done[(stage, micro, op)] = clock at which it finished (ran at clock-1)
+  std::map<std::tuple<int, int, int>, int> finish;
+  std::vector<std::vector<stage_op>> rows;
+  for (int s = 0; s < stages; ++s) {
+    rows.push_back(stage_order(kind, stages, micro, s));
+  }
+  std::vector<size_t> next(static_cast<size_t>(stages), 0);
+  std::vector<int> free_at(static_cast<size_t>(stages), 0);
+  std::vector<clocked_op> table;
+  size_t remaining = static_cast<size_t>(2 * stages * micro);
+  for (int clock = 0; remaining > 0; ++clock) {
+    if (clock > 4 * stages * micro + 4) {
+      throw std::logic_error("schedule deadlocks"); // a bug in stage_order
+    }
+    std::vector<clocked_op> now;
+    for (int s = 0; s < stages; ++s) {
+      auto& row = rows[static_cast<size_t>(s)];
+      if (next[static_cast<size_t>(s)] >= row.size() || free_at[static_cast<size_t>(s)] > clock) {
+        continue;
+      }
+      auto op = row[next[static_cast<size_t>(s)]];
+      std::tuple<int, int, int> dep;
+      bool has_dep = true;
+      if (op.op == op_kind::forward) {
+        has_dep = s > 0;
+        dep = {s - 1, op.micro, 0};
+      } else if (s == stages - 1) {
+        dep = {s, op.micro, 0}; // loss + backward after own forward
+      } else {
+        dep = {s + 1, op.micro, 1};
+      }
+      if (has_dep) {
+        auto it = finish.find(dep);
+        if (it == finish.end() || it->second > clock) {
+          continue;
+        }
+      }
+      now.push_back({clock, s, op.micro, op.op});
+    }
+    for (auto& c : now) {
+      finish[{c.stage, c.micro, c.op == op_kind::forward ? 0 : 1}] = clock + 1;
+      free_at[static_cast<size_t>(c.stage)] = clock + 1;
+      next[static_cast<size_t>(c.stage)]++;
+      remaining--;
+      table.push_back(c);
+    }
+  }
+  return table;
+}
+
+int makespan(const std::vector<clocked_op>& table) {
+  int end = 0;
+  for (auto& c : table) {
+    end = std::max(end, c.clock + 1);
+  }
+  return end;
+}
+
+double bubble_fraction_model(int stages, int micro) {
+  check_shape(stages, micro);
+  return static_cast<double>(stages - 1) / static_cast<double>(micro + stages - 1);
+}
+
+int max_in_flight(schedule_kind kind, int stages, int micro, int stage) {
+  int held = 0, most = 0;
+  for (auto& op : stage_order(kind, stages, micro, stage)) {
+    held += op.op == op_kind::forward ? 1 : -1;
+    most = std::max(most, held);
+  }
+  return most;
+}
+
+layer_ranges even_split(size_t layers, int stages) {
+  if (stages < 1 || static_cast<size_t>(stages) > layers) {
+    throw std::invalid_argument("cannot split " + std::to_string(layers) + " layers into " +
+                                std::to_string(stages) + " stages (need 1 <= stages <= layers)");
+  }
+  layer_ranges out;
+  size_t begin = 0;
+  auto n = static_cast<size_t>(stages);
+  for (size_t s = 0; s < n; ++s) {
+    size_t len = layers / n + (s < layers % n ? 1 : 0);
+    out.emplace_back(begin, begin + len);
+    begin += len;
+  }
+  return out;
+}
+
+layer_ranges ranges_from_balance(const std::vector<size_t>& balance, size_t layers) {
+  if (balance.empty()) {
+    throw std::invalid_argument("balance is empty");
+  }
+  size_t sum = 0;
+  for (auto b : balance) {
+    if (b == 0) {
+      throw std::invalid_argument("balance " + balance_text(balance) +
+                                  " gives a stage no layers");
+    }
+    sum += b;
+  }
+  if (sum != layers) {
+    throw std::invalid_argument("balance " + balance_text(balance) + " covers " +
+                                std::to_string(sum) + " layers, the model has " +
+                                std::to_string(layers));
+  }
+  layer_ranges out;
+  size_t begin = 0;
+  for (auto b : balance) {
+    out.emplace_back(begin, begin + b);
+    begin += b;
+  }
+  return out;
+}
+
+} // namespace salamander::algorithms
