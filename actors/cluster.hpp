@@ -1,0 +1,43 @@
+// Finding the nodes of a job: a cluster file naming devices and addresses,
+// connecting to them, or spawning local nodes for the embedded mode.
+//
+// Cluster file (TOML), see deploy/cluster.example.toml:
+//
+//   [[node]]
+//   name = "board-1"
+//   address = "192.0.2.11:7101"
+//
+// Stage i runs on the i-th node listed.
+#pragma once
+
+#include "actors/node.hpp"
+#include "actors/supervisor.hpp"
+
+#include <caf/expected.hpp>
+
+#include <string>
+#include <vector>
+
+namespace salamander::actors {
+
+struct cluster_node {
+  std::string name;
+  std::string host;
+  uint16_t port = 0;
+};
+
+/// Throws std::invalid_argument naming the file, the entry and the problem.
+std::vector<cluster_node> read_cluster_file(const std::string& path);
+
+/// Parses "HOST:PORT"; throws std::invalid_argument naming the bad value.
+std::pair<std::string, uint16_t> parse_address(const std::string& address);
+
+/// Connects to every node; the error names the first node that could not be
+/// reached and its address.
+caf::expected<std::vector<remote_node>> connect_nodes(caf::actor_system& sys,
+                                                      const std::vector<cluster_node>& nodes);
+
+/// Spawns `n` node actors in this process (the embedded mode).
+std::vector<remote_node> local_nodes(caf::actor_system& sys, int n, int32_t threads);
+
+} // namespace salamander::actors

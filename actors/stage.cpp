@@ -1,0 +1,200 @@
+#include "actors/stage.hpp"
+
+#include "messages/errors.hpp"
+
+namespace salamander::actors {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double seconds(clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// Runs as many operations of the stage's row as have their inputs.
+void pump(stage_actor::stateful_pointer<stage_state> self) {
+  auto& st = self->state;
+  auto& spec = st.spec;
+  bool last = spec.index + 1 == spec.stages;
+  while (st.cursor < st.order.size()) {
+    auto op = st.order[st.cursor];
+    stage_state::key k{st.batch, static_cast<uint32_t>(op.micro)};
+    auto start = clock::now();
+    if (op.op == algorithms::op_kind::forward) {
+      auto in = st.inputs.find(k);
+      if (in == st.inputs.end()) {
+        return;
+      }
+      if (st.batch_started) {
+        st.stats.wait_s += seconds(start - st.last_op_end);
+      }
+      st.batch_started = true;
+      auto out = st.exec->forward(op.micro, in->second);
+      st.inputs.erase(in);
+      auto computed = clock::now();
+      st.stats.compute_s += seconds(computed - start);
+      if (!last) {
+        self->send(st.next, forward_atom_v, st.batch, static_cast<uint32_t>(op.micro),
+                   tensor_payload{out});
+        st.stats.send_s += seconds(clock::now() - computed);
+      }
+    } else {
+      torch::Tensor grad_in;
+      if (last) {
+        auto lab = st.labels.find(k);
+        if (lab == st.labels.end()) {
+          return;
+        }
+        st.stats.wait_s += seconds(start - st.last_op_end);
+        auto r = st.exec->loss_backward(op.micro, lab->second.second, lab->second.first);
+        st.stats.loss += r.loss * lab->second.first;
+        st.stats.correct += r.correct;
+        st.stats.samples += lab->second.second.size(0);
+        grad_in = r.grad_input;
+        st.labels.erase(lab);
+      } else {
+        auto g = st.grads.find(k);
+        if (g == st.grads.end()) {
+          return;
+        }
+        st.stats.wait_s += seconds(start - st.last_op_end);
+        grad_in = st.exec->backward(op.micro, g->second);
+        st.grads.erase(g);
+      }
+      auto computed = clock::now();
+      st.stats.compute_s += seconds(computed - start);
+      if (spec.index > 0) {
+        self->send(st.prev, backward_atom_v, st.batch, static_cast<uint32_t>(op.micro),
+                   tensor_payload{grad_in});
+        st.stats.send_s += seconds(clock::now() - computed);
+      }
+    }
+    st.last_op_end = clock::now();
+    st.cursor++;
+  }
+  // the flush: every micro-batch is through, step and report
+  auto start = clock::now();
+  st.opt->step();
+  st.opt->zero_grad();
+  st.version = st.batch + 1;
+  st.stats.compute_s += seconds(clock::now() - start);
+  st.stats.batch = st.batch;
+  st.stats.stage = spec.index;
+  self->send(st.supervisor, done_atom_v, st.stats);
+  st.stats = batch_stats{};
+  st.batch_started = false;
+  st.cursor = 0;
+  st.batch++;
+  st.last_op_end = clock::now();
+  // the next batch's inputs may already be here
+  pump(self);
+}
+
+// Runs `fn`; a LibTorch or validation error becomes a failure report to the
+// supervisor and the end of this stage, never an exception across actors.
+template <class F>
+void guarded(stage_actor::stateful_pointer<stage_state> self, F&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    auto& st = self->state;
+    std::string what = "stage " + std::to_string(st.spec.index) + " (layers " +
+                       std::to_string(st.spec.begin) + ".." + std::to_string(st.spec.end) +
+                       "): " + e.what();
+    if (st.supervisor) {
+      self->send(st.supervisor, failed_atom_v, st.spec.index, what);
+    }
+    self->quit(caf::make_error(errc::stage_failed, what));
+  }
+}
+
+void check_batch(stage_actor::stateful_pointer<stage_state> self, uint64_t batch) {
+  if (batch < self->state.batch) {
+    throw std::invalid_argument("message for batch " + std::to_string(batch) +
+                                ", which this stage already stepped (now at batch " +
+                                std::to_string(self->state.batch) + ")");
+  }
+}
+
+} // namespace
+
+stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self,
+                                 stage_spec spec) {
+  auto& st = self->state;
+  auto desc = models::describe(models::model_spec::parse(spec.model));
+  if (desc.fingerprint != spec.fingerprint) {
+    throw std::invalid_argument("model " + spec.model + " has fingerprint " + desc.fingerprint +
+                                " here, the supervisor expects " + spec.fingerprint);
+  }
+  st.model = std::make_unique<models::layered_model>(desc, spec.seed, spec.begin, spec.end);
+  bool first = spec.index == 0;
+  bool last = spec.index + 1 == spec.stages;
+  st.exec = std::make_unique<models::range_executor>(st.model->all(), first, last);
+  models::optimizer_config ocfg{spec.optimizer, spec.lr, spec.momentum, 0.0};
+  st.opt = models::make_optimizer(ocfg, st.model->all()->parameters());
+  st.order = algorithms::stage_order(algorithms::parse_schedule(spec.schedule),
+                                     static_cast<int>(spec.stages),
+                                     static_cast<int>(spec.micro_batches),
+                                     static_cast<int>(spec.index));
+  st.spec = std::move(spec);
+  return {
+      [=](wire_atom, caf::actor prev, caf::actor next, caf::actor supervisor) {
+        self->state.prev = caf::actor_cast<stage_actor>(prev);
+        self->state.next = caf::actor_cast<stage_actor>(next);
+        self->state.supervisor = caf::actor_cast<supervisor_actor>(supervisor);
+      },
+      [=](forward_atom, uint64_t batch, uint32_t micro, tensor_payload& x) {
+        guarded(self, [&] {
+          check_batch(self, batch);
+          self->state.inputs[{batch, micro}] = std::move(x.tensor);
+          if (batch == self->state.batch) {
+            pump(self);
+          }
+        });
+      },
+      [=](backward_atom, uint64_t batch, uint32_t micro, tensor_payload& g) {
+        guarded(self, [&] {
+          check_batch(self, batch);
+          self->state.grads[{batch, micro}] = std::move(g.tensor);
+          if (batch == self->state.batch) {
+            pump(self);
+          }
+        });
+      },
+      [=](labels_atom, uint64_t batch, uint32_t micro, double weight, tensor_payload& y) {
+        guarded(self, [&] {
+          check_batch(self, batch);
+          self->state.labels[{batch, micro}] = {weight, std::move(y.tensor)};
+          if (batch == self->state.batch) {
+            pump(self);
+          }
+        });
+      },
+      [=](eval_atom, uint64_t id, uint32_t micro, tensor_payload& x) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          auto net = st.exec->net();
+          net->eval();
+          auto out = st.exec->infer(x.tensor);
+          net->train();
+          if (st.spec.index + 1 == st.spec.stages) {
+            self->send(st.supervisor, eval_atom_v, id, micro, tensor_payload{out});
+          } else {
+            self->send(st.next, eval_atom_v, id, micro, tensor_payload{out});
+          }
+        });
+      },
+      [=](snapshot_atom) -> caf::result<snapshot_payload> {
+        auto& st = self->state;
+        try {
+          return snapshot_payload{
+              models::capture(*st.model, st.opt.get(), st.spec.optimizer, st.version)};
+        } catch (const std::exception& e) {
+          return caf::make_error(errc::stage_failed, e.what());
+        }
+      },
+  };
+}
+
+} // namespace salamander::actors

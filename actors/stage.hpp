@@ -1,0 +1,57 @@
+// The stage actor: one contiguous range of layers on one device.
+//
+// Why it is written this way: a stage executes its own row of the schedule
+// table (algorithms/schedule.hpp) strictly in order. Messages may arrive in
+// any order - the next batch's first micro-batch can arrive before this
+// batch's last gradient - so inputs are buffered by (batch, micro) and the
+// stage runs the next operation of its row as soon as that operation's input
+// is there. Executing a fixed order is what makes the result independent of
+// timing, and therefore exact.
+//
+//   message in ──> buffer[(batch, micro)] ──> pump(): while next op ready: run
+//                                                     row done: optimizer step,
+//                                                     (done, stats) -> supervisor
+#pragma once
+
+#include "algorithms/schedule.hpp"
+#include "messages/interfaces.hpp"
+#include "models/layered_model.hpp"
+#include "models/weights.hpp"
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+namespace salamander::actors {
+
+struct stage_state {
+  static inline const char* name = "stage";
+
+  stage_spec spec;
+  std::unique_ptr<models::layered_model> model;
+  std::unique_ptr<models::range_executor> exec;
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  stage_actor prev;
+  stage_actor next;
+  supervisor_actor supervisor;
+
+  std::vector<algorithms::stage_op> order;
+  size_t cursor = 0;
+  uint64_t batch = 0; ///< the batch being executed
+  uint64_t version = 0; ///< batches stepped into the weights
+
+  using key = std::pair<uint64_t, uint32_t>;
+  std::map<key, torch::Tensor> inputs;
+  std::map<key, torch::Tensor> grads;
+  std::map<key, std::pair<double, torch::Tensor>> labels;
+
+  batch_stats stats;
+  std::chrono::steady_clock::time_point last_op_end{};
+  bool batch_started = false;
+};
+
+/// Builds the stage's layers from `spec` (weights from the spec's seed).
+/// Throws std::invalid_argument when the spec does not describe a valid range.
+stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self, stage_spec spec);
+
+} // namespace salamander::actors

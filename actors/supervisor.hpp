@@ -1,0 +1,93 @@
+// The supervisor: owns one training job.
+//
+//   starting ──> training ──(epoch end)──> evaluating ──> training ... ──> finished
+//       │            │                         │
+//       └────────────┴───── failure ───────────┴──> failed
+//
+// starting: hello every node (protocol check), split the layers (the user's
+//   balance or an even split), ask node i to spawn stage i, wire the chain,
+//   monitor every stage.
+// training: feed batch (seed, epoch, id) as M micro-batches to stage 0 and
+//   the labels to the last stage, keeping `window` batches in flight; a batch
+//   is committed when every stage has stepped it.
+// evaluating: stream the test set through the stages (forward only) and count
+//   correct predictions from the logits the last stage returns.
+// A stage that fails or goes down fails the job with a message naming it (the
+// recovery protocol replaces this with re-planning).
+#pragma once
+
+#include "algorithms/schedule.hpp"
+#include "messages/interfaces.hpp"
+#include "models/data.hpp"
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+namespace salamander::actors {
+
+struct job_config {
+  std::string model = "cnn";
+  uint64_t seed = 1;
+  int64_t epochs = 1;
+  int64_t batch_size = 64;
+  int64_t micro_batches = 4;
+  int64_t max_batches = 0; ///< per epoch; 0: all
+  std::string schedule = "1f1b";
+  std::string optimizer = "adam";
+  double lr = 2e-3;
+  double momentum = 0.9;
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  std::vector<size_t> balance; ///< layers per stage; empty: even split
+  int32_t threads = 1;
+  int window = 2; ///< batches in flight
+  bool evaluate = true;
+  std::chrono::milliseconds request_timeout{10000};
+  /// The job fails when no batch commits for this long.
+  std::chrono::milliseconds progress_timeout{60000};
+};
+
+struct remote_node {
+  std::string name;
+  node_actor handle;
+};
+
+struct supervisor_state {
+  static inline const char* name = "supervisor";
+
+  job_config cfg;
+  std::vector<remote_node> nodes;
+  std::vector<node_info> infos;
+  std::string fingerprint;
+  algorithms::layer_ranges ranges;
+  std::vector<stage_actor> stages;
+  std::shared_ptr<const models::dataset> train;
+  std::shared_ptr<const models::dataset> test;
+
+  job_status status;
+  int64_t batches_per_epoch = 0;
+  uint64_t fed = 0;       ///< global batches fed
+  uint64_t committed = 0; ///< global batches committed
+  std::map<uint64_t, std::vector<batch_stats>> reports;
+  std::vector<batch_stats> last_reports; ///< of the last committed batch
+
+  uint64_t eval_round = 0;
+  int64_t eval_pending = 0;
+  int64_t eval_correct = 0;
+  int64_t eval_chunk = 500;
+
+  std::chrono::steady_clock::time_point started{};
+  std::chrono::steady_clock::time_point epoch_started{};
+  std::chrono::steady_clock::time_point last_progress{};
+  int64_t epoch_samples = 0;
+};
+
+/// `train` and `test` are shared with the caller (the embedded mode loads
+/// them once); nodes are connected and named already.
+supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<supervisor_state> self,
+                                           job_config cfg, std::vector<remote_node> nodes,
+                                           std::shared_ptr<const models::dataset> train,
+                                           std::shared_ptr<const models::dataset> test);
+
+} // namespace salamander::actors

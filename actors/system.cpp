@@ -1,0 +1,61 @@
+#include "actors/system.hpp"
+
+#include "messages/errors.hpp"
+#include "messages/messages.hpp"
+
+#include <caf/io/middleman.hpp>
+
+namespace salamander {
+
+std::string to_string(errc x) {
+  switch (x) {
+    case errc::none:
+      return "none";
+    case errc::unreachable:
+      return "unreachable";
+    case errc::protocol_mismatch:
+      return "protocol_mismatch";
+    case errc::model_mismatch:
+      return "model_mismatch";
+    case errc::node_lost:
+      return "node_lost";
+    case errc::stage_failed:
+      return "stage_failed";
+    case errc::timeout:
+      return "timeout";
+    case errc::bad_config:
+      return "bad_config";
+  }
+  return "unknown";
+}
+
+namespace actors {
+
+void configure(caf::actor_system_config& cfg, const system_options& opts) {
+  cfg.add_message_types<caf::id_block::salamander>();
+  cfg.load<caf::io::middleman>();
+  // cfg.add_error_category<errc>() does not compile in CAF 0.17.6; this is
+  // the two-argument form it would expand to.
+  cfg.add_error_category(caf::atom("salamander"),
+                         [](uint8_t code, caf::atom_value, const caf::message& ctx) {
+                           std::string out = to_string(static_cast<errc>(code));
+                           if (ctx.match_elements<std::string>()) {
+                             out += ": " + ctx.get_as<std::string>(0);
+                           } else if (!ctx.empty()) {
+                             out += " " + caf::deep_to_string(ctx);
+                           }
+                           return out;
+                         });
+  if (opts.scheduler_threads > 0) {
+    cfg.set("scheduler.max-threads", opts.scheduler_threads);
+  }
+  if (opts.heartbeat.count() > 0) {
+    cfg.set("middleman.heartbeat-interval", caf::timespan{opts.heartbeat});
+  }
+  if (opts.connection_timeout.count() > 0) {
+    cfg.set("middleman.connection-timeout", caf::timespan{opts.connection_timeout});
+  }
+}
+
+} // namespace actors
+} // namespace salamander

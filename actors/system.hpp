@@ -1,0 +1,25 @@
+// One place that builds CAF's configuration for every salamander process:
+// message types, the middleman, readable errors, heartbeats, threads.
+#pragma once
+
+#include <caf/actor_system_config.hpp>
+
+#include <chrono>
+
+namespace salamander::actors {
+
+struct system_options {
+  /// CAF scheduler threads (0: CAF's default of 4).
+  size_t scheduler_threads = 2;
+  /// Every process sends heartbeats so that a peer configured with a
+  /// connection timeout does not declare it dead while idle.
+  std::chrono::milliseconds heartbeat{1000};
+  /// 0: never drop a silent connection (hung peers are found by the
+  /// supervisor's own progress checks).
+  std::chrono::milliseconds connection_timeout{0};
+};
+
+/// Fills `cfg`; call before constructing the actor_system.
+void configure(caf::actor_system_config& cfg, const system_options& opts = {});
+
+} // namespace salamander::actors

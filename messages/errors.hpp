@@ -1,0 +1,28 @@
+// salamander's error codes: values users can act on, carried in caf::error
+// with a context string that names the node, stage or file concerned.
+#pragma once
+
+#include <caf/error.hpp>
+#include <caf/sec.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace salamander {
+
+enum class errc : uint8_t {
+  none = 0,
+  unreachable,       ///< a node could not be connected to
+  protocol_mismatch, ///< a node speaks another protocol version
+  model_mismatch,    ///< a node describes the model differently (fingerprint)
+  node_lost,         ///< a node or stage went away
+  stage_failed,      ///< a stage reported an error
+  timeout,           ///< no progress within the configured time
+  bad_config,        ///< invalid job or cluster configuration
+};
+
+std::string to_string(errc x);
+
+} // namespace salamander
+
+CAF_ERROR_CODE_ENUM(salamander::errc, "salamander")

@@ -1,0 +1,54 @@
+// Typed interfaces of every actor role. Neighbour and supervisor handles are
+// passed as caf::actor (a typed_actor cannot name itself in its own
+// signature); receivers actor_cast them back to these types.
+#pragma once
+
+#include "messages/messages.hpp"
+
+namespace salamander {
+
+/// A pipeline stage: a contiguous range of layers and its optimizer state.
+///
+///   wire(prev, next, supervisor)        neighbours; null at the ends
+///   forward(batch, micro, activations)  from prev (or the supervisor)
+///   backward(batch, micro, gradient)    from next
+///   labels(batch, micro, weight, y)     last stage: labels and loss weight
+///   eval(id, micro, x)                  forward only; the last stage sends
+///                                       (eval, id, micro, logits) to the supervisor
+///   snapshot -> weights of the range, with optimizer state
+///
+/// After the last backward of a batch a stage steps its optimizer and sends
+/// (done, batch_stats) to the supervisor; on an error it sends
+/// (failed, stage index, message) and quits.
+using stage_actor = caf::typed_actor<
+    caf::reacts_to<wire_atom, caf::actor, caf::actor, caf::actor>,
+    caf::reacts_to<forward_atom, uint64_t, uint32_t, tensor_payload>,
+    caf::reacts_to<backward_atom, uint64_t, uint32_t, tensor_payload>,
+    caf::reacts_to<labels_atom, uint64_t, uint32_t, double, tensor_payload>,
+    caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
+    caf::replies_to<snapshot_atom>::with<snapshot_payload>>;
+
+/// One per device process. hello checks the protocol; spawn starts a stage
+/// on this device and returns its handle; leave stops everything it runs.
+using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t>::with<node_info>,
+                                    caf::replies_to<spawn_atom, stage_spec>::with<caf::actor>,
+                                    caf::reacts_to<leave_atom>>;
+
+/// The supervisor of one job: feeds batches, counts commits, evaluates.
+///
+///   done(stats)            a stage finished a batch (all stages: committed)
+///   failed(stage, what)    a stage gave up; the job fails with `what`
+///   eval(id, micro, y)     logits of an evaluation chunk from the last stage
+///   tick                   its own periodic progress check
+///   get -> job_status      for progress lines and the console
+///   snapshot -> weights    every stage's weights merged (after the job)
+///   leave                  stop the stages and quit
+using supervisor_actor =
+    caf::typed_actor<caf::reacts_to<done_atom, batch_stats>,
+                     caf::reacts_to<failed_atom, uint32_t, std::string>,
+                     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
+                     caf::reacts_to<tick_atom>, caf::replies_to<caf::get_atom>::with<job_status>,
+                     caf::replies_to<snapshot_atom>::with<snapshot_payload>,
+                     caf::reacts_to<leave_atom>>;
+
+} // namespace salamander

@@ -1,0 +1,196 @@
+// Everything that crosses an actor boundary, declared once: atoms, message
+// structs with their inspect() overloads, and the one CAF type-ID block.
+//
+// Tensors travel as tensor_payload. Inside one process CAF never serialises
+// a message, so a payload is just a shared torch::Tensor (no copy at all).
+// Between processes CAF calls inspect(): the tensor is encoded once into a
+// Cap'n Proto frame (messages/tensor_codec.hpp) and written raw; the
+// receiver reads it into an aligned frame and aliases the tensor out of it.
+#pragma once
+
+#include "messages/tensor_codec.hpp"
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace salamander {
+
+/// Bumped whenever a message changes shape; nodes of another protocol are
+/// refused at hello time with both numbers in the error.
+constexpr uint32_t protocol_version = 1;
+
+struct tensor_payload {
+  torch::Tensor tensor;
+};
+
+struct snapshot_payload {
+  models::weight_snapshot snapshot;
+};
+
+/// What a node is asked to run: one pipeline stage.
+struct stage_spec {
+  std::string model;       ///< canonical model spec
+  std::string fingerprint; ///< what the supervisor's describe() says
+  uint64_t seed = 0;
+  uint32_t index = 0;
+  uint32_t stages = 1;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint32_t micro_batches = 1;
+  std::string schedule = "gpipe";
+  std::string optimizer = "adam";
+  double lr = 1e-3;
+  double momentum = 0.9;
+  int32_t threads = 1;
+};
+
+/// One stage's account of one batch.
+struct batch_stats {
+  uint64_t batch = 0;
+  uint32_t stage = 0;
+  double compute_s = 0; ///< forward + backward + optimizer
+  double wait_s = 0;    ///< idle between operations, waiting for inputs
+  double send_s = 0;    ///< encoding and handing messages to CAF
+  double loss = 0;      ///< last stage: mean loss of the batch
+  int64_t correct = 0;  ///< last stage: top-1 correct
+  int64_t samples = 0;
+};
+
+/// A node's answer to hello.
+struct node_info {
+  std::string name;
+  uint32_t protocol = 0;
+  std::string host;
+  int32_t threads = 1;
+  std::string zoo_fingerprint; ///< describe("cnn").fingerprint: same zoo build?
+};
+
+/// The supervisor's answer to a status request (console, progress line).
+struct job_status {
+  std::string phase; ///< connecting, starting, training, evaluating, finished, failed
+  int64_t epoch = 0;
+  int64_t epochs = 0;
+  int64_t batch = 0; ///< batches committed in this epoch
+  int64_t batches = 0;
+  int64_t committed = 0; ///< batches committed in the whole job
+  double samples_per_s = 0;
+  double loss = 0;
+  double test_accuracy = -1; ///< after the last evaluation, -1 before
+  double elapsed_s = 0;
+  std::string error;
+  bool finished() const { return phase == "finished" || phase == "failed"; }
+};
+
+namespace detail {
+
+// Writes a frame as (u64 length, raw bytes); reads it back into an aligned
+// frame. Only binary (de)serialisers see the bytes; to_string sees a summary.
+template <class Inspector, class Encode, class Decode>
+typename Inspector::result_type inspect_frame(Inspector& f, const char* name, Encode&& encode,
+                                              Decode&& decode) {
+  if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
+    messages::frame fr = encode();
+    uint64_t n = fr.byte_size();
+    if (auto err = f(n)) {
+      return err;
+    }
+    return n > 0 ? f.apply_raw(n, const_cast<char*>(fr.bytes())) : caf::error{};
+  } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
+    uint64_t n = 0;
+    if (auto err = f(n)) {
+      return err;
+    }
+    if (n % sizeof(capnp::word) != 0 || n > messages::max_frame_bytes) {
+      return caf::make_error(caf::sec::invalid_argument,
+                             std::string(name) + ": bad frame length " + std::to_string(n));
+    }
+    auto storage = std::make_shared<kj::Array<capnp::word>>(
+        kj::heapArray<capnp::word>(n / sizeof(capnp::word)));
+    if (n > 0) {
+      if (auto err = f.apply_raw(n, storage->begin())) {
+        return err;
+      }
+    }
+    try {
+      decode(messages::frame(std::move(storage), n / sizeof(capnp::word)));
+    } catch (const std::exception& e) {
+      return caf::make_error(caf::sec::invalid_argument, std::string(name) + ": " + e.what());
+    }
+    return caf::error{};
+  } else {
+    std::string summary = name;
+    return f(caf::meta::type_name(name), summary);
+  }
+}
+
+} // namespace detail
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor_payload& x) {
+  return detail::inspect_frame(
+      f, "tensor_payload", [&] { return messages::encode_tensor(x.tensor); },
+      [&](const messages::frame& fr) {
+        x.tensor = messages::decode_tensor(fr, messages::decode_mode::alias);
+      });
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, snapshot_payload& x) {
+  return detail::inspect_frame(
+      f, "snapshot_payload", [&] { return messages::encode_snapshot(x.snapshot); },
+      [&](const messages::frame& fr) { x.snapshot = messages::decode_snapshot(fr); });
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
+  return f(caf::meta::type_name("stage_spec"), x.model, x.fingerprint, x.seed, x.index,
+           x.stages, x.begin, x.end, x.micro_batches, x.schedule, x.optimizer, x.lr, x.momentum,
+           x.threads);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batch_stats& x) {
+  return f(caf::meta::type_name("batch_stats"), x.batch, x.stage, x.compute_s, x.wait_s,
+           x.send_s, x.loss, x.correct, x.samples);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_status& x) {
+  return f(caf::meta::type_name("job_status"), x.phase, x.epoch, x.epochs, x.batch, x.batches,
+           x.committed, x.samples_per_s, x.loss, x.test_accuracy, x.elapsed_s, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_info& x) {
+  return f(caf::meta::type_name("node_info"), x.name, x.protocol, x.host, x.threads,
+           x.zoo_fingerprint);
+}
+
+} // namespace salamander
+
+CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
+  CAF_ADD_TYPE_ID(salamander, (salamander::tensor_payload))
+  CAF_ADD_TYPE_ID(salamander, (salamander::snapshot_payload))
+  CAF_ADD_TYPE_ID(salamander, (salamander::stage_spec))
+  CAF_ADD_TYPE_ID(salamander, (salamander::batch_stats))
+  CAF_ADD_TYPE_ID(salamander, (salamander::node_info))
+  CAF_ADD_TYPE_ID(salamander, (salamander::job_status))
+  CAF_ADD_TYPE_ID(salamander, (std::vector<salamander::batch_stats>))
+  CAF_ADD_ATOM(salamander, salamander, forward_atom, "forward")
+  CAF_ADD_ATOM(salamander, salamander, backward_atom, "backward")
+  CAF_ADD_ATOM(salamander, salamander, labels_atom, "labels")
+  CAF_ADD_ATOM(salamander, salamander, wire_atom, "wire")
+  CAF_ADD_ATOM(salamander, salamander, done_atom, "done")
+  CAF_ADD_ATOM(salamander, salamander, eval_atom, "eval")
+  CAF_ADD_ATOM(salamander, salamander, hello_atom, "hello")
+  CAF_ADD_ATOM(salamander, salamander, spawn_atom, "spawn")
+  CAF_ADD_ATOM(salamander, salamander, snapshot_atom, "snapshot")
+  CAF_ADD_ATOM(salamander, salamander, failed_atom, "failed")
+  CAF_ADD_ATOM(salamander, salamander, leave_atom, "leave")
+  CAF_ADD_ATOM(salamander, salamander, echo_atom, "echo")
+  CAF_ADD_ATOM(salamander, salamander, tick_atom, "tick")
+CAF_END_TYPE_ID_BLOCK(salamander)

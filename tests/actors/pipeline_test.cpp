@@ -1,0 +1,141 @@
+// Pipelines over stage actors compute exactly what one device computes with
+// gradient accumulation over the same micro-batches.
+#include "../support.hpp"
+
+#include "actors/cluster.hpp"
+#include "actors/job.hpp"
+#include "actors/system.hpp"
+#include "models/trainer.hpp"
+
+using namespace salamander;
+using salamander::testing::max_abs_diff;
+
+namespace {
+
+struct data_pair {
+  std::shared_ptr<const models::dataset> train, test;
+};
+
+data_pair synthetic_for(const std::string& model) {
+  auto d = models::describe(models::model_spec::parse(model));
+  return {std::make_shared<models::dataset>(models::make_synthetic(1, 512, d.input, d.classes)),
+          std::make_shared<models::dataset>(models::make_synthetic(2, 256, d.input, d.classes))};
+}
+
+actors::job_config small_job(const std::string& schedule, int64_t steps) {
+  actors::job_config jc;
+  jc.model = "cnn";
+  jc.seed = 3;
+  jc.batch_size = 32;
+  jc.micro_batches = 4;
+  jc.max_batches = steps;
+  jc.schedule = schedule;
+  jc.dataset = "synthetic";
+  jc.evaluate = false;
+  jc.request_timeout = std::chrono::seconds(10);
+  jc.progress_timeout = std::chrono::seconds(30);
+  return jc;
+}
+
+// What one device computes for the same job: gradient accumulation over the
+// same micro-batches of the same batches.
+models::weight_snapshot single_device(const actors::job_config& jc, const models::dataset& train) {
+  models::layered_model m(models::describe(models::model_spec::parse(jc.model)), jc.seed);
+  models::range_executor exec(m.all(), true, true);
+  auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0}, m.all()->parameters());
+  for (int64_t b = 0; b < jc.max_batches; ++b) {
+    models::train_step(exec, *opt, models::get_batch(train, jc.seed, 0, b, jc.batch_size),
+                       jc.micro_batches);
+  }
+  return models::capture(m, nullptr, "", static_cast<uint64_t>(jc.max_batches));
+}
+
+double max_weight_diff(const models::weight_snapshot& a, const models::weight_snapshot& b) {
+  REQUIRE(a.layers.size() == b.layers.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    REQUIRE(a.layers[i].name == b.layers[i].name);
+    REQUIRE(a.layers[i].params.size() == b.layers[i].params.size());
+    for (size_t j = 0; j < a.layers[i].params.size(); ++j) {
+      worst = std::max(worst, max_abs_diff(a.layers[i].params[j].tensor,
+                                           b.layers[i].params[j].tensor));
+    }
+  }
+  return worst;
+}
+
+} // namespace
+
+TEST_CASE("N-stage pipelines hold the single-device weights after K steps, both schedules",
+          "[actor][pipeline]") {
+  torch::set_num_threads(1);
+  auto data = synthetic_for("cnn");
+  for (auto schedule : {"gpipe", "1f1b"}) {
+    auto jc = small_job(schedule, 5);
+    auto reference = single_device(jc, *data.train);
+    for (int stages : {2, 3, 4}) {
+      INFO(schedule << " with " << stages << " stages");
+      caf::actor_system_config cfg;
+      actors::configure(cfg);
+      caf::actor_system sys{cfg};
+      actors::job_options opts;
+      opts.fetch_weights = true;
+      opts.poll = std::chrono::milliseconds(20);
+      auto result = actors::run_job(sys, jc, actors::local_nodes(sys, stages, 1), data.train,
+                                    data.test, opts);
+      REQUIRE(result.status.error == "");
+      REQUIRE(result.status.phase == "finished");
+      CHECK(result.status.committed == 5);
+      REQUIRE(result.weights);
+      CHECK(result.weights->version == 5);
+      CHECK(max_weight_diff(*result.weights, reference) <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("a pipeline evaluates through its stages like the whole model", "[actor][pipeline]") {
+  torch::set_num_threads(1);
+  auto data = synthetic_for("cnn");
+  auto jc = small_job("1f1b", 4);
+  jc.evaluate = true;
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(20);
+  auto result = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), data.train, data.test,
+                                opts);
+  REQUIRE(result.status.phase == "finished");
+  REQUIRE(result.weights);
+  models::layered_model m(models::describe(models::model_spec::parse(jc.model)));
+  models::restore(m, nullptr, *result.weights);
+  auto net = m.all();
+  auto expect = models::evaluate(net, *data.test);
+  CHECK(result.status.test_accuracy == Approx(expect.accuracy()).margin(1e-9));
+}
+
+TEST_CASE("bad plans fail the job with a message naming the problem", "[actor][pipeline]") {
+  auto data = synthetic_for("cnn");
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  actors::job_options opts;
+  opts.poll = std::chrono::milliseconds(20);
+
+  auto jc = small_job("gpipe", 2);
+  jc.balance = {3, 0, 1};
+  auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), data.train, data.test, opts);
+  CHECK(r.status.phase == "failed");
+  CHECK_THAT(r.status.error, Catch::Contains("[3, 0, 1]"));
+
+  jc.balance = {};
+  r = actors::run_job(sys, jc, actors::local_nodes(sys, 5, 1), data.train, data.test, opts);
+  CHECK(r.status.phase == "failed");
+  CHECK_THAT(r.status.error, Catch::Contains("4 layers into 5 stages"));
+
+  jc.schedule = "zigzag";
+  r = actors::run_job(sys, jc, actors::local_nodes(sys, 2, 1), data.train, data.test, opts);
+  CHECK(r.status.phase == "failed");
+  CHECK_THAT(r.status.error, Catch::Contains("zigzag"));
+}
