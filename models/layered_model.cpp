@@ -262,7 +262,11 @@ range_executor::loss_result range_executor::loss_backward(int64_t micro,
   saved s = std::move(it->second);
   pending_.erase(it);
   auto loss = torch::nn::functional::cross_entropy(s.output, labels);
-  (loss * scale).backward();
+  if (scale == 1.0) {
+    loss.backward();
+  } else {
+    (loss * scale).backward();
+  }
   loss_result r;
   r.loss = loss.item<double>();
   r.correct = count_correct(s.output.detach(), labels);
