@@ -1,0 +1,22 @@
+// The benchmarks of salamander_bench; bench/run.sh NAME runs one.
+#pragma once
+
+#include "algorithms/sampling.hpp"
+
+#include <string>
+
+namespace salamander::bench {
+
+struct bench_args {
+  std::string out;    ///< JSON results path
+  bool quick = false; ///< fewer rounds, for smoke tests
+};
+
+inline int64_t algorithms_batches(int64_t n, int64_t batch_size) {
+  return algorithms::batches_per_epoch(n, batch_size, false);
+}
+
+int training_overhead(const bench_args& args);
+int codec(const bench_args& args);
+
+} // namespace salamander::bench

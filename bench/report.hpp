@@ -1,0 +1,63 @@
+// A benchmark's results: written as JSON to bench/results/NAME.json, and
+// its headline figures printed last, one `key: value` per line.
+#pragma once
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace salamander::bench {
+
+class report {
+public:
+  explicit report(std::string name) : name_(std::move(name)) {}
+
+  void detail(const std::string& key, double value) { details_.emplace_back(key, fmt(value)); }
+  void detail(const std::string& key, const std::string& value) {
+    details_.emplace_back(key, quote(value));
+  }
+  void headline(const std::string& key, double value) {
+    headlines_.emplace_back(key, value);
+    detail(key, value);
+  }
+
+  /// Writes the JSON file and prints the headline figures.
+  void finish(const std::string& path) const {
+    std::ofstream out(path);
+    out << "{\n  \"benchmark\": " << quote(name_);
+    for (auto& [k, v] : details_) {
+      out << ",\n  " << quote(k) << ": " << v;
+    }
+    out << "\n}\n";
+    std::printf("results: %s\n", path.c_str());
+    for (auto& [k, v] : headlines_) {
+      std::printf("%s: %s\n", k.c_str(), fmt(v).c_str());
+    }
+  }
+
+private:
+  static std::string fmt(double v) {
+    std::ostringstream s;
+    s.precision(6);
+    s << v;
+    return s.str();
+  }
+  static std::string quote(const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+      }
+      out += c;
+    }
+    return out + "\"";
+  }
+  std::string name_;
+  std::vector<std::pair<std::string, std::string>> details_;
+  std::vector<std::pair<std::string, double>> headlines_;
+};
+
+} // namespace salamander::bench

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# bench/run.sh NAME [--quick]: builds if needed, runs one benchmark, writes
+# bench/results/NAME.json and prints the headline figures last.
+# Every figure here comes from one host; where devices are emulated the
+# benchmark says so in its results.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+name=${1:-}
+shift || true
+cd "$root"
+mkdir -p bench/results
+case "$name" in
+  build_time)
+    # Clean build without ccache in a scratch directory, two jobs.
+    dir=$(mktemp -d)
+    trap 'rm -rf "$dir"' EXIT
+    start=$(date +%s.%N)
+    CCACHE_DISABLE=1 cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+    CCACHE_DISABLE=1 ninja -C "$dir" -j 2 >/dev/null
+    secs=$(echo "$(date +%s.%N) - $start" | bc)
+    printf '{\n  "benchmark": "build_time",\n  "jobs": 2,\n  "cores": %s,\n  "clean_build_s": %.1f\n}\n' \
+      "$(nproc)" "$secs" >bench/results/build_time.json
+    echo "results: bench/results/build_time.json"
+    printf 'clean_build_s: %.1f\n' "$secs"
+    ;;
+  "")
+    echo "usage: bench/run.sh NAME [--quick]   (build_time, training_overhead, codec)" >&2
+    exit 2
+    ;;
+  *)
+    "$root/deploy/build.sh" "$root/build" >/dev/null
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+      "$root/build/bench/salamander_bench" "$name" --out "bench/results/$name.json" "$@"
+    ;;
+esac
