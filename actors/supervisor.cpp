@@ -196,11 +196,21 @@ void hello_all(self_ptr self) {
   auto& st = self->state;
   auto pending = std::make_shared<size_t>(st.nodes.size());
   st.infos.assign(st.nodes.size(), node_info{});
+  for (auto& n : st.nodes) {
+    self->monitor(n.handle); // a node lost during start-up fails it at once
+  }
   for (size_t i = 0; i < st.nodes.size(); ++i) {
     auto node_name = st.nodes[i].name;
     self->request(st.nodes[i].handle, st.cfg.request_timeout, hello_atom_v, protocol_version)
         .then(
             [=](node_info info) {
+              if (info.protocol != protocol_version) {
+                fail(self, "node " + node_name + " speaks protocol " +
+                               std::to_string(info.protocol) + ", this supervisor " +
+                               std::to_string(protocol_version) +
+                               " (run the same salamander version everywhere)");
+                return;
+              }
               self->state.infos[i] = std::move(info);
               if (--*pending == 0 && !self->state.status.finished()) {
                 spawn_stages(self);
@@ -245,6 +255,14 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
       if (st.stages[i] && st.stages[i].address() == dm.source) {
         fail(self, "stage " + std::to_string(i) + " on node " + st.nodes[i].name +
                        " went down: " + self->system().render(dm.reason));
+        return;
+      }
+    }
+    for (auto& n : st.nodes) {
+      if (n.handle.address() == dm.source) {
+        fail(self, "node " + n.name + " went away" +
+                       (st.status.phase == "starting" ? " during start-up: " : ": ") +
+                       self->system().render(dm.reason));
         return;
       }
     }

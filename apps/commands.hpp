@@ -20,6 +20,13 @@ struct train_cli {
   uint64_t seed = 1;
   int threads = 1;
   std::string save;
+  // pipeline: --stages N (embedded, N local nodes) or --cluster FILE
+  int stages = 0;
+  std::string schedule = "1f1b";
+  std::string balance;
+  std::string cluster;
+  int window = 2;
+  bool evaluate = true;
 };
 
 struct eval_cli {
@@ -33,7 +40,16 @@ struct describe_cli {
   std::string model = "cnn";
 };
 
+struct node_cli {
+  std::string name;
+  std::string listen = "127.0.0.1:0";
+  int threads = 1;
+};
+
 int run_train(const train_cli& cli);
+/// Pipeline training over actors: embedded (--stages) or a cluster file.
+int run_pipeline(const train_cli& cli);
+int run_node(const node_cli& cli);
 int run_eval(const eval_cli& cli);
 int run_describe(const describe_cli& cli);
 

@@ -42,9 +42,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   t->add_option("--micro-batches", train.micro_batches,
-                "micro-batches per batch (gradients accumulate; same maths as a pipeline)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+                "micro-batches per batch (gradients accumulate; same maths as a pipeline); "
+                "default 1 on one device, 4 in a pipeline")
+      ->check(CLI::PositiveNumber);
   t->add_option("--max-batches", train.max_batches, "stop each epoch after N batches (0: all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -61,6 +61,57 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   t->add_option("--save", train.save, "write a checkpoint here when training ends");
+  auto add_pipeline_options = [&](CLI::App* sub) {
+    sub->add_option("--schedule", train.schedule,
+                    "pipeline schedule: gpipe (fill-drain) or 1f1b (fewer activations held)")
+        ->check(CLI::IsMember({"gpipe", "1f1b"}))
+        ->capture_default_str();
+    sub->add_option("--balance", train.balance,
+                    "layers per stage, e.g. 1,1,2 (default: an even split)");
+    sub->add_option("--window", train.window, "batches in flight in the pipeline")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+  };
+  t->add_option("--stages", train.stages,
+                "run a pipeline of N stages on N local nodes in this process (embedded "
+                "mode); without it, train on one device")
+      ->check(CLI::PositiveNumber);
+  t->add_option("--cluster", train.cluster,
+                "run a pipeline on the nodes of this cluster file (see deploy/)");
+  add_pipeline_options(t);
+
+  auto* sup = app.add_subcommand(
+      "supervisor", "run a pipeline training job on the nodes of a cluster file; takes every "
+                    "train option");
+  sup->add_option("--cluster", train.cluster, "cluster file (TOML, [[node]] name + address)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sup->add_option("--model", train.model, model_help)->capture_default_str();
+  sup->add_option("--dataset", train.dataset, "fashion-mnist or synthetic")->capture_default_str();
+  sup->add_option("--data", train.data_dir, "directory with the Fashion-MNIST IDX files");
+  sup->add_option("--epochs", train.epochs, "epochs to train")->check(CLI::PositiveNumber);
+  sup->add_option("--batch-size", train.batch_size, "examples per batch")
+      ->check(CLI::PositiveNumber);
+  sup->add_option("--micro-batches", train.micro_batches, "micro-batches per batch")
+      ->check(CLI::PositiveNumber);
+  sup->add_option("--max-batches", train.max_batches, "stop each epoch after N batches");
+  sup->add_option("--optimizer", train.optimizer, "adam or sgd")
+      ->check(CLI::IsMember({"adam", "sgd"}));
+  sup->add_option("--lr", train.lr, "learning rate")->check(CLI::PositiveNumber);
+  sup->add_option("--seed", train.seed, "seed for weights and data order");
+  sup->add_option("--save", train.save, "write a checkpoint here when training ends");
+  add_pipeline_options(sup);
+
+  node_cli node;
+  auto* nd = app.add_subcommand(
+      "node", "run one device's node: listens for a supervisor and runs the stages it is "
+              "given; SIGTERM leaves cleanly");
+  nd->add_option("--name", node.name, "this device's name, as in the cluster file")->required();
+  nd->add_option("--listen", node.listen, "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
+  nd->add_option("--threads", node.threads, "compute threads on this device")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 
   eval_cli eval;
   auto* e = app.add_subcommand("eval", "report the test accuracy of a checkpoint");
@@ -81,8 +132,22 @@ int main(int argc, char** argv) {
   setup_logging(log_level);
 
   try {
+    // A pipeline with one micro-batch per batch idles all but one stage.
+    bool micro_given = t->count("--micro-batches") + sup->count("--micro-batches") > 0;
+    if (!micro_given && (*sup || train.stages > 0 || !train.cluster.empty())) {
+      train.micro_batches = 4;
+    }
     if (*t) {
+      if (train.stages > 0 || !train.cluster.empty()) {
+        return run_pipeline(train);
+      }
       return run_train(train);
+    }
+    if (*sup) {
+      return run_pipeline(train);
+    }
+    if (*nd) {
+      return run_node(node);
     }
     if (*e) {
       return run_eval(eval);

@@ -1,0 +1,179 @@
+// `salamander train --stages N`, `salamander supervisor --cluster FILE` and
+// `salamander node`: pipeline training over actors.
+#include "actors/cluster.hpp"
+#include "actors/job.hpp"
+#include "actors/system.hpp"
+#include "apps/commands.hpp"
+#include "apps/progress.hpp"
+#include "apps/runtime_env.hpp"
+#include "messages/checkpoint.hpp"
+
+#include <caf/io/middleman.hpp>
+#include <fmt/format.h>
+
+#include <csignal>
+#include <sstream>
+
+namespace salamander::apps {
+
+namespace {
+
+std::vector<size_t> parse_balance(const std::string& text) {
+  std::vector<size_t> out;
+  if (text.empty()) {
+    return out;
+  }
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      long v = std::stol(item, &used);
+      if (used != item.size() || v < 0) {
+        throw std::invalid_argument(item);
+      }
+      out.push_back(static_cast<size_t>(v));
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--balance '" + text + "' is not a list of layer counts like 1,1,2");
+    }
+  }
+  return out;
+}
+
+std::string status_line(const job_status& s) {
+  double eta = -1;
+  if (s.samples_per_s > 0 && s.batches > 0) {
+    double left = static_cast<double>((s.epochs - s.epoch) * s.batches + (s.batches - s.batch));
+    eta = left * (s.committed > 0 ? s.elapsed_s / static_cast<double>(s.committed) : 0.0);
+  }
+  return fmt::format("[{}] epoch {}/{}  batch {}/{}  {:.0f} samples/s  loss {:.4f}  eta {}",
+                     s.phase, s.epoch, s.epochs, s.batch, s.batches, s.samples_per_s, s.loss,
+                     eta < 0 ? std::string("?") : fmt::format("{:.0f}s", eta));
+}
+
+} // namespace
+
+int run_pipeline(const train_cli& cli) {
+  auto log = logger("supervisor");
+  set_threads(cli.threads);
+  check_blas();
+  actors::job_config jc;
+  jc.model = models::model_spec::parse(cli.model).canonical();
+  jc.seed = cli.seed;
+  jc.epochs = cli.epochs;
+  jc.batch_size = cli.batch_size;
+  jc.micro_batches = cli.micro_batches;
+  jc.max_batches = cli.max_batches;
+  jc.schedule = cli.schedule;
+  jc.optimizer = cli.optimizer;
+  jc.lr = cli.lr;
+  jc.dataset = cli.dataset;
+  jc.data_dir = cli.data_dir;
+  jc.balance = parse_balance(cli.balance);
+  jc.threads = cli.threads;
+  jc.window = cli.window;
+  jc.evaluate = cli.evaluate;
+  auto desc = models::describe(models::model_spec::parse(jc.model));
+  auto train = std::make_shared<models::dataset>(
+      models::load_dataset(cli.dataset, true, desc, cli.data_dir));
+  auto test = std::make_shared<models::dataset>(
+      models::load_dataset(cli.dataset, false, desc, cli.data_dir));
+
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  std::vector<actors::remote_node> nodes;
+  if (!cli.cluster.empty()) {
+    auto listed = actors::read_cluster_file(cli.cluster);
+    log->info("connecting to {} nodes from {}", listed.size(), cli.cluster);
+    auto connected = actors::connect_nodes(sys, listed);
+    if (!connected) {
+      log->error("{}", sys.render(connected.error()));
+      return 1;
+    }
+    nodes = std::move(*connected);
+  } else {
+    nodes = actors::local_nodes(sys, cli.stages, cli.threads);
+  }
+  log->info("pipeline: model {} ({} layers), {} stages on {}, schedule {}, {} micro-batches of "
+            "a {}-example batch",
+            jc.model, desc.layers.size(), nodes.size(),
+            cli.cluster.empty() ? "local nodes (embedded)" : cli.cluster, jc.schedule,
+            jc.micro_batches, jc.batch_size);
+
+  progress_line progress(log);
+  actors::job_options opts;
+  opts.fetch_weights = !cli.save.empty();
+  opts.on_status = [&](const job_status& s) { progress.update(status_line(s), s.finished()); };
+  auto result = actors::run_job(sys, jc, nodes, train, test, opts);
+  progress.finish();
+  if (result.status.phase != "finished") {
+    log->error("job failed: {}", result.status.error);
+    return 1;
+  }
+  auto& s = result.status;
+  double samples = static_cast<double>(s.committed * jc.batch_size);
+  log->info("done: {} batches in {:.1f} s ({:.0f} samples/s overall), test accuracy {:.2f}%",
+            s.committed, s.elapsed_s, samples / s.elapsed_s, 100.0 * s.test_accuracy);
+  std::printf("throughput: %.0f samples/s\n", samples / s.elapsed_s);
+  if (s.test_accuracy >= 0) {
+    std::printf("test accuracy: %.4f\n", s.test_accuracy);
+  }
+  if (!cli.save.empty() && result.weights) {
+    messages::checkpoint ckpt;
+    ckpt.snapshot = std::move(*result.weights);
+    ckpt.seed = cli.seed;
+    ckpt.epoch = static_cast<uint64_t>(cli.epochs);
+    ckpt.note = fmt::format("pipeline of {} stages, {}", nodes.size(), jc.schedule);
+    messages::save_checkpoint(cli.save, ckpt);
+    log->info("saved checkpoint {}", cli.save);
+  }
+  for (auto& n : nodes) {
+    if (cli.cluster.empty()) {
+      caf::anon_send(n.handle, leave_atom_v);
+    }
+  }
+  return 0;
+}
+
+int run_node(const node_cli& cli) {
+  auto log = logger("node");
+  // SIGTERM and SIGINT are taken synchronously by this thread (sigwait), so
+  // they must be blocked before CAF starts its threads, which inherit the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  set_threads(cli.threads);
+  auto [host, port] = actors::parse_address(cli.listen);
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  actors::node_config ncfg;
+  ncfg.name = cli.name;
+  ncfg.host = host;
+  ncfg.threads = cli.threads;
+  auto n = sys.spawn(actors::node, ncfg);
+  auto bound = sys.middleman().publish(n, port, host.c_str());
+  if (!bound) {
+    log->error("node {} cannot listen on {}: {}", cli.name, cli.listen, sys.render(bound.error()));
+    caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
+    return 1;
+  }
+  // scripts and tests read this line to learn the port
+  std::printf("node %s listening on %s:%u\n", cli.name.c_str(), host.c_str(),
+              static_cast<unsigned>(*bound));
+  std::fflush(stdout);
+  log->info("node {} ready ({} compute thread(s)), protocol {}", cli.name, cli.threads,
+            protocol_version);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log->info("node {} leaving ({})", cli.name, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  caf::anon_send(n, leave_atom_v);
+  sys.middleman().unpublish(n, *bound);
+  return 0;
+}
+
+} // namespace salamander::apps

@@ -1,0 +1,187 @@
+// Pipelines across `salamander node` processes on loopback, and the faults
+// a supervisor meets at start-up.
+#include "../node_process.hpp"
+#include "../support.hpp"
+
+#include "actors/cluster.hpp"
+#include "actors/job.hpp"
+#include "actors/system.hpp"
+#include "messages/errors.hpp"
+#include "models/trainer.hpp"
+
+#include <caf/io/middleman.hpp>
+
+using namespace salamander;
+using salamander::testing::max_abs_diff;
+using salamander::testing::node_process;
+
+namespace {
+
+std::shared_ptr<const models::dataset> synthetic(uint64_t seed, int64_t n) {
+  auto d = models::describe(models::model_spec::parse("cnn"));
+  return std::make_shared<models::dataset>(models::make_synthetic(seed, n, d.input, d.classes));
+}
+
+actors::job_config job(int64_t steps) {
+  actors::job_config jc;
+  jc.model = "cnn";
+  jc.seed = 5;
+  jc.batch_size = 32;
+  jc.micro_batches = 4;
+  jc.max_batches = steps;
+  jc.dataset = "synthetic";
+  jc.evaluate = false;
+  jc.request_timeout = std::chrono::seconds(10);
+  jc.progress_timeout = std::chrono::seconds(30);
+  return jc;
+}
+
+std::vector<actors::cluster_node> cluster_of(const std::vector<node_process*>& procs) {
+  std::vector<actors::cluster_node> out;
+  int i = 0;
+  for (auto* p : procs) {
+    out.push_back({"n" + std::to_string(++i), "127.0.0.1", p->port()});
+  }
+  return out;
+}
+
+actors::job_options polling() {
+  actors::job_options opts;
+  opts.poll = std::chrono::milliseconds(20);
+  return opts;
+}
+
+} // namespace
+
+TEST_CASE("three node processes hold the single-device weights after K steps",
+          "[actor][pipeline][process]") {
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 512);
+  auto test = synthetic(2, 64);
+  node_process a("n1"), b("n2"), c("n3");
+  for (auto schedule : {"gpipe", "1f1b"}) {
+    INFO(schedule);
+    auto jc = job(4);
+    jc.schedule = schedule;
+    caf::actor_system_config cfg;
+    actors::configure(cfg);
+    caf::actor_system sys{cfg};
+    auto nodes = actors::connect_nodes(sys, cluster_of({&a, &b, &c}));
+    REQUIRE(static_cast<bool>(nodes));
+    auto opts = polling();
+    opts.fetch_weights = true;
+    auto result = actors::run_job(sys, jc, *nodes, train, test, opts);
+    REQUIRE(result.status.error == "");
+    REQUIRE(result.weights);
+
+    models::layered_model m(models::describe(models::model_spec::parse(jc.model)), jc.seed);
+    models::range_executor exec(m.all(), true, true);
+    auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0}, m.all()->parameters());
+    for (int64_t i = 0; i < jc.max_batches; ++i) {
+      models::train_step(exec, *opt, models::get_batch(*train, jc.seed, 0, i, jc.batch_size),
+                         jc.micro_batches);
+    }
+    auto reference = models::capture(m, nullptr, "", 0);
+    REQUIRE(result.weights->layers.size() == reference.layers.size());
+    for (size_t l = 0; l < reference.layers.size(); ++l) {
+      for (size_t p = 0; p < reference.layers[l].params.size(); ++p) {
+        CHECK(max_abs_diff(result.weights->layers[l].params[p].tensor,
+                           reference.layers[l].params[p].tensor) <= 1e-5);
+      }
+    }
+  }
+  CHECK(a.stop() == 0); // SIGTERM: a clean leave
+  CHECK(b.stop() == 0);
+  CHECK(c.stop() == 0);
+}
+
+TEST_CASE("an unreachable node is named in the error", "[actor][startup][process]") {
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  uint16_t closed_port = 0;
+  {
+    node_process gone("gone"); // learn a port, then free it
+    closed_port = gone.port();
+  }
+  auto nodes = actors::connect_nodes(sys, {{"ghost", "127.0.0.1", closed_port}});
+  REQUIRE(!static_cast<bool>(nodes));
+  auto msg = sys.render(nodes.error());
+  CHECK_THAT(msg, Catch::Contains("ghost") && Catch::Contains(std::to_string(closed_port)) &&
+                      Catch::Contains("unreachable"));
+}
+
+TEST_CASE("a node killed during start-up fails the job promptly, naming it",
+          "[actor][startup][process]") {
+  auto train = synthetic(1, 256);
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  node_process a("n1"), b("n2");
+  auto nodes = actors::connect_nodes(sys, cluster_of({&a, &b}));
+  REQUIRE(static_cast<bool>(nodes));
+  b.signal(SIGKILL);
+  auto jc = job(3);
+  auto start = std::chrono::steady_clock::now();
+  auto result = actors::run_job(sys, jc, *nodes, train, train, polling());
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(result.status.phase == "failed");
+  CHECK_THAT(result.status.error, Catch::Contains("n2"));
+  CHECK(took < jc.request_timeout); // the down message, not a timeout
+}
+
+namespace {
+
+// A node of another build: answers hello with another protocol, or refuses
+// every stage as a node with another model zoo would.
+node_actor::behavior_type odd_node(node_actor::pointer self, uint32_t protocol) {
+  return {
+      [=](hello_atom, uint32_t) {
+        node_info info;
+        info.name = "odd";
+        info.protocol = protocol;
+        return info;
+      },
+      [=](spawn_atom, stage_spec spec) -> caf::result<caf::actor> {
+        spec.fingerprint = "0000000000000000"; // what a different zoo would compute
+        return caf::make_error(errc::model_mismatch, "node odd: " + actors::check_stage_spec(spec));
+      },
+      [=](leave_atom) { self->quit(); },
+  };
+}
+
+} // namespace
+
+TEST_CASE("nodes of another protocol or model build are refused by name",
+          "[actor][startup]") {
+  auto train = synthetic(1, 256);
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto opts = polling();
+  auto jc = job(2);
+
+  auto other_protocol = sys.spawn(odd_node, protocol_version + 1);
+  auto r = actors::run_job(sys, jc, {{"odd", other_protocol}}, train, train, opts);
+  CHECK(r.status.phase == "failed");
+  CHECK_THAT(r.status.error, Catch::Contains("node odd speaks protocol " +
+                                             std::to_string(protocol_version + 1)));
+
+  auto other_zoo = sys.spawn(odd_node, protocol_version);
+  r = actors::run_job(sys, jc, {{"odd", other_zoo}}, train, train, opts);
+  CHECK(r.status.phase == "failed");
+  CHECK_THAT(r.status.error, Catch::Contains("odd") && Catch::Contains("fingerprint"));
+
+  // and the real node refuses a spec whose fingerprint is not its own
+  stage_spec spec;
+  spec.model = "cnn";
+  spec.fingerprint = "ffffffffffffffff";
+  spec.end = 1;
+  CHECK_THAT(actors::check_stage_spec(spec), Catch::Contains("fingerprint"));
+  spec.fingerprint = models::describe(models::model_spec::parse("cnn")).fingerprint;
+  CHECK(actors::check_stage_spec(spec) == "");
+  spec.end = 9;
+  CHECK_THAT(actors::check_stage_spec(spec), Catch::Contains("not within"));
+  caf::anon_send(other_protocol, leave_atom_v);
+  caf::anon_send(other_zoo, leave_atom_v);
+}

@@ -1,0 +1,109 @@
+// Starts `salamander node` processes for tests and always stops them: the
+// destructor sends SIGTERM, waits up to 5 s, then SIGKILLs. Nothing is left
+// running after a test, even a failing one.
+#pragma once
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace salamander::testing {
+
+/// The salamander binary under test ($SALAMANDER_BIN, set by ctest).
+inline std::string salamander_bin() {
+  const char* bin = std::getenv("SALAMANDER_BIN");
+  if (!bin || !*bin) {
+    throw std::runtime_error("SALAMANDER_BIN is not set (ctest sets it)");
+  }
+  return bin;
+}
+
+class node_process {
+public:
+  explicit node_process(const std::string& name, std::vector<std::string> extra = {}) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+      throw std::runtime_error("pipe failed");
+    }
+    std::vector<std::string> args = {salamander_bin(), "--log-level", "warn", "node", "--name",
+                                     name, "--listen", "127.0.0.1:0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      std::vector<char*> argv;
+      for (auto& a : args) {
+        argv.push_back(a.data());
+      }
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    FILE* out = fdopen(fds[0], "r");
+    char line[256] = {0};
+    // "node NAME listening on 127.0.0.1:PORT"
+    if (!out || !fgets(line, sizeof line, out)) {
+      if (out) {
+        fclose(out);
+      }
+      stop();
+      throw std::runtime_error("node " + name + " did not start");
+    }
+    fclose(out);
+    std::string text(line);
+    auto colon = text.rfind(':');
+    port_ = static_cast<uint16_t>(std::stoi(text.substr(colon + 1)));
+  }
+  node_process(const node_process&) = delete;
+  node_process& operator=(const node_process&) = delete;
+  ~node_process() { stop(); }
+
+  uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+  void signal(int sig) {
+    if (pid_ > 0) {
+      ::kill(pid_, sig);
+    }
+  }
+
+  /// Exit status after SIGTERM, or -1 if it had to be killed.
+  int stop() {
+    if (pid_ <= 0) {
+      return status_;
+    }
+    ::kill(pid_, SIGCONT);
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 100; ++i) {
+      int st = 0;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        pid_ = -1;
+        return status_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    status_ = -1;
+    return status_;
+  }
+
+private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  int status_ = -1;
+};
+
+} // namespace salamander::testing
