@@ -105,7 +105,13 @@ void commit(self_ptr self, uint64_t g) {
   st.reports.erase(it);
   st.committed++;
   st.last_progress = clock::now();
+  st.status.stage_compute_s.resize(st.stages.size());
+  st.status.stage_wait_s.resize(st.stages.size());
+  st.status.stage_send_s.resize(st.stages.size());
   for (auto& r : st.last_reports) {
+    st.status.stage_compute_s[r.stage] += r.compute_s;
+    st.status.stage_wait_s[r.stage] += r.wait_s;
+    st.status.stage_send_s[r.stage] += r.send_s;
     if (r.stage + 1 == st.stages.size()) {
       st.status.loss = r.loss;
       st.epoch_samples += r.samples;
@@ -116,6 +122,7 @@ void commit(self_ptr self, uint64_t g) {
   st.status.samples_per_s = static_cast<double>(st.epoch_samples) / since(st.epoch_started);
   st.status.elapsed_s = since(st.started);
   if (st.committed % st.batches_per_epoch == 0) {
+    st.status.train_s += since(st.epoch_started);
     if (st.cfg.evaluate) {
       evaluate(self);
     } else {

@@ -18,5 +18,8 @@ inline int64_t algorithms_batches(int64_t n, int64_t batch_size) {
 
 int training_overhead(const bench_args& args);
 int codec(const bench_args& args);
+int pipeline_overhead(const bench_args& args);
+int bubble(const bench_args& args);
+int transfer(const bench_args& args);
 
 } // namespace salamander::bench

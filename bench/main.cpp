@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
   std::map<std::string, std::function<int(const bench_args&)>> benches = {
       {"training_overhead", training_overhead},
       {"codec", codec},
+      {"pipeline_overhead", pipeline_overhead},
+      {"bubble", bubble},
+      {"transfer", transfer},
   };
   if (argc < 2 || benches.count(argv[1]) == 0) {
     std::fprintf(stderr, "usage: salamander_bench NAME [--out PATH] [--quick]\nbenchmarks:");

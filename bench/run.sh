@@ -24,12 +24,12 @@ case "$name" in
     printf 'clean_build_s: %.1f\n' "$secs"
     ;;
   "")
-    echo "usage: bench/run.sh NAME [--quick]   (build_time, training_overhead, codec)" >&2
+    echo "usage: bench/run.sh NAME [--quick]   (build_time, training_overhead, codec, pipeline_overhead, bubble, transfer)" >&2
     exit 2
     ;;
   *)
     "$root/deploy/build.sh" "$root/build" >/dev/null
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+    SALAMANDER_BIN="$root/build/apps/salamander" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
       "$root/build/bench/salamander_bench" "$name" --out "bench/results/$name.json" "$@"
     ;;
 esac

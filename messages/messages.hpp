@@ -81,24 +81,37 @@ struct job_status {
   double loss = 0;
   double test_accuracy = -1; ///< after the last evaluation, -1 before
   double elapsed_s = 0;
+  /// Wall time spent training (no start-up, no evaluation).
+  double train_s = 0;
+  /// Per stage, summed over committed batches: compute, waiting, sending.
+  std::vector<double> stage_compute_s;
+  std::vector<double> stage_wait_s;
+  std::vector<double> stage_send_s;
   std::string error;
   bool finished() const { return phase == "finished" || phase == "failed"; }
 };
 
 namespace detail {
 
-// Writes a frame as (u64 length, raw bytes); reads it back into an aligned
-// frame. Only binary (de)serialisers see the bytes; to_string sees a summary.
-template <class Inspector, class Encode, class Decode>
-typename Inspector::result_type inspect_frame(Inspector& f, const char* name, Encode&& encode,
+// Writes a message as (u64 length, raw bytes) straight from the tensors'
+// memory; reads it back into an aligned frame that decoded tensors alias.
+// Only binary (de)serialisers see the bytes; to_string sees a summary.
+template <class Inspector, class Prepare, class Decode>
+typename Inspector::result_type inspect_frame(Inspector& f, const char* name, Prepare&& prepare,
                                               Decode&& decode) {
   if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
-    messages::frame fr = encode();
-    uint64_t n = fr.byte_size();
+    messages::outgoing msg = prepare();
+    uint64_t n = msg.byte_size();
     if (auto err = f(n)) {
       return err;
     }
-    return n > 0 ? f.apply_raw(n, const_cast<char*>(fr.bytes())) : caf::error{};
+    caf::error result;
+    msg.write([&](const void* data, size_t size) {
+      if (!result) {
+        result = f.apply_raw(size, const_cast<void*>(data));
+      }
+    });
+    return result;
   } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
     uint64_t n = 0;
     if (auto err = f(n)) {
@@ -108,8 +121,7 @@ typename Inspector::result_type inspect_frame(Inspector& f, const char* name, En
       return caf::make_error(caf::sec::invalid_argument,
                              std::string(name) + ": bad frame length " + std::to_string(n));
     }
-    auto storage = std::make_shared<kj::Array<capnp::word>>(
-        kj::heapArray<capnp::word>(n / sizeof(capnp::word)));
+    auto storage = messages::acquire_words(n / sizeof(capnp::word));
     if (n > 0) {
       if (auto err = f.apply_raw(n, storage->begin())) {
         return err;
@@ -132,7 +144,7 @@ typename Inspector::result_type inspect_frame(Inspector& f, const char* name, En
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tensor_payload& x) {
   return detail::inspect_frame(
-      f, "tensor_payload", [&] { return messages::encode_tensor(x.tensor); },
+      f, "tensor_payload", [&] { return messages::prepare_tensor(x.tensor); },
       [&](const messages::frame& fr) {
         x.tensor = messages::decode_tensor(fr, messages::decode_mode::alias);
       });
@@ -141,7 +153,7 @@ typename Inspector::result_type inspect(Inspector& f, tensor_payload& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, snapshot_payload& x) {
   return detail::inspect_frame(
-      f, "snapshot_payload", [&] { return messages::encode_snapshot(x.snapshot); },
+      f, "snapshot_payload", [&] { return messages::prepare_snapshot(x.snapshot); },
       [&](const messages::frame& fr) { x.snapshot = messages::decode_snapshot(fr); });
 }
 
@@ -161,7 +173,8 @@ typename Inspector::result_type inspect(Inspector& f, batch_stats& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_status& x) {
   return f(caf::meta::type_name("job_status"), x.phase, x.epoch, x.epochs, x.batch, x.batches,
-           x.committed, x.samples_per_s, x.loss, x.test_accuracy, x.elapsed_s, x.error);
+           x.committed, x.samples_per_s, x.loss, x.test_accuracy, x.elapsed_s, x.train_s,
+           x.stage_compute_s, x.stage_wait_s, x.stage_send_s, x.error);
 }
 
 template <class Inspector>

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 namespace salamander::messages {
 
@@ -83,6 +84,62 @@ frame frame::from_bytes(const void* data, size_t size) {
     std::memcpy(words.begin(), data, size);
   }
   return frame(kj::mv(words));
+}
+
+namespace {
+
+struct word_pool {
+  static constexpr size_t min_pooled_words = (size_t{256} << 10) / sizeof(capnp::word);
+  static constexpr size_t max_buffers = 8;
+  std::mutex mutex;
+  std::vector<kj::Array<capnp::word>> free;
+};
+
+word_pool& pool() {
+  static auto* p = new word_pool; // never destroyed: deleters may run at exit
+  return *p;
+}
+
+} // namespace
+
+std::shared_ptr<kj::Array<capnp::word>> acquire_words(size_t words) {
+  if (words < word_pool::min_pooled_words) {
+    return std::make_shared<kj::Array<capnp::word>>(kj::heapArray<capnp::word>(words));
+  }
+  auto& p = pool();
+  kj::Array<capnp::word> array;
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    size_t best = p.free.size();
+    for (size_t i = 0; i < p.free.size(); ++i) {
+      size_t have = p.free[i].size();
+      if (have >= words && have <= 2 * words &&
+          (best == p.free.size() || have < p.free[best].size())) {
+        best = i;
+      }
+    }
+    if (best < p.free.size()) {
+      array = kj::mv(p.free[best]);
+      p.free.erase(p.free.begin() + static_cast<std::ptrdiff_t>(best));
+    }
+  }
+  if (array == nullptr) {
+    array = kj::heapArray<capnp::word>(words);
+  }
+  return std::shared_ptr<kj::Array<capnp::word>>(
+      new kj::Array<capnp::word>(kj::mv(array)), [](kj::Array<capnp::word>* a) {
+        auto& p = pool();
+        {
+          std::lock_guard<std::mutex> lock(p.mutex);
+          if (p.free.size() < word_pool::max_buffers) {
+            p.free.push_back(kj::mv(*a));
+          } else {
+            p.free.erase(p.free.begin());
+            p.free.push_back(kj::mv(*a));
+          }
+        }
+        delete a;
+      });
 }
 
 std::vector<torch::ScalarType> supported_dtypes() {
@@ -252,6 +309,52 @@ models::weight_snapshot read_snapshot(wire::WeightSnapshot::Reader r,
 }
 
 } // namespace detail
+
+struct outgoing::impl {
+  capnp::MallocMessageBuilder message;
+  std::vector<torch::Tensor> keep;
+};
+
+outgoing::outgoing() : impl_(std::make_unique<impl>()) {}
+outgoing::outgoing(outgoing&&) noexcept = default;
+outgoing& outgoing::operator=(outgoing&&) noexcept = default;
+outgoing::~outgoing() = default;
+
+size_t outgoing::byte_size() const {
+  return capnp::computeSerializedSizeInWords(impl_->message) * sizeof(capnp::word);
+}
+
+void outgoing::write(const sink& out) const {
+  // The flat-array format of capnp/serialize.h: a table (segment count - 1,
+  // then each segment's size in words, padded to a word), then the segments.
+  auto segments = impl_->message.getSegmentsForOutput();
+  std::vector<uint32_t> table(segments.size() + 1 + (segments.size() + 1) % 2, 0);
+  table[0] = static_cast<uint32_t>(segments.size() - 1);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    table[i + 1] = static_cast<uint32_t>(segments[i].size());
+  }
+  out(table.data(), table.size() * sizeof(uint32_t));
+  for (auto& seg : segments) {
+    if (seg.size() > 0) {
+      out(seg.begin(), seg.size() * sizeof(capnp::word));
+    }
+  }
+}
+
+outgoing prepare_tensor(const torch::Tensor& t) {
+  outgoing o;
+  auto& m = o.impl_->message;
+  detail::write_tensor(m.getOrphanage(), m.initRoot<wire::Tensor>(), t, o.impl_->keep);
+  return o;
+}
+
+outgoing prepare_snapshot(const models::weight_snapshot& snap) {
+  outgoing o;
+  auto& m = o.impl_->message;
+  detail::write_snapshot(m.getOrphanage(), m.initRoot<wire::WeightSnapshot>(), snap,
+                         o.impl_->keep);
+  return o;
+}
 
 frame encode_tensor(const torch::Tensor& t, frame reuse) {
   capnp::MallocMessageBuilder message;

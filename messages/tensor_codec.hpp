@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -62,6 +63,12 @@ private:
   size_t size_ = 0;
 };
 
+/// Storage for a received frame of `words` words. Large buffers come from a
+/// small pool of recently freed ones: a fresh multi-megabyte allocation costs
+/// a page fault per 4 KiB, which on a stream of activations is most of the
+/// receive time.
+std::shared_ptr<kj::Array<capnp::word>> acquire_words(size_t words);
+
 /// How decoded tensors relate to the frame.
 enum class decode_mode {
   copy,  ///< tensors own their bytes; the frame may go away
@@ -86,6 +93,31 @@ frame encode_snapshot(const models::weight_snapshot& snap);
 models::weight_snapshot decode_snapshot(const frame& f,
                                         const std::string& expect_fingerprint = "",
                                         decode_mode mode = decode_mode::copy);
+
+/// A message built but not yet flattened: its tensor bytes are still the
+/// tensors' own memory. write() hands the flat-array form to a sink piece by
+/// piece (segment table, small segments, then the tensor bytes straight from
+/// the tensors), so a transport that has its own buffer pays one copy, not
+/// two. The tensors are kept alive by this object.
+class outgoing {
+public:
+  using sink = std::function<void(const void*, size_t)>;
+  outgoing(outgoing&&) noexcept;
+  outgoing& operator=(outgoing&&) noexcept;
+  ~outgoing();
+  size_t byte_size() const;
+  void write(const sink& out) const;
+
+private:
+  friend outgoing prepare_tensor(const torch::Tensor& t);
+  friend outgoing prepare_snapshot(const models::weight_snapshot& snap);
+  outgoing();
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+outgoing prepare_tensor(const torch::Tensor& t);
+outgoing prepare_snapshot(const models::weight_snapshot& snap);
 
 /// Names of the dtypes the codec carries, for messages and tests.
 std::vector<torch::ScalarType> supported_dtypes();

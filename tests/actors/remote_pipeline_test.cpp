@@ -1,9 +1,9 @@
 // Pipelines across `salamander node` processes on loopback, and the faults
 // a supervisor meets at start-up.
-#include "../node_process.hpp"
 #include "../support.hpp"
 
 #include "actors/cluster.hpp"
+#include "actors/node_process.hpp"
 #include "actors/job.hpp"
 #include "actors/system.hpp"
 #include "messages/errors.hpp"
@@ -13,7 +13,7 @@
 
 using namespace salamander;
 using salamander::testing::max_abs_diff;
-using salamander::testing::node_process;
+using salamander::actors::node_process;
 
 namespace {
 

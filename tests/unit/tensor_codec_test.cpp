@@ -210,3 +210,33 @@ TEST_CASE("a sender's previous frame is reused only when nobody holds it", "[uni
   auto big = messages::encode_tensor(torch::zeros({1000}), std::move(small));
   CHECK(torch::equal(messages::decode_tensor(big), torch::zeros({1000})));
 }
+
+TEST_CASE("a prepared message writes the same bytes as the flat frame", "[unit][codec]") {
+  auto t = torch::randn({3, 1000});
+  std::string written;
+  auto msg = messages::prepare_tensor(t);
+  msg.write([&](const void* p, size_t n) { written.append(static_cast<const char*>(p), n); });
+  CHECK(written.size() == msg.byte_size());
+  auto f = messages::frame::from_bytes(written.data(), written.size());
+  CHECK(torch::equal(messages::decode_tensor(f), t));
+  auto empty = messages::prepare_tensor(torch::zeros({0}));
+  std::string e;
+  empty.write([&](const void* p, size_t n) { e.append(static_cast<const char*>(p), n); });
+  CHECK(messages::decode_tensor(messages::frame::from_bytes(e.data(), e.size())).numel() == 0);
+}
+
+TEST_CASE("large receive buffers are reused once freed", "[unit][codec]") {
+  size_t words = (size_t{4} << 20) / 8;
+  const capnp::word* first = nullptr;
+  {
+    auto a = messages::acquire_words(words);
+    first = a->begin();
+    REQUIRE(a->size() >= words);
+  }
+  auto b = messages::acquire_words(words);
+  CHECK(b->begin() == first);
+  auto c = messages::acquire_words(words); // b is still held: a new buffer
+  CHECK(c->begin() != first);
+  auto small = messages::acquire_words(4);
+  CHECK(small->size() == 4);
+}

@@ -1,6 +1,6 @@
-// Starts `salamander node` processes for tests and always stops them: the
-// destructor sends SIGTERM, waits up to 5 s, then SIGKILLs. Nothing is left
-// running after a test, even a failing one.
+// Starts `salamander node` processes on loopback (tests, benchmarks, local
+// clusters) and always stops them: the destructor sends SIGTERM, waits up to
+// 5 s, then SIGKILLs. Nothing is left running, even after a failure.
 #pragma once
 
 #include <chrono>
@@ -14,13 +14,14 @@
 #include <unistd.h>
 #include <vector>
 
-namespace salamander::testing {
+namespace salamander::actors {
 
-/// The salamander binary under test ($SALAMANDER_BIN, set by ctest).
+/// The salamander binary to start ($SALAMANDER_BIN, set by ctest and
+/// bench/run.sh).
 inline std::string salamander_bin() {
   const char* bin = std::getenv("SALAMANDER_BIN");
   if (!bin || !*bin) {
-    throw std::runtime_error("SALAMANDER_BIN is not set (ctest sets it)");
+    throw std::runtime_error("SALAMANDER_BIN is not set (ctest and bench/run.sh set it)");
   }
   return bin;
 }
@@ -106,4 +107,4 @@ private:
   int status_ = -1;
 };
 
-} // namespace salamander::testing
+} // namespace salamander::actors
