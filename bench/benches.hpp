@@ -2,6 +2,7 @@
 #pragma once
 
 #include "algorithms/sampling.hpp"
+#include "models/data.hpp"
 
 #include <string>
 
@@ -16,10 +17,17 @@ inline int64_t algorithms_batches(int64_t n, int64_t batch_size) {
   return algorithms::batches_per_epoch(n, batch_size, false);
 }
 
+/// One epoch (or `batches` batches) of the zoo CNN written as a plain
+/// LibTorch Sequential, same initial weights and batches as the layered
+/// model; seconds.
+double plain_epoch_seconds(const models::model_desc& desc, const models::dataset& data,
+                           uint64_t seed, int64_t batch_size, int64_t batches, double lr);
+
 int training_overhead(const bench_args& args);
 int codec(const bench_args& args);
 int pipeline_overhead(const bench_args& args);
 int bubble(const bench_args& args);
 int transfer(const bench_args& args);
+int planner_speed(const bench_args& args);
 
 } // namespace salamander::bench

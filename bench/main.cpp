@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
       {"pipeline_overhead", pipeline_overhead},
       {"bubble", bubble},
       {"transfer", transfer},
+      {"planner_speed", planner_speed},
   };
   if (argc < 2 || benches.count(argv[1]) == 0) {
     std::fprintf(stderr, "usage: salamander_bench NAME [--out PATH] [--quick]\nbenchmarks:");

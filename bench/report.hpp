@@ -21,6 +21,12 @@ public:
   }
   void headline(const std::string& key, double value) {
     headlines_.emplace_back(key, value);
+    for (auto& [k, v] : details_) {
+      if (k == key) {
+        v = fmt(value);
+        return;
+      }
+    }
     detail(key, value);
   }
 

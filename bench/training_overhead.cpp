@@ -10,8 +10,6 @@
 
 namespace salamander::bench {
 
-namespace {
-
 namespace nn = torch::nn;
 
 // The CNN of the zoo written the ordinary way.
@@ -27,6 +25,34 @@ nn::Sequential plain_cnn(const models::model_desc& d) {
       nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(fc.attr("in"), fc.attr("out")),
       nn::ReLU(), nn::Linear(head.attr("in"), head.attr("out")));
 }
+
+double plain_epoch_seconds(const models::model_desc& desc, const models::dataset& data,
+                           uint64_t seed, int64_t batch_size, int64_t batches, double lr) {
+  models::layered_model m(desc, seed);
+  auto net = plain_cnn(desc);
+  {
+    // same initial weights as the layered model
+    torch::NoGradGuard g;
+    auto src = m.all()->parameters();
+    auto dst = net->parameters();
+    for (size_t i = 0; i < dst.size(); ++i) {
+      dst[i].copy_(src[i]);
+    }
+  }
+  torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(lr));
+  auto t = std::chrono::steady_clock::now();
+  for (int64_t b = 0; b < batches; ++b) {
+    auto bt = models::get_batch(data, seed, 0, b, batch_size);
+    opt.zero_grad();
+    auto loss = torch::nn::functional::cross_entropy(net->forward(bt.x), bt.y);
+    loss.backward();
+    loss.item<double>(); // the layered path reads the loss too
+    opt.step();
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -55,28 +81,7 @@ int training_overhead(const bench_args& args) {
     layered_s.push_back(seconds_since(t));
   };
   auto run_plain = [&] {
-    models::layered_model m(desc, 1);
-    auto net = plain_cnn(desc);
-    {
-      // same initial weights as the layered model
-      torch::NoGradGuard g;
-      auto src = m.all()->parameters();
-      auto dst = net->parameters();
-      for (size_t i = 0; i < dst.size(); ++i) {
-        dst[i].copy_(src[i]);
-      }
-    }
-    torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(2e-3));
-    auto t = std::chrono::steady_clock::now();
-    for (int64_t b = 0; b < batches; ++b) {
-      auto bt = models::get_batch(data, opts.seed, 0, b, opts.batch_size);
-      opt.zero_grad();
-      auto loss = torch::nn::functional::cross_entropy(net->forward(bt.x), bt.y);
-      loss.backward();
-      loss.item<double>(); // the layered path reads the loss too
-      opt.step();
-    }
-    plain_s.push_back(seconds_since(t));
+    plain_s.push_back(plain_epoch_seconds(desc, data, opts.seed, opts.batch_size, batches, 2e-3));
   };
   for (int r = 0; r < rounds; ++r) {
     // alternate which runs first so that warm-up and drift favour neither

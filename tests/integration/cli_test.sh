@@ -31,4 +31,21 @@ eval_acc=$("$bin" eval --load "$work/m.ckpt" --dataset synthetic 2>/dev/null | g
 [ -n "$train_acc" ] || fail "train printed no accuracy"
 [ "$train_acc" = "$eval_acc" ] || fail "train said '$train_acc', eval said '$eval_acc'"
 "$bin" describe vit:size=huge,image=224,channels=3,classes=1000 | grep -q "block32" || fail "describe"
+
+# pipelines: embedded, and over node processes started by the local-cluster script
+"$bin" train --model mlp --dataset synthetic --stages 3 --epochs 1 >"$work/emb.out" 2>"$work/emb.err" \
+  || fail "embedded pipeline: $(tail -5 "$work/emb.err")"
+grep -q "^test accuracy:" "$work/emb.out" || fail "embedded pipeline printed no accuracy"
+grep -q "^throughput:" "$work/emb.out" || fail "embedded pipeline printed no throughput"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/logs" "$root/deploy/local-cluster.sh" 2 "$work/cluster.toml" \
+  "$bin" supervisor --cluster "$work/cluster.toml" --model mlp --dataset synthetic --epochs 1 \
+  >"$work/dist.out" 2>"$work/dist.err" || fail "distributed pipeline: $(tail -5 "$work/dist.err")"
+grep -q "^test accuracy:" "$work/dist.out" || fail "distributed pipeline printed no accuracy"
+grep -q "leaving (SIGTERM)" "$work/logs/node1.log" || fail "node did not leave cleanly: $(cat "$work/logs/node1.log")"
+if out=$("$bin" train --stages 9 --model cnn --dataset synthetic 2>&1); then fail "9 stages of 4 layers accepted"; fi
+grep -q "4 layers into 9 stages" <<<"$out" || fail "too many stages message: $out"
+printf '[[node]]\nname = "ghost"\naddress = "127.0.0.1:1"\n' >"$work/ghost.toml"
+if out=$("$bin" supervisor --cluster "$work/ghost.toml" --dataset synthetic 2>&1); then fail "unreachable node accepted"; fi
+grep -q "ghost" <<<"$out" || fail "unreachable node message: $out"
 echo "cli: all checks passed"

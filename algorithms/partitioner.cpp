@@ -1,0 +1,407 @@
+#include "algorithms/partitioner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+
+namespace salamander::algorithms {
+
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+std::string mb(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  } else if (bytes >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  } else if (bytes >= 1e3) {
+    std::snprintf(buf, sizeof buf, "%.1f KB", bytes / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  }
+  return buf;
+}
+
+// Prefix sums and the cost arithmetic shared by the searches.
+struct cost_model {
+  const plan_request& req;
+  size_t layers;
+  std::vector<std::vector<double>> time_prefix; // [device][l]: compute of [0, l)
+  std::vector<double> param_prefix;
+  std::vector<double> act_prefix;
+
+  explicit cost_model(const plan_request& r) : req(r), layers(r.layers.size()) {
+    param_prefix.assign(layers + 1, 0);
+    act_prefix.assign(layers + 1, 0);
+    for (size_t l = 0; l < layers; ++l) {
+      param_prefix[l + 1] = param_prefix[l] + r.layers[l].param_bytes;
+      act_prefix[l + 1] = act_prefix[l] + r.layers[l].activation_bytes;
+    }
+    for (auto& d : r.devices) {
+      std::vector<double> t(layers + 1, 0);
+      for (size_t l = 0; l < layers; ++l) {
+        double step = d.forward_s[l];
+        if (r.mode == plan_mode::training) {
+          step += d.backward_s[l];
+        }
+        t[l + 1] = t[l] + step;
+      }
+      time_prefix.push_back(std::move(t));
+    }
+  }
+
+  double compute(size_t device, size_t p, size_t q) const {
+    return time_prefix[device][q] - time_prefix[device][p];
+  }
+
+  double memory(size_t p, size_t q, int in_flight) const {
+    double weights = param_prefix[q] - param_prefix[p];
+    double factor = req.mode == plan_mode::training ? 2.0 + req.optimizer_state_factor : 1.0;
+    return weights * factor + (act_prefix[q] - act_prefix[p]) *
+                                  static_cast<double>(req.micro_batch_size) * in_flight;
+  }
+
+  bool fits(size_t device, size_t p, size_t q, int in_flight) const {
+    return memory(p, q, in_flight) <= req.devices[device].memory_bytes;
+  }
+
+  // Transfer across the cut before layer q between devices a and b.
+  double link(size_t a, size_t b, size_t q) const {
+    auto& da = req.devices[a];
+    auto& db = req.devices[b];
+    double rate = std::min(da.link_bytes_per_s, db.link_bytes_per_s);
+    double bytes = req.layers[q - 1].output_bytes * static_cast<double>(req.micro_batch_size);
+    double directions = req.mode == plan_mode::training ? 2.0 : 1.0;
+    return directions * (bytes / rate + std::max(da.link_latency_s, db.link_latency_s));
+  }
+
+  // Micro-batches in flight for a stage with `from_end` stages from it to the
+  // end of the pipeline (itself included).
+  int flight(size_t from_end) const {
+    if (req.mode == plan_mode::inference) {
+      return 1;
+    }
+    if (req.schedule == plan_schedule::gpipe) {
+      return req.micro_batches;
+    }
+    return std::min(static_cast<int>(from_end), req.micro_batches);
+  }
+};
+
+void validate(const plan_request& req) {
+  if (req.layers.empty()) {
+    throw std::invalid_argument("nothing to plan: the model has no layers");
+  }
+  if (req.devices.empty()) {
+    throw std::invalid_argument("nothing to plan on: no devices");
+  }
+  if (req.micro_batch_size < 1 || req.micro_batches < 1) {
+    throw std::invalid_argument("micro-batch size and count must be >= 1");
+  }
+  for (auto& d : req.devices) {
+    if (d.forward_s.size() != req.layers.size() || d.backward_s.size() != req.layers.size()) {
+      throw std::invalid_argument("device " + d.name + " has timings for " +
+                                  std::to_string(d.forward_s.size()) + " layers, the model has " +
+                                  std::to_string(req.layers.size()));
+    }
+    if (!(d.link_bytes_per_s > 0)) {
+      throw std::invalid_argument("device " + d.name + " has no positive link rate");
+    }
+    for (size_t l = 0; l < req.layers.size(); ++l) {
+      if (!(d.forward_s[l] >= 0) || !(d.backward_s[l] >= 0)) {
+        throw std::invalid_argument("device " + d.name + " has a negative or missing time for "
+                                    "layer " + req.layers[l].name);
+      }
+    }
+  }
+}
+
+// Explains why no plan fits, naming a layer and a device where it can.
+[[noreturn]] void explain_no_fit(const plan_request& req, const cost_model& cm) {
+  size_t biggest = 0;
+  for (size_t d = 1; d < req.devices.size(); ++d) {
+    if (req.devices[d].memory_bytes > req.devices[biggest].memory_bytes) {
+      biggest = d;
+    }
+  }
+  auto& big = req.devices[biggest];
+  for (size_t l = 0; l < req.layers.size(); ++l) {
+    double need = cm.memory(l, l + 1, cm.flight(1));
+    if (need > big.memory_bytes) {
+      throw plan_error("layer " + req.layers[l].name + " alone needs " + mb(need) +
+                       " (weights" +
+                       (req.mode == plan_mode::training ? ", gradients, optimizer state" : "") +
+                       " and activations) but the largest device, " + big.name + ", has " +
+                       mb(big.memory_bytes));
+    }
+  }
+  double total = 0, need = cm.memory(0, req.layers.size(), 1);
+  for (auto& d : req.devices) {
+    total += d.memory_bytes;
+  }
+  if (need > total) {
+    throw plan_error("the model needs at least " + mb(need) + " but all " +
+                     std::to_string(req.devices.size()) + " devices together have " + mb(total));
+  }
+  throw plan_error("no split of the model into contiguous ranges fits the devices' memory ("
+                   "model " + mb(need) + " before activations in flight, devices " + mb(total) +
+                   " together); add a device or lower the micro-batch size");
+}
+
+// --- ordered search: a fixed device order, devices may be skipped ----------
+
+struct ordered_result {
+  double bottleneck = inf;
+  std::vector<stage_assignment> stages;
+};
+
+ordered_result search_ordered(const cost_model& cm, const std::vector<size_t>& order) {
+  const size_t n = order.size(), L = cm.layers;
+  // in-flight counts depend on the number of stages only under 1F1B training
+  bool by_count = cm.req.mode == plan_mode::training &&
+                  cm.req.schedule == plan_schedule::one_f_one_b;
+  const size_t K = by_count ? std::min(n, L) : 1;
+  // best[(i * (L + 1) + p) * K + (k - 1)]
+  std::vector<double> best(n * (L + 1) * K, inf);
+  std::vector<std::pair<uint32_t, uint32_t>> choice(best.size(), {0, 0}); // (q, next i)
+  auto at = [&](size_t i, size_t p, size_t k) { return (i * (L + 1) + p) * K + (k - 1); };
+  for (size_t i = n; i-- > 0;) {
+    size_t dev = order[i];
+    for (size_t p = L; p-- > 0;) {
+      for (size_t k = 1; k <= K; ++k) {
+        size_t from_end = by_count ? k : 1;
+        int fl = cm.flight(from_end);
+        double& b = best[at(i, p, k)];
+        // last stage of the chain (k == 1, or any chain when counts do not matter)
+        if ((k == 1) && cm.fits(dev, p, L, fl)) {
+          b = cm.compute(dev, p, L);
+          choice[at(i, p, k)] = {static_cast<uint32_t>(L), static_cast<uint32_t>(n)};
+        }
+        if (by_count && k == 1) {
+          continue;
+        }
+        size_t kn = by_count ? k - 1 : 1;
+        for (size_t q = p + 1; q < L; ++q) {
+          if (!cm.fits(dev, p, q, fl)) {
+            break; // memory only grows with q
+          }
+          double c = cm.compute(dev, p, q);
+          if (c >= b) {
+            break; // compute only grows with q
+          }
+          for (size_t i2 = i + 1; i2 < n; ++i2) {
+            double rest = best[at(i2, q, kn)];
+            if (rest >= b) {
+              continue;
+            }
+            double v = std::max({c, rest, cm.link(dev, order[i2], q)});
+            if (v < b) {
+              b = v;
+              choice[at(i, p, k)] = {static_cast<uint32_t>(q), static_cast<uint32_t>(i2)};
+            }
+          }
+        }
+      }
+    }
+  }
+  ordered_result out;
+  size_t bi = n, bk = 0;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t k = 1; k <= K; ++k) {
+      if (best[at(i, 0, k)] < out.bottleneck) {
+        out.bottleneck = best[at(i, 0, k)];
+        bi = i;
+        bk = k;
+      }
+    }
+  }
+  if (bi == n) {
+    return out;
+  }
+  size_t i = bi, p = 0, k = bk;
+  while (p < L) {
+    auto [q, next] = choice[at(i, p, k)];
+    out.stages.push_back({order[i], p, q, 0, 0, 0});
+    p = q;
+    i = next;
+    k = by_count ? k - 1 : 1;
+  }
+  return out;
+}
+
+// --- exact search: any subset, any order (small device counts) -------------
+
+struct exact_search {
+  const cost_model& cm;
+  size_t n, L, K;
+  bool by_count;
+  std::unordered_map<uint64_t, std::pair<double, uint64_t>> memo; // value, (q, next dev)
+
+  exact_search(const cost_model& c)
+      : cm(c), n(c.req.devices.size()), L(c.layers),
+        by_count(c.req.mode == plan_mode::training &&
+                 c.req.schedule == plan_schedule::one_f_one_b) {
+    K = by_count ? std::min(n, L) : 1;
+  }
+
+  uint64_t key(size_t p, size_t j, uint32_t avail, size_t k) const {
+    return ((static_cast<uint64_t>(avail) * 64 + j) * 256 + p) * 64 + k;
+  }
+
+  // layers [p, L) with the first stage on device j, k stages (1F1B) and the
+  // devices in `avail` free for the stages after it
+  double solve(size_t p, size_t j, uint32_t avail, size_t k) {
+    auto kk = key(p, j, avail, k);
+    if (auto it = memo.find(kk); it != memo.end()) {
+      return it->second.first;
+    }
+    int fl = cm.flight(by_count ? k : 1);
+    double b = inf;
+    uint64_t pick = 0;
+    if (k == 1 && cm.fits(j, p, L, fl)) {
+      b = cm.compute(j, p, L);
+      pick = static_cast<uint64_t>(L) << 32 | n;
+    }
+    if (!(by_count && k == 1)) {
+      size_t kn = by_count ? k - 1 : 1;
+      for (size_t q = p + 1; q < L; ++q) {
+        if (!cm.fits(j, p, q, fl)) {
+          break;
+        }
+        double c = cm.compute(j, p, q);
+        if (c >= b) {
+          break;
+        }
+        for (size_t j2 = 0; j2 < n; ++j2) {
+          if (!(avail & (1u << j2))) {
+            continue;
+          }
+          double l = cm.link(j, j2, q);
+          if (std::max(c, l) >= b) {
+            continue;
+          }
+          double v = std::max({c, l, solve(q, j2, avail & ~(1u << j2), kn)});
+          if (v < b) {
+            b = v;
+            pick = static_cast<uint64_t>(q) << 32 | j2;
+          }
+        }
+      }
+    }
+    memo[kk] = {b, pick};
+    return b;
+  }
+
+  ordered_result run() {
+    ordered_result out;
+    uint32_t all = (n >= 32) ? ~0u : ((1u << n) - 1);
+    size_t bj = n, bk = 0;
+    for (size_t j = 0; j < n; ++j) {
+      for (size_t k = 1; k <= K; ++k) {
+        double v = solve(0, j, all & ~(1u << j), k);
+        if (v < out.bottleneck) {
+          out.bottleneck = v;
+          bj = j;
+          bk = k;
+        }
+      }
+    }
+    if (bj == n) {
+      return out;
+    }
+    size_t p = 0, j = bj, k = bk;
+    uint32_t avail = all & ~(1u << bj);
+    while (p < L) {
+      auto pick = memo[key(p, j, avail, k)].second;
+      size_t q = static_cast<size_t>(pick >> 32);
+      size_t next = static_cast<size_t>(pick & 0xffffffffu);
+      out.stages.push_back({j, p, q, 0, 0, 0});
+      p = q;
+      if (next < n) {
+        avail &= ~(1u << next);
+      }
+      j = next;
+      k = by_count ? k - 1 : 1;
+    }
+    return out;
+  }
+};
+
+} // namespace
+
+int in_flight(const plan_request& req, size_t index, size_t stages) {
+  cost_model cm(req);
+  return cm.flight(stages - index);
+}
+
+double stage_memory(const plan_request& req, size_t begin, size_t end, int flight) {
+  return cost_model(req).memory(begin, end, flight);
+}
+
+partition_plan evaluate_plan(const plan_request& req, std::vector<stage_assignment> stages) {
+  validate(req);
+  cost_model cm(req);
+  partition_plan plan;
+  double worst = 0;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    auto& st = stages[s];
+    st.compute_s = cm.compute(st.device, st.begin, st.end);
+    st.link_in_s = s > 0 ? cm.link(stages[s - 1].device, st.device, st.begin) : 0.0;
+    st.memory_bytes = cm.memory(st.begin, st.end, cm.flight(stages.size() - s));
+    worst = std::max({worst, st.compute_s, st.link_in_s});
+  }
+  plan.stages = std::move(stages);
+  plan.bottleneck_s = worst;
+  plan.samples_per_s = worst > 0 ? static_cast<double>(req.micro_batch_size) / worst : 0.0;
+  return plan;
+}
+
+partition_plan plan_partition(const plan_request& req) {
+  validate(req);
+  cost_model cm(req);
+  const size_t n = req.devices.size();
+  if (req.layers.size() > 255) {
+    throw std::invalid_argument("the planner handles at most 255 layers");
+  }
+  ordered_result best;
+  bool exact = n <= req.exact_device_limit && n <= 16;
+  if (exact) {
+    exact_search search(cm);
+    best = search.run();
+  } else {
+    // Candidate orders: as given, fastest first, best-linked first, largest
+    // memory first (under 1F1B the first stages hold the most activations).
+    std::vector<size_t> given(n);
+    std::iota(given.begin(), given.end(), 0);
+    auto fastest = given;
+    std::stable_sort(fastest.begin(), fastest.end(), [&](size_t a, size_t b) {
+      return cm.compute(a, 0, cm.layers) < cm.compute(b, 0, cm.layers);
+    });
+    auto linked = given;
+    std::stable_sort(linked.begin(), linked.end(), [&](size_t a, size_t b) {
+      return req.devices[a].link_bytes_per_s > req.devices[b].link_bytes_per_s;
+    });
+    auto roomy = given;
+    std::stable_sort(roomy.begin(), roomy.end(), [&](size_t a, size_t b) {
+      return req.devices[a].memory_bytes > req.devices[b].memory_bytes;
+    });
+    for (auto* order : {&given, &fastest, &linked, &roomy}) {
+      auto r = search_ordered(cm, *order);
+      if (r.bottleneck < best.bottleneck) {
+        best = std::move(r);
+      }
+    }
+  }
+  if (best.stages.empty()) {
+    explain_no_fit(req, cm);
+  }
+  auto plan = evaluate_plan(req, std::move(best.stages));
+  plan.exact = exact;
+  return plan;
+}
+
+} // namespace salamander::algorithms

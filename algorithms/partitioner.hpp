@@ -1,0 +1,109 @@
+// The stage planner: which devices, in which order, hold which contiguous
+// layer ranges, so that the pipeline's slowest step is as fast as possible.
+//
+// A pipeline in steady state moves at the pace of its slowest resource: a
+// stage's compute per micro-batch, or a link's transfer of the activations
+// (and, in training, gradients) crossing a cut. The planner minimises that
+// bottleneck subject to memory: a stage must hold its weights (training:
+// plus gradients and optimizer state) and the activations of the
+// micro-batches in flight (1F1B: S-s for stage s of S; GPipe: M;
+// inference: one). A slow device may be left out.
+//
+// Dynamic programming over suffixes, as in EdgePipe (Hu et al. 2021) and
+// FTPipeHD (Chen et al. 2021): best(j, p, k) is the smallest bottleneck for
+// layers [p, L) on a chain that starts with device j and has k stages. With
+// up to `exact_device_limit` devices the chain may use any subset in any
+// order (a bitmask of used devices joins the state) and the result is
+// optimal; beyond that the planner tries a few device orders (as given,
+// fastest first, best-linked first) and is optimal within each, skipping
+// devices where that helps.
+//
+// Pure: no clocks, no logging, no randomness. The caller (the supervisor)
+// gathers measured profiles and calls plan_partition().
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace salamander::algorithms {
+
+enum class plan_mode { training, inference };
+enum class plan_schedule { gpipe, one_f_one_b };
+
+struct layer_cost {
+  std::string name;
+  double param_bytes = 0;
+  /// Per sample: what the layer keeps for backward (training) or needs
+  /// while running (inference).
+  double activation_bytes = 0;
+  /// Per sample: the layer's output, which crosses a cut after it.
+  double output_bytes = 0;
+};
+
+struct device_profile {
+  std::string name;
+  /// Per layer, seconds for one micro-batch: forward, and backward.
+  std::vector<double> forward_s;
+  std::vector<double> backward_s;
+  double memory_bytes = 0;
+  /// The device's link, bytes per second; a cut between two devices runs
+  /// at the slower of their two links.
+  double link_bytes_per_s = 0;
+  double link_latency_s = 0;
+};
+
+struct plan_request {
+  plan_mode mode = plan_mode::training;
+  plan_schedule schedule = plan_schedule::one_f_one_b;
+  std::vector<layer_cost> layers;
+  std::vector<device_profile> devices;
+  int64_t micro_batch_size = 16;
+  int micro_batches = 4;
+  /// Bytes of optimizer state per parameter byte (Adam: 2, SGD+momentum: 1).
+  double optimizer_state_factor = 2.0;
+  /// Up to this many devices the search covers every subset and order.
+  size_t exact_device_limit = 6;
+};
+
+struct stage_assignment {
+  size_t device = 0; ///< index into plan_request::devices
+  size_t begin = 0;
+  size_t end = 0;
+  double compute_s = 0;   ///< per micro-batch
+  double link_in_s = 0;   ///< transfer across the cut before this stage
+  double memory_bytes = 0;
+};
+
+struct partition_plan {
+  std::vector<stage_assignment> stages;
+  double bottleneck_s = 0;       ///< per micro-batch
+  double samples_per_s = 0;      ///< steady-state prediction
+  bool exact = false;            ///< searched every subset and order
+};
+
+/// Nothing fits: the message says what does not fit where.
+class plan_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Throws std::invalid_argument for a malformed request (profiles of the
+/// wrong length, non-positive rates) and plan_error when no plan fits.
+partition_plan plan_partition(const plan_request& req);
+
+/// The bottleneck and memory of a given plan under the request's cost model
+/// (the same arithmetic the planner uses; for tests, benchmarks and the
+/// supervisor's predicted-vs-measured view). Fills the per-stage figures.
+partition_plan evaluate_plan(const plan_request& req, std::vector<stage_assignment> stages);
+
+/// Memory a stage needs: weights (+ gradients and optimizer state when
+/// training) and activations for `in_flight` micro-batches.
+double stage_memory(const plan_request& req, size_t begin, size_t end, int in_flight);
+
+/// Micro-batches in flight at stage `index` of `stages` under the request's
+/// mode and schedule.
+int in_flight(const plan_request& req, size_t index, size_t stages);
+
+} // namespace salamander::algorithms

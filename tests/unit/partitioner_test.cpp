@@ -1,0 +1,248 @@
+#include "algorithms/partitioner.hpp"
+#include "algorithms/sampling.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <functional>
+
+using namespace salamander::algorithms;
+
+namespace {
+
+device_profile device(const std::string& name, std::vector<double> per_layer_s, double memory,
+                      double link = 1e12, double latency = 0) {
+  device_profile d;
+  d.name = name;
+  d.forward_s = per_layer_s;
+  d.backward_s.assign(per_layer_s.size(), 0.0);
+  d.memory_bytes = memory;
+  d.link_bytes_per_s = link;
+  d.link_latency_s = latency;
+  return d;
+}
+
+std::vector<layer_cost> layers(size_t n, double params = 1, double act = 0, double out = 0) {
+  std::vector<layer_cost> ls;
+  for (size_t i = 0; i < n; ++i) {
+    ls.push_back({"l" + std::to_string(i), params, act, out});
+  }
+  return ls;
+}
+
+plan_request inference(std::vector<layer_cost> ls, std::vector<device_profile> ds) {
+  plan_request r;
+  r.mode = plan_mode::inference;
+  r.layers = std::move(ls);
+  r.devices = std::move(ds);
+  r.micro_batch_size = 1;
+  return r;
+}
+
+using ranges = std::vector<std::tuple<size_t, size_t, size_t>>; // device, begin, end
+
+ranges of(const partition_plan& p) {
+  ranges out;
+  for (auto& s : p.stages) {
+    out.emplace_back(s.device, s.begin, s.end);
+  }
+  return out;
+}
+
+// Every ordered subset of devices and every split of the layers among them.
+double brute_force(const plan_request& req) {
+  size_t n = req.devices.size(), L = req.layers.size();
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<size_t> seq;
+  std::vector<bool> used(n, false);
+  std::function<void()> devices_rec;
+  std::function<void(size_t, std::vector<stage_assignment>&)> split_rec;
+  split_rec = [&](size_t p, std::vector<stage_assignment>& st) {
+    size_t s = st.size();
+    if (s == seq.size()) {
+      if (p != L) {
+        return;
+      }
+      auto plan = evaluate_plan(req, st);
+      bool fits = true;
+      for (auto& x : plan.stages) {
+        fits = fits && x.memory_bytes <= req.devices[x.device].memory_bytes;
+      }
+      if (fits) {
+        best = std::min(best, plan.bottleneck_s);
+      }
+      return;
+    }
+    size_t remaining = seq.size() - s;
+    for (size_t q = p + 1; q + (remaining - 1) <= L; ++q) {
+      st.push_back({seq[s], p, q, 0, 0, 0});
+      split_rec(q, st);
+      st.pop_back();
+    }
+  };
+  devices_rec = [&]() {
+    if (!seq.empty() && seq.size() <= L) {
+      std::vector<stage_assignment> st;
+      split_rec(0, st);
+    }
+    for (size_t d = 0; d < n; ++d) {
+      if (!used[d]) {
+        used[d] = true;
+        seq.push_back(d);
+        devices_rec();
+        seq.pop_back();
+        used[d] = false;
+      }
+    }
+  };
+  devices_rec();
+  return best;
+}
+
+} // namespace
+
+TEST_CASE("FTPipeHD's 10x case: the fast device takes ten times the layers",
+          "[unit][partitioner]") {
+  // 11 equal layers; one device 10x slower; links free
+  auto req = inference(layers(11), {device("fast", std::vector<double>(11, 1.0), 1e9),
+                                    device("slow", std::vector<double>(11, 10.0), 1e9)});
+  auto plan = plan_partition(req);
+  CHECK(of(plan) == ranges{{0, 0, 10}, {1, 10, 11}});
+  CHECK(plan.bottleneck_s == Approx(10.0));
+  CHECK(plan.samples_per_s == Approx(0.1));
+}
+
+TEST_CASE("a device that only slows the pipeline is left out", "[unit][partitioner]") {
+  auto req = inference(layers(3), {device("slow", {100, 100, 100}, 1e9),
+                                   device("fast", {1, 1, 1}, 1e9)});
+  auto plan = plan_partition(req);
+  CHECK(of(plan) == ranges{{1, 0, 3}});
+  CHECK(plan.bottleneck_s == Approx(3.0));
+}
+
+TEST_CASE("memory forces a split the compute alone would not", "[unit][partitioner]") {
+  // each device holds two layers' weights at most
+  auto req = inference(layers(4, 100), {device("a", {1, 1, 1, 1}, 200),
+                                        device("b", {1, 1, 1, 1}, 250)});
+  auto plan = plan_partition(req);
+  CHECK(plan.stages.size() == 2);
+  CHECK(plan.bottleneck_s == Approx(2.0));
+  for (auto& s : plan.stages) {
+    CHECK(s.memory_bytes <= req.devices[s.device].memory_bytes);
+  }
+}
+
+TEST_CASE("a slow link keeps the model on one device", "[unit][partitioner]") {
+  // splitting halves compute (4 -> 2) but each cut costs 10 s on the link
+  auto ls = layers(4, 1, 0, 1000);
+  auto req = inference(ls, {device("a", {1, 1, 1, 1}, 1e9, 100), device("b", {1, 1, 1, 1}, 1e9, 100)});
+  auto plan = plan_partition(req);
+  CHECK(plan.stages.size() == 1);
+  CHECK(plan.bottleneck_s == Approx(4.0));
+  // with a fast link the split wins
+  req.devices[0].link_bytes_per_s = req.devices[1].link_bytes_per_s = 1e6;
+  CHECK(plan_partition(req).bottleneck_s == Approx(2.0));
+}
+
+TEST_CASE("training counts backward time, gradients, optimizer state and 1F1B activations",
+          "[unit][partitioner]") {
+  plan_request req;
+  req.mode = plan_mode::training;
+  req.schedule = plan_schedule::one_f_one_b;
+  req.micro_batch_size = 2;
+  req.micro_batches = 8;
+  req.optimizer_state_factor = 2;
+  req.layers = layers(2, 10, 5, 0);
+  auto d = device("d", {1, 1}, 1e9);
+  d.backward_s = {2, 2};
+  req.devices = {d};
+  auto plan = plan_partition(req);
+  CHECK(plan.bottleneck_s == Approx(6.0));
+  // weights x (1 + grad + 2 optimizer) + activations x 2 samples x 1 in flight
+  CHECK(plan.stages[0].memory_bytes == Approx(20 * 4 + 10 * 2 * 1));
+  CHECK(in_flight(req, 0, 4) == 4);
+  CHECK(in_flight(req, 3, 4) == 1);
+  req.schedule = plan_schedule::gpipe;
+  CHECK(in_flight(req, 3, 4) == 8);
+}
+
+TEST_CASE("the planner is optimal against brute force on random small instances",
+          "[unit][partitioner]") {
+  splitmix64 g(2024);
+  int checked = 0, infeasible = 0, ordered_optimal = 0, ordered_missed = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    size_t L = 1 + g.below(7), n = 1 + g.below(4);
+    plan_request req;
+    req.mode = g.below(2) ? plan_mode::training : plan_mode::inference;
+    req.schedule = g.below(2) ? plan_schedule::gpipe : plan_schedule::one_f_one_b;
+    req.micro_batch_size = 1 + static_cast<int64_t>(g.below(4));
+    req.micro_batches = 1 + static_cast<int>(g.below(6));
+    for (size_t l = 0; l < L; ++l) {
+      req.layers.push_back({"l" + std::to_string(l), 1.0 + 9 * g.unit(), 5 * g.unit(),
+                            100 * g.unit()});
+    }
+    for (size_t d = 0; d < n; ++d) {
+      device_profile p;
+      p.name = "d" + std::to_string(d);
+      double speed = 0.1 + g.unit() * 10;
+      for (size_t l = 0; l < L; ++l) {
+        p.forward_s.push_back(speed * (0.5 + g.unit()));
+        p.backward_s.push_back(2 * speed * (0.5 + g.unit()));
+      }
+      p.memory_bytes = 20 + 150 * g.unit();
+      p.link_bytes_per_s = 10 + 1000 * g.unit();
+      p.link_latency_s = 0.1 * g.unit();
+      req.devices.push_back(p);
+    }
+    INFO("trial " << trial << ": " << L << " layers, " << n << " devices");
+    double expect = brute_force(req);
+    if (std::isinf(expect)) {
+      CHECK_THROWS_AS(plan_partition(req), plan_error);
+      infeasible++;
+      continue;
+    }
+    auto plan = plan_partition(req);
+    CHECK(plan.exact);
+    CHECK(plan.bottleneck_s == Approx(expect).epsilon(1e-12));
+    // the plan it returns is real: contiguous, covering, fitting
+    size_t next = 0;
+    for (auto& s : plan.stages) {
+      CHECK(s.begin == next);
+      next = s.end;
+      CHECK(s.memory_bytes <= req.devices[s.device].memory_bytes);
+    }
+    CHECK(next == L);
+    // the ordered search (used for many devices) is never better than
+    // exact, and usually as good
+    req.exact_device_limit = 0;
+    double ordered = std::numeric_limits<double>::infinity();
+    try {
+      ordered = plan_partition(req).bottleneck_s;
+    } catch (const plan_error&) {
+      ordered_missed++;
+    }
+    CHECK(ordered >= plan.bottleneck_s - 1e-12);
+    if (ordered <= plan.bottleneck_s * (1 + 1e-12)) {
+      ordered_optimal++;
+    }
+    checked++;
+  }
+  CHECK(checked > 200);
+  CHECK(infeasible > 0);
+  // how often the heuristic orders alone find the optimum (recorded, and
+  // guarded against getting worse)
+  WARN("ordered search optimal in " << ordered_optimal << " of " << checked << ", found no plan in "
+                                     << ordered_missed);
+  CHECK(ordered_optimal >= checked * 3 / 4);
+}
+
+TEST_CASE("when nothing fits, the error says what does not fit where", "[unit][partitioner]") {
+  auto req = inference(layers(3, 10), {device("tiny", {1, 1, 1}, 50), device("small", {1, 1, 1}, 80)});
+  req.layers[1].name = "block2";
+  req.layers[1].param_bytes = 100;
+  CHECK_THROWS_WITH(plan_partition(req), Catch::Contains("block2") && Catch::Contains("small"));
+  auto req2 = inference(layers(3, 100), {device("a", {1, 1, 1}, 150), device("b", {1, 1, 1}, 120)});
+  CHECK_THROWS_WITH(plan_partition(req2), Catch::Contains("all 2 devices together"));
+  auto bad = inference(layers(3), {device("a", {1, 1}, 10)});
+  CHECK_THROWS_WITH(plan_partition(bad), Catch::Contains("timings for 2 layers"));
+}
