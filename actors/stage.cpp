@@ -17,6 +17,9 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
   bool last = spec.index + 1 == spec.stages;
+  if (!st.ready) {
+    return; // inputs wait until the state has arrived
+  }
   while (st.cursor < st.order.size()) {
     auto op = st.order[st.cursor];
     stage_state::key k{st.batch, static_cast<uint32_t>(op.micro)};
@@ -137,12 +140,68 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
                                      static_cast<int>(spec.stages),
                                      static_cast<int>(spec.micro_batches),
                                      static_cast<int>(spec.index));
+  st.batch = spec.start_batch;
+  st.version = spec.start_batch;
   st.spec = std::move(spec);
+  if (!st.spec.sources.empty()) {
+    // Re-planned: pull the weights and optimizer state of every layer from
+    // its current owner (a stage on this node answers locally, no bytes on
+    // the wire), then tell the supervisor.
+    st.ready = false;
+    auto parts = std::make_shared<std::vector<models::weight_snapshot>>(st.spec.sources.size());
+    auto pending = std::make_shared<size_t>(st.spec.sources.size());
+    for (size_t i = 0; i < st.spec.sources.size(); ++i) {
+      auto src = caf::actor_cast<stage_actor>(st.spec.sources[i]);
+      self->request(src, std::chrono::seconds(30), snapshot_atom_v, st.spec.source_begin[i],
+                    st.spec.source_end[i])
+          .then(
+              [=](snapshot_payload& part) {
+                (*parts)[i] = std::move(part.snapshot);
+                if (--*pending > 0) {
+                  return;
+                }
+                guarded(self, [&] {
+                  auto& st = self->state;
+                  auto merged = (*parts)[0];
+                  merged.layers.clear();
+                  for (auto& p : *parts) {
+                    for (auto& l : p.layers) {
+                      merged.layers.push_back(std::move(l));
+                    }
+                  }
+                  if (merged.layers.size() != st.spec.end - st.spec.begin) {
+                    throw std::invalid_argument("received " + std::to_string(merged.layers.size()) +
+                                                " layers for a range of " +
+                                                std::to_string(st.spec.end - st.spec.begin));
+                  }
+                  models::restore(*st.model, st.opt.get(), merged);
+                  st.ready = true;
+                  if (st.supervisor) {
+                    self->send(st.supervisor, ready_atom_v, st.spec.index);
+                  } // else: reported when wired
+                  pump(self);
+                });
+              },
+              [=](caf::error& err) {
+                guarded(self, [&] {
+                  throw std::runtime_error("could not pull layers " +
+                                           std::to_string(self->state.spec.source_begin[i]) + ".." +
+                                           std::to_string(self->state.spec.source_end[i]) + ": " +
+                                           self->system().render(err));
+                });
+              });
+    }
+  }
   return {
       [=](wire_atom, caf::actor prev, caf::actor next, caf::actor supervisor) {
-        self->state.prev = caf::actor_cast<stage_actor>(prev);
-        self->state.next = caf::actor_cast<stage_actor>(next);
-        self->state.supervisor = caf::actor_cast<supervisor_actor>(supervisor);
+        auto& st = self->state;
+        bool report = !st.supervisor && st.ready && !st.spec.sources.empty();
+        st.prev = caf::actor_cast<stage_actor>(prev);
+        st.next = caf::actor_cast<stage_actor>(next);
+        st.supervisor = caf::actor_cast<supervisor_actor>(supervisor);
+        if (report) {
+          self->send(st.supervisor, ready_atom_v, st.spec.index);
+        }
       },
       [=](forward_atom, uint64_t batch, uint32_t micro, tensor_payload& x) {
         guarded(self, [&] {
@@ -190,6 +249,15 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
         try {
           return snapshot_payload{
               models::capture(*st.model, st.opt.get(), st.spec.optimizer, st.version)};
+        } catch (const std::exception& e) {
+          return caf::make_error(errc::stage_failed, e.what());
+        }
+      },
+      [=](snapshot_atom, uint64_t begin, uint64_t end) -> caf::result<snapshot_payload> {
+        auto& st = self->state;
+        try {
+          return snapshot_payload{models::capture(*st.model, begin, end, st.opt.get(),
+                                                  st.spec.optimizer, st.version)};
         } catch (const std::exception& e) {
           return caf::make_error(errc::stage_failed, e.what());
         }

@@ -45,6 +45,7 @@ struct stage_state {
   std::map<key, torch::Tensor> grads;
   std::map<key, std::pair<double, torch::Tensor>> labels;
 
+  bool ready = true; ///< false while pulling state from re-plan sources
   batch_stats stats;
   std::chrono::steady_clock::time_point last_op_end{};
   bool batch_started = false;

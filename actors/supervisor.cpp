@@ -2,6 +2,9 @@
 
 #include "messages/errors.hpp"
 #include "algorithms/sampling.hpp"
+
+#include <numeric>
+#include <sstream>
 #include "models/trainer.hpp"
 
 namespace salamander::actors {
@@ -36,8 +39,19 @@ uint64_t total_batches(const supervisor_state& st) {
   return static_cast<uint64_t>(st.batches_per_epoch * st.cfg.epochs);
 }
 
+void begin_replan(self_ptr self);
+
 void feed(self_ptr self) {
   auto& st = self->state;
+  if (st.replanning) {
+    return;
+  }
+  if (st.replan_requested) {
+    if (st.committed == st.fed) {
+      begin_replan(self); // at the flush: nothing in flight
+    }
+    return;
+  }
   auto epoch_end = (st.committed / st.batches_per_epoch + 1) * st.batches_per_epoch;
   while (st.fed < st.committed + static_cast<uint64_t>(st.cfg.window) && st.fed < epoch_end &&
          st.fed < total_batches(st)) {
@@ -118,6 +132,10 @@ void commit(self_ptr self, uint64_t g) {
     }
   }
   st.status.committed = static_cast<int64_t>(st.committed);
+  if (auto it = st.cfg.replan_at.find(st.committed); it != st.cfg.replan_at.end()) {
+    st.replan_requested = true;
+    st.replan_balance = it->second;
+  }
   st.status.batch = static_cast<int64_t>((st.committed - 1) % st.batches_per_epoch) + 1;
   st.status.samples_per_s = static_cast<double>(st.epoch_samples) / since(st.epoch_started);
   st.status.elapsed_s = since(st.started);
@@ -133,43 +151,102 @@ void commit(self_ptr self, uint64_t g) {
   feed(self);
 }
 
-void spawn_stages(self_ptr self) {
+std::string describe_plan(const supervisor_state& st) {
+  std::string out;
+  for (size_t i = 0; i < st.ranges.size(); ++i) {
+    out += (i ? " " : "") + st.nodes[st.stage_nodes[i]].name + "[" +
+           std::to_string(st.ranges[i].first) + "," + std::to_string(st.ranges[i].second) + ")";
+  }
+  return out;
+}
+
+// Which stages (by handle) hold layers [b, e) under the current plan.
+void add_sources(const supervisor_state& st, stage_spec& spec) {
+  for (size_t j = 0; j < st.ranges.size(); ++j) {
+    auto lo = std::max<uint64_t>(spec.begin, st.ranges[j].first);
+    auto hi = std::min<uint64_t>(spec.end, st.ranges[j].second);
+    if (lo < hi) {
+      spec.sources.push_back(caf::actor_cast<caf::actor>(st.stages[j]));
+      spec.source_begin.push_back(lo);
+      spec.source_end.push_back(hi);
+    }
+  }
+}
+
+void resume_after_replan(self_ptr self) {
+  auto& st = self->state;
+  for (auto& old : st.old_stages) {
+    self->demonitor(old.address());
+    self->send_exit(old, caf::exit_reason::user_shutdown);
+  }
+  st.old_stages.clear();
+  st.replanning = false;
+  st.status.replans++;
+  st.status.last_replan_s = since(st.replan_started);
+  st.status.phase = "training";
+  st.last_progress = clock::now();
+  feed(self);
+}
+
+// Spawns one stage per range on the given nodes, wires the chain and starts
+// (or, when re-planning, resumes) training. A re-planned stage pulls its
+// layers from the stages of the old plan, which run until all are ready.
+void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes) {
   auto& st = self->state;
   auto desc = models::describe(models::model_spec::parse(st.cfg.model));
-  st.fingerprint = desc.fingerprint;
-  try {
-    st.ranges = st.cfg.balance.empty()
-                    ? algorithms::even_split(desc.layers.size(), static_cast<int>(st.nodes.size()))
-                    : algorithms::ranges_from_balance(st.cfg.balance, desc.layers.size());
-  } catch (const std::exception& e) {
-    fail(self, e.what());
-    return;
-  }
-  if (st.ranges.size() != st.nodes.size()) {
-    fail(self, "the balance names " + std::to_string(st.ranges.size()) + " stages but " +
-                   std::to_string(st.nodes.size()) + " nodes are given");
-    return;
-  }
-  auto n = st.nodes.size();
-  st.stages.assign(n, stage_actor{});
-  auto pending = std::make_shared<size_t>(n);
+  bool replan = !st.stages.empty();
+  auto n = ranges.size();
+  std::vector<stage_spec> specs(n);
   for (size_t i = 0; i < n; ++i) {
-    stage_spec spec;
+    auto& spec = specs[i];
     spec.model = desc.spec.canonical();
     spec.fingerprint = desc.fingerprint;
     spec.seed = st.cfg.seed;
     spec.index = static_cast<uint32_t>(i);
     spec.stages = static_cast<uint32_t>(n);
-    spec.begin = st.ranges[i].first;
-    spec.end = st.ranges[i].second;
+    spec.begin = ranges[i].first;
+    spec.end = ranges[i].second;
     spec.micro_batches = static_cast<uint32_t>(st.cfg.micro_batches);
     spec.schedule = st.cfg.schedule;
     spec.optimizer = st.cfg.optimizer;
     spec.lr = st.cfg.lr;
     spec.momentum = st.cfg.momentum;
     spec.threads = st.cfg.threads;
-    auto node_name = st.nodes[i].name;
-    self->request(st.nodes[i].handle, st.cfg.request_timeout, spawn_atom_v, spec)
+    spec.start_batch = st.committed;
+    if (replan) {
+      add_sources(st, spec);
+    }
+  }
+  if (replan) {
+    // bytes of weights and optimizer state whose node changes
+    int64_t moved = 0;
+    for (size_t l = 0; l < desc.layers.size(); ++l) {
+      size_t before = 0, after = 0;
+      for (size_t j = 0; j < st.ranges.size(); ++j) {
+        if (l >= st.ranges[j].first && l < st.ranges[j].second) {
+          before = st.stage_nodes[j];
+        }
+      }
+      for (size_t j = 0; j < n; ++j) {
+        if (l >= ranges[j].first && l < ranges[j].second) {
+          after = on_nodes[j];
+        }
+      }
+      if (before != after) {
+        moved += desc.layers[l].param_bytes * (st.cfg.optimizer == "adam" ? 3 : 2);
+      }
+    }
+    st.status.last_replan_moved_bytes = moved;
+    st.old_stages = st.stages;
+  }
+  st.ranges = std::move(ranges);
+  st.stage_nodes = std::move(on_nodes);
+  auto fresh = std::make_shared<std::vector<stage_actor>>(n);
+  auto pending = std::make_shared<size_t>(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto& node = st.nodes[st.stage_nodes[i]];
+    auto node_name = node.name;
+    self->request(node.handle, st.cfg.request_timeout, spawn_atom_v, specs[i])
         .then(
             [=](caf::actor handle) {
               auto& st = self->state;
@@ -177,16 +254,23 @@ void spawn_stages(self_ptr self) {
                 self->send_exit(handle, caf::exit_reason::user_shutdown);
                 return;
               }
-              st.stages[i] = caf::actor_cast<stage_actor>(handle);
+              (*fresh)[i] = caf::actor_cast<stage_actor>(handle);
               self->monitor(handle);
               if (--*pending > 0) {
                 return;
               }
+              st.stages = *fresh;
               for (size_t k = 0; k < st.stages.size(); ++k) {
                 auto prev = k > 0 ? caf::actor_cast<caf::actor>(st.stages[k - 1]) : caf::actor{};
                 auto next = k + 1 < st.stages.size() ? caf::actor_cast<caf::actor>(st.stages[k + 1])
                                                      : caf::actor{};
                 self->send(st.stages[k], wire_atom_v, prev, next, caf::actor_cast<caf::actor>(self));
+              }
+              st.status.plan_version++;
+              st.status.plan = describe_plan(st);
+              if (st.replanning) {
+                st.ready_pending = st.stages.size(); // resume when all have pulled state
+                return;
               }
               st.started = clock::now();
               st.last_progress = clock::now();
@@ -197,6 +281,71 @@ void spawn_stages(self_ptr self) {
                              ": " + self->system().render(err));
             });
   }
+}
+
+// The plan to use now: the forced balance, the user's balance, or an even
+// split, stage i on node i.
+bool choose_plan(self_ptr self, const std::vector<size_t>& balance,
+                 algorithms::layer_ranges& ranges, std::vector<size_t>& on_nodes) {
+  auto& st = self->state;
+  auto layers = models::describe(models::model_spec::parse(st.cfg.model)).layers.size();
+  try {
+    ranges = balance.empty() ? algorithms::even_split(layers, static_cast<int>(st.nodes.size()))
+                             : algorithms::ranges_from_balance(balance, layers);
+  } catch (const std::exception& e) {
+    fail(self, e.what());
+    return false;
+  }
+  if (ranges.size() > st.nodes.size()) {
+    fail(self, "the balance names " + std::to_string(ranges.size()) + " stages but only " +
+                   std::to_string(st.nodes.size()) + " nodes are given");
+    return false;
+  }
+  on_nodes.resize(ranges.size());
+  std::iota(on_nodes.begin(), on_nodes.end(), size_t{0});
+  return true;
+}
+
+void spawn_stages(self_ptr self) {
+  auto& st = self->state;
+  st.fingerprint = models::describe(models::model_spec::parse(st.cfg.model)).fingerprint;
+  algorithms::layer_ranges ranges;
+  std::vector<size_t> on_nodes;
+  if (!choose_plan(self, st.cfg.balance, ranges, on_nodes)) {
+    return;
+  }
+  if (st.cfg.balance.size() > 0 && ranges.size() != st.nodes.size()) {
+    fail(self, "the balance names " + std::to_string(ranges.size()) + " stages but " +
+                   std::to_string(st.nodes.size()) + " nodes are given");
+    return;
+  }
+  launch(self, std::move(ranges), std::move(on_nodes));
+}
+
+// Called at a flush (nothing in flight) when a re-plan was asked for.
+void begin_replan(self_ptr self) {
+  auto& st = self->state;
+  st.replan_requested = false;
+  algorithms::layer_ranges ranges;
+  std::vector<size_t> on_nodes;
+  std::vector<size_t> balance;
+  try {
+    balance = parse_balance(st.replan_balance);
+  } catch (const std::exception& e) {
+    fail(self, e.what());
+    return;
+  }
+  if (!choose_plan(self, balance, ranges, on_nodes)) {
+    return;
+  }
+  if (ranges == st.ranges && on_nodes == st.stage_nodes) {
+    feed(self); // nothing would change
+    return;
+  }
+  st.replanning = true;
+  st.replan_started = clock::now();
+  st.status.phase = "replanning";
+  launch(self, std::move(ranges), std::move(on_nodes));
 }
 
 void hello_all(self_ptr self) {
@@ -231,6 +380,28 @@ void hello_all(self_ptr self) {
 }
 
 } // namespace
+
+std::vector<size_t> parse_balance(const std::string& text) {
+  std::vector<size_t> out;
+  if (text.empty()) {
+    return out;
+  }
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      long v = std::stol(item, &used);
+      if (used != item.size() || v < 0) {
+        throw std::invalid_argument(item);
+      }
+      out.push_back(static_cast<size_t>(v));
+    } catch (const std::exception&) {
+      throw std::invalid_argument("balance '" + text + "' is not a list of layer counts like 1,1,2");
+    }
+  }
+  return out;
+}
 
 supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<supervisor_state> self,
                                            job_config cfg, std::vector<remote_node> nodes,
@@ -320,6 +491,29 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
           return;
         }
         self->delayed_send(self, std::chrono::seconds(1), tick_atom_v);
+      },
+      [=](ready_atom, uint32_t) {
+        auto& st = self->state;
+        if (st.replanning && st.ready_pending > 0 && --st.ready_pending == 0) {
+          resume_after_replan(self);
+        }
+      },
+      [=](replan_atom, std::string& balance) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (st.status.finished()) {
+          return caf::make_error(errc::bad_config, "the job has ended");
+        }
+        try {
+          parse_balance(balance);
+        } catch (const std::exception& e) {
+          return caf::make_error(errc::bad_config, e.what());
+        }
+        st.replan_requested = true;
+        st.replan_balance = balance;
+        if (st.status.phase == "training") {
+          feed(self); // starts it now if nothing is in flight
+        }
+        return std::string("re-plan scheduled at the next flush");
       },
       [=](caf::get_atom) { return self->state.status; },
       [=](snapshot_atom) -> caf::result<snapshot_payload> {

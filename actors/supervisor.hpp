@@ -40,6 +40,9 @@ struct job_config {
   std::string dataset = "fashion-mnist";
   std::string data_dir;
   std::vector<size_t> balance; ///< layers per stage; empty: even split
+  /// Forced re-plans: after batch N commits, re-plan with this balance
+  /// ("" lets the planner decide). For tests, benchmarks and the demo.
+  std::map<uint64_t, std::string> replan_at;
   int32_t threads = 1;
   int window = 2; ///< batches in flight
   bool evaluate = true;
@@ -61,7 +64,17 @@ struct supervisor_state {
   std::vector<node_info> infos;
   std::string fingerprint;
   algorithms::layer_ranges ranges;
+  std::vector<size_t> stage_nodes; ///< node index of each stage
   std::vector<stage_actor> stages;
+
+  // re-planning (at a flush): request -> drain -> spawn new stages, which
+  // pull their layers from the old ones -> all ready -> old ones stop
+  bool replan_requested = false;
+  std::string replan_balance;
+  bool replanning = false;
+  size_t ready_pending = 0;
+  std::vector<stage_actor> old_stages;
+  std::chrono::steady_clock::time_point replan_started{};
   std::shared_ptr<const models::dataset> train;
   std::shared_ptr<const models::dataset> test;
 
@@ -82,6 +95,9 @@ struct supervisor_state {
   std::chrono::steady_clock::time_point last_progress{};
   int64_t epoch_samples = 0;
 };
+
+/// "1,1,2" -> {1, 1, 2}; "" -> {}. Throws std::invalid_argument.
+std::vector<size_t> parse_balance(const std::string& text);
 
 /// `train` and `test` are shared with the caller (the embedded mode loads
 /// them once); nodes are connected and named already.

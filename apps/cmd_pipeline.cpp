@@ -18,28 +18,6 @@ namespace salamander::apps {
 
 namespace {
 
-std::vector<size_t> parse_balance(const std::string& text) {
-  std::vector<size_t> out;
-  if (text.empty()) {
-    return out;
-  }
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      long v = std::stol(item, &used);
-      if (used != item.size() || v < 0) {
-        throw std::invalid_argument(item);
-      }
-      out.push_back(static_cast<size_t>(v));
-    } catch (const std::exception&) {
-      throw std::invalid_argument("--balance '" + text + "' is not a list of layer counts like 1,1,2");
-    }
-  }
-  return out;
-}
-
 std::string status_line(const job_status& s) {
   double eta = -1;
   if (s.samples_per_s > 0 && s.batches > 0) {
@@ -69,7 +47,7 @@ int run_pipeline(const train_cli& cli) {
   jc.lr = cli.lr;
   jc.dataset = cli.dataset;
   jc.data_dir = cli.data_dir;
-  jc.balance = parse_balance(cli.balance);
+  jc.balance = actors::parse_balance(cli.balance);
   jc.threads = cli.threads;
   jc.window = cli.window;
   jc.evaluate = cli.evaluate;

@@ -16,6 +16,11 @@ namespace salamander {
 ///   eval(id, micro, x)                  forward only; the last stage sends
 ///                                       (eval, id, micro, logits) to the supervisor
 ///   snapshot -> weights of the range, with optimizer state
+///   snapshot(begin, end) -> weights and optimizer state of those layers
+///                           (a re-planned stage pulls them from here)
+///
+/// A stage spawned with sources pulls its state from them first and then
+/// sends (ready, index) to the supervisor; until then inputs are buffered.
 ///
 /// After the last backward of a batch a stage steps its optimizer and sends
 /// (done, batch_stats) to the supervisor; on an error it sends
@@ -26,7 +31,8 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<backward_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<labels_atom, uint64_t, uint32_t, double, tensor_payload>,
     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
-    caf::replies_to<snapshot_atom>::with<snapshot_payload>>;
+    caf::replies_to<snapshot_atom>::with<snapshot_payload>,
+    caf::replies_to<snapshot_atom, uint64_t, uint64_t>::with<snapshot_payload>>;
 
 /// One per device process. hello checks the protocol; spawn starts a stage
 /// on this device and returns its handle; leave stops everything it runs.
@@ -40,6 +46,9 @@ using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t>::with<
 ///   failed(stage, what)    a stage gave up; the job fails with `what`
 ///   eval(id, micro, y)     logits of an evaluation chunk from the last stage
 ///   tick                   its own periodic progress check
+///   ready(stage)           a re-planned stage has pulled its state
+///   replan(balance)        re-plan at the next flush; "" lets the planner
+///                          decide, "1,1,2" forces layers per stage
 ///   get -> job_status      for progress lines and the console
 ///   snapshot -> weights    every stage's weights merged (after the job)
 ///   leave                  stop the stages and quit
@@ -47,7 +56,9 @@ using supervisor_actor =
     caf::typed_actor<caf::reacts_to<done_atom, batch_stats>,
                      caf::reacts_to<failed_atom, uint32_t, std::string>,
                      caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
-                     caf::reacts_to<tick_atom>, caf::replies_to<caf::get_atom>::with<job_status>,
+                     caf::reacts_to<tick_atom>, caf::reacts_to<ready_atom, uint32_t>,
+                     caf::replies_to<replan_atom, std::string>::with<std::string>,
+                     caf::replies_to<caf::get_atom>::with<job_status>,
                      caf::replies_to<snapshot_atom>::with<snapshot_payload>,
                      caf::reacts_to<leave_atom>>;
 

@@ -46,6 +46,14 @@ struct stage_spec {
   double lr = 1e-3;
   double momentum = 0.9;
   int32_t threads = 1;
+  /// The first batch this stage runs (a re-planned stage starts mid-job).
+  uint64_t start_batch = 0;
+  /// Where a re-planned stage takes its weights and optimizer state from:
+  /// source i holds layers [source_begin[i], source_end[i]). Empty for a
+  /// fresh job (weights come from the seed).
+  std::vector<caf::actor> sources;
+  std::vector<uint64_t> source_begin;
+  std::vector<uint64_t> source_end;
 };
 
 /// One stage's account of one batch.
@@ -80,6 +88,11 @@ struct job_status {
   double samples_per_s = 0;
   double loss = 0;
   double test_accuracy = -1; ///< after the last evaluation, -1 before
+  int64_t plan_version = 0;  ///< 1 for the first plan, +1 per re-plan
+  std::string plan;          ///< "node1[0,2) node2[2,4)"
+  int64_t replans = 0;
+  double last_replan_s = 0;  ///< pause of the last re-plan, drain to resume
+  int64_t last_replan_moved_bytes = 0; ///< snapshot bytes that changed node
   double elapsed_s = 0;
   /// Wall time spent training (no start-up, no evaluation).
   double train_s = 0;
@@ -161,7 +174,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   return f(caf::meta::type_name("stage_spec"), x.model, x.fingerprint, x.seed, x.index,
            x.stages, x.begin, x.end, x.micro_batches, x.schedule, x.optimizer, x.lr, x.momentum,
-           x.threads);
+           x.threads, x.start_batch, x.sources, x.source_begin, x.source_end);
 }
 
 template <class Inspector>
@@ -173,7 +186,8 @@ typename Inspector::result_type inspect(Inspector& f, batch_stats& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_status& x) {
   return f(caf::meta::type_name("job_status"), x.phase, x.epoch, x.epochs, x.batch, x.batches,
-           x.committed, x.samples_per_s, x.loss, x.test_accuracy, x.elapsed_s, x.train_s,
+           x.committed, x.samples_per_s, x.loss, x.test_accuracy, x.plan_version, x.plan,
+           x.replans, x.last_replan_s, x.last_replan_moved_bytes, x.elapsed_s, x.train_s,
            x.stage_compute_s, x.stage_wait_s, x.stage_send_s, x.error);
 }
 
@@ -206,4 +220,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_ATOM(salamander, salamander, leave_atom, "leave")
   CAF_ADD_ATOM(salamander, salamander, echo_atom, "echo")
   CAF_ADD_ATOM(salamander, salamander, tick_atom, "tick")
+  CAF_ADD_ATOM(salamander, salamander, ready_atom, "ready")
+  CAF_ADD_ATOM(salamander, salamander, replan_atom, "replan")
 CAF_END_TYPE_ID_BLOCK(salamander)

@@ -139,3 +139,34 @@ TEST_CASE("bad plans fail the job with a message naming the problem", "[actor][p
   CHECK(r.status.phase == "failed");
   CHECK_THAT(r.status.error, Catch::Contains("zigzag"));
 }
+
+TEST_CASE("re-planning at a flush moves layers and keeps the weights exact",
+          "[actor][pipeline][replan]") {
+  torch::set_num_threads(1);
+  auto data = synthetic_for("cnn");
+  for (auto schedule : {"gpipe", "1f1b"}) {
+    INFO(schedule);
+    auto jc = small_job(schedule, 9);
+    // 3 stages (2,1,1) -> 3 stages (1,1,2) after batch 3 -> 2 stages after 6
+    jc.replan_at = {{3, "1,1,2"}, {6, "2,2"}};
+    auto reference = single_device(jc, *data.train);
+    caf::actor_system_config cfg;
+    actors::configure(cfg);
+    caf::actor_system sys{cfg};
+    actors::job_options opts;
+    opts.fetch_weights = true;
+    opts.poll = std::chrono::milliseconds(20);
+    auto result = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), data.train,
+                                  data.test, opts);
+    REQUIRE(result.status.error == "");
+    REQUIRE(result.status.phase == "finished");
+    CHECK(result.status.committed == 9);
+    CHECK(result.status.replans == 2);
+    CHECK(result.status.plan_version == 3);
+    CHECK(result.status.plan == "local0[0,2) local1[2,4)");
+    CHECK(result.status.last_replan_moved_bytes > 0);
+    REQUIRE(result.weights);
+    CHECK(result.weights->version == 9);
+    CHECK(max_weight_diff(*result.weights, reference) <= 1e-5);
+  }
+}
