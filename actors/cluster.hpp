@@ -37,7 +37,11 @@ std::pair<std::string, uint16_t> parse_address(const std::string& address);
 caf::expected<std::vector<remote_node>> connect_nodes(caf::actor_system& sys,
                                                       const std::vector<cluster_node>& nodes);
 
-/// Spawns `n` node actors in this process (the embedded mode).
-std::vector<remote_node> local_nodes(caf::actor_system& sys, int n, int32_t threads);
+/// Spawns `n` node actors in this process (the embedded mode). With
+/// `emulation` (one per node), each node emulates a device by compute-time
+/// dilation (cgroups are per process, so in-process nodes never use them).
+std::vector<remote_node> local_nodes(caf::actor_system& sys, int n, int32_t threads,
+                                     const std::vector<emulation_config>& emulation = {},
+                                     std::vector<std::shared_ptr<cpu_limiter>>* limiters = nullptr);
 
 } // namespace salamander::actors

@@ -1,11 +1,13 @@
 #include "actors/node.hpp"
 
+#include "actors/profiler.hpp"
 #include "actors/stage.hpp"
+#include "algorithms/partitioner.hpp"
 #include "messages/errors.hpp"
 
 namespace salamander::actors {
 
-std::string check_stage_spec(const stage_spec& spec) {
+std::string check_stage_spec(const stage_spec& spec, double memory_cap) {
   try {
     auto desc = models::describe(models::model_spec::parse(spec.model));
     if (desc.fingerprint != spec.fingerprint) {
@@ -22,9 +24,33 @@ std::string check_stage_spec(const stage_spec& spec) {
       return "stage " + std::to_string(spec.index) + " of " + std::to_string(spec.stages) +
              " with " + std::to_string(spec.micro_batches) + " micro-batches is not valid";
     }
-    algorithms::parse_schedule(spec.schedule);
+    auto schedule = algorithms::parse_schedule(spec.schedule);
     models::optimizer_config ocfg{spec.optimizer, spec.lr, spec.momentum, 0.0};
     models::make_optimizer(ocfg, {}); // validates kind and rate
+    if (memory_cap > 0) {
+      // the planner's arithmetic: weights, gradients, optimizer state and
+      // the activations the schedule keeps in flight
+      algorithms::plan_request req;
+      req.schedule = schedule == algorithms::schedule_kind::gpipe
+                         ? algorithms::plan_schedule::gpipe
+                         : algorithms::plan_schedule::one_f_one_b;
+      req.micro_batch_size = spec.micro_batch_size;
+      req.micro_batches = static_cast<int>(spec.micro_batches);
+      req.optimizer_state_factor = spec.optimizer == "adam" ? 2.0 : 1.0;
+      for (auto& l : desc.layers) {
+        req.layers.push_back({l.name, static_cast<double>(l.param_bytes),
+                              static_cast<double>(l.activation_bytes),
+                              static_cast<double>(l.output_bytes)});
+      }
+      double need = algorithms::stage_memory(req, spec.begin, spec.end,
+                                             algorithms::in_flight(req, spec.index, spec.stages));
+      if (need > memory_cap) {
+        return "layers " + std::to_string(spec.begin) + ".." + std::to_string(spec.end) +
+               " need " + std::to_string(static_cast<int64_t>(need / 1e6)) +
+               " MB but this node has " + std::to_string(static_cast<int64_t>(memory_cap / 1e6)) +
+               " MB (emulated cap)";
+      }
+    }
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -33,6 +59,8 @@ std::string check_stage_spec(const stage_spec& spec) {
 
 node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_config cfg) {
   self->state.config = std::move(cfg);
+  self->state.profiler = self->spawn<caf::detached>(profiler, self->state.config.name,
+                                                     self->state.config.emulation);
   return {
       [=](hello_atom, uint32_t protocol) -> caf::result<node_info> {
         auto& c = self->state.config;
@@ -48,16 +76,21 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         info.host = c.host;
         info.threads = c.threads;
         info.zoo_fingerprint = models::describe(models::model_spec::parse("cnn")).fingerprint;
+        info.emulation = c.emulation.config.describe();
         return info;
       },
+      [=](profile_atom, const std::string& model, uint32_t micro_batch_size) {
+        return self->delegate(self->state.profiler, profile_atom_v, model, micro_batch_size);
+      },
       [=](spawn_atom, stage_spec spec) -> caf::result<caf::actor> {
-        auto why = check_stage_spec(spec);
+        auto& emu = self->state.config.emulation.config;
+        auto why = check_stage_spec(spec, emu.mem_mb > 0 ? emu.mem_mb * 1024.0 * 1024.0 : 0.0);
         if (!why.empty()) {
           return caf::make_error(errc::model_mismatch,
                                  "node " + self->state.config.name + ": " + why);
         }
         try {
-          auto s = self->spawn(stage, std::move(spec));
+          auto s = self->spawn(stage, std::move(spec), self->state.config.emulation);
           auto handle = caf::actor_cast<caf::actor>(s);
           self->state.stages.push_back(handle);
           return handle;
@@ -71,6 +104,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
           self->send_exit(s, caf::exit_reason::user_shutdown);
         }
         self->state.stages.clear();
+        self->send_exit(self->state.profiler, caf::exit_reason::user_shutdown);
         self->quit();
       },
   };

@@ -8,6 +8,7 @@
 // leave stops every stage it runs: SIGTERM on a node process ends in leave.
 #pragma once
 
+#include "actors/emulation.hpp"
 #include "messages/interfaces.hpp"
 
 #include <string>
@@ -19,16 +20,19 @@ struct node_config {
   std::string name;
   std::string host;
   int32_t threads = 1;
+  node_emulation emulation;
 };
 
 struct node_state {
   static inline const char* name = "node";
   node_config config;
   std::vector<caf::actor> stages;
+  profiler_actor profiler;
 };
 
-/// Why `spec` cannot run here, or "" when it can.
-std::string check_stage_spec(const stage_spec& spec);
+/// Why `spec` cannot run here, or "" when it can. `memory_cap` (bytes, 0:
+/// none) is the node's emulated memory.
+std::string check_stage_spec(const stage_spec& spec, double memory_cap = 0);
 
 node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_config cfg);
 

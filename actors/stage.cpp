@@ -12,6 +12,28 @@ double seconds(clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+// Emulation: stretch a measured compute time to the device's share.
+double emulated(stage_actor::stateful_pointer<stage_state> self, clock::duration measured) {
+  auto& lim = self->state.emulation.limiter;
+  if (lim) {
+    lim->after_compute(measured);
+    return seconds(measured) * lim->dilation();
+  }
+  return seconds(measured);
+}
+
+// Sends to a neighbour, through the emulated link when there is one.
+template <class... Ts>
+void send_on_link(stage_actor::stateful_pointer<stage_state> self, const stage_actor& to,
+                  const torch::Tensor& t, Ts&&... xs) {
+  auto delay = self->state.link.delay_for(t.nbytes());
+  if (delay.count() > 0) {
+    self->delayed_send(to, delay, std::forward<Ts>(xs)..., tensor_payload{t});
+  } else {
+    self->send(to, std::forward<Ts>(xs)..., tensor_payload{t});
+  }
+}
+
 // Runs as many operations of the stage's row as have their inputs.
 void pump(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
@@ -35,11 +57,11 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
       st.batch_started = true;
       auto out = st.exec->forward(op.micro, in->second);
       st.inputs.erase(in);
+      st.stats.compute_s += emulated(self, clock::now() - start);
       auto computed = clock::now();
-      st.stats.compute_s += seconds(computed - start);
       if (!last) {
-        self->send(st.next, forward_atom_v, st.batch, static_cast<uint32_t>(op.micro),
-                   tensor_payload{out});
+        send_on_link(self, st.next, out, forward_atom_v, st.batch,
+                     static_cast<uint32_t>(op.micro));
         st.stats.send_s += seconds(clock::now() - computed);
       }
     } else {
@@ -65,11 +87,11 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
         grad_in = st.exec->backward(op.micro, g->second);
         st.grads.erase(g);
       }
+      st.stats.compute_s += emulated(self, clock::now() - start);
       auto computed = clock::now();
-      st.stats.compute_s += seconds(computed - start);
       if (spec.index > 0) {
-        self->send(st.prev, backward_atom_v, st.batch, static_cast<uint32_t>(op.micro),
-                   tensor_payload{grad_in});
+        send_on_link(self, st.prev, grad_in, backward_atom_v, st.batch,
+                     static_cast<uint32_t>(op.micro));
         st.stats.send_s += seconds(clock::now() - computed);
       }
     }
@@ -81,7 +103,7 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
   st.opt->step();
   st.opt->zero_grad();
   st.version = st.batch + 1;
-  st.stats.compute_s += seconds(clock::now() - start);
+  st.stats.compute_s += emulated(self, clock::now() - start);
   st.stats.batch = st.batch;
   st.stats.stage = spec.index;
   self->send(st.supervisor, done_atom_v, st.stats);
@@ -123,8 +145,10 @@ void check_batch(stage_actor::stateful_pointer<stage_state> self, uint64_t batch
 } // namespace
 
 stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self,
-                                 stage_spec spec) {
+                                 stage_spec spec, node_emulation emulation) {
   auto& st = self->state;
+  st.emulation = std::move(emulation);
+  st.link = link_shaper(st.emulation.config.link_mbps);
   auto desc = models::describe(models::model_spec::parse(spec.model));
   if (desc.fingerprint != spec.fingerprint) {
     throw std::invalid_argument("model " + spec.model + " has fingerprint " + desc.fingerprint +

@@ -13,6 +13,7 @@
 //                                                     (done, stats) -> supervisor
 #pragma once
 
+#include "actors/emulation.hpp"
 #include "algorithms/schedule.hpp"
 #include "messages/interfaces.hpp"
 #include "models/layered_model.hpp"
@@ -46,6 +47,8 @@ struct stage_state {
   std::map<key, std::pair<double, torch::Tensor>> labels;
 
   bool ready = true; ///< false while pulling state from re-plan sources
+  node_emulation emulation;
+  link_shaper link;
   batch_stats stats;
   std::chrono::steady_clock::time_point last_op_end{};
   bool batch_started = false;
@@ -53,6 +56,7 @@ struct stage_state {
 
 /// Builds the stage's layers from `spec` (weights from the spec's seed).
 /// Throws std::invalid_argument when the spec does not describe a valid range.
-stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self, stage_spec spec);
+stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self, stage_spec spec,
+                                 node_emulation emulation = {});
 
 } // namespace salamander::actors

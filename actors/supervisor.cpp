@@ -40,6 +40,7 @@ uint64_t total_batches(const supervisor_state& st) {
 }
 
 void begin_replan(self_ptr self);
+void track_capacity(self_ptr self);
 
 void feed(self_ptr self) {
   auto& st = self->state;
@@ -132,6 +133,7 @@ void commit(self_ptr self, uint64_t g) {
     }
   }
   st.status.committed = static_cast<int64_t>(st.committed);
+  track_capacity(self);
   if (auto it = st.cfg.replan_at.find(st.committed); it != st.cfg.replan_at.end()) {
     st.replan_requested = true;
     st.replan_balance = it->second;
@@ -283,6 +285,138 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
   }
 }
 
+int64_t micro_batch_size(const job_config& cfg) {
+  return (cfg.batch_size + cfg.micro_batches - 1) / cfg.micro_batches;
+}
+
+// The planner's view of the job: profiles scaled by what the stages measure.
+algorithms::plan_request planner_request(const supervisor_state& st) {
+  auto desc = models::describe(models::model_spec::parse(st.cfg.model));
+  algorithms::plan_request req;
+  req.mode = algorithms::plan_mode::training;
+  req.schedule = st.cfg.schedule == "gpipe" ? algorithms::plan_schedule::gpipe
+                                            : algorithms::plan_schedule::one_f_one_b;
+  req.micro_batch_size = micro_batch_size(st.cfg);
+  req.micro_batches = static_cast<int>(st.cfg.micro_batches);
+  req.optimizer_state_factor = st.cfg.optimizer == "adam" ? 2.0 : 1.0;
+  for (auto& l : desc.layers) {
+    req.layers.push_back({l.name, static_cast<double>(l.param_bytes),
+                          static_cast<double>(l.activation_bytes),
+                          static_cast<double>(l.output_bytes)});
+  }
+  for (size_t n = 0; n < st.profiles.size(); ++n) {
+    auto& p = st.profiles[n];
+    algorithms::device_profile d;
+    d.name = st.nodes[n].name;
+    double scale = st.node_scale.empty() ? 1.0 : st.node_scale[n];
+    for (size_t l = 0; l < p.forward_s.size(); ++l) {
+      d.forward_s.push_back(p.forward_s[l] * scale);
+      d.backward_s.push_back(p.backward_s[l] * scale);
+    }
+    d.memory_bytes = p.memory_bytes;
+    d.link_bytes_per_s =
+        p.link_bytes_per_s > 0 ? p.link_bytes_per_s : st.cfg.default_link_bytes_per_s;
+    d.link_latency_s = 1e-4;
+    req.devices.push_back(std::move(d));
+  }
+  return req;
+}
+
+void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes);
+
+void launch_planned(self_ptr self) {
+  auto& st = self->state;
+  try {
+    auto req = planner_request(st);
+    auto plan = algorithms::plan_partition(req);
+    algorithms::layer_ranges ranges;
+    std::vector<size_t> on_nodes;
+    for (auto& s : plan.stages) {
+      ranges.emplace_back(s.begin, s.end);
+      on_nodes.push_back(s.device);
+    }
+    st.predicted_bottleneck_s = plan.bottleneck_s;
+    launch(self, std::move(ranges), std::move(on_nodes));
+  } catch (const std::exception& e) {
+    fail(self, std::string("cannot plan the job: ") + e.what());
+  }
+}
+
+void profile_all(self_ptr self) {
+  auto& st = self->state;
+  st.status.phase = "profiling";
+  st.profiles.assign(st.nodes.size(), device_report{});
+  st.node_scale.assign(st.nodes.size(), 1.0);
+  auto pending = std::make_shared<size_t>(st.nodes.size());
+  auto mbs = static_cast<uint32_t>(micro_batch_size(st.cfg));
+  for (size_t i = 0; i < st.nodes.size(); ++i) {
+    auto node_name = st.nodes[i].name;
+    self->request(st.nodes[i].handle, st.cfg.profile_timeout, profile_atom_v, st.cfg.model, mbs)
+        .then(
+            [=](device_report& r) {
+              self->state.profiles[i] = std::move(r);
+              if (--*pending == 0 && !self->state.status.finished()) {
+                launch_planned(self);
+              }
+            },
+            [=](caf::error& err) {
+              fail(self, "node " + node_name + " could not profile the model: " +
+                             self->system().render(err));
+            });
+  }
+}
+
+// Corrects each node's profile by what its stage measured, and asks for a
+// re-plan when the planner then predicts enough gain.
+void track_capacity(self_ptr self) {
+  auto& st = self->state;
+  if (st.profiles.empty() || st.replanning || st.replan_requested) {
+    return;
+  }
+  auto M = static_cast<double>(st.cfg.micro_batches);
+  for (auto& r : st.last_reports) {
+    if (r.stage >= st.ranges.size()) {
+      continue;
+    }
+    size_t n = st.stage_nodes[r.stage];
+    double predicted = 0;
+    for (size_t l = st.ranges[r.stage].first; l < st.ranges[r.stage].second; ++l) {
+      predicted += (st.profiles[n].forward_s[l] + st.profiles[n].backward_s[l]) * M;
+    }
+    if (predicted > 0 && r.compute_s > 0) {
+      st.node_scale[n] = 0.7 * st.node_scale[n] + 0.3 * (r.compute_s / predicted);
+    }
+  }
+  if (st.cfg.replan_gain <= 0 ||
+      st.committed < st.last_replan_batch + static_cast<uint64_t>(st.cfg.replan_min_batches) ||
+      st.committed % 5 != 0) {
+    return;
+  }
+  try {
+    auto req = planner_request(st);
+    std::vector<algorithms::stage_assignment> now;
+    for (size_t i = 0; i < st.ranges.size(); ++i) {
+      now.push_back({st.stage_nodes[i], st.ranges[i].first, st.ranges[i].second, 0, 0, 0});
+    }
+    auto current = algorithms::evaluate_plan(req, now);
+    auto better = algorithms::plan_partition(req);
+    if (better.bottleneck_s < current.bottleneck_s * (1.0 - st.cfg.replan_gain)) {
+      st.pending_ranges.clear();
+      st.pending_nodes.clear();
+      for (auto& s : better.stages) {
+        st.pending_ranges.emplace_back(s.begin, s.end);
+        st.pending_nodes.push_back(s.device);
+      }
+      st.has_pending_plan = true;
+      st.predicted_bottleneck_s = better.bottleneck_s;
+      st.replan_requested = true;
+      st.replan_balance.clear();
+    }
+  } catch (const std::exception&) {
+    // no better plan fits; keep the current one
+  }
+}
+
 // The plan to use now: the forced balance, the user's balance, or an even
 // split, stage i on node i.
 bool choose_plan(self_ptr self, const std::vector<size_t>& balance,
@@ -309,6 +443,10 @@ bool choose_plan(self_ptr self, const std::vector<size_t>& balance,
 void spawn_stages(self_ptr self) {
   auto& st = self->state;
   st.fingerprint = models::describe(models::model_spec::parse(st.cfg.model)).fingerprint;
+  if (st.cfg.auto_plan) {
+    profile_all(self);
+    return;
+  }
   algorithms::layer_ranges ranges;
   std::vector<size_t> on_nodes;
   if (!choose_plan(self, st.cfg.balance, ranges, on_nodes)) {
@@ -335,9 +473,25 @@ void begin_replan(self_ptr self) {
     fail(self, e.what());
     return;
   }
-  if (!choose_plan(self, balance, ranges, on_nodes)) {
+  if (st.has_pending_plan) {
+    ranges = st.pending_ranges;
+    on_nodes = st.pending_nodes;
+    st.has_pending_plan = false;
+  } else if (balance.empty() && !st.profiles.empty()) {
+    try {
+      auto plan = algorithms::plan_partition(planner_request(st));
+      for (auto& s : plan.stages) {
+        ranges.emplace_back(s.begin, s.end);
+        on_nodes.push_back(s.device);
+      }
+    } catch (const std::exception& e) {
+      fail(self, std::string("cannot re-plan: ") + e.what());
+      return;
+    }
+  } else if (!choose_plan(self, balance, ranges, on_nodes)) {
     return;
   }
+  st.last_replan_batch = st.committed;
   if (ranges == st.ranges && on_nodes == st.stage_nodes) {
     feed(self); // nothing would change
     return;

@@ -16,6 +16,7 @@
 // recovery protocol replaces this with re-planning).
 #pragma once
 
+#include "algorithms/partitioner.hpp"
 #include "algorithms/schedule.hpp"
 #include "messages/interfaces.hpp"
 #include "models/data.hpp"
@@ -43,6 +44,16 @@ struct job_config {
   /// Forced re-plans: after batch N commits, re-plan with this balance
   /// ("" lets the planner decide). For tests, benchmarks and the demo.
   std::map<uint64_t, std::string> replan_at;
+  /// Profile every node and plan with the partitioner (else an even split).
+  bool auto_plan = false;
+  /// Re-plan live when the profiles, corrected by measured stage times,
+  /// predict at least this gain in throughput (0: never).
+  double replan_gain = 0.15;
+  /// Batches between two automatic re-plans (lets measurements settle).
+  int64_t replan_min_batches = 10;
+  /// A link whose rate no profile reports (no emulation, not measured).
+  double default_link_bytes_per_s = 1e9;
+  std::chrono::milliseconds profile_timeout{120000};
   int32_t threads = 1;
   int window = 2; ///< batches in flight
   bool evaluate = true;
@@ -75,6 +86,15 @@ struct supervisor_state {
   size_t ready_pending = 0;
   std::vector<stage_actor> old_stages;
   std::chrono::steady_clock::time_point replan_started{};
+  bool has_pending_plan = false;
+  algorithms::layer_ranges pending_ranges;
+  std::vector<size_t> pending_nodes;
+
+  // capacity: profiles per node, corrected by measured/predicted stage time
+  std::vector<device_report> profiles;
+  std::vector<double> node_scale;
+  uint64_t last_replan_batch = 0;
+  double predicted_bottleneck_s = 0;
   std::shared_ptr<const models::dataset> train;
   std::shared_ptr<const models::dataset> test;
 

@@ -51,6 +51,11 @@ int run_pipeline(const train_cli& cli) {
   jc.threads = cli.threads;
   jc.window = cli.window;
   jc.evaluate = cli.evaluate;
+  jc.auto_plan = cli.plan == "auto" && jc.balance.empty();
+  jc.replan_gain = cli.replan_gain;
+  if (cli.replan_at > 0) {
+    jc.replan_at[static_cast<uint64_t>(cli.replan_at)] = cli.replan_balance;
+  }
   auto desc = models::describe(models::model_spec::parse(jc.model));
   auto train = std::make_shared<models::dataset>(
       models::load_dataset(cli.dataset, true, desc, cli.data_dir));
@@ -126,6 +131,17 @@ int run_node(const node_cli& cli) {
 
   set_threads(cli.threads);
   auto [host, port] = actors::parse_address(cli.listen);
+  actors::node_emulation emulation;
+  emulation.config.cpu_share = cli.cpu_share;
+  emulation.config.mem_mb = cli.mem_mb;
+  emulation.config.link_mbps = cli.link_mbps;
+  emulation.config.trace = actors::parse_trace(cli.capacity_trace);
+  emulation.config.force_dilation = cli.dilate;
+  emulation.limiter = std::make_shared<actors::cpu_limiter>(emulation.config);
+  if (emulation.config.any()) {
+    log->warn("node {} is EMULATING a device: {} (cpu via {})", cli.name,
+              emulation.config.describe(), emulation.limiter->method());
+  }
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
@@ -133,6 +149,7 @@ int run_node(const node_cli& cli) {
   ncfg.name = cli.name;
   ncfg.host = host;
   ncfg.threads = cli.threads;
+  ncfg.emulation = emulation;
   auto n = sys.spawn(actors::node, ncfg);
   auto bound = sys.middleman().publish(n, port, host.c_str());
   if (!bound) {

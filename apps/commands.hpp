@@ -27,6 +27,10 @@ struct train_cli {
   std::string cluster;
   int window = 2;
   bool evaluate = true;
+  std::string plan = "auto";
+  double replan_gain = 0.15;
+  int64_t replan_at = 0;
+  std::string replan_balance;
 };
 
 struct eval_cli {
@@ -44,6 +48,12 @@ struct node_cli {
   std::string name;
   std::string listen = "127.0.0.1:0";
   int threads = 1;
+  // emulation (tests, benchmarks, trying a cluster on one machine)
+  double cpu_share = 1.0;
+  int64_t mem_mb = 0;
+  double link_mbps = 0;
+  std::string capacity_trace;
+  bool dilate = false;
 };
 
 int run_train(const train_cli& cli);

@@ -71,6 +71,20 @@ int main(int argc, char** argv) {
     sub->add_option("--window", train.window, "batches in flight in the pipeline")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    sub->add_option("--plan", train.plan,
+                    "auto: profile every node and plan stages by capacity (slow nodes may be "
+                    "left out); even: an even split, stage i on node i")
+        ->check(CLI::IsMember({"auto", "even"}))
+        ->capture_default_str();
+    sub->add_option("--replan-gain", train.replan_gain,
+                    "re-plan live when profiles predict at least this throughput gain (0: never)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub->add_option("--replan-at", train.replan_at,
+                    "force a re-plan after this many batches (with --replan-balance, or by the "
+                    "planner)");
+    sub->add_option("--replan-balance", train.replan_balance,
+                    "layers per stage for the forced re-plan, e.g. 1,1,2");
   };
   t->add_option("--stages", train.stages,
                 "run a pipeline of N stages on N local nodes in this process (embedded "
@@ -112,6 +126,22 @@ int main(int argc, char** argv) {
   nd->add_option("--threads", node.threads, "compute threads on this device")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  nd->add_option("--cpu-share", node.cpu_share,
+                 "EMULATION: run at this share of one core (cgroup quota where writable, "
+                 "else compute-time dilation)")
+      ->check(CLI::Range(0.001, 1.0));
+  nd->add_option("--mem-mb", node.mem_mb,
+                 "EMULATION: memory cap; the planner plans with it and stages that would not "
+                 "fit are refused")
+      ->check(CLI::NonNegativeNumber);
+  nd->add_option("--link-mbps", node.link_mbps,
+                 "EMULATION: link rate in Mbit/s; sends are spaced to it")
+      ->check(CLI::NonNegativeNumber);
+  nd->add_option("--capacity-trace", node.capacity_trace,
+                 "EMULATION: SECONDS:FACTOR,... e.g. 30:0.2 runs at 0.2 of the share from 30 s "
+                 "on (throttling)");
+  nd->add_flag("--dilate", node.dilate,
+               "EMULATION: use compute-time dilation even where a cgroup quota is possible");
 
   eval_cli eval;
   auto* e = app.add_subcommand("eval", "report the test accuracy of a checkpoint");

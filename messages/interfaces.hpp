@@ -34,10 +34,19 @@ using stage_actor = caf::typed_actor<
     caf::replies_to<snapshot_atom>::with<snapshot_payload>,
     caf::replies_to<snapshot_atom, uint64_t, uint64_t>::with<snapshot_payload>>;
 
+/// One per node: measures per-layer forward/backward time of a model on this
+/// device (warm-up, then the median of several runs) and reports it with the
+/// memory and link the device has.
+using profiler_actor =
+    caf::typed_actor<caf::replies_to<profile_atom, std::string, uint32_t>::with<device_report>>;
+
 /// One per device process. hello checks the protocol; spawn starts a stage
-/// on this device and returns its handle; leave stops everything it runs.
+/// on this device and returns its handle; profile(model, micro-batch size)
+/// asks its profiler; leave stops everything it runs.
 using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t>::with<node_info>,
                                     caf::replies_to<spawn_atom, stage_spec>::with<caf::actor>,
+                                    caf::replies_to<profile_atom, std::string, uint32_t>::with<
+                                        device_report>,
                                     caf::reacts_to<leave_atom>>;
 
 /// The supervisor of one job: feeds batches, counts commits, evaluates.

@@ -46,6 +46,8 @@ struct stage_spec {
   double lr = 1e-3;
   double momentum = 0.9;
   int32_t threads = 1;
+  /// Examples per micro-batch (for the node's memory check).
+  uint32_t micro_batch_size = 16;
   /// The first batch this stage runs (a re-planned stage starts mid-job).
   uint64_t start_batch = 0;
   /// Where a re-planned stage takes its weights and optimizer state from:
@@ -68,6 +70,18 @@ struct batch_stats {
   int64_t samples = 0;
 };
 
+/// What a node's profiler measured for one model on its device.
+struct device_report {
+  std::string node;
+  uint32_t micro_batch_size = 0;
+  std::vector<double> forward_s;  ///< per layer, one micro-batch
+  std::vector<double> backward_s; ///< per layer, one micro-batch
+  double memory_bytes = 0;        ///< usable: the emulated cap or MemAvailable
+  double link_bytes_per_s = 0;    ///< emulated rate, or 0: not known here
+  double cpu_share = 1;           ///< emulated share in force, 1 on real devices
+  std::string emulation;          ///< "none" on real devices
+};
+
 /// A node's answer to hello.
 struct node_info {
   std::string name;
@@ -75,6 +89,7 @@ struct node_info {
   std::string host;
   int32_t threads = 1;
   std::string zoo_fingerprint; ///< describe("cnn").fingerprint: same zoo build?
+  std::string emulation = "none";
 };
 
 /// The supervisor's answer to a status request (console, progress line).
@@ -174,7 +189,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   return f(caf::meta::type_name("stage_spec"), x.model, x.fingerprint, x.seed, x.index,
            x.stages, x.begin, x.end, x.micro_batches, x.schedule, x.optimizer, x.lr, x.momentum,
-           x.threads, x.start_batch, x.sources, x.source_begin, x.source_end);
+           x.threads, x.micro_batch_size, x.start_batch, x.sources, x.source_begin, x.source_end);
 }
 
 template <class Inspector>
@@ -194,7 +209,13 @@ typename Inspector::result_type inspect(Inspector& f, job_status& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
   return f(caf::meta::type_name("node_info"), x.name, x.protocol, x.host, x.threads,
-           x.zoo_fingerprint);
+           x.zoo_fingerprint, x.emulation);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, device_report& x) {
+  return f(caf::meta::type_name("device_report"), x.node, x.micro_batch_size, x.forward_s,
+           x.backward_s, x.memory_bytes, x.link_bytes_per_s, x.cpu_share, x.emulation);
 }
 
 } // namespace salamander
@@ -206,6 +227,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(salamander, (salamander::batch_stats))
   CAF_ADD_TYPE_ID(salamander, (salamander::node_info))
   CAF_ADD_TYPE_ID(salamander, (salamander::job_status))
+  CAF_ADD_TYPE_ID(salamander, (salamander::device_report))
   CAF_ADD_TYPE_ID(salamander, (std::vector<salamander::batch_stats>))
   CAF_ADD_ATOM(salamander, salamander, forward_atom, "forward")
   CAF_ADD_ATOM(salamander, salamander, backward_atom, "backward")
@@ -222,4 +244,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_ATOM(salamander, salamander, tick_atom, "tick")
   CAF_ADD_ATOM(salamander, salamander, ready_atom, "ready")
   CAF_ADD_ATOM(salamander, salamander, replan_atom, "replan")
+  CAF_ADD_ATOM(salamander, salamander, profile_atom, "profile")
 CAF_END_TYPE_ID_BLOCK(salamander)

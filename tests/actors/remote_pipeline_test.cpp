@@ -146,6 +146,9 @@ node_actor::behavior_type odd_node(node_actor::pointer self, uint32_t protocol) 
         spec.fingerprint = "0000000000000000"; // what a different zoo would compute
         return caf::make_error(errc::model_mismatch, "node odd: " + actors::check_stage_spec(spec));
       },
+      [=](profile_atom, const std::string&, uint32_t) -> caf::result<device_report> {
+        return caf::make_error(errc::bad_config, "node odd cannot profile");
+      },
       [=](leave_atom) { self->quit(); },
   };
 }

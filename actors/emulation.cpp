@@ -1,0 +1,220 @@
+#include "actors/emulation.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace salamander::actors {
+
+namespace {
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  if (!f) {
+    return false;
+  }
+  f << text;
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+constexpr long period_us = 100000;
+
+} // namespace
+
+std::string emulation_config::describe() const {
+  if (!any()) {
+    return "none";
+  }
+  std::ostringstream out;
+  out << "emulated:";
+  if (cpu_share < 1.0) {
+    out << " cpu-share " << cpu_share;
+  }
+  if (mem_mb > 0) {
+    out << " mem " << mem_mb << " MB";
+  }
+  if (link_mbps > 0) {
+    out << " link " << link_mbps << " Mbit/s";
+  }
+  if (!trace.empty()) {
+    out << " trace";
+    for (auto& [t, f] : trace) {
+      out << " " << t << "s:" << f;
+    }
+  }
+  return out.str();
+}
+
+std::vector<std::pair<double, double>> parse_trace(const std::string& text) {
+  std::vector<std::pair<double, double>> out;
+  if (text.empty()) {
+    return out;
+  }
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    auto colon = item.find(':');
+    try {
+      if (colon == std::string::npos) {
+        throw std::invalid_argument(item);
+      }
+      double at = std::stod(item.substr(0, colon));
+      double factor = std::stod(item.substr(colon + 1));
+      if (at < 0 || !(factor > 0) || factor > 1 || (!out.empty() && at <= out.back().first)) {
+        throw std::invalid_argument(item);
+      }
+      out.emplace_back(at, factor);
+    } catch (const std::exception&) {
+      throw std::invalid_argument("capacity trace '" + text + "': '" + item +
+                                  "' is not SECONDS:FACTOR with increasing seconds and 0 < "
+                                  "FACTOR <= 1");
+    }
+  }
+  return out;
+}
+
+cpu_limiter::cpu_limiter(emulation_config cfg)
+    : cfg_(std::move(cfg)), start_(std::chrono::steady_clock::now()) {
+  if (!(cfg_.cpu_share > 0) || cfg_.cpu_share > 1) {
+    throw std::invalid_argument("cpu share must be in (0, 1], got " + std::to_string(cfg_.cpu_share));
+  }
+  bool limited = cfg_.cpu_share < 1.0 || !cfg_.trace.empty();
+  if (!limited) {
+    return;
+  }
+  std::string name = "salamander-" + std::to_string(::getpid());
+  if (!cfg_.force_dilation) {
+    // cgroup v2: a unified hierarchy with the cpu controller
+    std::string v2 = "/sys/fs/cgroup/" + name;
+    if (::access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0 && ::mkdir(v2.c_str(), 0755) == 0) {
+      if (write_file(v2 + "/cpu.max", "max " + std::to_string(period_us)) &&
+          write_file(v2 + "/cgroup.procs", std::to_string(::getpid()))) {
+        cgroup_dir_ = v2;
+        cgroup_version_ = 2;
+        method_ = "cgroup v2 cpu.max";
+      } else {
+        ::rmdir(v2.c_str());
+      }
+    }
+    std::string v1 = "/sys/fs/cgroup/cpu/" + name;
+    if (cgroup_version_ == 0 && ::access("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", F_OK) == 0 &&
+        ::mkdir(v1.c_str(), 0755) == 0) {
+      if (write_file(v1 + "/cpu.cfs_period_us", std::to_string(period_us)) &&
+          write_file(v1 + "/cgroup.procs", std::to_string(::getpid()))) {
+        cgroup_dir_ = v1;
+        cgroup_version_ = 1;
+        method_ = "cgroup v1 cfs quota";
+      } else {
+        ::rmdir(v1.c_str());
+      }
+    }
+  }
+  if (cgroup_version_ == 0) {
+    method_ = "compute-time dilation";
+  } else {
+    apply_quota(share_now());
+    if (!cfg_.trace.empty()) {
+      trace_thread_ = std::thread([this] { trace_loop(); });
+    }
+  }
+}
+
+cpu_limiter::~cpu_limiter() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (trace_thread_.joinable()) {
+    trace_thread_.join();
+  }
+  if (cgroup_version_ != 0) {
+    // move back to the parent group so that ours can be removed
+    auto parent = cgroup_dir_.substr(0, cgroup_dir_.rfind('/'));
+    write_file(parent + "/cgroup.procs", std::to_string(::getpid()));
+    ::rmdir(cgroup_dir_.c_str());
+  }
+}
+
+void cpu_limiter::set_factor(double factor) {
+  if (!(factor > 0) || factor > 1) {
+    throw std::invalid_argument("slow-down factor must be in (0, 1], got " +
+                                std::to_string(factor));
+  }
+  override_ = factor;
+  if (cgroup_version_ != 0) {
+    apply_quota(cfg_.cpu_share * factor);
+  } else if (method_ == "none") {
+    method_ = "compute-time dilation";
+  }
+}
+
+double cpu_limiter::share_now() const {
+  if (double o = override_; o > 0) {
+    return cfg_.cpu_share * o;
+  }
+  double factor = 1.0;
+  double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  for (auto& [at, f] : cfg_.trace) {
+    if (t >= at) {
+      factor = f;
+    }
+  }
+  return cfg_.cpu_share * factor;
+}
+
+void cpu_limiter::apply_quota(double share) {
+  long quota = std::max(1000L, static_cast<long>(std::lround(share * period_us)));
+  if (cgroup_version_ == 2) {
+    write_file(cgroup_dir_ + "/cpu.max",
+               share >= 1.0 ? "max " + std::to_string(period_us)
+                            : std::to_string(quota) + " " + std::to_string(period_us));
+  } else if (cgroup_version_ == 1) {
+    write_file(cgroup_dir_ + "/cpu.cfs_quota_us", share >= 1.0 ? "-1" : std::to_string(quota));
+  }
+}
+
+void cpu_limiter::trace_loop() {
+  for (auto& [at, f] : cfg_.trace) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stop_cv_.wait_until(lock, start_ + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::duration<double>(at)),
+                            [this] { return stop_; })) {
+      return;
+    }
+    if (override_ == 0.0) {
+      apply_quota(cfg_.cpu_share * f);
+    }
+  }
+}
+
+double cpu_limiter::dilation() const {
+  return method_ == "compute-time dilation" ? 1.0 / share_now() : 1.0;
+}
+
+void cpu_limiter::after_compute(std::chrono::steady_clock::duration measured) const {
+  double d = dilation();
+  if (d > 1.0) {
+    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(measured *
+                                                                                     (d - 1.0)));
+  }
+}
+
+std::chrono::microseconds link_shaper::delay_for(size_t bytes) {
+  if (!active()) {
+    return std::chrono::microseconds(0);
+  }
+  auto now = std::chrono::steady_clock::now();
+  auto start = std::max(now, busy_until_);
+  auto cost = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(static_cast<double>(bytes) / bytes_per_s_));
+  busy_until_ = start + cost;
+  return std::chrono::duration_cast<std::chrono::microseconds>(busy_until_ - now);
+}
+
+} // namespace salamander::actors

@@ -1,0 +1,101 @@
+// Device emulation on one host, for tests, benchmarks and trying a cluster
+// on a laptop. Every figure produced under emulation says so; real
+// deployments set none of this.
+//
+//   --cpu-share 0.25     a device a quarter as fast as one core of this host:
+//                        a cgroup CPU quota where the host lets us write one
+//                        (v2 cpu.max, or v1 cpu.cfs_quota_us), otherwise
+//                        compute-time dilation (after an operation that took
+//                        t, sleep t * (1/share - 1))
+//   --mem-mb 512         memory cap: the planner plans with it and the node
+//                        refuses stages that would not fit
+//   --link-mbps 100      link rate: sends are delayed by bytes / rate
+//   --capacity-trace 30:0.2,60:1
+//                        at 30 s run at 0.2 of the share, at 60 s at 1 again
+//                        (thermal throttling, another app)
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace salamander::actors {
+
+struct emulation_config {
+  double cpu_share = 1.0;
+  int64_t mem_mb = 0;      ///< 0: no cap
+  double link_mbps = 0;    ///< 0: no shaping
+  std::vector<std::pair<double, double>> trace; ///< (seconds since start, factor)
+  bool force_dilation = false; ///< do not try cgroups (tests)
+
+  bool any() const { return cpu_share < 1.0 || mem_mb > 0 || link_mbps > 0 || !trace.empty(); }
+  std::string describe() const;
+};
+
+/// "30:0.2,60:1" -> {(30, 0.2), (60, 1)}; throws std::invalid_argument.
+std::vector<std::pair<double, double>> parse_trace(const std::string& text);
+
+/// Slows this process down to a share of a core. One per node process.
+class cpu_limiter {
+public:
+  explicit cpu_limiter(emulation_config cfg);
+  ~cpu_limiter();
+  cpu_limiter(const cpu_limiter&) = delete;
+  cpu_limiter& operator=(const cpu_limiter&) = delete;
+
+  /// The share in force now (base share x trace factor).
+  double share_now() const;
+  /// "cgroup v2 cpu.max", "cgroup v1 cfs quota", "compute-time dilation", "none"
+  const std::string& method() const { return method_; }
+  /// With dilation: sleeps so that an operation that took `measured` looks
+  /// like it ran at the current share. With a cgroup: nothing to do.
+  void after_compute(std::chrono::steady_clock::duration measured) const;
+  /// Multiplier from measured to emulated compute time (1 with a cgroup,
+  /// whose throttling is already in the measurement).
+  double dilation() const;
+  /// Slows the device to `factor` of its share from now on, overriding the
+  /// trace (the console's `slow node NAME FACTOR`, tests). 1 restores it.
+  void set_factor(double factor);
+
+private:
+  void apply_quota(double share);
+  void trace_loop();
+
+  emulation_config cfg_;
+  std::chrono::steady_clock::time_point start_;
+  std::string method_ = "none";
+  std::string cgroup_dir_;
+  int cgroup_version_ = 0;
+  std::thread trace_thread_;
+  std::atomic<double> override_{0.0}; ///< 0: none
+  std::mutex mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+};
+
+/// Emulated link: spaces sends so that bytes leave at the configured rate.
+class link_shaper {
+public:
+  explicit link_shaper(double mbps = 0) : bytes_per_s_(mbps * 1e6 / 8) {}
+  /// How long to hold a message of `bytes` before handing it to CAF.
+  std::chrono::microseconds delay_for(size_t bytes);
+  bool active() const { return bytes_per_s_ > 0; }
+
+private:
+  double bytes_per_s_;
+  std::chrono::steady_clock::time_point busy_until_{};
+};
+
+/// What a node's stages share: the limiter and the link rate.
+struct node_emulation {
+  emulation_config config;
+  std::shared_ptr<cpu_limiter> limiter;
+};
+
+} // namespace salamander::actors

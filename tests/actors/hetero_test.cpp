@@ -1,0 +1,209 @@
+// Heterogeneous devices (emulated in this process by compute-time
+// dilation): profiling, capacity-aware plans, memory caps, live re-planning
+// when a device slows down.
+#include "../support.hpp"
+
+#include "actors/cluster.hpp"
+#include "actors/emulation.hpp"
+#include "actors/job.hpp"
+#include "actors/system.hpp"
+#include "models/trainer.hpp"
+
+using namespace salamander;
+using salamander::testing::max_abs_diff;
+
+namespace {
+
+std::shared_ptr<const models::dataset> synthetic(const std::string& model, uint64_t seed,
+                                                 int64_t n) {
+  auto d = models::describe(models::model_spec::parse(model));
+  return std::make_shared<models::dataset>(models::make_synthetic(seed, n, d.input, d.classes));
+}
+
+actors::emulation_config share(double s) {
+  actors::emulation_config e;
+  e.cpu_share = s;
+  return e;
+}
+
+double weight_diff_to_single_device(const actors::job_config& jc, const models::dataset& train,
+                                    const models::weight_snapshot& got) {
+  models::layered_model m(models::describe(models::model_spec::parse(jc.model)), jc.seed);
+  models::range_executor exec(m.all(), true, true);
+  auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0}, m.all()->parameters());
+  for (int64_t b = 0; b < jc.max_batches; ++b) {
+    models::train_step(exec, *opt, models::get_batch(train, jc.seed, 0, b, jc.batch_size),
+                       jc.micro_batches);
+  }
+  auto ref = models::capture(m, nullptr, "", 0);
+  double worst = 0;
+  for (size_t l = 0; l < ref.layers.size(); ++l) {
+    for (size_t p = 0; p < ref.layers[l].params.size(); ++p) {
+      worst = std::max(worst, max_abs_diff(got.layers[l].params[p].tensor,
+                                           ref.layers[l].params[p].tensor));
+    }
+  }
+  return worst;
+}
+
+caf::actor_system_config& many_threads(caf::actor_system_config& cfg) {
+  actors::system_options opts;
+  opts.scheduler_threads = 8; // dilation sleeps on scheduler threads
+  actors::configure(cfg, opts);
+  return cfg;
+}
+
+} // namespace
+
+TEST_CASE("capacity traces and link rates are parsed and checked", "[unit][emulation]") {
+  auto t = actors::parse_trace("30:0.2,60:1");
+  REQUIRE(t.size() == 2);
+  CHECK(t[0] == std::make_pair(30.0, 0.2));
+  CHECK_THROWS_WITH(actors::parse_trace("30:0"), Catch::Contains("'30:0'"));
+  CHECK_THROWS_WITH(actors::parse_trace("60:0.5,30:1"), Catch::Contains("increasing"));
+  CHECK_THROWS_AS(actors::parse_trace("abc"), std::invalid_argument);
+
+  actors::link_shaper link(8); // 8 Mbit/s = 1e6 bytes/s
+  auto first = link.delay_for(100000);  // 0.1 s
+  auto second = link.delay_for(100000); // queued behind the first
+  CHECK(first.count() == Approx(100000).margin(2000));
+  CHECK(second.count() == Approx(200000).margin(4000));
+  CHECK(!actors::link_shaper(0).active());
+
+  auto e = share(0.5);
+  e.force_dilation = true;
+  actors::cpu_limiter lim(e);
+  CHECK(lim.method() == "compute-time dilation");
+  CHECK(lim.dilation() == Approx(2.0));
+  lim.set_factor(0.5);
+  CHECK(lim.share_now() == Approx(0.25));
+  CHECK(lim.dilation() == Approx(4.0));
+  CHECK_THROWS_AS(lim.set_factor(0), std::invalid_argument);
+  CHECK(share(1.0).describe() == "none");
+  CHECK_THAT(share(0.25).describe(), Catch::Contains("emulated") && Catch::Contains("0.25"));
+}
+
+TEST_CASE("the profiler reports per-layer times, memory and the emulation",
+          "[actor][profiler]") {
+  torch::set_num_threads(1);
+  caf::actor_system_config cfg;
+  caf::actor_system sys{many_threads(cfg)};
+  auto capped = share(0.25);
+  capped.mem_mb = 300;
+  capped.link_mbps = 80;
+  auto nodes = actors::local_nodes(sys, 2, 1, {share(1.0), capped});
+  caf::scoped_actor self{sys};
+  std::vector<device_report> reports;
+  for (auto& n : nodes) {
+    self->request(n.handle, std::chrono::seconds(60), profile_atom_v, std::string("cnn"), 16u)
+        .receive([&](device_report& r) { reports.push_back(r); },
+                 [&](caf::error& err) { FAIL(sys.render(err)); });
+  }
+  REQUIRE(reports.size() == 2);
+  for (auto& r : reports) {
+    CHECK(r.forward_s.size() == 4);
+    CHECK(r.backward_s.size() == 4);
+    for (size_t l = 0; l < 4; ++l) {
+      CHECK(r.forward_s[l] > 0);
+    }
+  }
+  CHECK(reports[0].emulation == "none");
+  CHECK(reports[0].memory_bytes > 0); // MemAvailable
+  CHECK(reports[1].cpu_share == Approx(0.25));
+  CHECK(reports[1].memory_bytes == Approx(300.0 * 1024 * 1024));
+  CHECK(reports[1].link_bytes_per_s == Approx(80e6 / 8));
+  CHECK_THAT(reports[1].emulation, Catch::Contains("cpu-share 0.25"));
+  // dilated by 4: even with noise the slow device looks much slower
+  double fast = 0, slow = 0;
+  for (size_t l = 0; l < 4; ++l) {
+    fast += reports[0].forward_s[l] + reports[0].backward_s[l];
+    slow += reports[1].forward_s[l] + reports[1].backward_s[l];
+  }
+  CHECK(slow > 2 * fast);
+  for (auto& n : nodes) {
+    caf::anon_send(n.handle, leave_atom_v);
+  }
+}
+
+TEST_CASE("a node refuses a stage that exceeds its emulated memory", "[actor][emulation]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{many_threads(cfg)};
+  auto tiny = share(1.0);
+  tiny.mem_mb = 1;
+  auto nodes = actors::local_nodes(sys, 1, 1, {tiny});
+  stage_spec spec;
+  spec.model = "resnet";
+  spec.fingerprint = models::describe(models::model_spec::parse("resnet")).fingerprint;
+  spec.end = 8;
+  spec.micro_batch_size = 64;
+  caf::scoped_actor self{sys};
+  std::string error;
+  self->request(nodes[0].handle, std::chrono::seconds(10), spawn_atom_v, spec)
+      .receive([&](caf::actor&) {}, [&](caf::error& err) { error = sys.render(err); });
+  CHECK_THAT(error, Catch::Contains("local0") && Catch::Contains("emulated cap"));
+  caf::anon_send(nodes[0].handle, leave_atom_v);
+}
+
+TEST_CASE("the automatic plan leaves a very slow device out and stays exact",
+          "[actor][planner]") {
+  torch::set_num_threads(1);
+  auto train = synthetic("cnn", 1, 512);
+  actors::job_config jc;
+  jc.dataset = "synthetic";
+  jc.batch_size = 32;
+  jc.max_batches = 4;
+  jc.evaluate = false;
+  jc.auto_plan = true;
+  jc.replan_gain = 0; // no live re-plans here
+  caf::actor_system_config cfg;
+  caf::actor_system sys{many_threads(cfg)};
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(20);
+  auto nodes = actors::local_nodes(sys, 3, 1, {share(1.0), share(0.02), share(1.0)});
+  auto r = actors::run_job(sys, jc, nodes, train, train, opts);
+  REQUIRE(r.status.error == "");
+  CHECK(r.status.plan.find("local1") == std::string::npos);
+  REQUIRE(r.weights);
+  CHECK(weight_diff_to_single_device(jc, *train, *r.weights) <= 1e-5);
+}
+
+TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
+          "[actor][planner][replan]") {
+  torch::set_num_threads(1);
+  auto train = synthetic("mlp:depth=5", 1, 4096);
+  actors::job_config jc;
+  jc.model = "mlp:depth=5";
+  jc.dataset = "synthetic";
+  jc.batch_size = 64;
+  jc.max_batches = 60;
+  jc.evaluate = false;
+  jc.auto_plan = true;
+  jc.replan_gain = 0.15;
+  jc.replan_min_batches = 5;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{many_threads(cfg)};
+  std::vector<std::shared_ptr<actors::cpu_limiter>> limiters;
+  auto nodes = actors::local_nodes(sys, 3, 1, {share(1.0), share(1.0), share(1.0)}, &limiters);
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(10);
+  std::string plan_before;
+  bool slowed = false;
+  opts.on_status = [&](const job_status& s) {
+    if (!slowed && s.committed >= 5 && s.plan_version >= 1) {
+      plan_before = s.plan;
+      // slow down whichever node runs the first stage
+      auto first = s.plan.substr(0, s.plan.find('['));
+      limiters[static_cast<size_t>(first.back() - '0')]->set_factor(0.02);
+      slowed = true;
+    }
+  };
+  auto r = actors::run_job(sys, jc, nodes, train, train, opts);
+  REQUIRE(r.status.error == "");
+  REQUIRE(slowed);
+  CHECK(r.status.replans >= 1);
+  CHECK(r.status.plan != plan_before);
+  REQUIRE(r.weights);
+  CHECK(weight_diff_to_single_device(jc, *train, *r.weights) <= 1e-5);
+}
