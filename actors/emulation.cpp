@@ -22,7 +22,10 @@ bool write_file(const std::string& path, const std::string& text) {
   return static_cast<bool>(f);
 }
 
-constexpr long period_us = 100000;
+// A short period keeps throttling smooth: with the default 100 ms a 0.1 share
+// runs 10 ms at full speed and then stalls for 90 ms, which makes a pipeline
+// stage's latency bursty and short measurements meaningless.
+constexpr long period_us = 10000;
 
 } // namespace
 
@@ -169,12 +172,17 @@ double cpu_limiter::share_now() const {
 }
 
 void cpu_limiter::apply_quota(double share) {
-  long quota = std::max(1000L, static_cast<long>(std::lround(share * period_us)));
+  // the kernel's smallest quota is 1 ms: very small shares get a longer period
+  long period = std::max(period_us, static_cast<long>(std::ceil(1000.0 / share)));
+  long quota = std::max(1000L, static_cast<long>(std::lround(share * static_cast<double>(period))));
   if (cgroup_version_ == 2) {
-    write_file(cgroup_dir_ + "/cpu.max",
-               share >= 1.0 ? "max " + std::to_string(period_us)
-                            : std::to_string(quota) + " " + std::to_string(period_us));
+    write_file(cgroup_dir_ + "/cpu.max", share >= 1.0 ? "max " + std::to_string(period_us)
+                                                      : std::to_string(quota) + " " +
+                                                            std::to_string(period));
   } else if (cgroup_version_ == 1) {
+    // lower the quota before changing the period so that quota <= period holds
+    write_file(cgroup_dir_ + "/cpu.cfs_quota_us", "-1");
+    write_file(cgroup_dir_ + "/cpu.cfs_period_us", std::to_string(period));
     write_file(cgroup_dir_ + "/cpu.cfs_quota_us", share >= 1.0 ? "-1" : std::to_string(quota));
   }
 }

@@ -59,6 +59,10 @@ public:
   /// Multiplier from measured to emulated compute time (1 with a cgroup,
   /// whose throttling is already in the measurement).
   double dilation() const;
+  /// For profiling: emulated seconds per second of CPU time (1/share when
+  /// emulating, whatever the method), or 0 on a real device (use wall time).
+  double cpu_time_factor() const { return limited() ? 1.0 / share_now() : 0.0; }
+  bool limited() const { return method_ != "none" && share_now() < 1.0; }
   /// Slows the device to `factor` of its share from now on, overriding the
   /// trace (the console's `slow node NAME FACTOR`, tests). 1 restores it.
   void set_factor(double factor);

@@ -59,6 +59,14 @@ std::string check_stage_spec(const stage_spec& spec, double memory_cap) {
 
 node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_config cfg) {
   self->state.config = std::move(cfg);
+  auto& emu = self->state.config.emulation;
+  if (!emu.limiter) {
+    // a limiter that does nothing until `slow` asks; never a cgroup here, as
+    // other nodes may share this process
+    auto c = emu.config;
+    c.force_dilation = true;
+    emu.limiter = std::make_shared<cpu_limiter>(c);
+  }
   self->state.profiler = self->spawn<caf::detached>(profiler, self->state.config.name,
                                                      self->state.config.emulation);
   return {
@@ -98,6 +106,16 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
           return caf::make_error(errc::stage_failed,
                                  "node " + self->state.config.name + ": " + e.what());
         }
+      },
+      [=](slow_atom, double factor) -> caf::result<std::string> {
+        auto& c = self->state.config;
+        try {
+          c.emulation.limiter->set_factor(factor);
+        } catch (const std::exception& e) {
+          return caf::make_error(errc::bad_config, "node " + c.name + ": " + e.what());
+        }
+        return "node " + c.name + " now runs at " + std::to_string(c.emulation.limiter->share_now()) +
+               " of a core (EMULATED, via " + c.emulation.limiter->method() + ")";
       },
       [=](leave_atom) {
         for (auto& s : self->state.stages) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <time.h>
 
 namespace salamander::actors {
 
@@ -41,21 +42,33 @@ device_report measure(const std::string& node, const node_emulation& emu,
   auto shape = desc.input;
   shape.insert(shape.begin(), micro_batch_size);
   auto x = torch::randn(shape);
-  double dilation = emu.limiter ? emu.limiter->dilation() : 1.0;
+  // An emulated device is measured in CPU time scaled by 1/share: a cgroup
+  // quota throttles in bursts that a few milliseconds of wall time would
+  // catch or miss at random. A real device is measured in wall time.
+  double cpu_factor = emu.limiter ? emu.limiter->cpu_time_factor() : 0.0;
+  auto now = [&] {
+    if (cpu_factor > 0) {
+      timespec ts{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+      return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+    }
+    return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+  };
+  double scale = cpu_factor > 0 ? cpu_factor : 1.0;
   for (size_t l = 0; l < desc.layers.size(); ++l) {
     auto layer = m.layer(l);
     std::vector<double> fwd, bwd;
     torch::Tensor out;
     for (int run = 0; run < 6; ++run) {
       auto in = x.detach().requires_grad_(l > 0);
-      auto t0 = clock::now();
+      double t0 = now();
       out = layer.forward(in);
-      auto t1 = clock::now();
+      double t1 = now();
       out.backward(torch::ones_like(out));
-      auto t2 = clock::now();
+      double t2 = now();
       if (run > 0) { // the first run is the warm-up
-        fwd.push_back(std::chrono::duration<double>(t1 - t0).count() * dilation);
-        bwd.push_back(std::chrono::duration<double>(t2 - t1).count() * dilation);
+        fwd.push_back((t1 - t0) * scale);
+        bwd.push_back((t2 - t1) * scale);
       }
     }
     r.forward_s.push_back(median(fwd));

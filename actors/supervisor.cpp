@@ -400,7 +400,7 @@ void track_capacity(self_ptr self) {
     }
     auto current = algorithms::evaluate_plan(req, now);
     auto better = algorithms::plan_partition(req);
-    if (better.bottleneck_s < current.bottleneck_s * (1.0 - st.cfg.replan_gain)) {
+    if (better.objective_s < current.objective_s * (1.0 - st.cfg.replan_gain)) {
       st.pending_ranges.clear();
       st.pending_nodes.clear();
       for (auto& s : better.stages) {

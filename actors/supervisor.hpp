@@ -50,7 +50,7 @@ struct job_config {
   /// predict at least this gain in throughput (0: never).
   double replan_gain = 0.15;
   /// Batches between two automatic re-plans (lets measurements settle).
-  int64_t replan_min_batches = 10;
+  int64_t replan_min_batches = 20;
   /// A link whose rate no profile reports (no emulation, not measured).
   double default_link_bytes_per_s = 1e9;
   std::chrono::milliseconds profile_timeout{120000};

@@ -79,6 +79,13 @@ struct cost_model {
     return directions * (bytes / rate + std::max(da.link_latency_s, db.link_latency_s));
   }
 
+  // Bottleneck steps per batch for `stages` stages (see partition_plan).
+  double steps(size_t stages) const {
+    return req.mode == plan_mode::training
+               ? static_cast<double>(req.micro_batches) + static_cast<double>(stages) - 1.0
+               : 1.0;
+  }
+
   // Micro-batches in flight for a stage with `from_end` stages from it to the
   // end of the pipeline (itself included).
   int flight(size_t from_end) const {
@@ -161,9 +168,9 @@ struct ordered_result {
 
 ordered_result search_ordered(const cost_model& cm, const std::vector<size_t>& order) {
   const size_t n = order.size(), L = cm.layers;
-  // in-flight counts depend on the number of stages only under 1F1B training
-  bool by_count = cm.req.mode == plan_mode::training &&
-                  cm.req.schedule == plan_schedule::one_f_one_b;
+  // the stage count matters for 1F1B's in-flight activations and for the
+  // flush in training; inference streams and ignores it
+  bool by_count = cm.req.mode == plan_mode::training;
   const size_t K = by_count ? std::min(n, L) : 1;
   // best[(i * (L + 1) + p) * K + (k - 1)]
   std::vector<double> best(n * (L + 1) * K, inf);
@@ -212,8 +219,9 @@ ordered_result search_ordered(const cost_model& cm, const std::vector<size_t>& o
   size_t bi = n, bk = 0;
   for (size_t i = 0; i < n; ++i) {
     for (size_t k = 1; k <= K; ++k) {
-      if (best[at(i, 0, k)] < out.bottleneck) {
-        out.bottleneck = best[at(i, 0, k)];
+      double v = best[at(i, 0, k)] * cm.steps(k);
+      if (v < out.bottleneck) {
+        out.bottleneck = v;
         bi = i;
         bk = k;
       }
@@ -243,8 +251,7 @@ struct exact_search {
 
   exact_search(const cost_model& c)
       : cm(c), n(c.req.devices.size()), L(c.layers),
-        by_count(c.req.mode == plan_mode::training &&
-                 c.req.schedule == plan_schedule::one_f_one_b) {
+        by_count(c.req.mode == plan_mode::training) {
     K = by_count ? std::min(n, L) : 1;
   }
 
@@ -302,7 +309,7 @@ struct exact_search {
     size_t bj = n, bk = 0;
     for (size_t j = 0; j < n; ++j) {
       for (size_t k = 1; k <= K; ++k) {
-        double v = solve(0, j, all & ~(1u << j), k);
+        double v = solve(0, j, all & ~(1u << j), k) * cm.steps(k);
         if (v < out.bottleneck) {
           out.bottleneck = v;
           bj = j;
@@ -354,9 +361,12 @@ partition_plan evaluate_plan(const plan_request& req, std::vector<stage_assignme
     st.memory_bytes = cm.memory(st.begin, st.end, cm.flight(stages.size() - s));
     worst = std::max({worst, st.compute_s, st.link_in_s});
   }
+  plan.objective_s = worst * cm.steps(stages.size());
+  double per_objective = static_cast<double>(req.micro_batch_size) *
+                         (req.mode == plan_mode::training ? req.micro_batches : 1);
   plan.stages = std::move(stages);
   plan.bottleneck_s = worst;
-  plan.samples_per_s = worst > 0 ? static_cast<double>(req.micro_batch_size) / worst : 0.0;
+  plan.samples_per_s = worst > 0 ? per_objective / plan.objective_s : 0.0;
   return plan;
 }
 

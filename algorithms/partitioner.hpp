@@ -1,5 +1,5 @@
 // The stage planner: which devices, in which order, hold which contiguous
-// layer ranges, so that the pipeline's slowest step is as fast as possible.
+// layer ranges, so that the pipeline runs as fast as possible.
 //
 // A pipeline in steady state moves at the pace of its slowest resource: a
 // stage's compute per micro-batch, or a link's transfer of the activations
@@ -78,9 +78,13 @@ struct stage_assignment {
 
 struct partition_plan {
   std::vector<stage_assignment> stages;
-  double bottleneck_s = 0;       ///< per micro-batch
-  double samples_per_s = 0;      ///< steady-state prediction
-  bool exact = false;            ///< searched every subset and order
+  double bottleneck_s = 0; ///< per micro-batch
+  /// What the planner minimises. Training ends every batch in a flush, so a
+  /// batch takes (M + S - 1) bottleneck steps: more stages cost fill and
+  /// drain. Inference streams: the bottleneck itself.
+  double objective_s = 0;
+  double samples_per_s = 0; ///< predicted
+  bool exact = false;       ///< searched every subset and order
 };
 
 /// Nothing fits: the message says what does not fit where.

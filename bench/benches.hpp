@@ -29,5 +29,6 @@ int pipeline_overhead(const bench_args& args);
 int bubble(const bench_args& args);
 int transfer(const bench_args& args);
 int planner_speed(const bench_args& args);
+int hetero(const bench_args& args);
 
 } // namespace salamander::bench

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       {"bubble", bubble},
       {"transfer", transfer},
       {"planner_speed", planner_speed},
+      {"hetero", hetero},
   };
   if (argc < 2 || benches.count(argv[1]) == 0) {
     std::fprintf(stderr, "usage: salamander_bench NAME [--out PATH] [--quick]\nbenchmarks:");

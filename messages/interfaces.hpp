@@ -42,11 +42,13 @@ using profiler_actor =
 
 /// One per device process. hello checks the protocol; spawn starts a stage
 /// on this device and returns its handle; profile(model, micro-batch size)
-/// asks its profiler; leave stops everything it runs.
+/// asks its profiler; slow(factor) makes an emulated device run at that
+/// factor of its share from now on (1 restores it); leave stops everything.
 using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t>::with<node_info>,
                                     caf::replies_to<spawn_atom, stage_spec>::with<caf::actor>,
                                     caf::replies_to<profile_atom, std::string, uint32_t>::with<
                                         device_report>,
+                                    caf::replies_to<slow_atom, double>::with<std::string>,
                                     caf::reacts_to<leave_atom>>;
 
 /// The supervisor of one job: feeds batches, counts commits, evaluates.

@@ -69,7 +69,7 @@ double brute_force(const plan_request& req) {
         fits = fits && x.memory_bytes <= req.devices[x.device].memory_bytes;
       }
       if (fits) {
-        best = std::min(best, plan.bottleneck_s);
+        best = std::min(best, plan.objective_s);
       }
       return;
     }
@@ -158,6 +158,7 @@ TEST_CASE("training counts backward time, gradients, optimizer state and 1F1B ac
   req.devices = {d};
   auto plan = plan_partition(req);
   CHECK(plan.bottleneck_s == Approx(6.0));
+  CHECK(plan.objective_s == Approx(6.0 * 8)); // one stage: M steps per batch
   // weights x (1 + grad + 2 optimizer) + activations x 2 samples x 1 in flight
   CHECK(plan.stages[0].memory_bytes == Approx(20 * 4 + 10 * 2 * 1));
   CHECK(in_flight(req, 0, 4) == 4);
@@ -203,7 +204,7 @@ TEST_CASE("the planner is optimal against brute force on random small instances"
     }
     auto plan = plan_partition(req);
     CHECK(plan.exact);
-    CHECK(plan.bottleneck_s == Approx(expect).epsilon(1e-12));
+    CHECK(plan.objective_s == Approx(expect).epsilon(1e-12));
     // the plan it returns is real: contiguous, covering, fitting
     size_t next = 0;
     for (auto& s : plan.stages) {
@@ -217,12 +218,12 @@ TEST_CASE("the planner is optimal against brute force on random small instances"
     req.exact_device_limit = 0;
     double ordered = std::numeric_limits<double>::infinity();
     try {
-      ordered = plan_partition(req).bottleneck_s;
+      ordered = plan_partition(req).objective_s;
     } catch (const plan_error&) {
       ordered_missed++;
     }
-    CHECK(ordered >= plan.bottleneck_s - 1e-12);
-    if (ordered <= plan.bottleneck_s * (1 + 1e-12)) {
+    CHECK(ordered >= plan.objective_s - 1e-12);
+    if (ordered <= plan.objective_s * (1 + 1e-12)) {
       ordered_optimal++;
     }
     checked++;
@@ -234,6 +235,27 @@ TEST_CASE("the planner is optimal against brute force on random small instances"
   WARN("ordered search optimal in " << ordered_optimal << " of " << checked << ", found no plan in "
                                      << ordered_missed);
   CHECK(ordered_optimal >= checked * 3 / 4);
+}
+
+TEST_CASE("training pays for fill and drain: a second stage must earn it",
+          "[unit][partitioner]") {
+  // two equal devices, 2 layers of 1 s each, M = 2 micro-batches:
+  // one stage: 2 steps x 2 s = 4 s; two stages: 3 steps x 1 s = 3 s
+  plan_request req;
+  req.mode = plan_mode::training;
+  req.micro_batches = 2;
+  req.micro_batch_size = 1;
+  req.layers = layers(2);
+  req.devices = {device("a", {1, 1}, 1e9), device("b", {1, 1}, 1e9)};
+  auto plan = plan_partition(req);
+  CHECK(plan.stages.size() == 2);
+  CHECK(plan.objective_s == Approx(3.0));
+  // a device 3x slower: splitting gives max(1, 3) x 3 = 9 s > 4 s alone
+  req.devices[1] = device("slow", {3, 3}, 1e9);
+  plan = plan_partition(req);
+  CHECK(plan.stages.size() == 1);
+  CHECK(plan.objective_s == Approx(4.0));
+  CHECK(plan.samples_per_s == Approx(0.5));
 }
 
 TEST_CASE("when nothing fits, the error says what does not fit where", "[unit][partitioner]") {

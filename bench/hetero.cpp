@@ -1,0 +1,174 @@
+// Heterogeneous devices: four EMULATED devices (node processes with CPU
+// quotas 1.0 : 0.4 : 0.2 : 0.1 of a core, i.e. capacities 10:4:2:1) train a
+// small ResNet. In one run: (a) the best single device alone, (b) an even
+// layer split over all four, (c) salamander's plan (profiled, partitioned),
+// (d) the ideal bound, the sum of the four devices' rates (the best
+// device's measured rate times 1.7, as the emulated capacities are exact
+// fractions of it). Goals: (c) >= 0.8 (d) and (c) >= 3 (b).
+//
+// Then the fast device slows to 0.2 of its share after batch 30: throughput
+// before and after, with and without live re-planning.
+#include "actors/cluster.hpp"
+#include "actors/job.hpp"
+#include "actors/node_process.hpp"
+#include "actors/system.hpp"
+#include "bench/benches.hpp"
+#include "bench/report.hpp"
+
+#include <caf/io/middleman.hpp>
+
+#include <chrono>
+
+namespace salamander::bench {
+
+namespace {
+
+struct sample {
+  double t;
+  int64_t committed;
+};
+
+double rate_between(const std::vector<sample>& samples, int64_t from, int64_t to,
+                    int64_t batch_size) {
+  const sample* a = nullptr;
+  const sample* b = nullptr;
+  for (auto& s : samples) {
+    if (!a && s.committed >= from) {
+      a = &s;
+    }
+    if (s.committed >= to) {
+      b = &s;
+      break;
+    }
+  }
+  if (!a || !b || b->t <= a->t) {
+    return 0;
+  }
+  return static_cast<double>((b->committed - a->committed) * batch_size) / (b->t - a->t);
+}
+
+} // namespace
+
+int hetero(const bench_args& args) {
+  const std::vector<double> shares = {1.0, 0.4, 0.2, 0.1};
+  std::vector<std::unique_ptr<actors::node_process>> procs;
+  std::vector<actors::cluster_node> cluster;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    auto name = "dev" + std::to_string(i);
+    procs.push_back(std::make_unique<actors::node_process>(
+        name, std::vector<std::string>{"--cpu-share", std::to_string(shares[i])}));
+    cluster.push_back({name, "127.0.0.1", procs.back()->port()});
+  }
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::connect_nodes(sys, cluster);
+  if (!nodes) {
+    throw std::runtime_error(sys.render(nodes.error()));
+  }
+  actors::job_config jc;
+  jc.model = "resnet";
+  jc.dataset = "synthetic";
+  jc.batch_size = 64;
+  jc.micro_batches = 4;
+  jc.evaluate = false;
+  jc.replan_gain = 0;
+  jc.max_batches = args.quick ? 8 : 30;
+  jc.progress_timeout = std::chrono::seconds(300);
+  auto desc = models::describe(models::model_spec::parse(jc.model));
+  auto train = std::make_shared<models::dataset>(
+      models::make_synthetic(1, 64 * 120, desc.input, desc.classes));
+
+  auto rate_of = [&](const actors::job_config& c, std::vector<actors::remote_node> use,
+                     std::string* plan = nullptr) {
+    auto r = actors::run_job(sys, c, std::move(use), train, train);
+    if (r.status.phase != "finished") {
+      throw std::runtime_error("hetero run failed: " + r.status.error);
+    }
+    if (plan) {
+      *plan = r.status.plan;
+    }
+    return static_cast<double>(r.status.committed * c.batch_size) / r.status.train_s;
+  };
+  report rep("hetero");
+  rep.detail("emulation", "4 node processes, CPU quotas 1.0/0.4/0.2/0.1 of a core (cgroup "
+                          "where writable, else dilation), loopback links, one 2-core host");
+  rep.detail("model", jc.model);
+
+  auto single = jc;
+  single.balance = {desc.layers.size()};
+  double a = rate_of(single, {(*nodes)[0]});
+  auto even = jc;
+  double b = rate_of(even, *nodes);
+  auto planned = jc;
+  planned.auto_plan = true;
+  std::string plan;
+  double c = rate_of(planned, *nodes, &plan);
+  double d = a * (1.0 + 0.4 + 0.2 + 0.1);
+  std::fprintf(stderr,
+               "best single %.0f, even split %.0f, our plan %.0f (%s), ideal %.0f samples/s\n", a,
+               b, c, plan.c_str(), d);
+  rep.detail("best_single_samples_per_s", a);
+  rep.detail("even_split_samples_per_s", b);
+  rep.detail("plan_samples_per_s", c);
+  rep.detail("plan", plan);
+  rep.detail("ideal_samples_per_s", d);
+
+  // A device slows down 5x after batch 30, with and without live re-planning.
+  for (double gain : {0.15, 0.0}) {
+    auto jslow = planned;
+    jslow.max_batches = args.quick ? 20 : 90;
+    jslow.replan_gain = gain;
+    jslow.replan_min_batches = 10;
+    int64_t slow_at = args.quick ? 8 : 30;
+    std::vector<sample> samples;
+    auto start = std::chrono::steady_clock::now();
+    bool slowed = false;
+    actors::job_options opts;
+    opts.poll = std::chrono::milliseconds(50);
+    caf::scoped_actor self{sys};
+    int64_t replans = 0;
+    opts.on_status = [&](const job_status& s) {
+      samples.push_back(
+          {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+           s.committed});
+      replans = s.replans;
+      if (!slowed && s.committed >= slow_at) {
+        // the device holding the first stage (the fastest gets work first)
+        auto first = s.plan.substr(0, s.plan.find('['));
+        for (auto& n : *nodes) {
+          if (n.name == first) {
+            self->request(n.handle, std::chrono::seconds(5), slow_atom_v, 0.2)
+                .receive([](std::string&) {}, [](caf::error&) {});
+          }
+        }
+        slowed = true;
+      }
+    };
+    auto r = actors::run_job(sys, jslow, *nodes, train, train, opts);
+    for (auto& n : *nodes) { // restore every device
+      self->request(n.handle, std::chrono::seconds(5), slow_atom_v, 1.0)
+          .receive([](std::string&) {}, [](caf::error&) {});
+    }
+    if (r.status.phase != "finished") {
+      throw std::runtime_error("slow-down run failed: " + r.status.error);
+    }
+    double before = rate_between(samples, 5, slow_at, jslow.batch_size);
+    double after = rate_between(samples, jslow.max_batches - 30 > slow_at ? jslow.max_batches - 30
+                                                                          : slow_at,
+                                jslow.max_batches, jslow.batch_size);
+    std::string k = gain > 0 ? "with_replan" : "without_replan";
+    rep.detail("slowdown_before_samples_per_s_" + k, before);
+    rep.detail("slowdown_after_samples_per_s_" + k, after);
+    rep.detail("slowdown_replans_" + k, static_cast<double>(replans));
+    std::fprintf(stderr, "slow-down %s: before %.0f, after %.0f samples/s, %lld re-plans\n",
+                 k.c_str(), before, after, static_cast<long long>(replans));
+  }
+  rep.headline("plan_over_ideal", c / d);
+  rep.headline("plan_over_even", c / b);
+  rep.headline("plan_over_best_single", c / a);
+  rep.finish(args.out);
+  return 0;
+}
+
+} // namespace salamander::bench
