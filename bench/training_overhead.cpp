@@ -97,7 +97,8 @@ int training_overhead(const bench_args& args) {
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   };
   report rep("training_overhead");
   rep.detail("model", "cnn");
