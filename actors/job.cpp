@@ -9,6 +9,9 @@ job_result run_job(caf::actor_system& sys, const job_config& cfg, std::vector<re
                    std::shared_ptr<const models::dataset> test, const job_options& opts) {
   job_result result;
   auto sup = sys.spawn(supervisor, cfg, std::move(nodes), std::move(train), std::move(test));
+  if (opts.on_start) {
+    opts.on_start(sup);
+  }
   {
     caf::scoped_actor self{sys};
     int silent_polls = 0;

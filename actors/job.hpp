@@ -21,6 +21,8 @@ struct job_options {
   std::chrono::milliseconds poll{200};
   /// Called with every status polled (progress lines).
   std::function<void(const job_status&)> on_status;
+  /// Called once with the supervisor's handle (consoles, chaos, tests).
+  std::function<void(supervisor_actor)> on_start;
 };
 
 job_result run_job(caf::actor_system& sys, const job_config& cfg, std::vector<remote_node> nodes,

@@ -1,6 +1,7 @@
 #include "actors/node.hpp"
 
 #include "actors/profiler.hpp"
+#include "actors/replica_holder.hpp"
 #include "actors/stage.hpp"
 #include "algorithms/partitioner.hpp"
 #include "messages/errors.hpp"
@@ -69,6 +70,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
   }
   self->state.profiler = self->spawn<caf::detached>(profiler, self->state.config.name,
                                                      self->state.config.emulation);
+  self->state.holder = self->spawn(replica_holder, self->state.config.name);
   return {
       [=](hello_atom, uint32_t protocol) -> caf::result<node_info> {
         auto& c = self->state.config;
@@ -85,6 +87,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         info.threads = c.threads;
         info.zoo_fingerprint = models::describe(models::model_spec::parse("cnn")).fingerprint;
         info.emulation = c.emulation.config.describe();
+        info.replica_holder = caf::actor_cast<caf::actor>(self->state.holder);
         return info;
       },
       [=](profile_atom, const std::string& model, uint32_t micro_batch_size) {
@@ -123,6 +126,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         }
         self->state.stages.clear();
         self->send_exit(self->state.profiler, caf::exit_reason::user_shutdown);
+        self->send_exit(self->state.holder, caf::exit_reason::user_shutdown);
         self->quit();
       },
   };

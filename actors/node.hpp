@@ -28,6 +28,7 @@ struct node_state {
   node_config config;
   std::vector<caf::actor> stages;
   profiler_actor profiler;
+  replica_holder_actor holder;
 };
 
 /// Why `spec` cannot run here, or "" when it can. `memory_cap` (bytes, 0:

@@ -104,6 +104,20 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
   st.opt->zero_grad();
   st.version = st.batch + 1;
   st.stats.compute_s += emulated(self, clock::now() - start);
+  if (spec.replicate_every > 0 && st.version % spec.replicate_every == 0) {
+    // A copy now; encoding and sending happen off this actor (in CAF's
+    // middleman for a remote holder) while training goes on.
+    snapshot_payload snap{
+        models::capture(*st.model, st.opt.get(), spec.optimizer, st.version)};
+    auto chain = caf::actor_cast<replica_holder_actor>(spec.chain_holder);
+    auto global = caf::actor_cast<replica_holder_actor>(spec.global_holder);
+    if (chain) {
+      self->send(chain, replicate_atom_v, snap);
+    }
+    if (global && global != chain) {
+      self->send(global, replicate_atom_v, snap);
+    }
+  }
   st.stats.batch = st.batch;
   st.stats.stage = spec.index;
   self->send(st.supervisor, done_atom_v, st.stats);
@@ -177,7 +191,7 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
     for (size_t i = 0; i < st.spec.sources.size(); ++i) {
       auto src = caf::actor_cast<stage_actor>(st.spec.sources[i]);
       self->request(src, std::chrono::seconds(30), snapshot_atom_v, st.spec.source_begin[i],
-                    st.spec.source_end[i])
+                    st.spec.source_end[i], st.spec.start_batch)
           .then(
               [=](snapshot_payload& part) {
                 (*parts)[i] = std::move(part.snapshot);
@@ -277,8 +291,15 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
           return caf::make_error(errc::stage_failed, e.what());
         }
       },
-      [=](snapshot_atom, uint64_t begin, uint64_t end) -> caf::result<snapshot_payload> {
+      [=](snapshot_atom, uint64_t begin, uint64_t end,
+          uint64_t version) -> caf::result<snapshot_payload> {
         auto& st = self->state;
+        if (version != st.version) {
+          return caf::make_error(errc::node_lost, "stage " + std::to_string(st.spec.index) +
+                                                      " is at version " +
+                                                      std::to_string(st.version) + ", not " +
+                                                      std::to_string(version));
+        }
         try {
           return snapshot_payload{models::capture(*st.model, begin, end, st.opt.get(),
                                                   st.spec.optimizer, st.version)};

@@ -1,9 +1,11 @@
 #include "actors/supervisor.hpp"
 
+#include "actors/replica_holder.hpp"
 #include "messages/errors.hpp"
 #include "algorithms/sampling.hpp"
 
 #include <numeric>
+#include <set>
 #include <sstream>
 #include "models/trainer.hpp"
 
@@ -106,6 +108,7 @@ void evaluate(self_ptr self) {
 
 void after_epoch(self_ptr self) {
   auto& st = self->state;
+  st.evaluated_epochs = static_cast<int64_t>(st.committed / st.batches_per_epoch);
   if (st.committed >= total_batches(st)) {
     finish(self);
   } else {
@@ -118,6 +121,7 @@ void commit(self_ptr self, uint64_t g) {
   auto it = st.reports.find(g);
   st.last_reports = std::move(it->second);
   st.reports.erase(it);
+  st.status.lineage.push_back(g);
   st.committed++;
   st.last_progress = clock::now();
   st.status.stage_compute_s.resize(st.stages.size());
@@ -175,6 +179,28 @@ void add_sources(const supervisor_state& st, stage_spec& spec) {
   }
 }
 
+// After a re-plan or a recovery: carry on where the committed counter is.
+void continue_training(self_ptr self) {
+  auto& st = self->state;
+  st.status.phase = "training";
+  st.last_progress = clock::now();
+  bool at_epoch_end = st.committed > 0 && st.committed % st.batches_per_epoch == 0;
+  if (at_epoch_end &&
+      st.evaluated_epochs < static_cast<int64_t>(st.committed / st.batches_per_epoch)) {
+    if (st.cfg.evaluate) {
+      evaluate(self);
+    } else {
+      after_epoch(self);
+    }
+  } else if (st.committed >= total_batches(st)) {
+    finish(self);
+  } else if (st.committed % st.batches_per_epoch == 0) {
+    start_epoch(self);
+  } else {
+    feed(self);
+  }
+}
+
 void resume_after_replan(self_ptr self) {
   auto& st = self->state;
   for (auto& old : st.old_stages) {
@@ -182,21 +208,28 @@ void resume_after_replan(self_ptr self) {
     self->send_exit(old, caf::exit_reason::user_shutdown);
   }
   st.old_stages.clear();
+  if (st.recovering) {
+    st.recovering = false;
+    st.status.recoveries++;
+    st.status.last_recovery_s = since(st.failure_at);
+  } else {
+    st.status.replans++;
+    st.status.last_replan_s = since(st.replan_started);
+  }
   st.replanning = false;
-  st.status.replans++;
-  st.status.last_replan_s = since(st.replan_started);
-  st.status.phase = "training";
-  st.last_progress = clock::now();
-  feed(self);
+  continue_training(self);
 }
 
 // Spawns one stage per range on the given nodes, wires the chain and starts
 // (or, when re-planning, resumes) training. A re-planned stage pulls its
 // layers from the stages of the old plan, which run until all are ready.
-void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes) {
+// `sources`, when given, fills each spec's sources (recovery: the replica
+// holders); otherwise a re-plan pulls from the current stages.
+void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes,
+            std::function<void(stage_spec&)> sources = {}) {
   auto& st = self->state;
   auto desc = models::describe(models::model_spec::parse(st.cfg.model));
-  bool replan = !st.stages.empty();
+  bool replan = !st.stages.empty() && !sources;
   auto n = ranges.size();
   std::vector<stage_spec> specs(n);
   for (size_t i = 0; i < n; ++i) {
@@ -215,8 +248,18 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
     spec.momentum = st.cfg.momentum;
     spec.threads = st.cfg.threads;
     spec.start_batch = st.committed;
+    spec.micro_batch_size = static_cast<uint32_t>(
+        (st.cfg.batch_size + st.cfg.micro_batches - 1) / st.cfg.micro_batches);
+    spec.replicate_every = st.cfg.replicate_every;
+    size_t next_node = i + 1 < n ? on_nodes[i + 1] : st.nodes.size();
+    spec.chain_holder = caf::actor_cast<caf::actor>(
+        next_node < st.holders.size() && st.holders[next_node] ? st.holders[next_node]
+                                                               : st.central_holder);
+    spec.global_holder = caf::actor_cast<caf::actor>(st.central_holder);
     if (replan) {
       add_sources(st, spec);
+    } else if (sources) {
+      sources(spec);
     }
   }
   if (replan) {
@@ -245,6 +288,8 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
   st.stage_nodes = std::move(on_nodes);
   auto fresh = std::make_shared<std::vector<stage_actor>>(n);
   auto pending = std::make_shared<size_t>(n);
+  bool pulls = !specs.empty() && !specs[0].sources.empty();
+  auto gen = st.recovery_gen;
   for (size_t i = 0; i < n; ++i) {
     auto& node = st.nodes[st.stage_nodes[i]];
     auto node_name = node.name;
@@ -252,7 +297,8 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
         .then(
             [=](caf::actor handle) {
               auto& st = self->state;
-              if (st.status.finished()) {
+              if (st.status.finished() || gen != st.recovery_gen) {
+                // the job ended, or a newer failure superseded this attempt
                 self->send_exit(handle, caf::exit_reason::user_shutdown);
                 return;
               }
@@ -270,8 +316,12 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
               }
               st.status.plan_version++;
               st.status.plan = describe_plan(st);
-              if (st.replanning) {
+              if (pulls) {
                 st.ready_pending = st.stages.size(); // resume when all have pulled state
+                return;
+              }
+              if (st.recovering) {
+                resume_after_replan(self); // rolled back to the seed: nothing to pull
                 return;
               }
               st.started = clock::now();
@@ -279,6 +329,12 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
               start_epoch(self);
             },
             [=](caf::error& err) {
+              if (gen != self->state.recovery_gen) {
+                return;
+              }
+              if (self->state.recovering) {
+                return; // the node is gone too: its down message restarts recovery
+              }
               fail(self, "node " + node_name + " could not start stage " + std::to_string(i) +
                              ": " + self->system().render(err));
             });
@@ -289,7 +345,18 @@ int64_t micro_batch_size(const job_config& cfg) {
   return (cfg.batch_size + cfg.micro_batches - 1) / cfg.micro_batches;
 }
 
-// The planner's view of the job: profiles scaled by what the stages measure.
+std::vector<size_t> live_nodes(const supervisor_state& st) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < st.nodes.size(); ++i) {
+    if (st.node_dead.empty() || !st.node_dead[i]) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// The planner's view of the job: profiles of the live nodes, scaled by what
+// the stages measure. Device d of the request is node live_nodes(st)[d].
 algorithms::plan_request planner_request(const supervisor_state& st) {
   auto desc = models::describe(models::model_spec::parse(st.cfg.model));
   algorithms::plan_request req;
@@ -304,7 +371,7 @@ algorithms::plan_request planner_request(const supervisor_state& st) {
                           static_cast<double>(l.activation_bytes),
                           static_cast<double>(l.output_bytes)});
   }
-  for (size_t n = 0; n < st.profiles.size(); ++n) {
+  for (size_t n : live_nodes(st)) {
     auto& p = st.profiles[n];
     algorithms::device_profile d;
     d.name = st.nodes[n].name;
@@ -322,21 +389,23 @@ algorithms::plan_request planner_request(const supervisor_state& st) {
   return req;
 }
 
-void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes);
+void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes,
+            std::function<void(stage_spec&)> sources);
 
 void launch_planned(self_ptr self) {
   auto& st = self->state;
   try {
     auto req = planner_request(st);
     auto plan = algorithms::plan_partition(req);
+    auto live = live_nodes(st);
     algorithms::layer_ranges ranges;
     std::vector<size_t> on_nodes;
     for (auto& s : plan.stages) {
       ranges.emplace_back(s.begin, s.end);
-      on_nodes.push_back(s.device);
+      on_nodes.push_back(live[s.device]);
     }
     st.predicted_bottleneck_s = plan.bottleneck_s;
-    launch(self, std::move(ranges), std::move(on_nodes));
+    launch(self, std::move(ranges), std::move(on_nodes), {});
   } catch (const std::exception& e) {
     fail(self, std::string("cannot plan the job: ") + e.what());
   }
@@ -394,9 +463,11 @@ void track_capacity(self_ptr self) {
   }
   try {
     auto req = planner_request(st);
+    auto live = live_nodes(st);
     std::vector<algorithms::stage_assignment> now;
     for (size_t i = 0; i < st.ranges.size(); ++i) {
-      now.push_back({st.stage_nodes[i], st.ranges[i].first, st.ranges[i].second, 0, 0, 0});
+      auto d = std::find(live.begin(), live.end(), st.stage_nodes[i]) - live.begin();
+      now.push_back({static_cast<size_t>(d), st.ranges[i].first, st.ranges[i].second, 0, 0, 0});
     }
     auto current = algorithms::evaluate_plan(req, now);
     auto better = algorithms::plan_partition(req);
@@ -405,7 +476,7 @@ void track_capacity(self_ptr self) {
       st.pending_nodes.clear();
       for (auto& s : better.stages) {
         st.pending_ranges.emplace_back(s.begin, s.end);
-        st.pending_nodes.push_back(s.device);
+        st.pending_nodes.push_back(live[s.device]);
       }
       st.has_pending_plan = true;
       st.predicted_bottleneck_s = better.bottleneck_s;
@@ -420,23 +491,26 @@ void track_capacity(self_ptr self) {
 // The plan to use now: the forced balance, the user's balance, or an even
 // split, stage i on node i.
 bool choose_plan(self_ptr self, const std::vector<size_t>& balance,
-                 algorithms::layer_ranges& ranges, std::vector<size_t>& on_nodes) {
+                 algorithms::layer_ranges& ranges, std::vector<size_t>& on_nodes,
+                 bool strict = true) {
   auto& st = self->state;
   auto layers = models::describe(models::model_spec::parse(st.cfg.model)).layers.size();
+  auto live = live_nodes(st);
   try {
-    ranges = balance.empty() ? algorithms::even_split(layers, static_cast<int>(st.nodes.size()))
+    // strict: the user asked for these nodes; after a failure, use what fits
+    auto stages = strict ? live.size() : std::min(live.size(), layers);
+    ranges = balance.empty() ? algorithms::even_split(layers, static_cast<int>(stages))
                              : algorithms::ranges_from_balance(balance, layers);
   } catch (const std::exception& e) {
     fail(self, e.what());
     return false;
   }
-  if (ranges.size() > st.nodes.size()) {
+  if (ranges.size() > live.size()) {
     fail(self, "the balance names " + std::to_string(ranges.size()) + " stages but only " +
-                   std::to_string(st.nodes.size()) + " nodes are given");
+                   std::to_string(live.size()) + " nodes are available");
     return false;
   }
-  on_nodes.resize(ranges.size());
-  std::iota(on_nodes.begin(), on_nodes.end(), size_t{0});
+  on_nodes.assign(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(ranges.size()));
   return true;
 }
 
@@ -457,7 +531,7 @@ void spawn_stages(self_ptr self) {
                    std::to_string(st.nodes.size()) + " nodes are given");
     return;
   }
-  launch(self, std::move(ranges), std::move(on_nodes));
+  launch(self, std::move(ranges), std::move(on_nodes), {});
 }
 
 // Called at a flush (nothing in flight) when a re-plan was asked for.
@@ -480,9 +554,10 @@ void begin_replan(self_ptr self) {
   } else if (balance.empty() && !st.profiles.empty()) {
     try {
       auto plan = algorithms::plan_partition(planner_request(st));
+      auto live = live_nodes(st);
       for (auto& s : plan.stages) {
         ranges.emplace_back(s.begin, s.end);
-        on_nodes.push_back(s.device);
+        on_nodes.push_back(live[s.device]);
       }
     } catch (const std::exception& e) {
       fail(self, std::string("cannot re-plan: ") + e.what());
@@ -499,13 +574,182 @@ void begin_replan(self_ptr self) {
   st.replanning = true;
   st.replan_started = clock::now();
   st.status.phase = "replanning";
-  launch(self, std::move(ranges), std::move(on_nodes));
+  launch(self, std::move(ranges), std::move(on_nodes), {});
+}
+
+// A stage or node was lost while the job ran: freeze, and recover after the
+// failure window (so that a node's stages and the node itself, or two
+// neighbours killed together, are handled as one failure).
+void on_failure(self_ptr self, const std::string& what) {
+  auto& st = self->state;
+  if (st.status.finished()) {
+    return;
+  }
+  if (!st.recovering) {
+    st.recovering = true;
+    st.failure_at = clock::now();
+  }
+  st.status.phase = "recovering";
+  st.status.error = what; // the last failure, for status displays
+  ++st.recovery_gen;
+  self->delayed_send(self, st.cfg.failure_window, recover_atom_v, st.recovery_gen);
+}
+
+// Step 2 of recovery, once every live holder said what it holds.
+void recover_with(self_ptr self, uint64_t gen,
+                  std::shared_ptr<std::vector<std::pair<size_t, replica_inventory>>> inventories) {
+  auto& st = self->state;
+  auto desc = models::describe(models::model_spec::parse(st.cfg.model));
+  size_t layers = desc.layers.size();
+  // (layer, version) -> holders (index into `inventories`) that have it
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<size_t>> have;
+  std::set<uint64_t> versions;
+  for (size_t h = 0; h < inventories->size(); ++h) {
+    auto& inv = (*inventories)[h].second;
+    for (size_t i = 0; i < inv.layers.size(); ++i) {
+      have[{inv.layers[i], inv.versions[i]}].push_back(h);
+      versions.insert(inv.versions[i]);
+    }
+  }
+  // the newest version every layer has somewhere alive; 0 is the seed
+  uint64_t v = 0;
+  for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+    if (*it > st.committed) {
+      continue;
+    }
+    bool complete = true;
+    for (uint64_t l = 0; l < layers && complete; ++l) {
+      complete = have.count({l, *it}) > 0;
+    }
+    if (complete) {
+      v = *it;
+      break;
+    }
+  }
+  algorithms::layer_ranges ranges;
+  std::vector<size_t> on_nodes;
+  if (!st.profiles.empty()) {
+    try {
+      auto plan = algorithms::plan_partition(planner_request(st));
+      auto live = live_nodes(st);
+      for (auto& s : plan.stages) {
+        ranges.emplace_back(s.begin, s.end);
+        on_nodes.push_back(live[s.device]);
+      }
+    } catch (const std::exception& e) {
+      fail(self, std::string("cannot re-plan over the surviving nodes: ") + e.what());
+      return;
+    }
+  } else if (!choose_plan(self, {}, ranges, on_nodes, false)) {
+    return;
+  }
+  // roll back: batches after v are replayed
+  st.status.redone_batches += static_cast<int64_t>(st.committed - v);
+  st.status.rollback_version = static_cast<int64_t>(v);
+  st.status.lineage.resize(v);
+  st.committed = v;
+  st.fed = v;
+  st.reports.clear();
+  st.status.committed = static_cast<int64_t>(v);
+  st.evaluated_epochs = std::min<int64_t>(st.evaluated_epochs,
+                                          static_cast<int64_t>(v / st.batches_per_epoch));
+  st.stages.clear();
+  st.ranges.clear();
+  st.stage_nodes.clear();
+  // sources: for each layer the holder on the stage's own node if it has
+  // the layer at v, else any live one (the central holder has them all)
+  auto holders = inventories;
+  auto sources = [=](stage_spec& spec) {
+    if (v == 0) {
+      return; // the seed: nothing to pull
+    }
+    auto& st = self->state;
+    for (uint64_t l = spec.begin; l < spec.end; ++l) {
+      auto& who = have.at({l, v});
+      size_t pick = who.front();
+      for (auto h : who) {
+        if ((*holders)[h].first < st.nodes.size() &&
+            st.stage_nodes.size() > spec.index && (*holders)[h].first == st.stage_nodes[spec.index]) {
+          pick = h;
+        }
+      }
+      auto holder = caf::actor_cast<caf::actor>(
+          (*holders)[pick].first < st.nodes.size() ? st.holders[(*holders)[pick].first]
+                                                   : st.central_holder);
+      if (!spec.sources.empty() && spec.sources.back() == holder && spec.source_end.back() == l) {
+        spec.source_end.back() = l + 1;
+      } else {
+        spec.sources.push_back(holder);
+        spec.source_begin.push_back(l);
+        spec.source_end.push_back(l + 1);
+      }
+    }
+  };
+  (void)gen;
+  launch(self, std::move(ranges), std::move(on_nodes), sources);
+}
+
+// Step 1 of recovery: stop what is left of the old pipeline and ask every
+// live replica holder what it has.
+void recover(self_ptr self, uint64_t gen) {
+  auto& st = self->state;
+  if (gen != st.recovery_gen || st.status.finished()) {
+    return;
+  }
+  for (auto* group : {&st.stages, &st.old_stages}) {
+    for (auto& s : *group) {
+      if (s) {
+        self->demonitor(s.address());
+        self->send_exit(s, caf::exit_reason::user_shutdown);
+      }
+    }
+  }
+  st.old_stages.clear();
+  st.replanning = false;
+  st.replan_requested = false;
+  st.has_pending_plan = false;
+  st.ready_pending = 0;
+  st.eval_round++; // results of an interrupted evaluation are ignored
+  auto live = live_nodes(st);
+  if (live.empty()) {
+    fail(self, "no nodes are left to run the job");
+    return;
+  }
+  // (node index or nodes.size() for the central holder, inventory)
+  auto inventories = std::make_shared<std::vector<std::pair<size_t, replica_inventory>>>();
+  std::vector<std::pair<size_t, replica_holder_actor>> ask;
+  ask.emplace_back(st.nodes.size(), st.central_holder);
+  for (auto n : live) {
+    if (st.holders[n]) {
+      ask.emplace_back(n, st.holders[n]);
+    }
+  }
+  auto pending = std::make_shared<size_t>(ask.size());
+  for (auto& [index, holder] : ask) {
+    auto idx = index;
+    self->request(holder, std::chrono::seconds(5), caf::get_atom_v)
+        .then(
+            [=](replica_inventory& inv) {
+              inventories->emplace_back(idx, std::move(inv));
+              if (--*pending == 0 && gen == self->state.recovery_gen) {
+                recover_with(self, gen, inventories);
+              }
+            },
+            [=](caf::error&) {
+              // a holder that does not answer holds nothing we can use
+              if (--*pending == 0 && gen == self->state.recovery_gen) {
+                recover_with(self, gen, inventories);
+              }
+            });
+  }
 }
 
 void hello_all(self_ptr self) {
   auto& st = self->state;
   auto pending = std::make_shared<size_t>(st.nodes.size());
   st.infos.assign(st.nodes.size(), node_info{});
+  st.holders.assign(st.nodes.size(), replica_holder_actor{});
+  st.node_dead.assign(st.nodes.size(), false);
   for (auto& n : st.nodes) {
     self->monitor(n.handle); // a node lost during start-up fails it at once
   }
@@ -521,6 +765,7 @@ void hello_all(self_ptr self) {
                                " (run the same salamander version everywhere)");
                 return;
               }
+              self->state.holders[i] = caf::actor_cast<replica_holder_actor>(info.replica_holder);
               self->state.infos[i] = std::move(info);
               if (--*pending == 0 && !self->state.status.finished()) {
                 spawn_stages(self);
@@ -576,6 +821,7 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
     st.batches_per_epoch = std::min(st.batches_per_epoch, st.cfg.max_batches);
   }
   st.status.batches = st.batches_per_epoch;
+  st.central_holder = self->spawn(replica_holder, std::string("central"));
   if (st.nodes.empty()) {
     fail(self, "no nodes to run the job on");
   } else {
@@ -583,18 +829,33 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
   }
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
-    for (size_t i = 0; i < st.stages.size(); ++i) {
-      if (st.stages[i] && st.stages[i].address() == dm.source) {
-        fail(self, "stage " + std::to_string(i) + " on node " + st.nodes[i].name +
-                       " went down: " + self->system().render(dm.reason));
+    bool running = st.status.phase != "starting" && st.status.phase != "profiling";
+    for (size_t n = 0; n < st.nodes.size(); ++n) {
+      if (st.nodes[n].handle.address() == dm.source) {
+        auto what = "node " + st.nodes[n].name + " went away" +
+                    (running ? ": " : " during start-up: ") + self->system().render(dm.reason);
+        if (!running) {
+          fail(self, what);
+          return;
+        }
+        if (!st.node_dead[n]) {
+          st.node_dead[n] = true;
+          st.status.dead_nodes.push_back(st.nodes[n].name);
+        }
+        on_failure(self, what);
         return;
       }
     }
-    for (auto& n : st.nodes) {
-      if (n.handle.address() == dm.source) {
-        fail(self, "node " + n.name + " went away" +
-                       (st.status.phase == "starting" ? " during start-up: " : ": ") +
-                       self->system().render(dm.reason));
+    for (size_t i = 0; i < st.stages.size(); ++i) {
+      if (st.stages[i] && st.stages[i].address() == dm.source) {
+        auto what = "stage " + std::to_string(i) + " on node " +
+                    st.nodes[st.stage_nodes[i]].name + " went down: " +
+                    self->system().render(dm.reason);
+        if (!running) {
+          fail(self, what);
+          return;
+        }
+        on_failure(self, what);
         return;
       }
     }
@@ -603,8 +864,15 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
   return {
       [=](done_atom, batch_stats& s) {
         auto& st = self->state;
-        if (st.status.finished()) {
+        if (st.status.finished() || st.recovering) {
           return;
+        }
+        auto sender = self->current_sender();
+        bool current = std::any_of(st.stages.begin(), st.stages.end(), [&](const stage_actor& a) {
+          return caf::actor_cast<caf::strong_actor_ptr>(a) == sender;
+        });
+        if (!current) {
+          return; // a stage of a plan that was replaced
         }
         auto& r = st.reports[s.batch];
         r.push_back(s);
@@ -648,9 +916,22 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
       },
       [=](ready_atom, uint32_t) {
         auto& st = self->state;
-        if (st.replanning && st.ready_pending > 0 && --st.ready_pending == 0) {
+        if ((st.replanning || st.recovering) && st.ready_pending > 0 &&
+            --st.ready_pending == 0) {
           resume_after_replan(self);
         }
+      },
+      [=](recover_atom, uint64_t gen) { recover(self, gen); },
+      [=](kill_atom, uint32_t stage) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (stage >= st.stages.size() || !st.stages[stage]) {
+          return caf::make_error(errc::bad_config, "there is no stage " + std::to_string(stage) +
+                                                       " (the plan has " +
+                                                       std::to_string(st.stages.size()) + ")");
+        }
+        self->send_exit(st.stages[stage], caf::exit_reason::kill);
+        return "stage " + std::to_string(stage) + " on node " +
+               st.nodes[st.stage_nodes[stage]].name + " killed";
       },
       [=](replan_atom, std::string& balance) -> caf::result<std::string> {
         auto& st = self->state;
@@ -704,6 +985,7 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
       },
       [=](leave_atom) {
         stop_stages(self);
+        self->send_exit(self->state.central_holder, caf::exit_reason::user_shutdown);
         self->quit();
       },
   };

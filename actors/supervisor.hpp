@@ -12,8 +12,14 @@
 //   is committed when every stage has stepped it.
 // evaluating: stream the test set through the stages (forward only) and count
 //   correct predictions from the logits the last stage returns.
-// A stage that fails or goes down fails the job with a message naming it (the
-// recovery protocol replaces this with re-planning).
+// recovering (DESIGN.md, "Recovery"): a stage or node lost while training
+//   freezes feeding, waits `failure_window` for failures that come together,
+//   picks the newest version v that every layer has in a live replica
+//   holder (0: the seed), re-plans over the surviving nodes, spawns stages
+//   that pull their layers at v from the holders, and resumes at batch v.
+//   Batches after v are replayed (data order is deterministic), so the
+//   weights equal a fault-free run's, and the lineage lists each batch once.
+// Start-up failures still fail the job with a message naming the node.
 #pragma once
 
 #include "algorithms/partitioner.hpp"
@@ -54,6 +60,11 @@ struct job_config {
   /// A link whose rate no profile reports (no emulation, not measured).
   double default_link_bytes_per_s = 1e9;
   std::chrono::milliseconds profile_timeout{120000};
+  /// Replicate every stage's weights every K batches (chain + global);
+  /// 0 turns replication (and recovery beyond a restart from the seed) off.
+  uint32_t replicate_every = 10;
+  /// Failures noticed within this window are recovered from together.
+  std::chrono::milliseconds failure_window{30};
   int32_t threads = 1;
   int window = 2; ///< batches in flight
   bool evaluate = true;
@@ -89,6 +100,15 @@ struct supervisor_state {
   bool has_pending_plan = false;
   algorithms::layer_ranges pending_ranges;
   std::vector<size_t> pending_nodes;
+
+  // fault tolerance
+  replica_holder_actor central_holder;
+  std::vector<replica_holder_actor> holders; ///< per node, from hello
+  std::vector<bool> node_dead;
+  bool recovering = false;
+  uint64_t recovery_gen = 0;
+  std::chrono::steady_clock::time_point failure_at{};
+  int64_t evaluated_epochs = 0;
 
   // capacity: profiles per node, corrected by measured/predicted stage time
   std::vector<device_report> profiles;

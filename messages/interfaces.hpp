@@ -16,8 +16,9 @@ namespace salamander {
 ///   eval(id, micro, x)                  forward only; the last stage sends
 ///                                       (eval, id, micro, logits) to the supervisor
 ///   snapshot -> weights of the range, with optimizer state
-///   snapshot(begin, end) -> weights and optimizer state of those layers
-///                           (a re-planned stage pulls them from here)
+///   snapshot(begin, end, version) -> weights and optimizer state of those
+///                           layers, if the stage is at that version (a
+///                           re-planned stage pulls them from here)
 ///
 /// A stage spawned with sources pulls its state from them first and then
 /// sends (ready, index) to the supervisor; until then inputs are buffered.
@@ -32,7 +33,16 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<labels_atom, uint64_t, uint32_t, double, tensor_payload>,
     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
     caf::replies_to<snapshot_atom>::with<snapshot_payload>,
-    caf::replies_to<snapshot_atom, uint64_t, uint64_t>::with<snapshot_payload>>;
+    caf::replies_to<snapshot_atom, uint64_t, uint64_t, uint64_t>::with<snapshot_payload>>;
+
+/// Holds replicas of other stages' layers (see actors/replica_holder.hpp).
+///   replicate(snapshot)                        store these layers at its version
+///   snapshot(begin, end, version) -> weights   serve them during recovery
+///   get -> replica_inventory                   what it holds
+using replica_holder_actor = caf::typed_actor<
+    caf::reacts_to<replicate_atom, snapshot_payload>,
+    caf::replies_to<snapshot_atom, uint64_t, uint64_t, uint64_t>::with<snapshot_payload>,
+    caf::replies_to<caf::get_atom>::with<replica_inventory>>;
 
 /// One per node: measures per-layer forward/backward time of a model on this
 /// device (warm-up, then the median of several runs) and reports it with the
@@ -58,6 +68,8 @@ using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t>::with<
 ///   eval(id, micro, y)     logits of an evaluation chunk from the last stage
 ///   tick                   its own periodic progress check
 ///   ready(stage)           a re-planned stage has pulled its state
+///   recover(generation)    its own: start the recovery after a failure
+///   kill(stage)            chaos: crash stage N (exit reason kill)
 ///   replan(balance)        re-plan at the next flush; "" lets the planner
 ///                          decide, "1,1,2" forces layers per stage
 ///   get -> job_status      for progress lines and the console
@@ -68,6 +80,8 @@ using supervisor_actor =
                      caf::reacts_to<failed_atom, uint32_t, std::string>,
                      caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
                      caf::reacts_to<tick_atom>, caf::reacts_to<ready_atom, uint32_t>,
+                     caf::reacts_to<recover_atom, uint64_t>,
+                     caf::replies_to<kill_atom, uint32_t>::with<std::string>,
                      caf::replies_to<replan_atom, std::string>::with<std::string>,
                      caf::replies_to<caf::get_atom>::with<job_status>,
                      caf::replies_to<snapshot_atom>::with<snapshot_payload>,

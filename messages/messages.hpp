@@ -56,6 +56,12 @@ struct stage_spec {
   std::vector<caf::actor> sources;
   std::vector<uint64_t> source_begin;
   std::vector<uint64_t> source_end;
+  /// Replication: every `replicate_every` batches (0: never) the stage sends
+  /// a snapshot to the chain holder (next stage's node, or the central one
+  /// for the last stage) and to the central (global) holder.
+  uint32_t replicate_every = 0;
+  caf::actor chain_holder;
+  caf::actor global_holder;
 };
 
 /// One stage's account of one batch.
@@ -68,6 +74,12 @@ struct batch_stats {
   double loss = 0;      ///< last stage: mean loss of the batch
   int64_t correct = 0;  ///< last stage: top-1 correct
   int64_t samples = 0;
+};
+
+/// What a replica holder holds: (layer, version) pairs.
+struct replica_inventory {
+  std::vector<uint64_t> layers;
+  std::vector<uint64_t> versions;
 };
 
 /// What a node's profiler measured for one model on its device.
@@ -90,6 +102,7 @@ struct node_info {
   int32_t threads = 1;
   std::string zoo_fingerprint; ///< describe("cnn").fingerprint: same zoo build?
   std::string emulation = "none";
+  caf::actor replica_holder; ///< this node's
 };
 
 /// The supervisor's answer to a status request (console, progress line).
@@ -108,6 +121,13 @@ struct job_status {
   int64_t replans = 0;
   double last_replan_s = 0;  ///< pause of the last re-plan, drain to resume
   int64_t last_replan_moved_bytes = 0; ///< snapshot bytes that changed node
+  int64_t recoveries = 0;
+  int64_t rollback_version = -1;  ///< of the last recovery
+  double last_recovery_s = 0;     ///< failure noticed -> training resumed
+  int64_t redone_batches = 0;     ///< committed work rolled back, summed
+  std::vector<std::string> dead_nodes;
+  /// The batch ids in the lineage of the current weights, in order.
+  std::vector<uint64_t> lineage;
   double elapsed_s = 0;
   /// Wall time spent training (no start-up, no evaluation).
   double train_s = 0;
@@ -189,7 +209,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   return f(caf::meta::type_name("stage_spec"), x.model, x.fingerprint, x.seed, x.index,
            x.stages, x.begin, x.end, x.micro_batches, x.schedule, x.optimizer, x.lr, x.momentum,
-           x.threads, x.micro_batch_size, x.start_batch, x.sources, x.source_begin, x.source_end);
+           x.threads, x.micro_batch_size, x.start_batch, x.sources, x.source_begin, x.source_end,
+           x.replicate_every, x.chain_holder, x.global_holder);
 }
 
 template <class Inspector>
@@ -202,14 +223,20 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_status& x) {
   return f(caf::meta::type_name("job_status"), x.phase, x.epoch, x.epochs, x.batch, x.batches,
            x.committed, x.samples_per_s, x.loss, x.test_accuracy, x.plan_version, x.plan,
-           x.replans, x.last_replan_s, x.last_replan_moved_bytes, x.elapsed_s, x.train_s,
+           x.replans, x.last_replan_s, x.last_replan_moved_bytes, x.recoveries, x.rollback_version,
+           x.last_recovery_s, x.redone_batches, x.dead_nodes, x.lineage, x.elapsed_s, x.train_s,
            x.stage_compute_s, x.stage_wait_s, x.stage_send_s, x.error);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
   return f(caf::meta::type_name("node_info"), x.name, x.protocol, x.host, x.threads,
-           x.zoo_fingerprint, x.emulation);
+           x.zoo_fingerprint, x.emulation, x.replica_holder);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_inventory& x) {
+  return f(caf::meta::type_name("replica_inventory"), x.layers, x.versions);
 }
 
 template <class Inspector>
@@ -228,6 +255,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(salamander, (salamander::node_info))
   CAF_ADD_TYPE_ID(salamander, (salamander::job_status))
   CAF_ADD_TYPE_ID(salamander, (salamander::device_report))
+  CAF_ADD_TYPE_ID(salamander, (salamander::replica_inventory))
   CAF_ADD_TYPE_ID(salamander, (std::vector<salamander::batch_stats>))
   CAF_ADD_ATOM(salamander, salamander, forward_atom, "forward")
   CAF_ADD_ATOM(salamander, salamander, backward_atom, "backward")
@@ -246,4 +274,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_ATOM(salamander, salamander, replan_atom, "replan")
   CAF_ADD_ATOM(salamander, salamander, profile_atom, "profile")
   CAF_ADD_ATOM(salamander, salamander, slow_atom, "slow")
+  CAF_ADD_ATOM(salamander, salamander, replicate_atom, "replicate")
+  CAF_ADD_ATOM(salamander, salamander, recover_atom, "recover")
+  CAF_ADD_ATOM(salamander, salamander, kill_atom, "kill")
 CAF_END_TYPE_ID_BLOCK(salamander)

@@ -1,0 +1,149 @@
+// Recovery: a stage actor crashes or a node process is killed mid-run; the
+// supervisor rolls back to a replicated version, re-plans over the
+// survivors and replays. The final weights equal a fault-free run's and the
+// lineage holds every batch id exactly once.
+#include "../support.hpp"
+
+#include "actors/cluster.hpp"
+#include "actors/job.hpp"
+#include "actors/node_process.hpp"
+#include "actors/system.hpp"
+#include "models/trainer.hpp"
+
+#include <numeric>
+
+using namespace salamander;
+using salamander::testing::max_abs_diff;
+
+namespace {
+
+std::shared_ptr<const models::dataset> synthetic(uint64_t seed, int64_t n) {
+  auto d = models::describe(models::model_spec::parse("cnn"));
+  return std::make_shared<models::dataset>(models::make_synthetic(seed, n, d.input, d.classes));
+}
+
+actors::job_config job(int64_t steps, uint32_t replicate_every) {
+  actors::job_config jc;
+  jc.model = "cnn";
+  jc.seed = 9;
+  jc.batch_size = 32;
+  jc.micro_batches = 4;
+  jc.max_batches = steps;
+  jc.dataset = "synthetic";
+  jc.evaluate = false;
+  jc.replicate_every = replicate_every;
+  jc.request_timeout = std::chrono::seconds(10);
+  jc.progress_timeout = std::chrono::seconds(30);
+  return jc;
+}
+
+double diff_to_fault_free(const actors::job_config& jc, const models::dataset& train,
+                          const models::weight_snapshot& got) {
+  models::layered_model m(models::describe(models::model_spec::parse(jc.model)), jc.seed);
+  models::range_executor exec(m.all(), true, true);
+  auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0}, m.all()->parameters());
+  for (int64_t b = 0; b < jc.max_batches; ++b) {
+    models::train_step(exec, *opt, models::get_batch(train, jc.seed, 0, b, jc.batch_size),
+                       jc.micro_batches);
+  }
+  auto ref = models::capture(m, nullptr, "", 0);
+  REQUIRE(got.layers.size() == ref.layers.size());
+  double worst = 0;
+  for (size_t l = 0; l < ref.layers.size(); ++l) {
+    for (size_t p = 0; p < ref.layers[l].params.size(); ++p) {
+      worst = std::max(worst, max_abs_diff(got.layers[l].params[p].tensor,
+                                           ref.layers[l].params[p].tensor));
+    }
+  }
+  return worst;
+}
+
+void check_lineage(const job_status& s, int64_t batches) {
+  std::vector<uint64_t> expect(static_cast<size_t>(batches));
+  std::iota(expect.begin(), expect.end(), uint64_t{0});
+  CHECK(s.lineage == expect);
+}
+
+} // namespace
+
+TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
+          "[actor][recovery]") {
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 2048);
+  for (uint32_t k : {2u, 0u}) { // replicas every 2 batches; none (restart from the seed)
+    INFO("replicate every " << k);
+    auto jc = job(40, k);
+    caf::actor_system_config cfg;
+    actors::configure(cfg);
+    caf::actor_system sys{cfg};
+    actors::job_options opts;
+    opts.fetch_weights = true;
+    opts.poll = std::chrono::milliseconds(5);
+    supervisor_actor sup;
+    opts.on_start = [&](supervisor_actor s) { sup = s; };
+    bool killed = false;
+    std::string killed_what;
+    opts.on_status = [&](const job_status& s) {
+      if (!killed && s.committed >= 5 && s.phase == "training") {
+        caf::scoped_actor self{sys};
+        self->request(sup, std::chrono::seconds(5), kill_atom_v, uint32_t{1})
+            .receive([&](std::string& what) { killed_what = what; },
+                     [&](caf::error& err) { killed_what = sys.render(err); });
+        killed = true;
+      }
+    };
+    auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
+    INFO("phase " << r.status.phase << ", error '" << r.status.error << "', recoveries "
+                  << r.status.recoveries << ", killed " << killed << ": " << killed_what);
+    CHECK_THAT(killed_what, Catch::Contains("stage 1") && Catch::Contains("killed"));
+    REQUIRE(r.status.error.find("went down") != std::string::npos); // the last failure
+    REQUIRE(r.status.phase == "finished");
+    CHECK(r.status.recoveries == 1);
+    CHECK(r.status.committed == 40);
+    if (k == 2) {
+      CHECK(r.status.rollback_version >= 4);
+      CHECK(r.status.rollback_version % 2 == 0);
+    } else {
+      CHECK(r.status.rollback_version == 0);
+    }
+    check_lineage(r.status, 40);
+    REQUIRE(r.weights);
+    CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+  }
+}
+
+TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
+          "[actor][recovery][process]") {
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 1024);
+  actors::node_process a("n1"), b("n2"), c("n3");
+  auto jc = job(16, 3);
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::connect_nodes(
+      sys, {{"n1", "127.0.0.1", a.port()}, {"n2", "127.0.0.1", b.port()},
+            {"n3", "127.0.0.1", c.port()}});
+  REQUIRE(static_cast<bool>(nodes));
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(5);
+  bool killed = false;
+  opts.on_status = [&](const job_status& s) {
+    if (!killed && s.committed >= 7 && s.phase == "training") {
+      b.signal(SIGKILL);
+      killed = true;
+    }
+  };
+  auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+  REQUIRE(r.status.phase == "finished");
+  CHECK(r.status.recoveries >= 1);
+  CHECK(r.status.dead_nodes == std::vector<std::string>{"n2"});
+  CHECK(r.status.plan.find("n2") == std::string::npos);
+  CHECK(r.status.rollback_version >= 6);
+  check_lineage(r.status, 16);
+  REQUIRE(r.weights);
+  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+  CHECK(a.stop() == 0);
+  CHECK(c.stop() == 0);
+}
