@@ -389,6 +389,18 @@ algorithms::plan_request planner_request(const supervisor_state& st) {
   return req;
 }
 
+// The plan's stages as layer ranges and node indices (device d of the
+// planner's request is node live[d]).
+void plan_to_stages(const algorithms::partition_plan& plan, const std::vector<size_t>& live,
+                    algorithms::layer_ranges& ranges, std::vector<size_t>& on_nodes) {
+  ranges.clear();
+  on_nodes.clear();
+  for (auto& s : plan.stages) {
+    ranges.emplace_back(s.begin, s.end);
+    on_nodes.push_back(live[s.device]);
+  }
+}
+
 void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes,
             std::function<void(stage_spec&)> sources);
 
@@ -397,13 +409,9 @@ void launch_planned(self_ptr self) {
   try {
     auto req = planner_request(st);
     auto plan = algorithms::plan_partition(req);
-    auto live = live_nodes(st);
     algorithms::layer_ranges ranges;
     std::vector<size_t> on_nodes;
-    for (auto& s : plan.stages) {
-      ranges.emplace_back(s.begin, s.end);
-      on_nodes.push_back(live[s.device]);
-    }
+    plan_to_stages(plan, live_nodes(st), ranges, on_nodes);
     st.predicted_bottleneck_s = plan.bottleneck_s;
     launch(self, std::move(ranges), std::move(on_nodes), {});
   } catch (const std::exception& e) {
@@ -472,12 +480,7 @@ void track_capacity(self_ptr self) {
     auto current = algorithms::evaluate_plan(req, now);
     auto better = algorithms::plan_partition(req);
     if (better.objective_s < current.objective_s * (1.0 - st.cfg.replan_gain)) {
-      st.pending_ranges.clear();
-      st.pending_nodes.clear();
-      for (auto& s : better.stages) {
-        st.pending_ranges.emplace_back(s.begin, s.end);
-        st.pending_nodes.push_back(live[s.device]);
-      }
+      plan_to_stages(better, live, st.pending_ranges, st.pending_nodes);
       st.has_pending_plan = true;
       st.predicted_bottleneck_s = better.bottleneck_s;
       st.replan_requested = true;
@@ -553,12 +556,8 @@ void begin_replan(self_ptr self) {
     st.has_pending_plan = false;
   } else if (balance.empty() && !st.profiles.empty()) {
     try {
-      auto plan = algorithms::plan_partition(planner_request(st));
-      auto live = live_nodes(st);
-      for (auto& s : plan.stages) {
-        ranges.emplace_back(s.begin, s.end);
-        on_nodes.push_back(live[s.device]);
-      }
+      plan_to_stages(algorithms::plan_partition(planner_request(st)), live_nodes(st), ranges,
+                     on_nodes);
     } catch (const std::exception& e) {
       fail(self, std::string("cannot re-plan: ") + e.what());
       return;
@@ -630,12 +629,8 @@ void recover_with(self_ptr self, uint64_t gen,
   std::vector<size_t> on_nodes;
   if (!st.profiles.empty()) {
     try {
-      auto plan = algorithms::plan_partition(planner_request(st));
-      auto live = live_nodes(st);
-      for (auto& s : plan.stages) {
-        ranges.emplace_back(s.begin, s.end);
-        on_nodes.push_back(live[s.device]);
-      }
+      plan_to_stages(algorithms::plan_partition(planner_request(st)), live_nodes(st), ranges,
+                     on_nodes);
     } catch (const std::exception& e) {
       fail(self, std::string("cannot re-plan over the surviving nodes: ") + e.what());
       return;

@@ -10,6 +10,7 @@
 
 #include <caf/io/middleman.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <csignal>
 #include <sstream>
@@ -24,9 +25,11 @@ std::string status_line(const job_status& s) {
     double left = static_cast<double>((s.epochs - s.epoch) * s.batches + (s.batches - s.batch));
     eta = left * (s.committed > 0 ? s.elapsed_s / static_cast<double>(s.committed) : 0.0);
   }
-  return fmt::format("[{}] epoch {}/{}  batch {}/{}  {:.0f} samples/s  loss {:.4f}  eta {}",
+  return fmt::format("[{}] epoch {}/{}  batch {}/{}  {:.0f} samples/s  loss {:.4f}  eta {}  "
+                     "plan v{}{}",
                      s.phase, s.epoch, s.epochs, s.batch, s.batches, s.samples_per_s, s.loss,
-                     eta < 0 ? std::string("?") : fmt::format("{:.0f}s", eta));
+                     eta < 0 ? std::string("?") : fmt::format("{:.0f}s", eta), s.plan_version,
+                     s.recoveries > 0 ? fmt::format("  recovered {}x", s.recoveries) : "");
 }
 
 } // namespace
@@ -78,7 +81,7 @@ int run_pipeline(const train_cli& cli) {
   } else {
     nodes = actors::local_nodes(sys, cli.stages, cli.threads);
   }
-  log->info("pipeline: model {} ({} layers), {} stages on {}, schedule {}, {} micro-batches of "
+  log->info("pipeline: model {} ({} layers), {} nodes from {}, schedule {}, {} micro-batches of "
             "a {}-example batch",
             jc.model, desc.layers.size(), nodes.size(),
             cli.cluster.empty() ? "local nodes (embedded)" : cli.cluster, jc.schedule,
@@ -87,7 +90,15 @@ int run_pipeline(const train_cli& cli) {
   progress_line progress(log);
   actors::job_options opts;
   opts.fetch_weights = !cli.save.empty();
-  opts.on_status = [&](const job_status& s) { progress.update(status_line(s), s.finished()); };
+  int64_t shown_plan = 0;
+  opts.on_status = [&](const job_status& s) {
+    if (s.plan_version != shown_plan && !s.plan.empty()) {
+      shown_plan = s.plan_version;
+      progress.finish();
+      log->info("plan v{}: {}", s.plan_version, s.plan);
+    }
+    progress.update(status_line(s), s.finished());
+  };
   auto result = actors::run_job(sys, jc, nodes, train, test, opts);
   progress.finish();
   if (result.status.phase != "finished") {
@@ -98,7 +109,19 @@ int run_pipeline(const train_cli& cli) {
   double samples = static_cast<double>(s.committed * jc.batch_size);
   log->info("done: {} batches in {:.1f} s ({:.0f} samples/s overall), test accuracy {:.2f}%",
             s.committed, s.elapsed_s, samples / s.elapsed_s, 100.0 * s.test_accuracy);
+  if (s.recoveries > 0) {
+    log->info("recovered from {} failure(s) without a restart (lost: {}); last rolled back to "
+              "version {} and took {:.2f} s; {} batches redone in all",
+              s.recoveries, fmt::join(s.dead_nodes, ", "), s.rollback_version,
+              s.last_recovery_s, s.redone_batches);
+  }
+  if (s.replans > 0) {
+    log->info("re-planned {} time(s) while training; final plan {}", s.replans, s.plan);
+  }
   std::printf("throughput: %.0f samples/s\n", samples / s.elapsed_s);
+  if (s.recoveries > 0) {
+    std::printf("recoveries: %lld\n", static_cast<long long>(s.recoveries));
+  }
   if (s.test_accuracy >= 0) {
     std::printf("test accuracy: %.4f\n", s.test_accuracy);
   }
@@ -107,7 +130,7 @@ int run_pipeline(const train_cli& cli) {
     ckpt.snapshot = std::move(*result.weights);
     ckpt.seed = cli.seed;
     ckpt.epoch = static_cast<uint64_t>(cli.epochs);
-    ckpt.note = fmt::format("pipeline of {} stages, {}", nodes.size(), jc.schedule);
+    ckpt.note = fmt::format("pipeline {}, {}", result.status.plan, jc.schedule);
     messages::save_checkpoint(cli.save, ckpt);
     log->info("saved checkpoint {}", cli.save);
   }

@@ -1,7 +1,7 @@
 // Heterogeneous devices (emulated in this process by compute-time
 // dilation): profiling, capacity-aware plans, memory caps, live re-planning
 // when a device slows down.
-#include "../support.hpp"
+#include "reference.hpp"
 
 #include "actors/cluster.hpp"
 #include "actors/emulation.hpp"
@@ -10,15 +10,10 @@
 #include "models/trainer.hpp"
 
 using namespace salamander;
-using salamander::testing::max_abs_diff;
 
 namespace {
 
-std::shared_ptr<const models::dataset> synthetic(const std::string& model, uint64_t seed,
-                                                 int64_t n) {
-  auto d = models::describe(models::model_spec::parse(model));
-  return std::make_shared<models::dataset>(models::make_synthetic(seed, n, d.input, d.classes));
-}
+using salamander::testing::synthetic_for;
 
 actors::emulation_config share(double s) {
   actors::emulation_config e;
@@ -28,22 +23,8 @@ actors::emulation_config share(double s) {
 
 double weight_diff_to_single_device(const actors::job_config& jc, const models::dataset& train,
                                     const models::weight_snapshot& got) {
-  models::layered_model m(models::describe(models::model_spec::parse(jc.model)), jc.seed);
-  models::range_executor exec(m.all(), true, true);
-  auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0}, m.all()->parameters());
-  for (int64_t b = 0; b < jc.max_batches; ++b) {
-    models::train_step(exec, *opt, models::get_batch(train, jc.seed, 0, b, jc.batch_size),
-                       jc.micro_batches);
-  }
-  auto ref = models::capture(m, nullptr, "", 0);
-  double worst = 0;
-  for (size_t l = 0; l < ref.layers.size(); ++l) {
-    for (size_t p = 0; p < ref.layers[l].params.size(); ++p) {
-      worst = std::max(worst, max_abs_diff(got.layers[l].params[p].tensor,
-                                           ref.layers[l].params[p].tensor));
-    }
-  }
-  return worst;
+  return salamander::testing::max_weight_diff(
+      got, salamander::testing::single_device_weights(jc, train));
 }
 
 caf::actor_system_config& many_threads(caf::actor_system_config& cfg) {
@@ -147,7 +128,7 @@ TEST_CASE("a node refuses a stage that exceeds its emulated memory", "[actor][em
 TEST_CASE("the automatic plan leaves a very slow device out and stays exact",
           "[actor][planner]") {
   torch::set_num_threads(1);
-  auto train = synthetic("cnn", 1, 512);
+  auto train = synthetic_for("cnn", 1, 512);
   actors::job_config jc;
   jc.dataset = "synthetic";
   jc.batch_size = 32;
@@ -171,7 +152,7 @@ TEST_CASE("the automatic plan leaves a very slow device out and stays exact",
 TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
           "[actor][planner][replan]") {
   torch::set_num_threads(1);
-  auto train = synthetic("mlp:depth=5", 1, 4096);
+  auto train = synthetic_for("mlp:depth=5", 1, 4096);
   actors::job_config jc;
   jc.model = "mlp:depth=5";
   jc.dataset = "synthetic";

@@ -1,6 +1,6 @@
 // Pipelines over stage actors compute exactly what one device computes with
 // gradient accumulation over the same micro-batches.
-#include "../support.hpp"
+#include "reference.hpp"
 
 #include "actors/cluster.hpp"
 #include "actors/job.hpp"
@@ -8,7 +8,8 @@
 #include "models/trainer.hpp"
 
 using namespace salamander;
-using salamander::testing::max_abs_diff;
+using salamander::testing::max_weight_diff;
+using salamander::testing::single_device_weights;
 
 namespace {
 
@@ -17,9 +18,8 @@ struct data_pair {
 };
 
 data_pair synthetic_for(const std::string& model) {
-  auto d = models::describe(models::model_spec::parse(model));
-  return {std::make_shared<models::dataset>(models::make_synthetic(1, 512, d.input, d.classes)),
-          std::make_shared<models::dataset>(models::make_synthetic(2, 256, d.input, d.classes))};
+  return {salamander::testing::synthetic_for(model, 1, 512),
+          salamander::testing::synthetic_for(model, 2, 256)};
 }
 
 actors::job_config small_job(const std::string& schedule, int64_t steps) {
@@ -37,33 +37,6 @@ actors::job_config small_job(const std::string& schedule, int64_t steps) {
   return jc;
 }
 
-// What one device computes for the same job: gradient accumulation over the
-// same micro-batches of the same batches.
-models::weight_snapshot single_device(const actors::job_config& jc, const models::dataset& train) {
-  models::layered_model m(models::describe(models::model_spec::parse(jc.model)), jc.seed);
-  models::range_executor exec(m.all(), true, true);
-  auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0}, m.all()->parameters());
-  for (int64_t b = 0; b < jc.max_batches; ++b) {
-    models::train_step(exec, *opt, models::get_batch(train, jc.seed, 0, b, jc.batch_size),
-                       jc.micro_batches);
-  }
-  return models::capture(m, nullptr, "", static_cast<uint64_t>(jc.max_batches));
-}
-
-double max_weight_diff(const models::weight_snapshot& a, const models::weight_snapshot& b) {
-  REQUIRE(a.layers.size() == b.layers.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.layers.size(); ++i) {
-    REQUIRE(a.layers[i].name == b.layers[i].name);
-    REQUIRE(a.layers[i].params.size() == b.layers[i].params.size());
-    for (size_t j = 0; j < a.layers[i].params.size(); ++j) {
-      worst = std::max(worst, max_abs_diff(a.layers[i].params[j].tensor,
-                                           b.layers[i].params[j].tensor));
-    }
-  }
-  return worst;
-}
-
 } // namespace
 
 TEST_CASE("N-stage pipelines hold the single-device weights after K steps, both schedules",
@@ -72,7 +45,7 @@ TEST_CASE("N-stage pipelines hold the single-device weights after K steps, both 
   auto data = synthetic_for("cnn");
   for (auto schedule : {"gpipe", "1f1b"}) {
     auto jc = small_job(schedule, 5);
-    auto reference = single_device(jc, *data.train);
+    auto reference = single_device_weights(jc, *data.train);
     for (int stages : {2, 3, 4}) {
       INFO(schedule << " with " << stages << " stages");
       caf::actor_system_config cfg;
@@ -149,7 +122,7 @@ TEST_CASE("re-planning at a flush moves layers and keeps the weights exact",
     auto jc = small_job(schedule, 9);
     // 3 stages (2,1,1) -> 3 stages (1,1,2) after batch 3 -> 2 stages after 6
     jc.replan_at = {{3, "1,1,2"}, {6, "2,2"}};
-    auto reference = single_device(jc, *data.train);
+    auto reference = single_device_weights(jc, *data.train);
     caf::actor_system_config cfg;
     actors::configure(cfg);
     caf::actor_system sys{cfg};

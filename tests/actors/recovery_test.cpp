@@ -2,7 +2,7 @@
 // supervisor rolls back to a replicated version, re-plans over the
 // survivors and replays. The final weights equal a fault-free run's and the
 // lineage holds every batch id exactly once.
-#include "../support.hpp"
+#include "reference.hpp"
 
 #include "actors/cluster.hpp"
 #include "actors/job.hpp"
@@ -13,13 +13,11 @@
 #include <numeric>
 
 using namespace salamander;
-using salamander::testing::max_abs_diff;
 
 namespace {
 
 std::shared_ptr<const models::dataset> synthetic(uint64_t seed, int64_t n) {
-  auto d = models::describe(models::model_spec::parse("cnn"));
-  return std::make_shared<models::dataset>(models::make_synthetic(seed, n, d.input, d.classes));
+  return salamander::testing::synthetic_for("cnn", seed, n);
 }
 
 actors::job_config job(int64_t steps, uint32_t replicate_every) {
@@ -39,23 +37,8 @@ actors::job_config job(int64_t steps, uint32_t replicate_every) {
 
 double diff_to_fault_free(const actors::job_config& jc, const models::dataset& train,
                           const models::weight_snapshot& got) {
-  models::layered_model m(models::describe(models::model_spec::parse(jc.model)), jc.seed);
-  models::range_executor exec(m.all(), true, true);
-  auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0}, m.all()->parameters());
-  for (int64_t b = 0; b < jc.max_batches; ++b) {
-    models::train_step(exec, *opt, models::get_batch(train, jc.seed, 0, b, jc.batch_size),
-                       jc.micro_batches);
-  }
-  auto ref = models::capture(m, nullptr, "", 0);
-  REQUIRE(got.layers.size() == ref.layers.size());
-  double worst = 0;
-  for (size_t l = 0; l < ref.layers.size(); ++l) {
-    for (size_t p = 0; p < ref.layers[l].params.size(); ++p) {
-      worst = std::max(worst, max_abs_diff(got.layers[l].params[p].tensor,
-                                           ref.layers[l].params[p].tensor));
-    }
-  }
-  return worst;
+  return salamander::testing::max_weight_diff(
+      got, salamander::testing::single_device_weights(jc, train));
 }
 
 void check_lineage(const job_status& s, int64_t batches) {

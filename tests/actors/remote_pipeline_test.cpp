@@ -1,6 +1,6 @@
 // Pipelines across `salamander node` processes on loopback, and the faults
 // a supervisor meets at start-up.
-#include "../support.hpp"
+#include "reference.hpp"
 
 #include "actors/cluster.hpp"
 #include "actors/node_process.hpp"
@@ -12,14 +12,12 @@
 #include <caf/io/middleman.hpp>
 
 using namespace salamander;
-using salamander::testing::max_abs_diff;
 using salamander::actors::node_process;
 
 namespace {
 
 std::shared_ptr<const models::dataset> synthetic(uint64_t seed, int64_t n) {
-  auto d = models::describe(models::model_spec::parse("cnn"));
-  return std::make_shared<models::dataset>(models::make_synthetic(seed, n, d.input, d.classes));
+  return salamander::testing::synthetic_for("cnn", seed, n);
 }
 
 actors::job_config job(int64_t steps) {
@@ -74,21 +72,8 @@ TEST_CASE("three node processes hold the single-device weights after K steps",
     REQUIRE(result.status.error == "");
     REQUIRE(result.weights);
 
-    models::layered_model m(models::describe(models::model_spec::parse(jc.model)), jc.seed);
-    models::range_executor exec(m.all(), true, true);
-    auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0}, m.all()->parameters());
-    for (int64_t i = 0; i < jc.max_batches; ++i) {
-      models::train_step(exec, *opt, models::get_batch(*train, jc.seed, 0, i, jc.batch_size),
-                         jc.micro_batches);
-    }
-    auto reference = models::capture(m, nullptr, "", 0);
-    REQUIRE(result.weights->layers.size() == reference.layers.size());
-    for (size_t l = 0; l < reference.layers.size(); ++l) {
-      for (size_t p = 0; p < reference.layers[l].params.size(); ++p) {
-        CHECK(max_abs_diff(result.weights->layers[l].params[p].tensor,
-                           reference.layers[l].params[p].tensor) <= 1e-5);
-      }
-    }
+    CHECK(salamander::testing::max_weight_diff(
+              *result.weights, salamander::testing::single_device_weights(jc, *train)) <= 1e-5);
   }
   CHECK(a.stop() == 0); // SIGTERM: a clean leave
   CHECK(b.stop() == 0);

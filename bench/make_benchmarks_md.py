@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Regenerates BENCHMARKS.md from bench/results/*.json.
+
+Run the benchmarks first (bench/run.sh NAME for each), then
+    python3 bench/make_benchmarks_md.py > BENCHMARKS.md
+Every figure comes from one 2-core host; devices are emulated where a table
+says so.
+"""
+import json
+import os
+import platform
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load(name):
+    path = os.path.join(HERE, "results", name + ".json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def f(x, digits=2):
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def cpu():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main():
+    out = []
+    p = out.append
+    p("# Benchmarks\n")
+    p("All figures below were measured on one shared 2-core host "
+      f"({cpu()}, {os.cpu_count()} logical CPUs). Comparisons are made side by side in "
+      "the same run (ratios), because such machines are noisy. Where devices appear, "
+      "they are **emulated** on this host (processes with CPU quotas or compute-time "
+      "dilation, loopback links); no figure here comes from real edge hardware.\n")
+    p("Regenerate: run `bench/run.sh NAME` for each benchmark, then "
+      "`python3 bench/make_benchmarks_md.py > BENCHMARKS.md`.\n")
+
+    b = load("build_time")
+    p("## Build\n")
+    p("`bench/run.sh build_time` — clean build in a scratch directory, ccache disabled, "
+      "`ninja -j 2` (what a fresh CI clone pays; with ccache warm it is much less).\n")
+    p("| clean build (s) |\n|---|")
+    p(f"| {f(b and b.get('clean_build_s'), 1)} |\n")
+
+    t = load("training_overhead")
+    p("## Training through the layered-model path\n")
+    p("`bench/run.sh training_overhead` — one epoch of the CNN on Fashion-MNIST (938 "
+      "batches of 64, Adam, one thread) through `range_executor` (what every stage runs) "
+      "against the same network written as a plain LibTorch `Sequential`, same weights "
+      "and batches, alternating order, median of the rounds. Goal: within 3%.\n")
+    if t:
+        p("| layered epoch (s) | plain epoch (s) | layered samples/s | **layered_over_plain** |")
+        p("|---|---|---|---|")
+        p(f"| {f(t['layered_epoch_s_median'])} | {f(t['plain_epoch_s_median'])} | "
+          f"{f(t['layered_samples_per_s'], 0)} | **{f(t['layered_over_plain'], 3)}** |\n")
+
+    c = load("codec")
+    p("## Tensor codec\n")
+    p("`bench/run.sh codec` — Cap'n Proto encode (into the sender's reused frame) and "
+      "decode, against `memcpy` of the same bytes. A hop is one encode plus an aliasing "
+      "decode (which costs ~0.6 us whatever the size), so a ratio near 1 means the codec "
+      "costs one copy. A fresh 64 MB buffer per message costs page faults, shown beside.\n")
+    if c:
+        p("| size | memcpy MB/s | encode MB/s | encode, fresh buffer | decode (alias) us | "
+          "decode (copy) MB/s | codec_over_memcpy |")
+        p("|---|---|---|---|---|---|---|")
+        for k in ["1mb", "16mb", "64mb"]:
+            p(f"| {k.upper()} | {f(c['memcpy_mbps_' + k], 0)} | {f(c['encode_mbps_' + k], 0)} | "
+              f"{f(c['encode_fresh_buffer_mbps_' + k], 0)} | {f(c['decode_alias_us_' + k])} | "
+              f"{f(c['decode_copy_mbps_' + k], 0)} | {f(c['codec_over_memcpy_' + k], 3)} |")
+        p(f"\nHeadline `codec_over_memcpy_64mb`: **{f(c['codec_over_memcpy_64mb'], 3)}**.\n")
+
+    po = load("pipeline_overhead")
+    p("## One-stage pipeline overhead\n")
+    p("`bench/run.sh pipeline_overhead` — the same epoch as a one-stage pipeline "
+      "(supervisor actor feeding a stage actor, one process) against the plain LibTorch "
+      "loop, alternating, median of six rounds; the pipeline is timed by the supervisor "
+      "from the first batch fed to the last committed. Goal: within 3%.\n")
+    if po:
+        p("| pipeline epoch (s) | plain epoch (s) | **one_stage_over_plain** |\n|---|---|---|")
+        p(f"| {f(po['pipeline_epoch_s_median'])} | {f(po['plain_epoch_s_median'])} | "
+          f"**{f(po['one_stage_over_plain'], 3)}** |\n")
+
+    bu = load("bubble")
+    p("## Pipeline bubble\n")
+    p("`bench/run.sh bubble` — a 6-layer ViT (embed+block | block | block | block+head) "
+      "on four `salamander node` processes on loopback (EMULATED devices sharing this "
+      "host's two cores), batch 32, one batch in flight so each batch ends in a full "
+      "flush. Measured idle fraction = 1 - (sum of stage compute and send time) / "
+      "(stages x training wall time), next to the (S-1)/(M+S-1) model. The same sweep "
+      "on 2 stages (one core each) is shown beside it.\n")
+    if bu:
+        p("| stages | M | samples/s | idle measured | idle model |\n|---|---|---|---|---|")
+        for s, pre in [(4, ""), (2, "s2_")]:
+            for m in [4, 8, 16]:
+                k = f"{pre}m{m}"
+                p(f"| {s} | {m} | {f(bu['samples_per_s_' + k], 0)} | "
+                  f"{f(bu['bubble_measured_' + k], 3)} | {f(bu['bubble_model_' + k], 3)} |")
+        p("\nWith four CPU-bound stages on two cores, at most two stages compute at any "
+          "moment, so the measured idle time cannot fall with M as the model says; with "
+          "two stages on two cores the measurement follows the model plus a fixed cost "
+          "per micro-batch (messages between processes, small-batch inefficiency: "
+          "samples/s falls as micro-batches shrink to 2 examples).\n")
+
+    tr = load("transfer")
+    p("## Activation transfer: CAF vs raw TCP\n")
+    p("`bench/run.sh transfer` — a tensor sent to another process as a CAF remote "
+      "message (written to CAF's buffer straight from the tensor's memory, received into "
+      "a pooled aligned buffer and aliased) against the same bytes over a raw loopback "
+      "TCP socket, each message acknowledged, best of three rounds. Goal: CAF at least "
+      "50% of raw TCP.\n")
+    if tr:
+        p("| size | CAF MB/s | raw TCP MB/s | caf_over_tcp |\n|---|---|---|---|")
+        for k in ["1mb", "4mb", "16mb"]:
+            p(f"| {k.upper()} | {f(tr['caf_mbps_' + k], 0)} | {f(tr['tcp_mbps_' + k], 0)} | "
+              f"{f(tr['caf_over_tcp_' + k], 3)} |")
+        p("")
+
+    ps = load("planner_speed")
+    p("## Planner speed\n")
+    p("`bench/run.sh planner_speed` — median time of `plan_partition` over 41 random "
+      "heterogeneous instances (training, 1F1B, memory-constrained). Goal: 64 layers x 16 "
+      "devices in at most 10 ms.\n")
+    if ps:
+        p("| 64 layers x 16 devices (ordered search) | 24 x 6 (exact over every subset and order) |")
+        p("|---|---|")
+        p(f"| **{f(ps['plan_ms_64x16'])} ms** | {f(ps['plan_ms_24x6_exact'])} ms |\n")
+
+    h = load("hetero")
+    p("## Heterogeneous devices\n")
+    p("`bench/run.sh hetero` — four EMULATED devices (node processes with CPU quotas "
+      "1.0 / 0.4 / 0.2 / 0.1 of a core: capacities 10:4:2:1) train the small ResNet "
+      "(8 layers), batch 64, 4 micro-batches. (d), the ideal, is the best device's "
+      "measured rate times 1.7 (the emulated capacities are exact fractions of it). "
+      "Goals: (c) >= 0.8 (d), (c) >= 3 (b).\n")
+    if h:
+        p("| (a) best single | (b) even split | (c) our plan | (d) ideal | plan |")
+        p("|---|---|---|---|---|")
+        p(f"| {f(h['best_single_samples_per_s'], 0)} | {f(h['even_split_samples_per_s'], 0)} | "
+          f"{f(h['plan_samples_per_s'], 0)} | {f(h['ideal_samples_per_s'], 0)} | `{h['plan']}` |")
+        p("")
+        p(f"`plan_over_ideal` **{f(h['plan_over_ideal'], 3)}**, `plan_over_even` "
+          f"**{f(h['plan_over_even'], 3)}**, `plan_over_best_single` "
+          f"{f(h['plan_over_best_single'], 3)}.\n")
+        p("The device running the first stage then slows to 0.2 of its share after batch "
+          "30 (samples/s over batches 5-30, and over the last 30 of 90):\n")
+        p("| | before | after | re-plans |\n|---|---|---|---|")
+        for k, label in [("with_replan", "live re-planning on"), ("without_replan", "off")]:
+            p(f"| {label} | {f(h['slowdown_before_samples_per_s_' + k], 0)} | "
+              f"{f(h['slowdown_after_samples_per_s_' + k], 0)} | "
+              f"{f(h['slowdown_replans_' + k], 0)} |")
+        p("\nThe 0.8-of-ideal goal is not met here: the ideal assumes all four devices' "
+          "capacity is usable at once, while this host has two cores shared by four node "
+          "processes and the supervisor, and a flushed batch of M micro-batches over S "
+          "stages idles (S-1)/(M+S-1) of the time; the planner, which counts that fill "
+          "and drain, keeps to the two devices that pay for themselves.\n")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
