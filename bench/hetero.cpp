@@ -128,7 +128,11 @@ int hetero(const bench_args& args) {
     opts.poll = std::chrono::milliseconds(50);
     caf::scoped_actor self{sys};
     int64_t replans = 0;
+    std::string plan_before;
     opts.on_status = [&](const job_status& s) {
+      if (!slowed) {
+        plan_before = s.plan;
+      }
       samples.push_back(
           {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
            s.committed});
@@ -161,6 +165,8 @@ int hetero(const bench_args& args) {
     rep.detail("slowdown_before_samples_per_s_" + k, before);
     rep.detail("slowdown_after_samples_per_s_" + k, after);
     rep.detail("slowdown_replans_" + k, static_cast<double>(replans));
+    rep.detail("slowdown_plan_before_" + k, plan_before);
+    rep.detail("slowdown_plan_after_" + k, r.status.plan);
     std::fprintf(stderr, "slow-down %s: before %.0f, after %.0f samples/s, %lld re-plans\n",
                  k.c_str(), before, after, static_cast<long long>(replans));
   }
