@@ -65,8 +65,13 @@ int run_pipeline(const train_cli& cli) {
   auto test = std::make_shared<models::dataset>(
       models::load_dataset(cli.dataset, false, desc, cli.data_dir));
 
+  jc.replicate_every = cli.replicate_every;
   caf::actor_system_config cfg;
-  actors::configure(cfg);
+  actors::system_options sopts;
+  // a stopped or cut-off node sends no heartbeats: its connection times out
+  sopts.connection_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(cli.hang_timeout_s * 1000));
+  actors::configure(cfg, sopts);
   caf::actor_system sys{cfg};
   std::vector<actors::remote_node> nodes;
   if (!cli.cluster.empty()) {

@@ -31,6 +31,8 @@ struct train_cli {
   double replan_gain = 0.15;
   int64_t replan_at = 0;
   std::string replan_balance;
+  double hang_timeout_s = 3.0;
+  uint32_t replicate_every = 10;
 };
 
 struct eval_cli {

@@ -85,6 +85,15 @@ int main(int argc, char** argv) {
                     "planner)");
     sub->add_option("--replan-balance", train.replan_balance,
                     "layers per stage for the forced re-plan, e.g. 1,1,2");
+    sub->add_option("--replicate-every", train.replicate_every,
+                    "replicate every stage's weights (chain + global) every K batches; 0: "
+                    "never (recovery then restarts from the seed)")
+        ->capture_default_str();
+    sub->add_option("--hang-timeout", train.hang_timeout_s,
+                    "seconds without a heartbeat after which a node counts as hung or cut off "
+                    "and is recovered from (nodes send one every second)")
+        ->check(CLI::Range(1.5, 3600.0))
+        ->capture_default_str();
   };
   t->add_option("--stages", train.stages,
                 "run a pipeline of N stages on N local nodes in this process (embedded "

@@ -130,3 +130,39 @@ TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
   CHECK(a.stop() == 0);
   CHECK(c.stop() == 0);
 }
+
+TEST_CASE("a hung node (SIGSTOP) is detected by its silence and recovered from, exactly",
+          "[actor][recovery][process]") {
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 2048);
+  actors::node_process a("n1"), b("n2"), c("n3");
+  auto jc = job(30, 3);
+  caf::actor_system_config cfg;
+  actors::system_options sopts;
+  sopts.connection_timeout = std::chrono::milliseconds(2500); // nodes beat every second
+  actors::configure(cfg, sopts);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::connect_nodes(
+      sys, {{"n1", "127.0.0.1", a.port()}, {"n2", "127.0.0.1", b.port()},
+            {"n3", "127.0.0.1", c.port()}});
+  REQUIRE(static_cast<bool>(nodes));
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(5);
+  bool stopped = false;
+  opts.on_status = [&](const job_status& s) {
+    if (!stopped && s.committed >= 6 && s.phase == "training") {
+      b.signal(SIGSTOP);
+      stopped = true;
+    }
+  };
+  auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+  b.signal(SIGCONT);
+  REQUIRE(r.status.phase == "finished");
+  CHECK(r.status.recoveries >= 1);
+  CHECK(r.status.dead_nodes == std::vector<std::string>{"n2"});
+  CHECK(r.status.plan.find("n2") == std::string::npos);
+  check_lineage(r.status, 30);
+  REQUIRE(r.weights);
+  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+}
