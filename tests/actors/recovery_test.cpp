@@ -166,3 +166,42 @@ TEST_CASE("a hung node (SIGSTOP) is detected by its silence and recovered from, 
   REQUIRE(r.weights);
   CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
 }
+
+TEST_CASE("two adjacent nodes killed together: the global replica serves, exactly",
+          "[actor][recovery][process]") {
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 2048);
+  actors::node_process a("n1"), b("n2"), c("n3"), d("n4");
+  auto jc = job(24, 4);
+  jc.model = "cnn";
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::connect_nodes(
+      sys, {{"n1", "127.0.0.1", a.port()}, {"n2", "127.0.0.1", b.port()},
+            {"n3", "127.0.0.1", c.port()}, {"n4", "127.0.0.1", d.port()}});
+  REQUIRE(static_cast<bool>(nodes));
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(5);
+  bool killed = false;
+  opts.on_status = [&](const job_status& s) {
+    if (!killed && s.committed >= 9 && s.phase == "training") {
+      // stage 1's chain replica lives on n3, stage 2's on n4: with n2 and n3
+      // gone, stage 1's layers exist only in the central holder
+      b.signal(SIGKILL);
+      c.signal(SIGKILL);
+      killed = true;
+    }
+  };
+  auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+  REQUIRE(r.status.phase == "finished");
+  CHECK(r.status.recoveries >= 1);
+  auto dead = r.status.dead_nodes;
+  std::sort(dead.begin(), dead.end());
+  CHECK(dead == std::vector<std::string>{"n2", "n3"});
+  CHECK(r.status.rollback_version >= 8);
+  check_lineage(r.status, 24);
+  REQUIRE(r.weights);
+  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+}
