@@ -30,5 +30,6 @@ int bubble(const bench_args& args);
 int transfer(const bench_args& args);
 int planner_speed(const bench_args& args);
 int hetero(const bench_args& args);
+int recovery(const bench_args& args);
 
 } // namespace salamander::bench

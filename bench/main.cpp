@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
       {"transfer", transfer},
       {"planner_speed", planner_speed},
       {"hetero", hetero},
+      {"recovery", recovery},
   };
   if (argc < 2 || benches.count(argv[1]) == 0) {
     std::fprintf(stderr, "usage: salamander_bench NAME [--out PATH] [--quick]\nbenchmarks:");

@@ -24,7 +24,9 @@ case "$name" in
     printf 'clean_build_s: %.1f\n' "$secs"
     ;;
   "")
-    echo "usage: bench/run.sh NAME [--quick]   (build_time, training_overhead, codec, pipeline_overhead, bubble, transfer)" >&2
+    echo "usage: bench/run.sh NAME [--quick]" >&2
+    echo "  NAME: build_time training_overhead codec pipeline_overhead bubble transfer" >&2
+    echo "        planner_speed hetero recovery" >&2
     exit 2
     ;;
   *)

@@ -1,0 +1,196 @@
+// Recovery on a loopback cluster of three `salamander node` processes
+// (EMULATED devices on one host), training the CNN on synthetic data:
+//
+// - recovery time from the failure to the first batch committed after it,
+//   for a crashed stage actor, kill -9 of a node process and a hung node
+//   (SIGSTOP; found by heartbeat silence), split into detect (failure ->
+//   supervisor in "recovering", seen by 5 ms polling), recover (choose the
+//   version, re-plan, spawn, pull the layers: the supervisor's own clock)
+//   and resume (first batch committed after that);
+// - the ResPipe-style baseline, restarting the whole job from its last disk
+//   checkpoint: measured parts (starting the node processes again, starting
+//   a job) plus the lost batches redone at the measured rate;
+// - the cost of replication for several K, and the batches redone per failure.
+#include "actors/cluster.hpp"
+#include "actors/job.hpp"
+#include "actors/node_process.hpp"
+#include "actors/system.hpp"
+#include "bench/benches.hpp"
+#include "bench/report.hpp"
+
+#include <caf/io/middleman.hpp>
+
+#include <chrono>
+#include <csignal>
+
+namespace salamander::bench {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+struct cluster {
+  std::vector<std::unique_ptr<actors::node_process>> procs;
+  std::vector<actors::cluster_node> nodes;
+  explicit cluster(int n) {
+    for (int i = 0; i < n; ++i) {
+      auto name = "r" + std::to_string(i);
+      procs.push_back(std::make_unique<actors::node_process>(name));
+      nodes.push_back({name, "127.0.0.1", procs.back()->port()});
+    }
+  }
+};
+
+struct recovery_times {
+  double detect = 0, recover = 0, resume = 0, total = 0;
+  int64_t redone = 0;
+};
+
+} // namespace
+
+int recovery(const bench_args& args) {
+  actors::job_config jc;
+  jc.model = "cnn";
+  jc.dataset = "synthetic";
+  jc.batch_size = 64;
+  jc.micro_batches = 4;
+  jc.evaluate = false;
+  jc.max_batches = args.quick ? 60 : 200;
+  jc.replicate_every = 10;
+  auto desc = models::describe(models::model_spec::parse(jc.model));
+  auto train = std::make_shared<models::dataset>(
+      models::make_synthetic(1, 64 * 220, desc.input, desc.classes));
+  report rep("recovery");
+  rep.detail("emulation", "3 node processes on one 2-core host, loopback");
+  rep.detail("model", jc.model);
+  rep.detail("replicate_every", jc.replicate_every);
+
+  // --- the three failures --------------------------------------------------
+  std::map<std::string, recovery_times> results;
+  for (std::string kind : {"crash", "kill9", "hang"}) {
+    cluster c(3);
+    caf::actor_system_config cfg;
+    actors::system_options sopts;
+    sopts.connection_timeout = std::chrono::milliseconds(1500); // nodes beat every 1 s
+    actors::configure(cfg, sopts);
+    caf::actor_system sys{cfg};
+    auto nodes = actors::connect_nodes(sys, c.nodes);
+    if (!nodes) {
+      throw std::runtime_error(sys.render(nodes.error()));
+    }
+    actors::job_options opts;
+    opts.poll = std::chrono::milliseconds(5);
+    supervisor_actor sup;
+    opts.on_start = [&](supervisor_actor s) { sup = s; };
+    clock::time_point failed_at{}, seen_at{}, resumed_seen{};
+    int64_t committed_at_failure = 0;
+    bool failed = false, seen = false, done = false;
+    recovery_times t;
+    opts.on_status = [&](const job_status& s) {
+      // midway, and not on a replication boundary (K = 10): some work is redone
+      if (!failed && s.committed >= jc.max_batches / 2 + 5 && s.phase == "training") {
+        failed = true;
+        committed_at_failure = s.committed;
+        failed_at = clock::now();
+        if (kind == "crash") {
+          caf::anon_send(sup, kill_atom_v, uint32_t{1});
+        } else {
+          c.procs[1]->signal(kind == "kill9" ? SIGKILL : SIGSTOP);
+        }
+      }
+      if (failed && !seen && s.phase == "recovering") {
+        seen = true;
+        seen_at = clock::now();
+      }
+      if (failed && !done && s.recoveries > 0 && s.committed > s.rollback_version) {
+        done = true;
+        resumed_seen = clock::now();
+        t.total = std::chrono::duration<double>(resumed_seen - failed_at).count();
+        t.recover = s.last_recovery_s;
+        t.detect = seen ? std::chrono::duration<double>(seen_at - failed_at).count() : 0.0;
+        t.resume = std::max(0.0, t.total - t.detect - t.recover);
+        t.redone = committed_at_failure - s.rollback_version;
+      }
+    };
+    auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+    c.procs[1]->signal(SIGCONT);
+    if (r.status.phase != "finished" || !done) {
+      throw std::runtime_error("recovery run (" + kind + ") did not finish: " + r.status.error);
+    }
+    results[kind] = t;
+    std::fprintf(stderr,
+                 "%-5s: %.3f s to the first batch after it (detect %.3f, recover %.3f, resume "
+                 "%.3f), %lld batches redone\n",
+                 kind.c_str(), t.total, t.detect, t.recover, t.resume,
+                 static_cast<long long>(t.redone));
+    rep.detail("recovery_s_" + kind, t.total);
+    rep.detail("detect_s_" + kind, t.detect);
+    rep.detail("recover_s_" + kind, t.recover);
+    rep.detail("resume_s_" + kind, t.resume);
+    rep.detail("redone_batches_" + kind, static_cast<double>(t.redone));
+  }
+
+  // --- replication cost, and the restart baseline ---------------------------
+  cluster c(3);
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::connect_nodes(sys, c.nodes);
+  if (!nodes) {
+    throw std::runtime_error(sys.render(nodes.error()));
+  }
+  std::map<uint32_t, double> rate;
+  double job_start_s = 0;
+  std::vector<uint32_t> ks = {0, 1, 5, 10, 50};
+  for (int round = 0; round < 2; ++round) { // two rounds, best rate: less noise
+    for (auto k : ks) {
+      auto j = jc;
+      j.replicate_every = k;
+      auto t0 = clock::now();
+      auto r = actors::run_job(sys, j, *nodes, train, train);
+      if (r.status.phase != "finished") {
+        throw std::runtime_error("replication run failed: " + r.status.error);
+      }
+      double total = since(t0);
+      job_start_s = std::max(job_start_s, total - r.status.train_s);
+      double v = static_cast<double>(r.status.committed * j.batch_size) / r.status.train_s;
+      rate[k] = std::max(rate[k], v);
+    }
+  }
+  for (auto k : ks) {
+    rep.detail("samples_per_s_k" + std::to_string(k), rate[k]);
+    std::fprintf(stderr, "K=%2u: %.0f samples/s (%.1f%% of no replication)\n", k, rate[k],
+                 100.0 * rate[k] / rate[0]);
+  }
+  // Restart: node processes start again (measured), a job starts (measured:
+  // hello, profile, spawn), and on average half a checkpoint period of
+  // batches is redone; checkpoints once per epoch of this data set.
+  auto t0 = clock::now();
+  { cluster again(3); }
+  double processes_s = since(t0);
+  double epoch_batches = static_cast<double>(train->size() / jc.batch_size);
+  double redo_s = 0.5 * epoch_batches * static_cast<double>(jc.batch_size) / rate[10];
+  double restart_s = processes_s + job_start_s + redo_s;
+  rep.detail("restart_processes_s", processes_s);
+  rep.detail("restart_job_start_s", job_start_s);
+  rep.detail("restart_redo_s", redo_s);
+  rep.detail("restart_s", restart_s);
+  std::fprintf(stderr,
+               "restart from the last checkpoint: %.2f s (processes %.2f, job start %.2f, redo "
+               "half an epoch %.2f)\n",
+               restart_s, processes_s, job_start_s, redo_s);
+
+  rep.headline("recovery_s_crash", results["crash"].total);
+  rep.headline("recovery_s_kill9", results["kill9"].total);
+  rep.headline("recovery_s_hang", results["hang"].total);
+  rep.headline("restart_over_recovery", restart_s / results["kill9"].total);
+  rep.headline("replication_overhead_default_k", 1.0 - rate[10] / rate[0]);
+  rep.finish(args.out);
+  return 0;
+}
+
+} // namespace salamander::bench
