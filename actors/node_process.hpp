@@ -4,9 +4,12 @@
 #pragma once
 
 #include <chrono>
+#include "actors/cluster.hpp"
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <sys/wait.h>
@@ -105,6 +108,29 @@ private:
   pid_t pid_ = -1;
   uint16_t port_ = 0;
   int status_ = -1;
+};
+
+/// Several node processes on loopback, named PREFIX1, PREFIX2, ..., with
+/// the cluster entries to connect to them; all stopped with the object.
+class process_cluster {
+public:
+  process_cluster(int n, const std::string& prefix,
+                  const std::vector<std::vector<std::string>>& extra = {}) {
+    for (int i = 0; i < n; ++i) {
+      auto name = prefix + std::to_string(i + 1);
+      procs_.push_back(std::make_unique<node_process>(
+          name, static_cast<size_t>(i) < extra.size() ? extra[static_cast<size_t>(i)]
+                                                       : std::vector<std::string>{}));
+      nodes_.push_back({name, "127.0.0.1", procs_.back()->port()});
+    }
+  }
+  /// Node i, 0-based.
+  node_process& operator[](size_t i) { return *procs_[i]; }
+  const std::vector<cluster_node>& nodes() const { return nodes_; }
+
+private:
+  std::vector<std::unique_ptr<node_process>> procs_;
+  std::vector<cluster_node> nodes_;
 };
 
 } // namespace salamander::actors

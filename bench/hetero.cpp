@@ -51,18 +51,15 @@ double rate_between(const std::vector<sample>& samples, int64_t from, int64_t to
 
 int hetero(const bench_args& args) {
   const std::vector<double> shares = {1.0, 0.4, 0.2, 0.1};
-  std::vector<std::unique_ptr<actors::node_process>> procs;
-  std::vector<actors::cluster_node> cluster;
-  for (size_t i = 0; i < shares.size(); ++i) {
-    auto name = "dev" + std::to_string(i);
-    procs.push_back(std::make_unique<actors::node_process>(
-        name, std::vector<std::string>{"--cpu-share", std::to_string(shares[i])}));
-    cluster.push_back({name, "127.0.0.1", procs.back()->port()});
+  std::vector<std::vector<std::string>> emulate;
+  for (double share : shares) {
+    emulate.push_back({"--cpu-share", std::to_string(share)});
   }
+  actors::process_cluster procs(static_cast<int>(shares.size()), "dev", emulate);
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, cluster);
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
   if (!nodes) {
     throw std::runtime_error(sys.render(nodes.error()));
   }

@@ -103,16 +103,11 @@ int bubble(const bench_args& args) {
   auto train = std::make_shared<models::dataset>(
       models::make_synthetic(1, 2048, desc.input, desc.classes));
 
-  std::vector<std::unique_ptr<actors::node_process>> procs;
-  std::vector<actors::cluster_node> cluster;
-  for (int i = 0; i < 4; ++i) {
-    procs.push_back(std::make_unique<actors::node_process>("bench" + std::to_string(i)));
-    cluster.push_back({"bench" + std::to_string(i), "127.0.0.1", procs.back()->port()});
-  }
+  actors::process_cluster procs(4, "bench");
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, cluster);
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
   if (!nodes) {
     throw std::runtime_error(sys.render(nodes.error()));
   }

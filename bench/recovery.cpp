@@ -33,18 +33,6 @@ double since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
 }
 
-struct cluster {
-  std::vector<std::unique_ptr<actors::node_process>> procs;
-  std::vector<actors::cluster_node> nodes;
-  explicit cluster(int n) {
-    for (int i = 0; i < n; ++i) {
-      auto name = "r" + std::to_string(i);
-      procs.push_back(std::make_unique<actors::node_process>(name));
-      nodes.push_back({name, "127.0.0.1", procs.back()->port()});
-    }
-  }
-};
-
 struct recovery_times {
   double detect = 0, recover = 0, resume = 0, total = 0;
   int64_t redone = 0;
@@ -72,13 +60,13 @@ int recovery(const bench_args& args) {
   // --- the three failures --------------------------------------------------
   std::map<std::string, recovery_times> results;
   for (std::string kind : {"crash", "kill9", "hang"}) {
-    cluster c(3);
+    actors::process_cluster c(3, "r");
     caf::actor_system_config cfg;
     actors::system_options sopts;
     sopts.connection_timeout = std::chrono::milliseconds(1500); // nodes beat every 1 s
     actors::configure(cfg, sopts);
     caf::actor_system sys{cfg};
-    auto nodes = actors::connect_nodes(sys, c.nodes);
+    auto nodes = actors::connect_nodes(sys, c.nodes());
     if (!nodes) {
       throw std::runtime_error(sys.render(nodes.error()));
     }
@@ -99,7 +87,7 @@ int recovery(const bench_args& args) {
         if (kind == "crash") {
           caf::anon_send(sup, kill_atom_v, uint32_t{1});
         } else {
-          c.procs[1]->signal(kind == "kill9" ? SIGKILL : SIGSTOP);
+          c[1].signal(kind == "kill9" ? SIGKILL : SIGSTOP);
         }
       }
       if (failed && !seen && s.phase == "recovering") {
@@ -117,7 +105,7 @@ int recovery(const bench_args& args) {
       }
     };
     auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
-    c.procs[1]->signal(SIGCONT);
+    c[1].signal(SIGCONT);
     if (r.status.phase != "finished" || !done) {
       throw std::runtime_error("recovery run (" + kind + ") did not finish: " + r.status.error);
     }
@@ -135,11 +123,11 @@ int recovery(const bench_args& args) {
   }
 
   // --- replication cost, and the restart baseline ---------------------------
-  cluster c(3);
+  actors::process_cluster c(3, "r");
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, c.nodes);
+  auto nodes = actors::connect_nodes(sys, c.nodes());
   if (!nodes) {
     throw std::runtime_error(sys.render(nodes.error()));
   }
@@ -170,7 +158,7 @@ int recovery(const bench_args& args) {
   // hello, profile, spawn), and on average half a checkpoint period of
   // batches is redone; checkpoints once per epoch of this data set.
   auto t0 = clock::now();
-  { cluster again(3); }
+  { actors::process_cluster again(3, "again"); }
   double processes_s = since(t0);
   double epoch_batches = static_cast<double>(train->size() / jc.batch_size);
   double redo_s = 0.5 * epoch_batches * static_cast<double>(jc.batch_size) / rate[10];

@@ -99,14 +99,15 @@ TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
           "[actor][recovery][process]") {
   torch::set_num_threads(1);
   auto train = synthetic(1, 1024);
-  actors::node_process a("n1"), b("n2"), c("n3");
+  actors::process_cluster procs(3, "n");
+  auto& a = procs[0];
+  auto& b = procs[1];
+  auto& c = procs[2];
   auto jc = job(16, 3);
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(
-      sys, {{"n1", "127.0.0.1", a.port()}, {"n2", "127.0.0.1", b.port()},
-            {"n3", "127.0.0.1", c.port()}});
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
   REQUIRE(static_cast<bool>(nodes));
   actors::job_options opts;
   opts.fetch_weights = true;
@@ -135,16 +136,15 @@ TEST_CASE("a hung node (SIGSTOP) is detected by its silence and recovered from, 
           "[actor][recovery][process]") {
   torch::set_num_threads(1);
   auto train = synthetic(1, 2048);
-  actors::node_process a("n1"), b("n2"), c("n3");
+  actors::process_cluster procs(3, "n");
+  auto& b = procs[1];
   auto jc = job(30, 3);
   caf::actor_system_config cfg;
   actors::system_options sopts;
   sopts.connection_timeout = std::chrono::milliseconds(2500); // nodes beat every second
   actors::configure(cfg, sopts);
   caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(
-      sys, {{"n1", "127.0.0.1", a.port()}, {"n2", "127.0.0.1", b.port()},
-            {"n3", "127.0.0.1", c.port()}});
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
   REQUIRE(static_cast<bool>(nodes));
   actors::job_options opts;
   opts.fetch_weights = true;
@@ -171,15 +171,14 @@ TEST_CASE("two adjacent nodes killed together: the global replica serves, exactl
           "[actor][recovery][process]") {
   torch::set_num_threads(1);
   auto train = synthetic(1, 2048);
-  actors::node_process a("n1"), b("n2"), c("n3"), d("n4");
+  actors::process_cluster procs(4, "n");
+  auto& b = procs[1];
+  auto& c = procs[2];
   auto jc = job(24, 4);
-  jc.model = "cnn";
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(
-      sys, {{"n1", "127.0.0.1", a.port()}, {"n2", "127.0.0.1", b.port()},
-            {"n3", "127.0.0.1", c.port()}, {"n4", "127.0.0.1", d.port()}});
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
   REQUIRE(static_cast<bool>(nodes));
   actors::job_options opts;
   opts.fetch_weights = true;

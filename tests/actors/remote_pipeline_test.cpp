@@ -34,15 +34,6 @@ actors::job_config job(int64_t steps) {
   return jc;
 }
 
-std::vector<actors::cluster_node> cluster_of(const std::vector<node_process*>& procs) {
-  std::vector<actors::cluster_node> out;
-  int i = 0;
-  for (auto* p : procs) {
-    out.push_back({"n" + std::to_string(++i), "127.0.0.1", p->port()});
-  }
-  return out;
-}
-
 actors::job_options polling() {
   actors::job_options opts;
   opts.poll = std::chrono::milliseconds(20);
@@ -56,7 +47,7 @@ TEST_CASE("three node processes hold the single-device weights after K steps",
   torch::set_num_threads(1);
   auto train = synthetic(1, 512);
   auto test = synthetic(2, 64);
-  node_process a("n1"), b("n2"), c("n3");
+  actors::process_cluster procs(3, "n");
   for (auto schedule : {"gpipe", "1f1b"}) {
     INFO(schedule);
     auto jc = job(4);
@@ -64,7 +55,7 @@ TEST_CASE("three node processes hold the single-device weights after K steps",
     caf::actor_system_config cfg;
     actors::configure(cfg);
     caf::actor_system sys{cfg};
-    auto nodes = actors::connect_nodes(sys, cluster_of({&a, &b, &c}));
+    auto nodes = actors::connect_nodes(sys, procs.nodes());
     REQUIRE(static_cast<bool>(nodes));
     auto opts = polling();
     opts.fetch_weights = true;
@@ -75,9 +66,9 @@ TEST_CASE("three node processes hold the single-device weights after K steps",
     CHECK(salamander::testing::max_weight_diff(
               *result.weights, salamander::testing::single_device_weights(jc, *train)) <= 1e-5);
   }
-  CHECK(a.stop() == 0); // SIGTERM: a clean leave
-  CHECK(b.stop() == 0);
-  CHECK(c.stop() == 0);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(procs[i].stop() == 0); // SIGTERM: a clean leave
+  }
 }
 
 TEST_CASE("an unreachable node is named in the error", "[actor][startup][process]") {
@@ -102,8 +93,9 @@ TEST_CASE("a node killed during start-up fails the job promptly, naming it",
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
-  node_process a("n1"), b("n2");
-  auto nodes = actors::connect_nodes(sys, cluster_of({&a, &b}));
+  actors::process_cluster procs(2, "n");
+  auto& b = procs[1];
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
   REQUIRE(static_cast<bool>(nodes));
   b.signal(SIGKILL);
   auto jc = job(3);
