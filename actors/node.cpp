@@ -88,6 +88,9 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         info.zoo_fingerprint = models::describe(models::model_spec::parse("cnn")).fingerprint;
         info.emulation = c.emulation.config.describe();
         info.replica_holder = caf::actor_cast<caf::actor>(self->state.holder);
+        info.memory_bytes = c.emulation.config.mem_mb > 0
+                                ? static_cast<double>(c.emulation.config.mem_mb) * 1024 * 1024
+                                : memory_available();
         return info;
       },
       [=](profile_atom, const std::string& model, uint32_t micro_batch_size) {

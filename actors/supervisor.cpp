@@ -43,6 +43,7 @@ uint64_t total_batches(const supervisor_state& st) {
 
 void begin_replan(self_ptr self);
 void track_capacity(self_ptr self);
+void pause_job(self_ptr self, const std::string& why);
 
 void feed(self_ptr self) {
   auto& st = self->state;
@@ -333,7 +334,21 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
                 return;
               }
               if (self->state.recovering) {
-                return; // the node is gone too: its down message restarts recovery
+                // a node that is gone is recovered from by its down message;
+                // one that refuses (memory) means too little capacity
+                auto& st = self->state;
+                auto n = st.stage_nodes.size() > i ? st.stage_nodes[i] : 0;
+                if (n < st.node_dead.size() && !st.node_dead[n]) {
+                  for (auto& s : *fresh) {
+                    if (s) {
+                      self->demonitor(s.address());
+                      self->send_exit(s, caf::exit_reason::user_shutdown);
+                    }
+                  }
+                  pause_job(self, "node " + node_name + " refused a stage: " +
+                                  self->system().render(err));
+                }
+                return;
               }
               fail(self, "node " + node_name + " could not start stage " + std::to_string(i) +
                              ": " + self->system().render(err));
@@ -372,6 +387,9 @@ algorithms::plan_request planner_request(const supervisor_state& st) {
                           static_cast<double>(l.output_bytes)});
   }
   for (size_t n : live_nodes(st)) {
+    if (n >= st.profiles.size()) {
+      break; // no profiles (an even-split job): the caller adds devices
+    }
     auto& p = st.profiles[n];
     algorithms::device_profile d;
     d.name = st.nodes[n].name;
@@ -576,6 +594,15 @@ void begin_replan(self_ptr self) {
   launch(self, std::move(ranges), std::move(on_nodes), {});
 }
 
+// Too little capacity is left: keep every replica and wait for a node to
+// join (the job is not failed, nothing is discarded).
+void pause_job(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  st.status.phase = "paused";
+  st.status.error = "paused: " + why + "; waiting for a node to join";
+  st.recovering = true; // a join resumes through recovery
+}
+
 // A stage or node was lost while the job ran: freeze, and recover after the
 // failure window (so that a node's stages and the node itself, or two
 // neighbours killed together, are handled as one failure).
@@ -632,11 +659,34 @@ void recover_with(self_ptr self, uint64_t gen,
       plan_to_stages(algorithms::plan_partition(planner_request(st)), live_nodes(st), ranges,
                      on_nodes);
     } catch (const std::exception& e) {
-      fail(self, std::string("cannot re-plan over the surviving nodes: ") + e.what());
+      pause_job(self, std::string("the surviving nodes cannot hold the model: ") + e.what());
       return;
     }
-  } else if (!choose_plan(self, {}, ranges, on_nodes, false)) {
-    return;
+  } else {
+    // No profiles (an even-split job): plan over the survivors with costs
+    // from the model's FLOPs and each node's memory, so that what is left is
+    // used as well as it can be and memory is respected.
+    auto req = planner_request(st);
+    auto live = live_nodes(st);
+    req.devices.clear();
+    for (auto n : live) {
+      algorithms::device_profile d;
+      d.name = st.nodes[n].name;
+      for (auto& l : desc.layers) {
+        d.forward_s.push_back(l.flops * 1e-9);
+        d.backward_s.push_back(2 * l.flops * 1e-9);
+      }
+      d.memory_bytes = st.infos[n].memory_bytes > 0 ? st.infos[n].memory_bytes : 1e18;
+      d.link_bytes_per_s = st.cfg.default_link_bytes_per_s;
+      d.link_latency_s = 1e-4;
+      req.devices.push_back(std::move(d));
+    }
+    try {
+      plan_to_stages(algorithms::plan_partition(req), live, ranges, on_nodes);
+    } catch (const std::exception& e) {
+      pause_job(self, std::string("the surviving nodes cannot hold the model: ") + e.what());
+      return;
+    }
   }
   // roll back: batches after v are replayed
   st.status.redone_batches += static_cast<int64_t>(st.committed - v);
@@ -707,7 +757,7 @@ void recover(self_ptr self, uint64_t gen) {
   st.eval_round++; // results of an interrupted evaluation are ignored
   auto live = live_nodes(st);
   if (live.empty()) {
-    fail(self, "no nodes are left to run the job");
+    pause_job(self, "no nodes are left");
     return;
   }
   // (node index or nodes.size() for the central holder, inventory)
@@ -917,6 +967,67 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
         }
       },
       [=](recover_atom, uint64_t gen) { recover(self, gen); },
+      [=](join_atom, caf::actor node, std::string& name) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (st.status.finished()) {
+          return caf::make_error(errc::bad_config, "the job has ended");
+        }
+        auto handle = caf::actor_cast<node_actor>(node);
+        auto rp = self->make_response_promise<std::string>();
+        self->request(handle, st.cfg.request_timeout, hello_atom_v, protocol_version)
+            .then(
+                [=](node_info info) mutable {
+                  auto& st = self->state;
+                  size_t n = st.nodes.size();
+                  for (size_t i = 0; i < st.nodes.size(); ++i) {
+                    if (st.nodes[i].name == name) {
+                      n = i;
+                    }
+                  }
+                  if (n < st.nodes.size() && !st.node_dead[n]) {
+                    rp.deliver(caf::make_error(errc::bad_config,
+                                               "a node named " + name + " is already running"));
+                    return;
+                  }
+                  if (n == st.nodes.size()) {
+                    st.nodes.push_back({name, handle});
+                    st.infos.emplace_back();
+                    st.holders.emplace_back();
+                    st.node_dead.push_back(false);
+                    if (!st.profiles.empty()) {
+                      // plan it with the profile of its peers' median until measured
+                      st.profiles.push_back(st.profiles.front());
+                      st.node_scale.push_back(1.0);
+                    }
+                  } else {
+                    st.nodes[n].handle = handle;
+                    st.node_dead[n] = false;
+                    auto& dead = st.status.dead_nodes;
+                    dead.erase(std::remove(dead.begin(), dead.end(), name), dead.end());
+                  }
+                  st.holders[n] = caf::actor_cast<replica_holder_actor>(info.replica_holder);
+                  st.infos[n] = std::move(info);
+                  self->monitor(handle);
+                  if (st.status.phase == "paused") {
+                    ++st.recovery_gen;
+                    recover(self, st.recovery_gen);
+                    rp.deliver("node " + name + " joined; the paused job resumes");
+                  } else {
+                    st.replan_requested = true;
+                    st.replan_balance.clear();
+                    if (st.status.phase == "training") {
+                      feed(self);
+                    }
+                    rp.deliver("node " + name + " joined; planned in at the next flush");
+                  }
+                },
+                [=](caf::error& err) mutable {
+                  rp.deliver(caf::make_error(errc::unreachable,
+                                             "node " + name + " did not answer hello: " +
+                                                 self->system().render(err)));
+                });
+        return rp;
+      },
       [=](kill_atom, uint32_t stage) -> caf::result<std::string> {
         auto& st = self->state;
         if (stage >= st.stages.size() || !st.stages[stage]) {

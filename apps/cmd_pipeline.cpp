@@ -96,6 +96,22 @@ int run_pipeline(const train_cli& cli) {
   actors::job_options opts;
   opts.fetch_weights = !cli.save.empty();
   int64_t shown_plan = 0;
+  uint16_t listening = 0;
+  supervisor_actor sup_handle;
+  if (!cli.listen.empty()) {
+    opts.on_start = [&](supervisor_actor s) {
+      sup_handle = s;
+      auto [host, port] = actors::parse_address(cli.listen);
+      auto bound = sys.middleman().publish(s, port, host.c_str());
+      if (!bound) {
+        log->error("cannot listen on {}: {}", cli.listen, sys.render(bound.error()));
+        return;
+      }
+      listening = *bound;
+      log->info("supervisor listening on {}:{} (salamander node --join {}:{})", host, *bound,
+                host, *bound);
+    };
+  }
   opts.on_status = [&](const job_status& s) {
     if (s.plan_version != shown_plan && !s.plan.empty()) {
       shown_plan = s.plan_version;
@@ -106,6 +122,9 @@ int run_pipeline(const train_cli& cli) {
   };
   auto result = actors::run_job(sys, jc, nodes, train, test, opts);
   progress.finish();
+  if (listening != 0) {
+    sys.middleman().unpublish(sup_handle, listening);
+  }
   if (result.status.phase != "finished") {
     log->error("job failed: {}", result.status.error);
     return 1;
@@ -191,6 +210,32 @@ int run_node(const node_cli& cli) {
   std::fflush(stdout);
   log->info("node {} ready ({} compute thread(s)), protocol {}", cli.name, cli.threads,
             protocol_version);
+  if (!cli.join.empty()) {
+    auto [shost, sport] = actors::parse_address(cli.join);
+    auto sup = sys.middleman().remote_actor<supervisor_actor>(shost, sport);
+    std::string outcome;
+    bool ok = false;
+    if (!sup) {
+      outcome = "supervisor at " + cli.join + " is unreachable: " + sys.render(sup.error());
+    } else {
+      caf::scoped_actor self{sys};
+      self->request(*sup, std::chrono::seconds(30), join_atom_v, caf::actor_cast<caf::actor>(n),
+                    cli.name)
+          .receive(
+              [&](std::string& reply) {
+                outcome = reply;
+                ok = true;
+              },
+              [&](caf::error& err) { outcome = sys.render(err); });
+    }
+    if (!ok) {
+      log->error("node {} could not join {}: {}", cli.name, cli.join, outcome);
+      caf::anon_send(n, leave_atom_v);
+      sys.middleman().unpublish(n, *bound);
+      return 1;
+    }
+    log->info("{}", outcome);
+  }
   int sig = 0;
   sigwait(&signals, &sig);
   log->info("node {} leaving ({})", cli.name, sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -32,6 +32,7 @@ struct train_cli {
   int64_t replan_at = 0;
   std::string replan_balance;
   double hang_timeout_s = 3.0;
+  std::string listen; ///< publish the supervisor here (nodes --join it)
   uint32_t replicate_every = 10;
 };
 
@@ -56,6 +57,7 @@ struct node_cli {
   double link_mbps = 0;
   std::string capacity_trace;
   bool dilate = false;
+  std::string join; ///< a running supervisor to offer this node to
 };
 
 int run_train(const train_cli& cli);

@@ -123,6 +123,8 @@ int main(int argc, char** argv) {
   sup->add_option("--lr", train.lr, "learning rate")->check(CLI::PositiveNumber);
   sup->add_option("--seed", train.seed, "seed for weights and data order");
   sup->add_option("--save", train.save, "write a checkpoint here when training ends");
+  sup->add_option("--listen", train.listen,
+                  "HOST:PORT where nodes started later can join the running job (node --join)");
   add_pipeline_options(sup);
 
   node_cli node;
@@ -149,6 +151,9 @@ int main(int argc, char** argv) {
   nd->add_option("--capacity-trace", node.capacity_trace,
                  "EMULATION: SECONDS:FACTOR,... e.g. 30:0.2 runs at 0.2 of the share from 30 s "
                  "on (throttling)");
+  nd->add_option("--join", node.join,
+                 "offer this node to the supervisor listening at HOST:PORT (a new device, or "
+                 "one back after a failure); it is planned in at the next flush");
   nd->add_flag("--dilate", node.dilate,
                "EMULATION: use compute-time dilation even where a cgroup quota is possible");
 

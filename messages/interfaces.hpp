@@ -70,6 +70,9 @@ using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t>::with<
 ///   ready(stage)           a re-planned stage has pulled its state
 ///   recover(generation)    its own: start the recovery after a failure
 ///   kill(stage)            chaos: crash stage N (exit reason kill)
+///   join(node, name)       a node (new, or back after a failure) offers
+///                          itself; it is planned in at the next flush, or at
+///                          once when the job is paused for lack of capacity
 ///   replan(balance)        re-plan at the next flush; "" lets the planner
 ///                          decide, "1,1,2" forces layers per stage
 ///   get -> job_status      for progress lines and the console
@@ -82,6 +85,7 @@ using supervisor_actor =
                      caf::reacts_to<tick_atom>, caf::reacts_to<ready_atom, uint32_t>,
                      caf::reacts_to<recover_atom, uint64_t>,
                      caf::replies_to<kill_atom, uint32_t>::with<std::string>,
+                     caf::replies_to<join_atom, caf::actor, std::string>::with<std::string>,
                      caf::replies_to<replan_atom, std::string>::with<std::string>,
                      caf::replies_to<caf::get_atom>::with<job_status>,
                      caf::replies_to<snapshot_atom>::with<snapshot_payload>,

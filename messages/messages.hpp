@@ -103,6 +103,7 @@ struct node_info {
   std::string zoo_fingerprint; ///< describe("cnn").fingerprint: same zoo build?
   std::string emulation = "none";
   caf::actor replica_holder; ///< this node's
+  double memory_bytes = 0;   ///< usable: the emulated cap or MemAvailable
 };
 
 /// The supervisor's answer to a status request (console, progress line).
@@ -231,7 +232,7 @@ typename Inspector::result_type inspect(Inspector& f, job_status& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
   return f(caf::meta::type_name("node_info"), x.name, x.protocol, x.host, x.threads,
-           x.zoo_fingerprint, x.emulation, x.replica_holder);
+           x.zoo_fingerprint, x.emulation, x.replica_holder, x.memory_bytes);
 }
 
 template <class Inspector>
@@ -277,4 +278,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_ATOM(salamander, salamander, replicate_atom, "replicate")
   CAF_ADD_ATOM(salamander, salamander, recover_atom, "recover")
   CAF_ADD_ATOM(salamander, salamander, kill_atom, "kill")
+  CAF_ADD_ATOM(salamander, salamander, join_atom, "join")
 CAF_END_TYPE_ID_BLOCK(salamander)

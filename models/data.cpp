@@ -189,7 +189,13 @@ dataset load_dataset(const std::string& name, bool train, const model_desc& desc
     return d;
   }
   if (name == "synthetic") {
-    return make_synthetic(train ? 1 : 2, train ? 4096 : 1024, desc.input, desc.classes);
+    // one draw, split: the test examples come from the same class prototypes
+    auto all = make_synthetic(1, 4096 + 1024, desc.input, desc.classes);
+    auto part = train ? get_range(all, 0, 4096) : get_range(all, 4096, 4096 + 1024);
+    all.images = part.x.clone();
+    all.labels = part.y.clone();
+    all.name = train ? "synthetic/train" : "synthetic/test";
+    return all;
   }
   throw std::invalid_argument("unknown data set '" + name +
                               "'; use fashion-mnist or synthetic");

@@ -204,3 +204,101 @@ TEST_CASE("two adjacent nodes killed together: the global replica serves, exactl
   REQUIRE(r.weights);
   CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
 }
+
+namespace {
+
+caf::actor spare_node(caf::actor_system& sys, const std::string& name,
+                      actors::emulation_config emu = {}) {
+  actors::node_config cfg;
+  cfg.name = name;
+  cfg.host = "embedded";
+  emu.force_dilation = true;
+  cfg.emulation.config = emu;
+  cfg.emulation.limiter = std::make_shared<actors::cpu_limiter>(emu);
+  return caf::actor_cast<caf::actor>(sys.spawn(actors::node, cfg));
+}
+
+} // namespace
+
+TEST_CASE("a failed node rejoins at the next flush, exactly", "[actor][recovery][join]") {
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 2048);
+  auto jc = job(40, 4);
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::local_nodes(sys, 2, 1);
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(5);
+  supervisor_actor sup;
+  opts.on_start = [&](supervisor_actor s) { sup = s; };
+  bool killed = false, joined = false;
+  std::string join_reply;
+  opts.on_status = [&](const job_status& s) {
+    if (!killed && s.committed >= 6 && s.phase == "training") {
+      caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
+      killed = true;
+    }
+    if (killed && !joined && s.recoveries >= 1 && s.committed >= 14) {
+      caf::scoped_actor self{sys};
+      self->request(sup, std::chrono::seconds(5), join_atom_v, spare_node(sys, "local1"),
+                    std::string("local1"))
+          .receive([&](std::string& r) { join_reply = r; },
+                   [&](caf::error& err) { join_reply = sys.render(err); });
+      joined = true;
+    }
+  };
+  auto r = actors::run_job(sys, jc, nodes, train, train, opts);
+  REQUIRE(r.status.phase == "finished");
+  CHECK_THAT(join_reply, Catch::Contains("next flush"));
+  CHECK(r.status.dead_nodes.empty());
+  CHECK(r.status.plan.find("local1") != std::string::npos);
+  CHECK(r.status.replans >= 1);
+  check_lineage(r.status, 40);
+  REQUIRE(r.weights);
+  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+}
+
+TEST_CASE("too little capacity pauses the job, a new node resumes it, exactly",
+          "[actor][recovery][join]") {
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 2048);
+  auto jc = job(30, 3);
+  jc.model = "mlp:hidden=512"; // fc1 6.4 MB with Adam state, fc2 + head 4.3 MB
+  jc.balance = {1, 2};
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  actors::emulation_config small;
+  small.mem_mb = 8; // holds fc1, not the whole model
+  auto nodes = actors::local_nodes(sys, 2, 1, {small, actors::emulation_config{}});
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(5);
+  supervisor_actor sup;
+  opts.on_start = [&](supervisor_actor s) { sup = s; };
+  bool killed = false, joined = false;
+  std::string paused_message;
+  opts.on_status = [&](const job_status& s) {
+    if (!killed && s.committed >= 6 && s.phase == "training") {
+      caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
+      killed = true;
+    }
+    if (killed && !joined && s.phase == "paused") {
+      paused_message = s.error;
+      caf::anon_send(sup, join_atom_v, spare_node(sys, "spare"), std::string("spare"));
+      joined = true;
+    }
+  };
+  auto r = actors::run_job(sys, jc, nodes, train, train, opts);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == "finished");
+  CHECK_THAT(paused_message, Catch::Contains("paused") &&
+                                 Catch::Contains("cannot hold the model") &&
+                                 Catch::Contains("waiting for a node to join"));
+  CHECK(r.status.plan.find("spare") != std::string::npos);
+  check_lineage(r.status, 30);
+  REQUIRE(r.weights);
+  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+}

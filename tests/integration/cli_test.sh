@@ -48,4 +48,27 @@ grep -q "4 layers into 9 stages" <<<"$out" || fail "too many stages message: $ou
 printf '[[node]]\nname = "ghost"\naddress = "127.0.0.1:1"\n' >"$work/ghost.toml"
 if out=$("$bin" supervisor --cluster "$work/ghost.toml" --dataset synthetic 2>&1); then fail "unreachable node accepted"; fi
 grep -q "ghost" <<<"$out" || fail "unreachable node message: $out"
+
+# a node started later joins the running job through the supervisor's --listen
+port=$(( 20000 + RANDOM % 20000 ))
+SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/jlogs" "$root/deploy/local-cluster.sh" 2 "$work/jc.toml" \
+  "$bin" supervisor --cluster "$work/jc.toml" --model mlp --dataset synthetic --epochs 60 \
+  --plan even --listen "127.0.0.1:$port" >"$work/join.out" 2>"$work/join.err" &
+sup=$!
+joined=""
+for _ in $(seq 1 40); do
+  sleep 0.25
+  if "$bin" node --name latecomer --listen 127.0.0.1:0 --join "127.0.0.1:$port" \
+       >"$work/late.out" 2>"$work/late.err" & late=$!; sleep 1.5; grep -q "joined" "$work/late.err"; then
+    joined=yes
+    break
+  fi
+  kill -TERM "$late" 2>/dev/null || true
+  wait "$late" 2>/dev/null || true
+done
+wait "$sup" || fail "job with a late node failed: $(tail -5 "$work/join.err")"
+kill -TERM "$late" 2>/dev/null || true
+wait "$late" 2>/dev/null || true
+[ -n "$joined" ] || fail "the late node never joined: $(cat "$work/late.err")"
+grep -q "latecomer\[" "$work/join.err" || fail "the late node was not planned in: $(grep plan "$work/join.err")"
 echo "cli: all checks passed"

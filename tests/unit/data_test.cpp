@@ -120,3 +120,19 @@ TEST_CASE("batches are a pure function of seed, epoch and batch id", "[unit][dat
   CHECK_THROWS_AS(get_batch(d, 7, 1, 16, 32), std::out_of_range);
   CHECK_THROWS_AS(make_synthetic(1, 0, {2}, 2), std::invalid_argument);
 }
+
+TEST_CASE("the synthetic test split shares the training split's classes", "[unit][data]") {
+  auto d = describe(model_spec::parse("mlp"));
+  auto train = load_dataset("synthetic", true, d);
+  auto test = load_dataset("synthetic", false, d);
+  CHECK(train.size() == 4096);
+  CHECK(test.size() == 1024);
+  // nearest class mean from the training split classifies the test split
+  auto means = torch::zeros({d.classes, elements(d.input)});
+  for (int64_t c = 0; c < d.classes; ++c) {
+    means[c] = train.images.index({train.labels == c}).flatten(1).mean(0);
+  }
+  auto dist = torch::cdist(test.images.flatten(1), means);
+  auto acc = dist.argmin(1).eq(test.labels).to(torch::kFloat64).mean().item<double>();
+  CHECK(acc > 0.9);
+}
