@@ -117,6 +117,7 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
     if (global && global != chain) {
       self->send(global, replicate_atom_v, snap);
     }
+    st.last_replicated = std::make_shared<const models::weight_snapshot>(snap.snapshot);
   }
   st.stats.batch = st.batch;
   st.stats.stage = spec.index;

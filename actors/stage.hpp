@@ -49,6 +49,8 @@ struct stage_state {
   bool ready = true; ///< false while pulling state from re-plan sources
   node_emulation emulation;
   link_shaper link;
+  /// The snapshot this stage last replicated (FTPipeHD keeps it too).
+  std::shared_ptr<const models::weight_snapshot> last_replicated;
   batch_stats stats;
   std::chrono::steady_clock::time_point last_op_end{};
   bool batch_started = false;

@@ -302,3 +302,39 @@ TEST_CASE("too little capacity pauses the job, a new node resumes it, exactly",
   REQUIRE(r.weights);
   CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
 }
+
+TEST_CASE("a second failure during recovery is folded into it, exactly",
+          "[actor][recovery]") {
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 2048);
+  auto jc = job(30, 3);
+  jc.failure_window = std::chrono::milliseconds(300);
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::local_nodes(sys, 4, 1);
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(5);
+  int kills = 0;
+  opts.on_status = [&](const job_status& s) {
+    if (kills == 0 && s.committed >= 7 && s.phase == "training") {
+      caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
+      kills = 1;
+    } else if (kills == 1 && s.phase == "recovering") {
+      caf::anon_send_exit(nodes[3].handle, caf::exit_reason::kill); // while recovering
+      kills = 2;
+    }
+  };
+  auto r = actors::run_job(sys, jc, nodes, train, train, opts);
+  REQUIRE(r.status.phase == "finished");
+  CHECK(kills == 2);
+  auto dead = r.status.dead_nodes;
+  std::sort(dead.begin(), dead.end());
+  CHECK(dead == std::vector<std::string>{"local1", "local3"});
+  CHECK(r.status.plan.find("local1") == std::string::npos);
+  CHECK(r.status.plan.find("local3") == std::string::npos);
+  check_lineage(r.status, 30);
+  REQUIRE(r.weights);
+  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+}
