@@ -4,6 +4,9 @@
 #include "actors/replica_holder.hpp"
 #include "actors/stage.hpp"
 #include "algorithms/partitioner.hpp"
+
+#include <csignal>
+#include <thread>
 #include "messages/errors.hpp"
 
 namespace salamander::actors {
@@ -122,6 +125,20 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         }
         return "node " + c.name + " now runs at " + std::to_string(c.emulation.limiter->share_now()) +
                " of a core (EMULATED, via " + c.emulation.limiter->method() + ")";
+      },
+      [=](kill_atom) -> caf::result<std::string> {
+        auto& c = self->state.config;
+        if (c.host == "embedded") {
+          return caf::make_error(errc::bad_config, "node " + c.name +
+                                                       " runs inside the supervisor's process "
+                                                       "and cannot be killed alone");
+        }
+        // answer first, then die as kill -9 would
+        std::thread([] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          std::raise(SIGKILL);
+        }).detach();
+        return "node " + c.name + " is killing itself (SIGKILL)";
       },
       [=](leave_atom) {
         for (auto& s : self->state.stages) {

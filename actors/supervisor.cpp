@@ -967,6 +967,24 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
         }
       },
       [=](recover_atom, uint64_t gen) { recover(self, gen); },
+      [=](kill_atom, std::string& name) -> caf::result<std::string> {
+        auto& st = self->state;
+        for (size_t n = 0; n < st.nodes.size(); ++n) {
+          if (st.nodes[n].name == name && !st.node_dead[n]) {
+            return self->delegate(st.nodes[n].handle, kill_atom_v);
+          }
+        }
+        return caf::make_error(errc::bad_config, "no live node named " + name);
+      },
+      [=](slow_atom, std::string& name, double factor) -> caf::result<std::string> {
+        auto& st = self->state;
+        for (size_t n = 0; n < st.nodes.size(); ++n) {
+          if (st.nodes[n].name == name && !st.node_dead[n]) {
+            return self->delegate(st.nodes[n].handle, slow_atom_v, factor);
+          }
+        }
+        return caf::make_error(errc::bad_config, "no live node named " + name);
+      },
       [=](join_atom, caf::actor node, std::string& name) -> caf::result<std::string> {
         auto& st = self->state;
         if (st.status.finished()) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace salamander::apps {
 
@@ -60,7 +61,14 @@ struct node_cli {
   std::string join; ///< a running supervisor to offer this node to
 };
 
+struct chaos_cli {
+  std::string supervisor;
+  std::string command;
+  std::vector<std::string> args;
+};
+
 int run_train(const train_cli& cli);
+int run_chaos(const chaos_cli& cli);
 /// Pipeline training over actors: embedded (--stages) or a cluster file.
 int run_pipeline(const train_cli& cli);
 int run_node(const node_cli& cli);

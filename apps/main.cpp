@@ -172,6 +172,16 @@ int main(int argc, char** argv) {
                   "are allocated, so ViT-Huge works too)");
   d->add_option("model", describe.model, model_help)->capture_default_str();
 
+  chaos_cli chaos;
+  auto* ch = app.add_subcommand(
+      "chaos", "drive failures by hand against a running job whose supervisor was started "
+               "with --listen: status | kill-stage N | kill-node NAME | slow-node NAME FACTOR");
+  ch->add_option("--supervisor", chaos.supervisor, "HOST:PORT of the supervisor")->required();
+  ch->add_option("command", chaos.command,
+                 "status, kill-stage, kill-node or slow-node")
+      ->required();
+  ch->add_option("args", chaos.args, "the command's arguments");
+
   CLI11_PARSE(app, argc, argv);
   setup_logging(log_level);
 
@@ -192,6 +202,9 @@ int main(int argc, char** argv) {
     }
     if (*nd) {
       return run_node(node);
+    }
+    if (*ch) {
+      return run_chaos(chaos);
     }
     if (*e) {
       return run_eval(eval);

@@ -53,12 +53,15 @@ using profiler_actor =
 /// One per device process. hello checks the protocol; spawn starts a stage
 /// on this device and returns its handle; profile(model, micro-batch size)
 /// asks its profiler; slow(factor) makes an emulated device run at that
-/// factor of its share from now on (1 restores it); leave stops everything.
+/// factor of its share from now on (1 restores it); kill makes a node
+/// process kill itself with SIGKILL (chaos; refused by in-process nodes);
+/// leave stops everything.
 using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t>::with<node_info>,
                                     caf::replies_to<spawn_atom, stage_spec>::with<caf::actor>,
                                     caf::replies_to<profile_atom, std::string, uint32_t>::with<
                                         device_report>,
                                     caf::replies_to<slow_atom, double>::with<std::string>,
+                                    caf::replies_to<kill_atom>::with<std::string>,
                                     caf::reacts_to<leave_atom>>;
 
 /// The supervisor of one job: feeds batches, counts commits, evaluates.
@@ -70,6 +73,8 @@ using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t>::with<
 ///   ready(stage)           a re-planned stage has pulled its state
 ///   recover(generation)    its own: start the recovery after a failure
 ///   kill(stage)            chaos: crash stage N (exit reason kill)
+///   kill(node name)        chaos: the node's process kills itself (SIGKILL)
+///   slow(node name, f)     emulation: the node runs at f of its share
 ///   join(node, name)       a node (new, or back after a failure) offers
 ///                          itself; it is planned in at the next flush, or at
 ///                          once when the job is paused for lack of capacity
@@ -85,6 +90,8 @@ using supervisor_actor =
                      caf::reacts_to<tick_atom>, caf::reacts_to<ready_atom, uint32_t>,
                      caf::reacts_to<recover_atom, uint64_t>,
                      caf::replies_to<kill_atom, uint32_t>::with<std::string>,
+                     caf::replies_to<kill_atom, std::string>::with<std::string>,
+                     caf::replies_to<slow_atom, std::string, double>::with<std::string>,
                      caf::replies_to<join_atom, caf::actor, std::string>::with<std::string>,
                      caf::replies_to<replan_atom, std::string>::with<std::string>,
                      caf::replies_to<caf::get_atom>::with<job_status>,

@@ -129,6 +129,9 @@ node_actor::behavior_type odd_node(node_actor::pointer self, uint32_t protocol) 
       [=](slow_atom, double) -> caf::result<std::string> {
         return caf::make_error(errc::bad_config, "node odd cannot slow down");
       },
+      [=](kill_atom) -> caf::result<std::string> {
+        return caf::make_error(errc::bad_config, "node odd cannot be killed");
+      },
       [=](leave_atom) { self->quit(); },
   };
 }

@@ -52,7 +52,7 @@ grep -q "ghost" <<<"$out" || fail "unreachable node message: $out"
 # a node started later joins the running job through the supervisor's --listen
 port=$(( 20000 + RANDOM % 20000 ))
 SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/jlogs" "$root/deploy/local-cluster.sh" 2 "$work/jc.toml" \
-  "$bin" supervisor --cluster "$work/jc.toml" --model mlp --dataset synthetic --epochs 60 \
+  "$bin" supervisor --cluster "$work/jc.toml" --model mlp --dataset synthetic --epochs 30 \
   --plan even --listen "127.0.0.1:$port" >"$work/join.out" 2>"$work/join.err" &
 sup=$!
 joined=""
@@ -71,4 +71,26 @@ kill -TERM "$late" 2>/dev/null || true
 wait "$late" 2>/dev/null || true
 [ -n "$joined" ] || fail "the late node never joined: $(cat "$work/late.err")"
 grep -q "latecomer\[" "$work/join.err" || fail "the late node was not planned in: $(grep plan "$work/join.err")"
+
+# salamander chaos against a running job: crash a stage, kill a node's process
+cport=$(( 20000 + RANDOM % 20000 ))
+SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/clogs" "$root/deploy/local-cluster.sh" 3 "$work/cc.toml" \
+  "$bin" supervisor --cluster "$work/cc.toml" --model mlp --dataset synthetic --epochs 30 \
+  --plan even --listen "127.0.0.1:$cport" >"$work/chaos.out" 2>"$work/chaos.err" &
+csup=$!
+for _ in $(seq 1 40); do
+  sleep 0.25
+  "$bin" chaos --supervisor "127.0.0.1:$cport" status >"$work/status.out" 2>/dev/null && break
+done
+grep -q "phase" "$work/status.out" || fail "chaos status: $(cat "$work/status.out")"
+"$bin" chaos --supervisor "127.0.0.1:$cport" kill-stage 0 | grep -q "killed" || fail "chaos kill-stage"
+sleep 1
+"$bin" chaos --supervisor "127.0.0.1:$cport" kill-node node2 | grep -q "killing itself" \
+  || fail "chaos kill-node"
+if "$bin" chaos --supervisor "127.0.0.1:$cport" kill-node nosuch 2>/dev/null; then
+  fail "chaos killed a node that does not exist"
+fi
+wait "$csup" || fail "job under chaos failed: $(tail -5 "$work/chaos.err")"
+grep -q "recovered from 2 failure(s)" "$work/chaos.err" || fail "no recovery: $(tail -3 "$work/chaos.err")"
+grep -q "^test accuracy:" "$work/chaos.out" || fail "job under chaos printed no accuracy"
 echo "cli: all checks passed"
