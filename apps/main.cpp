@@ -30,37 +30,41 @@ int main(int argc, char** argv) {
 
   train_cli train;
   auto* t = app.add_subcommand("train", "train a model; on one device unless a pipeline is asked");
-  t->add_option("--model", train.model, model_help)->capture_default_str();
-  t->add_option("--dataset", train.dataset, "fashion-mnist or synthetic")->capture_default_str();
-  t->add_option("--data", train.data_dir,
-                "directory with the Fashion-MNIST IDX files (default: $SALAMANDER_DATA, then "
-                "/usr/share/datasets/fashion-mnist)");
-  t->add_option("--epochs", train.epochs, "epochs to train")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  t->add_option("--batch-size", train.batch_size, "examples per batch (one optimizer step)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  t->add_option("--micro-batches", train.micro_batches,
-                "micro-batches per batch (gradients accumulate; same maths as a pipeline); "
-                "default 1 on one device, 4 in a pipeline")
-      ->check(CLI::PositiveNumber);
-  t->add_option("--max-batches", train.max_batches, "stop each epoch after N batches (0: all)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  t->add_option("--optimizer", train.optimizer, "adam or sgd")
-      ->check(CLI::IsMember({"adam", "sgd"}))
-      ->capture_default_str();
-  t->add_option("--lr", train.lr, "learning rate")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  t->add_option("--seed", train.seed, "seed for weights and data order")->capture_default_str();
-  t->add_option("--threads", train.threads,
-                "compute threads for this process (0: LibTorch's default; on 2 cores one "
-                "thread trains the CNN fastest)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  t->add_option("--save", train.save, "write a checkpoint here when training ends");
+  // The training options, shared by train and supervisor.
+  auto add_training_options = [&](CLI::App* sub) {
+    sub->add_option("--model", train.model, model_help)->capture_default_str();
+    sub->add_option("--dataset", train.dataset, "fashion-mnist or synthetic")->capture_default_str();
+    sub->add_option("--data", train.data_dir,
+                  "directory with the Fashion-MNIST IDX files (default: $SALAMANDER_DATA, then "
+                  "/usr/share/datasets/fashion-mnist)");
+    sub->add_option("--epochs", train.epochs, "epochs to train")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    sub->add_option("--batch-size", train.batch_size, "examples per batch (one optimizer step)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    sub->add_option("--micro-batches", train.micro_batches,
+                  "micro-batches per batch (gradients accumulate; same maths as a pipeline); "
+                  "default 1 on one device, 4 in a pipeline")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--max-batches", train.max_batches, "stop each epoch after N batches (0: all)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub->add_option("--optimizer", train.optimizer, "adam or sgd")
+        ->check(CLI::IsMember({"adam", "sgd"}))
+        ->capture_default_str();
+    sub->add_option("--lr", train.lr, "learning rate")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    sub->add_option("--seed", train.seed, "seed for weights and data order")->capture_default_str();
+    sub->add_option("--threads", train.threads,
+                  "compute threads for this process (0: LibTorch's default; on 2 cores one "
+                  "thread trains the CNN fastest)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub->add_option("--save", train.save, "write a checkpoint here when training ends");
+  };
+  add_training_options(t);
   auto add_pipeline_options = [&](CLI::App* sub) {
     sub->add_option("--schedule", train.schedule,
                     "pipeline schedule: gpipe (fill-drain) or 1f1b (fewer activations held)")
@@ -109,20 +113,7 @@ int main(int argc, char** argv) {
   sup->add_option("--cluster", train.cluster, "cluster file (TOML, [[node]] name + address)")
       ->required()
       ->check(CLI::ExistingFile);
-  sup->add_option("--model", train.model, model_help)->capture_default_str();
-  sup->add_option("--dataset", train.dataset, "fashion-mnist or synthetic")->capture_default_str();
-  sup->add_option("--data", train.data_dir, "directory with the Fashion-MNIST IDX files");
-  sup->add_option("--epochs", train.epochs, "epochs to train")->check(CLI::PositiveNumber);
-  sup->add_option("--batch-size", train.batch_size, "examples per batch")
-      ->check(CLI::PositiveNumber);
-  sup->add_option("--micro-batches", train.micro_batches, "micro-batches per batch")
-      ->check(CLI::PositiveNumber);
-  sup->add_option("--max-batches", train.max_batches, "stop each epoch after N batches");
-  sup->add_option("--optimizer", train.optimizer, "adam or sgd")
-      ->check(CLI::IsMember({"adam", "sgd"}));
-  sup->add_option("--lr", train.lr, "learning rate")->check(CLI::PositiveNumber);
-  sup->add_option("--seed", train.seed, "seed for weights and data order");
-  sup->add_option("--save", train.save, "write a checkpoint here when training ends");
+  add_training_options(sup);
   sup->add_option("--listen", train.listen,
                   "HOST:PORT where nodes started later can join the running job (node --join)");
   add_pipeline_options(sup);
