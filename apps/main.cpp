@@ -21,33 +21,40 @@ const char* model_help =
 } // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"salamander - fault-tolerant training and inference of deep networks across "
-               "heterogeneous edge devices (CAF actors + LibTorch)"};
+  CLI::App app{
+      "salamander - fault-tolerant training and inference of deep networks across "
+      "heterogeneous edge devices (CAF actors + LibTorch)"};
   app.require_subcommand(1);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
 
   train_cli train;
-  auto* t = app.add_subcommand("train", "train a model; on one device unless a pipeline is asked");
+  auto* t = app.add_subcommand("train",
+                               "train a model; on one device unless a pipeline is asked");
   // The training options, shared by train and supervisor.
   auto add_training_options = [&](CLI::App* sub) {
     sub->add_option("--model", train.model, model_help)->capture_default_str();
-    sub->add_option("--dataset", train.dataset, "fashion-mnist or synthetic")->capture_default_str();
-    sub->add_option("--data", train.data_dir,
-                  "directory with the Fashion-MNIST IDX files (default: $SALAMANDER_DATA, then "
-                  "/usr/share/datasets/fashion-mnist)");
+    sub->add_option("--dataset", train.dataset, "fashion-mnist or synthetic")
+        ->capture_default_str();
+    sub->add_option(
+        "--data", train.data_dir,
+        "directory with the Fashion-MNIST IDX files (default: $SALAMANDER_DATA, then "
+        "/usr/share/datasets/fashion-mnist)");
     sub->add_option("--epochs", train.epochs, "epochs to train")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
-    sub->add_option("--batch-size", train.batch_size, "examples per batch (one optimizer step)")
+    sub->add_option("--batch-size", train.batch_size,
+                    "examples per batch (one optimizer step)")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
-    sub->add_option("--micro-batches", train.micro_batches,
-                  "micro-batches per batch (gradients accumulate; same maths as a pipeline); "
-                  "default 1 on one device, 4 in a pipeline")
+    sub->add_option(
+           "--micro-batches", train.micro_batches,
+           "micro-batches per batch (gradients accumulate; same maths as a pipeline); "
+           "default 1 on one device, 4 in a pipeline")
         ->check(CLI::PositiveNumber);
-    sub->add_option("--max-batches", train.max_batches, "stop each epoch after N batches (0: all)")
+    sub->add_option("--max-batches", train.max_batches,
+                    "stop each epoch after N batches (0: all)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     sub->add_option("--optimizer", train.optimizer, "adam or sgd")
@@ -56,18 +63,21 @@ int main(int argc, char** argv) {
     sub->add_option("--lr", train.lr, "learning rate")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
-    sub->add_option("--seed", train.seed, "seed for weights and data order")->capture_default_str();
-    sub->add_option("--threads", train.threads,
-                  "compute threads for this process (0: LibTorch's default; on 2 cores one "
-                  "thread trains the CNN fastest)")
+    sub->add_option("--seed", train.seed, "seed for weights and data order")
+        ->capture_default_str();
+    sub->add_option(
+           "--threads", train.threads,
+           "compute threads for this process (0: LibTorch's default; on 2 cores one "
+           "thread trains the CNN fastest)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     sub->add_option("--save", train.save, "write a checkpoint here when training ends");
   };
   add_training_options(t);
   auto add_pipeline_options = [&](CLI::App* sub) {
-    sub->add_option("--schedule", train.schedule,
-                    "pipeline schedule: gpipe (fill-drain) or 1f1b (fewer activations held)")
+    sub->add_option(
+           "--schedule", train.schedule,
+           "pipeline schedule: gpipe (fill-drain) or 1f1b (fewer activations held)")
         ->check(CLI::IsMember({"gpipe", "1f1b"}))
         ->capture_default_str();
     sub->add_option("--balance", train.balance,
@@ -75,27 +85,32 @@ int main(int argc, char** argv) {
     sub->add_option("--window", train.window, "batches in flight in the pipeline")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
-    sub->add_option("--plan", train.plan,
-                    "auto: profile every node and plan stages by capacity (slow nodes may be "
-                    "left out); even: an even split, stage i on node i")
+    sub->add_option(
+           "--plan", train.plan,
+           "auto: profile every node and plan stages by capacity (slow nodes may be "
+           "left out); even: an even split, stage i on node i")
         ->check(CLI::IsMember({"auto", "even"}))
         ->capture_default_str();
-    sub->add_option("--replan-gain", train.replan_gain,
-                    "re-plan live when profiles predict at least this throughput gain (0: never)")
+    sub->add_option(
+           "--replan-gain", train.replan_gain,
+           "re-plan live when profiles predict at least this throughput gain (0: never)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
-    sub->add_option("--replan-at", train.replan_at,
-                    "force a re-plan after this many batches (with --replan-balance, or by the "
-                    "planner)");
+    sub->add_option(
+        "--replan-at", train.replan_at,
+        "force a re-plan after this many batches (with --replan-balance, or by the "
+        "planner)");
     sub->add_option("--replan-balance", train.replan_balance,
                     "layers per stage for the forced re-plan, e.g. 1,1,2");
-    sub->add_option("--replicate-every", train.replicate_every,
-                    "replicate every stage's weights (chain + global) every K batches; 0: "
-                    "never (recovery then restarts from the seed)")
+    sub->add_option(
+           "--replicate-every", train.replicate_every,
+           "replicate every stage's weights (chain + global) every K batches; 0: "
+           "never (recovery then restarts from the seed)")
         ->capture_default_str();
-    sub->add_option("--hang-timeout", train.hang_timeout_s,
-                    "seconds without a heartbeat after which a node counts as hung or cut off "
-                    "and is recovered from (nodes send one every second)")
+    sub->add_option(
+           "--hang-timeout", train.hang_timeout_s,
+           "seconds without a heartbeat after which a node counts as hung or cut off "
+           "and is recovered from (nodes send one every second)")
         ->check(CLI::Range(1.5, 3600.0))
         ->capture_default_str();
   };
@@ -108,22 +123,27 @@ int main(int argc, char** argv) {
   add_pipeline_options(t);
 
   auto* sup = app.add_subcommand(
-      "supervisor", "run a pipeline training job on the nodes of a cluster file; takes every "
-                    "train option");
-  sup->add_option("--cluster", train.cluster, "cluster file (TOML, [[node]] name + address)")
+      "supervisor",
+      "run a pipeline training job on the nodes of a cluster file; takes every "
+      "train option");
+  sup->add_option("--cluster", train.cluster,
+                  "cluster file (TOML, [[node]] name + address)")
       ->required()
       ->check(CLI::ExistingFile);
   add_training_options(sup);
-  sup->add_option("--listen", train.listen,
-                  "HOST:PORT where nodes started later can join the running job (node --join)");
+  sup->add_option(
+      "--listen", train.listen,
+      "HOST:PORT where nodes started later can join the running job (node --join)");
   add_pipeline_options(sup);
 
   node_cli node;
   auto* nd = app.add_subcommand(
       "node", "run one device's node: listens for a supervisor and runs the stages it is "
               "given; SIGTERM leaves cleanly");
-  nd->add_option("--name", node.name, "this device's name, as in the cluster file")->required();
-  nd->add_option("--listen", node.listen, "HOST:PORT to listen on (port 0: any free port)")
+  nd->add_option("--name", node.name, "this device's name, as in the cluster file")
+      ->required();
+  nd->add_option("--listen", node.listen,
+                 "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str();
   nd->add_option("--threads", node.threads, "compute threads on this device")
       ->check(CLI::PositiveNumber)
@@ -132,26 +152,31 @@ int main(int argc, char** argv) {
                  "EMULATION: run at this share of one core (cgroup quota where writable, "
                  "else compute-time dilation)")
       ->check(CLI::Range(0.001, 1.0));
-  nd->add_option("--mem-mb", node.mem_mb,
-                 "EMULATION: memory cap; the planner plans with it and stages that would not "
-                 "fit are refused")
+  nd->add_option(
+        "--mem-mb", node.mem_mb,
+        "EMULATION: memory cap; the planner plans with it and stages that would not "
+        "fit are refused")
       ->check(CLI::NonNegativeNumber);
   nd->add_option("--link-mbps", node.link_mbps,
                  "EMULATION: link rate in Mbit/s; sends are spaced to it")
       ->check(CLI::NonNegativeNumber);
-  nd->add_option("--capacity-trace", node.capacity_trace,
-                 "EMULATION: SECONDS:FACTOR,... e.g. 30:0.2 runs at 0.2 of the share from 30 s "
-                 "on (throttling)");
-  nd->add_option("--join", node.join,
-                 "offer this node to the supervisor listening at HOST:PORT (a new device, or "
-                 "one back after a failure); it is planned in at the next flush");
-  nd->add_flag("--dilate", node.dilate,
-               "EMULATION: use compute-time dilation even where a cgroup quota is possible");
+  nd->add_option(
+      "--capacity-trace", node.capacity_trace,
+      "EMULATION: SECONDS:FACTOR,... e.g. 30:0.2 runs at 0.2 of the share from 30 s "
+      "on (throttling)");
+  nd->add_option(
+      "--join", node.join,
+      "offer this node to the supervisor listening at HOST:PORT (a new device, or "
+      "one back after a failure); it is planned in at the next flush");
+  nd->add_flag(
+      "--dilate", node.dilate,
+      "EMULATION: use compute-time dilation even where a cgroup quota is possible");
 
   eval_cli eval;
   auto* e = app.add_subcommand("eval", "report the test accuracy of a checkpoint");
   e->add_option("--load", eval.load, "checkpoint written by train --save")->required();
-  e->add_option("--dataset", eval.dataset, "fashion-mnist or synthetic")->capture_default_str();
+  e->add_option("--dataset", eval.dataset, "fashion-mnist or synthetic")
+      ->capture_default_str();
   e->add_option("--data", eval.data_dir, "directory with the Fashion-MNIST IDX files");
   e->add_option("--threads", eval.threads, "compute threads (0: LibTorch's default)")
       ->check(CLI::NonNegativeNumber)
@@ -159,17 +184,19 @@ int main(int argc, char** argv) {
 
   describe_cli describe;
   auto* d = app.add_subcommand(
-      "describe", "print a model's per-layer parameters, activations and FLOPs (no weights "
-                  "are allocated, so ViT-Huge works too)");
+      "describe",
+      "print a model's per-layer parameters, activations and FLOPs (no weights "
+      "are allocated, so ViT-Huge works too)");
   d->add_option("model", describe.model, model_help)->capture_default_str();
 
   chaos_cli chaos;
   auto* ch = app.add_subcommand(
-      "chaos", "drive failures by hand against a running job whose supervisor was started "
-               "with --listen: status | kill-stage N | kill-node NAME | slow-node NAME FACTOR");
-  ch->add_option("--supervisor", chaos.supervisor, "HOST:PORT of the supervisor")->required();
-  ch->add_option("command", chaos.command,
-                 "status, kill-stage, kill-node or slow-node")
+      "chaos",
+      "drive failures by hand against a running job whose supervisor was started "
+      "with --listen: status | kill-stage N | kill-node NAME | slow-node NAME FACTOR");
+  ch->add_option("--supervisor", chaos.supervisor, "HOST:PORT of the supervisor")
+      ->required();
+  ch->add_option("command", chaos.command, "status, kill-stage, kill-node or slow-node")
       ->required();
   ch->add_option("args", chaos.args, "the command's arguments");
 
