@@ -622,7 +622,7 @@ void on_failure(self_ptr self, const std::string& what) {
 }
 
 // Step 2 of recovery, once every live holder said what it holds.
-void recover_with(self_ptr self, uint64_t gen,
+void recover_with(self_ptr self,
                   std::shared_ptr<std::vector<std::pair<size_t, replica_inventory>>> inventories) {
   auto& st = self->state;
   auto desc = models::describe(models::model_spec::parse(st.cfg.model));
@@ -730,7 +730,6 @@ void recover_with(self_ptr self, uint64_t gen,
       }
     }
   };
-  (void)gen;
   launch(self, std::move(ranges), std::move(on_nodes), sources);
 }
 
@@ -777,13 +776,13 @@ void recover(self_ptr self, uint64_t gen) {
             [=](replica_inventory& inv) {
               inventories->emplace_back(idx, std::move(inv));
               if (--*pending == 0 && gen == self->state.recovery_gen) {
-                recover_with(self, gen, inventories);
+                recover_with(self, inventories);
               }
             },
             [=](caf::error&) {
               // a holder that does not answer holds nothing we can use
               if (--*pending == 0 && gen == self->state.recovery_gen) {
-                recover_with(self, gen, inventories);
+                recover_with(self, inventories);
               }
             });
   }

@@ -41,10 +41,27 @@ double diff_to_fault_free(const actors::job_config& jc, const models::dataset& t
       got, salamander::testing::single_device_weights(jc, train));
 }
 
+// Options for a job the test watches closely and whose weights it checks.
+actors::job_options watched() {
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(5);
+  return opts;
+}
+
 void check_lineage(const job_status& s, int64_t batches) {
   std::vector<uint64_t> expect(static_cast<size_t>(batches));
   std::iota(expect.begin(), expect.end(), uint64_t{0});
   CHECK(s.lineage == expect);
+}
+
+// The recovered run computed what a fault-free one computes, and trained
+// every batch exactly once.
+void check_exact(const actors::job_result& r, const actors::job_config& jc,
+                 const models::dataset& train, int64_t batches) {
+  check_lineage(r.status, batches);
+  REQUIRE(r.weights);
+  CHECK(diff_to_fault_free(jc, train, *r.weights) <= 1e-5);
 }
 
 } // namespace
@@ -59,9 +76,7 @@ TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
     caf::actor_system_config cfg;
     actors::configure(cfg);
     caf::actor_system sys{cfg};
-    actors::job_options opts;
-    opts.fetch_weights = true;
-    opts.poll = std::chrono::milliseconds(5);
+    auto opts = watched();
     supervisor_actor sup;
     opts.on_start = [&](supervisor_actor s) { sup = s; };
     bool killed = false;
@@ -89,9 +104,7 @@ TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
     } else {
       CHECK(r.status.rollback_version == 0);
     }
-    check_lineage(r.status, 40);
-    REQUIRE(r.weights);
-    CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+    check_exact(r, jc, *train, 40);
   }
 }
 
@@ -109,9 +122,7 @@ TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
   caf::actor_system sys{cfg};
   auto nodes = actors::connect_nodes(sys, procs.nodes());
   REQUIRE(static_cast<bool>(nodes));
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  opts.poll = std::chrono::milliseconds(5);
+  auto opts = watched();
   bool killed = false;
   opts.on_status = [&](const job_status& s) {
     if (!killed && s.committed >= 7 && s.phase == "training") {
@@ -125,9 +136,7 @@ TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
   CHECK(r.status.dead_nodes == std::vector<std::string>{"n2"});
   CHECK(r.status.plan.find("n2") == std::string::npos);
   CHECK(r.status.rollback_version >= 6);
-  check_lineage(r.status, 16);
-  REQUIRE(r.weights);
-  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+  check_exact(r, jc, *train, 16);
   CHECK(a.stop() == 0);
   CHECK(c.stop() == 0);
 }
@@ -146,9 +155,7 @@ TEST_CASE("a hung node (SIGSTOP) is detected by its silence and recovered from, 
   caf::actor_system sys{cfg};
   auto nodes = actors::connect_nodes(sys, procs.nodes());
   REQUIRE(static_cast<bool>(nodes));
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  opts.poll = std::chrono::milliseconds(5);
+  auto opts = watched();
   bool stopped = false;
   opts.on_status = [&](const job_status& s) {
     if (!stopped && s.committed >= 6 && s.phase == "training") {
@@ -162,9 +169,7 @@ TEST_CASE("a hung node (SIGSTOP) is detected by its silence and recovered from, 
   CHECK(r.status.recoveries >= 1);
   CHECK(r.status.dead_nodes == std::vector<std::string>{"n2"});
   CHECK(r.status.plan.find("n2") == std::string::npos);
-  check_lineage(r.status, 30);
-  REQUIRE(r.weights);
-  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+  check_exact(r, jc, *train, 30);
 }
 
 TEST_CASE("two adjacent nodes killed together: the global replica serves, exactly",
@@ -180,9 +185,7 @@ TEST_CASE("two adjacent nodes killed together: the global replica serves, exactl
   caf::actor_system sys{cfg};
   auto nodes = actors::connect_nodes(sys, procs.nodes());
   REQUIRE(static_cast<bool>(nodes));
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  opts.poll = std::chrono::milliseconds(5);
+  auto opts = watched();
   bool killed = false;
   opts.on_status = [&](const job_status& s) {
     if (!killed && s.committed >= 9 && s.phase == "training") {
@@ -200,9 +203,7 @@ TEST_CASE("two adjacent nodes killed together: the global replica serves, exactl
   std::sort(dead.begin(), dead.end());
   CHECK(dead == std::vector<std::string>{"n2", "n3"});
   CHECK(r.status.rollback_version >= 8);
-  check_lineage(r.status, 24);
-  REQUIRE(r.weights);
-  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+  check_exact(r, jc, *train, 24);
 }
 
 namespace {
@@ -228,9 +229,7 @@ TEST_CASE("a failed node rejoins at the next flush, exactly", "[actor][recovery]
   actors::configure(cfg);
   caf::actor_system sys{cfg};
   auto nodes = actors::local_nodes(sys, 2, 1);
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  opts.poll = std::chrono::milliseconds(5);
+  auto opts = watched();
   supervisor_actor sup;
   opts.on_start = [&](supervisor_actor s) { sup = s; };
   bool killed = false, joined = false;
@@ -255,9 +254,7 @@ TEST_CASE("a failed node rejoins at the next flush, exactly", "[actor][recovery]
   CHECK(r.status.dead_nodes.empty());
   CHECK(r.status.plan.find("local1") != std::string::npos);
   CHECK(r.status.replans >= 1);
-  check_lineage(r.status, 40);
-  REQUIRE(r.weights);
-  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+  check_exact(r, jc, *train, 40);
 }
 
 TEST_CASE("too little capacity pauses the job, a new node resumes it, exactly",
@@ -273,9 +270,7 @@ TEST_CASE("too little capacity pauses the job, a new node resumes it, exactly",
   actors::emulation_config small;
   small.mem_mb = 8; // holds fc1, not the whole model
   auto nodes = actors::local_nodes(sys, 2, 1, {small, actors::emulation_config{}});
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  opts.poll = std::chrono::milliseconds(5);
+  auto opts = watched();
   supervisor_actor sup;
   opts.on_start = [&](supervisor_actor s) { sup = s; };
   bool killed = false, joined = false;
@@ -298,9 +293,7 @@ TEST_CASE("too little capacity pauses the job, a new node resumes it, exactly",
                                  Catch::Contains("cannot hold the model") &&
                                  Catch::Contains("waiting for a node to join"));
   CHECK(r.status.plan.find("spare") != std::string::npos);
-  check_lineage(r.status, 30);
-  REQUIRE(r.weights);
-  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+  check_exact(r, jc, *train, 30);
 }
 
 TEST_CASE("a second failure during recovery is folded into it, exactly",
@@ -313,9 +306,7 @@ TEST_CASE("a second failure during recovery is folded into it, exactly",
   actors::configure(cfg);
   caf::actor_system sys{cfg};
   auto nodes = actors::local_nodes(sys, 4, 1);
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  opts.poll = std::chrono::milliseconds(5);
+  auto opts = watched();
   int kills = 0;
   opts.on_status = [&](const job_status& s) {
     if (kills == 0 && s.committed >= 7 && s.phase == "training") {
@@ -334,7 +325,5 @@ TEST_CASE("a second failure during recovery is folded into it, exactly",
   CHECK(dead == std::vector<std::string>{"local1", "local3"});
   CHECK(r.status.plan.find("local1") == std::string::npos);
   CHECK(r.status.plan.find("local3") == std::string::npos);
-  check_lineage(r.status, 30);
-  REQUIRE(r.weights);
-  CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
+  check_exact(r, jc, *train, 30);
 }
