@@ -1,7 +1,10 @@
 #include "actors/emulation.hpp"
 
 #include <cmath>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -11,6 +14,24 @@
 namespace salamander::actors {
 
 namespace {
+
+// Groups left by node processes that were killed (SIGKILL runs no
+// destructor): salamander-PID with no such process and no member left.
+void remove_stale_groups() {
+  for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/cpu"}) {
+    std::error_code ec;
+    for (auto& e : std::filesystem::directory_iterator(root, ec)) {
+      auto name = e.path().filename().string();
+      if (name.rfind("salamander-", 0) != 0) {
+        continue;
+      }
+      long pid = std::strtol(name.c_str() + 11, nullptr, 10);
+      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+        ::rmdir(e.path().c_str()); // fails, harmlessly, if a process is still in it
+      }
+    }
+  }
+}
 
 bool write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path);
@@ -92,6 +113,7 @@ cpu_limiter::cpu_limiter(emulation_config cfg)
   }
   std::string name = "salamander-" + std::to_string(::getpid());
   if (!cfg_.force_dilation) {
+    remove_stale_groups();
     // cgroup v2: a unified hierarchy with the cpu controller
     std::string v2 = "/sys/fs/cgroup/" + name;
     if (::access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0 && ::mkdir(v2.c_str(), 0755) == 0) {
@@ -127,7 +149,9 @@ cpu_limiter::cpu_limiter(emulation_config cfg)
   }
 }
 
-cpu_limiter::~cpu_limiter() {
+cpu_limiter::~cpu_limiter() { release(); }
+
+void cpu_limiter::release() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -141,6 +165,7 @@ cpu_limiter::~cpu_limiter() {
     auto parent = cgroup_dir_.substr(0, cgroup_dir_.rfind('/'));
     write_file(parent + "/cgroup.procs", std::to_string(::getpid()));
     ::rmdir(cgroup_dir_.c_str());
+    cgroup_version_ = 0;
   }
 }
 

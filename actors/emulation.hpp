@@ -46,6 +46,9 @@ class cpu_limiter {
 public:
   explicit cpu_limiter(emulation_config cfg);
   ~cpu_limiter();
+  /// Ends the emulation now: stops the trace, moves the process out of its
+  /// cgroup and removes the group. Idempotent; the destructor calls it.
+  void release();
   cpu_limiter(const cpu_limiter&) = delete;
   cpu_limiter& operator=(const cpu_limiter&) = delete;
 

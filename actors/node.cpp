@@ -1,9 +1,13 @@
 #include "actors/node.hpp"
 
+#include "actors/auth.hpp"
+
 #include "actors/profiler.hpp"
 #include "actors/replica_holder.hpp"
 #include "actors/stage.hpp"
 #include "algorithms/partitioner.hpp"
+
+#include <spdlog/spdlog.h>
 
 #include <csignal>
 #include <thread>
@@ -61,8 +65,19 @@ std::string check_stage_spec(const stage_spec& spec, double memory_cap) {
   return "";
 }
 
+namespace {
+
+caf::error unauthorized(const std::string& name) {
+  return caf::make_error(errc::unauthorized,
+                         "node " + name + " has not authenticated this supervisor (cluster secret)");
+}
+
+} // namespace
+
 node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_config cfg) {
   self->state.config = std::move(cfg);
+  // nodes inside the supervisor's process (the embedded mode) trust it
+  self->state.authenticated = self->state.config.host == "embedded";
   auto& emu = self->state.config.emulation;
   if (!emu.limiter) {
     // a limiter that does nothing until `slow` asks; never a cgroup here, as
@@ -75,7 +90,8 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
                                                      self->state.config.emulation);
   self->state.holder = self->spawn(replica_holder, self->state.config.name);
   return {
-      [=](hello_atom, uint32_t protocol) -> caf::result<node_info> {
+      // challenge "": a heartbeat probe, no authentication
+      [=](hello_atom, uint32_t protocol, const std::string& challenge) -> caf::result<node_info> {
         auto& c = self->state.config;
         if (protocol != protocol_version) {
           return caf::make_error(errc::protocol_mismatch,
@@ -94,12 +110,47 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         info.memory_bytes = c.emulation.config.mem_mb > 0
                                 ? static_cast<double>(c.emulation.config.mem_mb) * 1024 * 1024
                                 : memory_available();
+        info.cpu_share = c.emulation.limiter ? c.emulation.limiter->share_now() : 1.0;
+        info.link_bytes_per_s = c.emulation.config.link_mbps * 1e6 / 8;
+        if (!challenge.empty()) {
+          info.proof = prove(c.secret, "node", c.name, challenge);
+          self->state.challenge = make_challenge();
+          info.challenge = self->state.challenge;
+        }
         return info;
       },
-      [=](profile_atom, const std::string& model, uint32_t micro_batch_size) {
+      [=](auth_atom, const std::string& proof, const std::string& why) {
+        auto& st = self->state;
+        auto& c = st.config;
+        if (proof.empty()) {
+          spdlog::error("node {}: REFUSED by the supervisor: {}", c.name, why);
+          return;
+        }
+        if (st.challenge.empty() || !verify(c.secret, "supervisor", c.name, st.challenge, proof)) {
+          spdlog::error("node {}: REFUSED a supervisor that did not prove the cluster secret "
+                        "(wrong or missing secret there); it gets no work from this node",
+                        c.name);
+          st.authenticated = false;
+          return;
+        }
+        st.challenge.clear();
+        if (!st.authenticated) {
+          spdlog::info("node {}: supervisor authenticated{}", c.name,
+                       c.secret.empty() ? " (open cluster: no secret set)" : "");
+        }
+        st.authenticated = true;
+      },
+      [=](profile_atom, const std::string& model,
+          uint32_t micro_batch_size) -> caf::result<device_report> {
+        if (!self->state.authenticated) {
+          return unauthorized(self->state.config.name);
+        }
         return self->delegate(self->state.profiler, profile_atom_v, model, micro_batch_size);
       },
       [=](spawn_atom, stage_spec spec) -> caf::result<caf::actor> {
+        if (!self->state.authenticated) {
+          return unauthorized(self->state.config.name);
+        }
         auto& emu = self->state.config.emulation.config;
         auto why = check_stage_spec(spec, emu.mem_mb > 0 ? emu.mem_mb * 1024.0 * 1024.0 : 0.0);
         if (!why.empty()) {
@@ -118,6 +169,9 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
       },
       [=](slow_atom, double factor) -> caf::result<std::string> {
         auto& c = self->state.config;
+        if (!self->state.authenticated) {
+          return unauthorized(c.name);
+        }
         try {
           c.emulation.limiter->set_factor(factor);
         } catch (const std::exception& e) {
@@ -128,6 +182,9 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
       },
       [=](kill_atom) -> caf::result<std::string> {
         auto& c = self->state.config;
+        if (!self->state.authenticated) {
+          return unauthorized(c.name);
+        }
         if (c.host == "embedded") {
           return caf::make_error(errc::bad_config, "node " + c.name +
                                                        " runs inside the supervisor's process "

@@ -6,6 +6,8 @@
 // built from other sources describes the model differently and is refused
 // by fingerprint), spawns the stage locally and hands back its handle.
 // leave stops every stage it runs: SIGTERM on a node process ends in leave.
+// Until a supervisor proves the cluster secret (auth), it refuses to spawn,
+// profile, slow down or kill itself.
 #pragma once
 
 #include "actors/emulation.hpp"
@@ -21,6 +23,8 @@ struct node_config {
   std::string host;
   int32_t threads = 1;
   node_emulation emulation;
+  /// The cluster secret ("" : none, an open cluster; see actors/auth.hpp).
+  std::string secret;
 };
 
 struct node_state {
@@ -29,6 +33,9 @@ struct node_state {
   std::vector<caf::actor> stages;
   profiler_actor profiler;
   replica_holder_actor holder;
+  /// A supervisor proved the cluster secret (in-process nodes: always).
+  bool authenticated = false;
+  std::string challenge; ///< the last one this node gave a supervisor
 };
 
 /// Why `spec` cannot run here, or "" when it can. `memory_cap` (bytes, 0:

@@ -34,6 +34,24 @@ void send_on_link(stage_actor::stateful_pointer<stage_state> self, const stage_a
   }
 }
 
+// Sends the snapshot at the current version to the chain and global
+// holders. A copy now; encoding and sending happen off this actor (in CAF's
+// middleman for a remote holder) while training goes on.
+void replicate(stage_actor::stateful_pointer<stage_state> self) {
+  auto& st = self->state;
+  auto& spec = st.spec;
+  snapshot_payload snap{models::capture(*st.model, st.opt.get(), spec.optimizer, st.version)};
+  auto chain = caf::actor_cast<replica_holder_actor>(spec.chain_holder);
+  auto global = caf::actor_cast<replica_holder_actor>(spec.global_holder);
+  if (chain) {
+    self->send(chain, replicate_atom_v, snap);
+  }
+  if (global && global != chain) {
+    self->send(global, replicate_atom_v, snap);
+  }
+  st.last_replicated = std::make_shared<const models::weight_snapshot>(snap.snapshot);
+}
+
 // Runs as many operations of the stage's row as have their inputs.
 void pump(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
@@ -104,20 +122,9 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
   st.opt->zero_grad();
   st.version = st.batch + 1;
   st.stats.compute_s += emulated(self, clock::now() - start);
-  if (spec.replicate_every > 0 && st.version % spec.replicate_every == 0) {
-    // A copy now; encoding and sending happen off this actor (in CAF's
-    // middleman for a remote holder) while training goes on.
-    snapshot_payload snap{
-        models::capture(*st.model, st.opt.get(), spec.optimizer, st.version)};
-    auto chain = caf::actor_cast<replica_holder_actor>(spec.chain_holder);
-    auto global = caf::actor_cast<replica_holder_actor>(spec.global_holder);
-    if (chain) {
-      self->send(chain, replicate_atom_v, snap);
-    }
-    if (global && global != chain) {
-      self->send(global, replicate_atom_v, snap);
-    }
-    st.last_replicated = std::make_shared<const models::weight_snapshot>(snap.snapshot);
+  if ((spec.replicate_every > 0 && st.version % spec.replicate_every == 0) ||
+      st.version == st.replicate_at) {
+    replicate(self);
   }
   st.stats.batch = st.batch;
   st.stats.stage = spec.index;
@@ -280,6 +287,16 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
             self->send(st.supervisor, eval_atom_v, id, micro, tensor_payload{out});
           } else {
             self->send(st.next, eval_atom_v, id, micro, tensor_payload{out});
+          }
+        });
+      },
+      [=](replicate_atom, uint64_t version) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          if (version == st.version && st.ready) {
+            replicate(self);
+          } else if (version > st.version) {
+            st.replicate_at = version;
           }
         });
       },

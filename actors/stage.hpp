@@ -51,6 +51,8 @@ struct stage_state {
   link_shaper link;
   /// The snapshot this stage last replicated (FTPipeHD keeps it too).
   std::shared_ptr<const models::weight_snapshot> last_replicated;
+  /// A replication the console asked for: at this version (0: none).
+  uint64_t replicate_at = 0;
   batch_stats stats;
   std::chrono::steady_clock::time_point last_op_end{};
   bool batch_started = false;

@@ -1,13 +1,18 @@
 #include "actors/supervisor.hpp"
 
+#include "actors/auth.hpp"
+#include "actors/metrics.hpp"
 #include "actors/replica_holder.hpp"
-#include "messages/errors.hpp"
 #include "algorithms/sampling.hpp"
+#include "messages/checkpoint.hpp"
+#include "messages/errors.hpp"
+#include "models/trainer.hpp"
+
+#include <spdlog/spdlog.h>
 
 #include <numeric>
 #include <set>
 #include <sstream>
-#include "models/trainer.hpp"
 
 namespace salamander::actors {
 
@@ -18,6 +23,37 @@ using clock = std::chrono::steady_clock;
 
 double since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+// One line in the metrics log, when the job keeps one.
+void log_event(self_ptr self, const std::string& kind,
+               nlohmann::json fields = nlohmann::json::object()) {
+  if (auto& m = self->state.metrics) {
+    m->write(kind, std::move(fields));
+  }
+}
+
+// The end of the job in the metrics log: how it ended and the lineage of the
+// final weights, checked (the audit: every batch exactly once).
+void log_end(self_ptr self) {
+  auto& st = self->state;
+  auto problem = check_lineage(st.status.lineage);
+  log_event(self, "end",
+            {{"phase", st.status.phase},
+             {"error", st.status.error},
+             {"committed", st.status.committed},
+             {"accuracy", st.status.test_accuracy},
+             {"recoveries", st.status.recoveries},
+             {"replans", st.status.replans},
+             {"redone_batches", st.status.redone_batches},
+             {"lineage_ok", problem.empty()},
+             {"lineage_problem", problem},
+             {"lineage", st.status.lineage}});
+}
+
+// "training", or "paused" while the console holds the job.
+const char* running_phase(const supervisor_state& st) {
+  return st.user_paused ? "paused" : "training";
 }
 
 void stop_stages(self_ptr self) {
@@ -35,6 +71,11 @@ void fail(self_ptr self, const std::string& what) {
   st.status.error = what;
   st.status.elapsed_s = since(st.started);
   stop_stages(self);
+  for (auto& c : st.checkpoints) {
+    c.promise.deliver(caf::make_error(errc::bad_config, "the job failed: " + what));
+  }
+  st.checkpoints.clear();
+  log_end(self);
 }
 
 uint64_t total_batches(const supervisor_state& st) {
@@ -44,11 +85,21 @@ uint64_t total_batches(const supervisor_state& st) {
 void begin_replan(self_ptr self);
 void track_capacity(self_ptr self);
 void pause_job(self_ptr self, const std::string& why);
+void take_checkpoints(self_ptr self);
 
 void feed(self_ptr self) {
   auto& st = self->state;
-  if (st.replanning) {
+  if (st.replanning || st.checkpointing) {
     return;
+  }
+  if (!st.checkpoints.empty()) {
+    if (st.committed == st.fed && !st.recovering) {
+      take_checkpoints(self); // at the flush: every stage at one version
+    }
+    return;
+  }
+  if (st.user_paused) {
+    return; // the console paused the job: what is in flight finishes
   }
   if (st.replan_requested) {
     if (st.committed == st.fed) {
@@ -79,7 +130,7 @@ void feed(self_ptr self) {
 
 void start_epoch(self_ptr self) {
   auto& st = self->state;
-  st.status.phase = "training";
+  st.status.phase = running_phase(st);
   st.status.epoch = static_cast<int64_t>(st.committed / st.batches_per_epoch) + 1;
   st.status.batch = 0;
   st.epoch_started = clock::now();
@@ -91,6 +142,12 @@ void finish(self_ptr self) {
   auto& st = self->state;
   st.status.phase = "finished";
   st.status.elapsed_s = since(st.started);
+  for (auto& c : st.checkpoints) {
+    c.promise.deliver(caf::make_error(errc::bad_config,
+                                      "the job finished first; use --save for the final weights"));
+  }
+  st.checkpoints.clear();
+  log_end(self);
 }
 
 void evaluate(self_ptr self) {
@@ -125,6 +182,7 @@ void commit(self_ptr self, uint64_t g) {
   st.status.lineage.push_back(g);
   st.committed++;
   st.last_progress = clock::now();
+  st.status.plan_batches++;
   st.status.stage_compute_s.resize(st.stages.size());
   st.status.stage_wait_s.resize(st.stages.size());
   st.status.stage_send_s.resize(st.stages.size());
@@ -142,10 +200,48 @@ void commit(self_ptr self, uint64_t g) {
   if (auto it = st.cfg.replan_at.find(st.committed); it != st.cfg.replan_at.end()) {
     st.replan_requested = true;
     st.replan_balance = it->second;
+    st.replan_reason = "forced (--replan-at)";
   }
   st.status.batch = static_cast<int64_t>((st.committed - 1) % st.batches_per_epoch) + 1;
   st.status.samples_per_s = static_cast<double>(st.epoch_samples) / since(st.epoch_started);
   st.status.elapsed_s = since(st.started);
+  // the recent rate: the last 20 commits (the epoch's average hides a
+  // slow-down or a recovery)
+  int64_t samples = 0;
+  for (auto& r : st.last_reports) {
+    if (r.stage + 1 == st.stages.size()) {
+      samples = r.samples;
+    }
+  }
+  st.recent.emplace_back(clock::now(), samples);
+  while (st.recent.size() > 20) {
+    st.recent.pop_front();
+  }
+  if (st.recent.size() >= 2) {
+    int64_t n = 0;
+    for (size_t i = 1; i < st.recent.size(); ++i) {
+      n += st.recent[i].second;
+    }
+    auto span = std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
+    st.status.recent_samples_per_s = span.count() > 0 ? static_cast<double>(n) / span.count() : 0;
+  }
+  if (st.metrics) {
+    auto stages = nlohmann::json::array();
+    for (auto& r : st.last_reports) {
+      stages.push_back({{"stage", r.stage},
+                        {"node", st.nodes[st.stage_nodes[r.stage]].name},
+                        {"compute_s", r.compute_s},
+                        {"wait_s", r.wait_s},
+                        {"send_s", r.send_s}});
+    }
+    log_event(self, "batch",
+              {{"batch", g},
+               {"epoch", st.status.epoch},
+               {"samples_per_s", st.status.recent_samples_per_s},
+               {"loss", st.status.loss},
+               {"plan_version", st.status.plan_version},
+               {"stages", stages}});
+  }
   if (st.committed % st.batches_per_epoch == 0) {
     st.status.train_s += since(st.epoch_started);
     if (st.cfg.evaluate) {
@@ -183,7 +279,8 @@ void add_sources(const supervisor_state& st, stage_spec& spec) {
 // After a re-plan or a recovery: carry on where the committed counter is.
 void continue_training(self_ptr self) {
   auto& st = self->state;
-  st.status.phase = "training";
+  st.status.phase = running_phase(st);
+  st.recent.clear();
   st.last_progress = clock::now();
   bool at_epoch_end = st.committed > 0 && st.committed % st.batches_per_epoch == 0;
   if (at_epoch_end &&
@@ -213,9 +310,23 @@ void resume_after_replan(self_ptr self) {
     st.recovering = false;
     st.status.recoveries++;
     st.status.last_recovery_s = since(st.failure_at);
+    st.status.health = "ok";
+    log_event(self, "recovered",
+              {{"recovery_s", st.status.last_recovery_s},
+               {"transfer_s", since(st.recovery_planned_at)},
+               {"rollback_version", st.status.rollback_version},
+               {"redone_batches", st.rollback_from - static_cast<uint64_t>(
+                                                         st.status.rollback_version)},
+               {"plan", st.status.plan}});
   } else {
     st.status.replans++;
     st.status.last_replan_s = since(st.replan_started);
+    log_event(self, "replan",
+              {{"reason", st.replan_reason},
+               {"pause_s", st.status.last_replan_s},
+               {"moved_bytes", st.status.last_replan_moved_bytes},
+               {"plan", st.status.plan},
+               {"plan_version", st.status.plan_version}});
   }
   st.replanning = false;
   continue_training(self);
@@ -317,6 +428,14 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
               }
               st.status.plan_version++;
               st.status.plan = describe_plan(st);
+              st.status.plan_batches = 0;
+              st.status.stage_compute_s.assign(st.stages.size(), 0.0);
+              st.status.stage_wait_s.assign(st.stages.size(), 0.0);
+              st.status.stage_send_s.assign(st.stages.size(), 0.0);
+              log_event(self, "plan",
+                        {{"plan_version", st.status.plan_version},
+                         {"plan", st.status.plan},
+                         {"at_batch", st.committed}});
               if (pulls) {
                 st.ready_pending = st.stages.size(); // resume when all have pulled state
                 return;
@@ -442,9 +561,10 @@ void profile_all(self_ptr self) {
   st.status.phase = "profiling";
   st.profiles.assign(st.nodes.size(), device_report{});
   st.node_scale.assign(st.nodes.size(), 1.0);
-  auto pending = std::make_shared<size_t>(st.nodes.size());
+  auto live = live_nodes(st); // refused nodes are not asked
+  auto pending = std::make_shared<size_t>(live.size());
   auto mbs = static_cast<uint32_t>(micro_batch_size(st.cfg));
-  for (size_t i = 0; i < st.nodes.size(); ++i) {
+  for (size_t i : live) {
     auto node_name = st.nodes[i].name;
     self->request(st.nodes[i].handle, st.cfg.profile_timeout, profile_atom_v, st.cfg.model, mbs)
         .then(
@@ -503,6 +623,9 @@ void track_capacity(self_ptr self) {
       st.predicted_bottleneck_s = better.bottleneck_s;
       st.replan_requested = true;
       st.replan_balance.clear();
+      st.replan_reason = "capacity: " + std::to_string(static_cast<int>(
+                             100 * (1 - better.objective_s / current.objective_s))) +
+                         "% faster predicted";
     }
   } catch (const std::exception&) {
     // no better plan fits; keep the current one
@@ -600,7 +723,10 @@ void pause_job(self_ptr self, const std::string& why) {
   auto& st = self->state;
   st.status.phase = "paused";
   st.status.error = "paused: " + why + "; waiting for a node to join";
+  st.status.health = "paused: too little capacity";
   st.recovering = true; // a join resumes through recovery
+  st.waiting_for_capacity = true;
+  log_event(self, "paused", {{"why", why}});
 }
 
 // A stage or node was lost while the job ran: freeze, and recover after the
@@ -617,6 +743,8 @@ void on_failure(self_ptr self, const std::string& what) {
   }
   st.status.phase = "recovering";
   st.status.error = what; // the last failure, for status displays
+  st.status.health = "recovering: " + what;
+  log_event(self, "failure", {{"what", what}, {"committed", st.committed}});
   ++st.recovery_gen;
   self->delayed_send(self, st.cfg.failure_window, recover_atom_v, st.recovery_gen);
 }
@@ -689,6 +817,13 @@ void recover_with(self_ptr self,
     }
   }
   // roll back: batches after v are replayed
+  st.rollback_from = st.committed;
+  st.recovery_planned_at = clock::now();
+  log_event(self, "recovery_plan",
+            {{"rollback_version", v},
+             {"redone_batches", st.committed - v},
+             {"detect_to_plan_s", since(st.failure_at)},
+             {"live_nodes", live_nodes(st).size()}});
   st.status.redone_batches += static_cast<int64_t>(st.committed - v);
   st.status.rollback_version = static_cast<int64_t>(v);
   st.status.lineage.resize(v);
@@ -740,6 +875,7 @@ void recover(self_ptr self, uint64_t gen) {
   if (gen != st.recovery_gen || st.status.finished()) {
     return;
   }
+  st.waiting_for_capacity = false;
   for (auto* group : {&st.stages, &st.old_stages}) {
     for (auto& s : *group) {
       if (s) {
@@ -788,36 +924,247 @@ void recover(self_ptr self, uint64_t gen) {
   }
 }
 
+// Checks a node's answer to hello: its protocol and its proof of the cluster
+// secret. Sends the node the supervisor's proof, or why it is refused. ""
+// when the node is in; otherwise why not (logged on both sides).
+std::string admit(self_ptr self, const node_actor& handle, const std::string& name,
+                  const std::string& challenge, const node_info& info) {
+  auto& st = self->state;
+  if (info.protocol != protocol_version) {
+    return "node " + name + " speaks protocol " + std::to_string(info.protocol) +
+           ", this supervisor " + std::to_string(protocol_version) +
+           " (run the same salamander version everywhere)";
+  }
+  if (!verify(st.cfg.secret, "node", name, challenge, info.proof)) {
+    auto why = "node " + name + " did not prove the cluster secret (wrong or missing secret "
+                                "on that node); it is refused and gets no stage";
+    spdlog::error("REFUSED {}", why);
+    self->send(handle, auth_atom_v, std::string{},
+               std::string("this node did not prove the cluster secret (wrong or missing "
+                           "--secret-file / SALAMANDER_SECRET)"));
+    log_event(self, "refused", {{"node", name}, {"why", "cluster secret"}});
+    return why;
+  }
+  self->send(handle, auth_atom_v, prove(st.cfg.secret, "supervisor", name, info.challenge),
+             std::string{});
+  return "";
+}
+
 void hello_all(self_ptr self) {
   auto& st = self->state;
   auto pending = std::make_shared<size_t>(st.nodes.size());
   st.infos.assign(st.nodes.size(), node_info{});
   st.holders.assign(st.nodes.size(), replica_holder_actor{});
   st.node_dead.assign(st.nodes.size(), false);
+  st.node_refused.assign(st.nodes.size(), false);
+  st.last_seen.assign(st.nodes.size(), clock::time_point{});
   for (auto& n : st.nodes) {
     self->monitor(n.handle); // a node lost during start-up fails it at once
   }
+  auto all_answered = [=] {
+    auto& st = self->state;
+    if (st.status.finished()) {
+      return;
+    }
+    if (live_nodes(st).empty()) {
+      fail(self, "no node proved the cluster secret; check --secret-file / SALAMANDER_SECRET "
+                 "on the nodes and here");
+      return;
+    }
+    spawn_stages(self);
+  };
   for (size_t i = 0; i < st.nodes.size(); ++i) {
     auto node_name = st.nodes[i].name;
-    self->request(st.nodes[i].handle, st.cfg.request_timeout, hello_atom_v, protocol_version)
+    auto challenge = make_challenge();
+    auto handle = st.nodes[i].handle;
+    self->request(handle, st.cfg.request_timeout, hello_atom_v, protocol_version, challenge)
         .then(
             [=](node_info info) {
-              if (info.protocol != protocol_version) {
-                fail(self, "node " + node_name + " speaks protocol " +
-                               std::to_string(info.protocol) + ", this supervisor " +
-                               std::to_string(protocol_version) +
-                               " (run the same salamander version everywhere)");
+              auto& st = self->state;
+              auto why = admit(self, handle, node_name, challenge, info);
+              if (!why.empty() && info.protocol != protocol_version) {
+                fail(self, why);
                 return;
               }
-              self->state.holders[i] = caf::actor_cast<replica_holder_actor>(info.replica_holder);
-              self->state.infos[i] = std::move(info);
-              if (--*pending == 0 && !self->state.status.finished()) {
-                spawn_stages(self);
+              if (!why.empty()) {
+                st.node_refused[i] = true;
+                st.node_dead[i] = true;
+                self->demonitor(handle.address());
+              } else {
+                st.holders[i] = caf::actor_cast<replica_holder_actor>(info.replica_holder);
+                st.infos[i] = std::move(info);
+                st.last_seen[i] = clock::now();
+              }
+              if (--*pending == 0) {
+                all_answered();
               }
             },
             [=](caf::error& err) {
               fail(self, "node " + node_name + " did not answer hello: " +
                              self->system().render(err));
+            });
+  }
+}
+
+// Every tick: ask each live node how it is (a hello without a challenge).
+// The console's `nodes` shows when each last answered; detection itself is
+// CAF's (connection loss, heartbeat timeout), not this.
+void probe_nodes(self_ptr self) {
+  auto& st = self->state;
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    if (st.node_dead[n]) {
+      continue;
+    }
+    self->request(st.nodes[n].handle, std::chrono::milliseconds(900), hello_atom_v,
+                  protocol_version, std::string{})
+        .then(
+            [=](node_info& info) {
+              auto& st = self->state;
+              if (n < st.last_seen.size()) {
+                st.last_seen[n] = clock::now();
+                st.infos[n].memory_bytes = info.memory_bytes;
+                st.infos[n].cpu_share = info.cpu_share;
+                st.infos[n].link_bytes_per_s = info.link_bytes_per_s;
+              }
+            },
+            [](caf::error&) {});
+  }
+}
+
+// Fills the console's views of the job: nodes and stages.
+void refresh_rows(self_ptr self) {
+  auto& st = self->state;
+  auto& s = st.status;
+  auto now = clock::now();
+  s.nodes.clear();
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    node_row r;
+    r.name = st.nodes[n].name;
+    bool refused = n < st.node_refused.size() && st.node_refused[n];
+    bool dead = n < st.node_dead.size() && st.node_dead[n];
+    double ago = n < st.last_seen.size() && st.last_seen[n] != clock::time_point{}
+                     ? std::chrono::duration<double>(now - st.last_seen[n]).count()
+                     : -1;
+    r.last_heartbeat_s = ago;
+    r.health = refused ? "refused" : dead ? "dead" : ago > 2.5 ? "late" : "ok";
+    r.role = "spare";
+    for (size_t i = 0; i < st.stage_nodes.size() && i < st.stages.size(); ++i) {
+      if (st.stage_nodes[i] == n) {
+        r.role = "stage " + std::to_string(i);
+      }
+    }
+    if (n < st.infos.size()) {
+      r.emulation = st.infos[n].emulation;
+      r.cpu_share = st.infos[n].cpu_share;
+      r.memory_bytes = st.infos[n].memory_bytes;
+      r.link_bytes_per_s = st.infos[n].link_bytes_per_s;
+    }
+    if (n < st.node_scale.size() && st.node_scale[n] > 0) {
+      r.speed = 1.0 / st.node_scale[n];
+    }
+    s.nodes.push_back(std::move(r));
+  }
+  s.stages.clear();
+  auto M = static_cast<double>(st.cfg.micro_batches);
+  for (size_t i = 0; i < st.ranges.size() && i < st.stage_nodes.size(); ++i) {
+    stage_row r;
+    r.index = static_cast<uint32_t>(i);
+    size_t n = st.stage_nodes[i];
+    r.node = st.nodes[n].name;
+    r.begin = st.ranges[i].first;
+    r.end = st.ranges[i].second;
+    if (n < st.profiles.size() && !st.profiles[n].forward_s.empty()) {
+      for (size_t l = r.begin; l < r.end && l < st.profiles[n].forward_s.size(); ++l) {
+        r.predicted_s += (st.profiles[n].forward_s[l] + st.profiles[n].backward_s[l]) * M;
+      }
+    }
+    for (auto& b : st.last_reports) {
+      if (b.stage == i) {
+        r.measured_s = b.compute_s;
+        r.wait_s = b.wait_s;
+        r.send_s = b.send_s;
+      }
+    }
+    s.stages.push_back(std::move(r));
+  }
+  if (!st.recovering && !st.status.finished()) {
+    std::string health = "ok";
+    for (auto& r : s.nodes) {
+      if (r.health == "late") {
+        health = "node " + r.name + " late (" + std::to_string(static_cast<int>(r.last_heartbeat_s)) +
+                 " s)";
+      }
+    }
+    s.health = health;
+  }
+  s.paused_by_user = st.user_paused;
+  s.elapsed_s = since(st.started);
+}
+
+// At a flush: every stage's weights into one checkpoint per request.
+void take_checkpoints(self_ptr self) {
+  auto& st = self->state;
+  st.checkpointing = true;
+  auto parts = std::make_shared<std::vector<models::weight_snapshot>>(st.stages.size());
+  auto pending = std::make_shared<size_t>(st.stages.size());
+  auto failed = std::make_shared<bool>(false);
+  auto done = [=](std::string error) {
+    auto& st = self->state;
+    auto requests = std::move(st.checkpoints);
+    st.checkpoints.clear();
+    st.checkpointing = false;
+    models::weight_snapshot all;
+    if (error.empty()) {
+      all = (*parts)[0];
+      all.layers.clear();
+      for (auto& p : *parts) {
+        all.version = std::min(all.version, p.version);
+        for (auto& l : p.layers) {
+          all.layers.push_back(l);
+        }
+      }
+    }
+    for (auto& r : requests) {
+      if (!error.empty()) {
+        r.promise.deliver(caf::make_error(errc::stage_failed, error));
+        continue;
+      }
+      try {
+        messages::checkpoint ckpt;
+        ckpt.snapshot = all;
+        ckpt.seed = st.cfg.seed;
+        ckpt.epoch = st.committed / static_cast<uint64_t>(st.batches_per_epoch);
+        ckpt.batches_in_epoch = st.committed % static_cast<uint64_t>(st.batches_per_epoch);
+        ckpt.note = "console checkpoint at batch " + std::to_string(st.committed) + ", plan " +
+                    st.status.plan;
+        messages::save_checkpoint(r.path, ckpt);
+        log_event(self, "checkpoint", {{"path", r.path}, {"version", all.version}});
+        r.promise.deliver("saved checkpoint " + r.path + " (version " +
+                          std::to_string(all.version) + ", " +
+                          std::to_string(all.layers.size()) + " layers)");
+      } catch (const std::exception& e) {
+        r.promise.deliver(caf::make_error(errc::bad_config, e.what()));
+      }
+    }
+    if (!st.status.finished()) {
+      feed(self);
+    }
+  };
+  for (size_t i = 0; i < st.stages.size(); ++i) {
+    self->request(st.stages[i], st.cfg.request_timeout, snapshot_atom_v)
+        .then(
+            [=](snapshot_payload& part) {
+              (*parts)[i] = std::move(part.snapshot);
+              if (--*pending == 0 && !*failed) {
+                done("");
+              }
+            },
+            [=](caf::error& err) {
+              if (!*failed) {
+                *failed = true;
+                done("stage " + std::to_string(i) + " did not hand over its weights: " +
+                     self->system().render(err));
+              }
             });
   }
 }
@@ -866,7 +1213,37 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
   }
   st.status.batches = st.batches_per_epoch;
   st.central_holder = self->spawn(replica_holder, std::string("central"));
-  if (st.nodes.empty()) {
+  if (!st.cfg.metrics_path.empty()) {
+    try {
+      st.metrics = std::make_shared<metrics_log>(st.cfg.metrics_path);
+      st.status.metrics_path = st.cfg.metrics_path;
+      nlohmann::json names = nlohmann::json::array();
+      for (auto& n : st.nodes) {
+        names.push_back(n.name);
+      }
+      log_event(self, "start",
+                {{"model", st.cfg.model},
+                 {"nodes", names},
+                 {"epochs", st.cfg.epochs},
+                 {"batches_per_epoch", st.batches_per_epoch},
+                 {"batch_size", st.cfg.batch_size},
+                 {"micro_batches", st.cfg.micro_batches},
+                 {"schedule", st.cfg.schedule},
+                 {"replicate_every", st.cfg.replicate_every},
+                 {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count()}});
+    } catch (const std::exception& e) {
+      fail(self, e.what());
+    }
+  }
+  if (st.cfg.secret.empty()) {
+    spdlog::warn("no cluster secret set (--secret-file or SALAMANDER_SECRET): any node that "
+                 "can reach this supervisor can take part");
+  }
+  if (st.status.finished()) {
+    // the metrics log could not be opened
+  } else if (st.nodes.empty()) {
     fail(self, "no nodes to run the job on");
   } else {
     hello_all(self);
@@ -876,6 +1253,9 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
     bool running = st.status.phase != "starting" && st.status.phase != "profiling";
     for (size_t n = 0; n < st.nodes.size(); ++n) {
       if (st.nodes[n].handle.address() == dm.source) {
+        if (n < st.node_refused.size() && st.node_refused[n]) {
+          return; // never part of the job
+        }
         auto what = "node " + st.nodes[n].name + " went away" +
                     (running ? ": " : " during start-up: ") + self->system().render(dm.reason);
         if (!running) {
@@ -956,6 +1336,12 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
                          " s (batch " + std::to_string(st.committed) + ")");
           return;
         }
+        if (st.status.phase != "starting") {
+          probe_nodes(self);
+        }
+        if (st.metrics) {
+          st.metrics->flush();
+        }
         self->delayed_send(self, std::chrono::seconds(1), tick_atom_v);
       },
       [=](ready_atom, uint32_t) {
@@ -991,10 +1377,15 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
         }
         auto handle = caf::actor_cast<node_actor>(node);
         auto rp = self->make_response_promise<std::string>();
-        self->request(handle, st.cfg.request_timeout, hello_atom_v, protocol_version)
+        auto challenge = make_challenge();
+        self->request(handle, st.cfg.request_timeout, hello_atom_v, protocol_version, challenge)
             .then(
                 [=](node_info info) mutable {
                   auto& st = self->state;
+                  if (auto why = admit(self, handle, name, challenge, info); !why.empty()) {
+                    rp.deliver(caf::make_error(errc::unauthorized, why));
+                    return;
+                  }
                   size_t n = st.nodes.size();
                   for (size_t i = 0; i < st.nodes.size(); ++i) {
                     if (st.nodes[i].name == name) {
@@ -1011,6 +1402,8 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
                     st.infos.emplace_back();
                     st.holders.emplace_back();
                     st.node_dead.push_back(false);
+                    st.node_refused.push_back(false);
+                    st.last_seen.push_back(clock::now());
                     if (!st.profiles.empty()) {
                       // plan it with the profile of its peers' median until measured
                       st.profiles.push_back(st.profiles.front());
@@ -1024,14 +1417,17 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
                   }
                   st.holders[n] = caf::actor_cast<replica_holder_actor>(info.replica_holder);
                   st.infos[n] = std::move(info);
+                  st.last_seen[n] = clock::now();
                   self->monitor(handle);
-                  if (st.status.phase == "paused") {
+                  log_event(self, "join", {{"node", name}});
+                  if (st.waiting_for_capacity) {
                     ++st.recovery_gen;
                     recover(self, st.recovery_gen);
                     rp.deliver("node " + name + " joined; the paused job resumes");
                   } else {
                     st.replan_requested = true;
                     st.replan_balance.clear();
+                    st.replan_reason = "join of " + name;
                     if (st.status.phase == "training") {
                       feed(self);
                     }
@@ -1068,12 +1464,97 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
         }
         st.replan_requested = true;
         st.replan_balance = balance;
+        st.replan_reason = balance.empty() ? "console" : "console, balance " + balance;
         if (st.status.phase == "training") {
           feed(self); // starts it now if nothing is in flight
         }
-        return std::string("re-plan scheduled at the next flush");
+        return std::string("re-plan scheduled at the next flush") +
+               (st.user_paused ? " (the job is paused: it happens after resume)" : "");
       },
-      [=](caf::get_atom) { return self->state.status; },
+      [=](pause_atom) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (st.status.finished()) {
+          return caf::make_error(errc::bad_config, "the job has ended");
+        }
+        if (st.user_paused) {
+          return std::string("already paused; resume carries on");
+        }
+        st.user_paused = true;
+        st.status.paused_by_user = true;
+        if (st.status.phase == "training") {
+          st.status.phase = "paused";
+        }
+        log_event(self, "pause", {{"committed", st.committed}});
+        auto in_flight = st.fed - st.committed;
+        return "paused at batch " + std::to_string(st.committed) + ": " +
+               std::to_string(in_flight) +
+               " batch(es) in flight finish, no new ones start; resume carries on";
+      },
+      [=](resume_atom) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (st.status.finished()) {
+          return caf::make_error(errc::bad_config, "the job has ended");
+        }
+        if (!st.user_paused) {
+          return std::string(st.waiting_for_capacity
+                                 ? "not paused by the console; the job waits for a node to join"
+                                 : "not paused");
+        }
+        st.user_paused = false;
+        st.status.paused_by_user = false;
+        log_event(self, "resume", {{"committed", st.committed}});
+        if (st.status.phase == "paused" && !st.recovering) {
+          st.status.phase = "training";
+          st.last_progress = clock::now();
+          st.recent.clear();
+          feed(self);
+        }
+        return "resumed at batch " + std::to_string(st.committed);
+      },
+      [=](replicate_atom) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (st.status.finished()) {
+          return caf::make_error(errc::bad_config, "the job has ended");
+        }
+        if (st.recovering || st.replanning || st.stages.empty()) {
+          return caf::make_error(errc::bad_config, "the job is " + st.status.phase +
+                                                       "; replicate once it trains again");
+        }
+        // every stage reaches version `fed` once the batches in flight are
+        // stepped (at a flush it is there already)
+        auto version = st.fed;
+        if (version == 0) {
+          return caf::make_error(errc::bad_config,
+                                 "nothing trained yet; the seed needs no replica");
+        }
+        for (auto& s : st.stages) {
+          self->send(s, replicate_atom_v, version);
+        }
+        st.status.replicated_version = static_cast<int64_t>(version);
+        log_event(self, "replicate", {{"version", version}});
+        return "replicating version " + std::to_string(version) + " of all " +
+               std::to_string(st.stages.size()) + " stages to their chain and global holders";
+      },
+      [=](checkpoint_atom, std::string& path) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (st.status.finished()) {
+          return caf::make_error(errc::bad_config,
+                                 "the job has ended; use --save for the final weights");
+        }
+        if (path.empty()) {
+          return caf::make_error(errc::bad_config, "checkpoint save needs a PATH");
+        }
+        auto rp = self->make_response_promise<std::string>();
+        st.checkpoints.push_back({path, rp});
+        if (st.status.phase == "training" || st.status.phase == "paused") {
+          feed(self); // at a flush already: now
+        }
+        return rp;
+      },
+      [=](caf::get_atom) {
+        refresh_rows(self);
+        return self->state.status;
+      },
       [=](snapshot_atom) -> caf::result<snapshot_payload> {
         auto& st = self->state;
         if (st.stages.empty()) {
@@ -1107,6 +1588,9 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
         return rp;
       },
       [=](leave_atom) {
+        if (self->state.metrics) {
+          self->state.metrics->flush();
+        }
         stop_stages(self);
         self->send_exit(self->state.central_holder, caf::exit_reason::user_shutdown);
         self->quit();

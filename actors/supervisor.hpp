@@ -28,10 +28,13 @@
 #include "models/data.hpp"
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 
 namespace salamander::actors {
+
+class metrics_log;
 
 struct job_config {
   std::string model = "cnn";
@@ -71,6 +74,10 @@ struct job_config {
   std::chrono::milliseconds request_timeout{10000};
   /// The job fails when no batch commits for this long.
   std::chrono::milliseconds progress_timeout{60000};
+  /// The cluster secret nodes must prove ("": an open cluster).
+  std::string secret;
+  /// Where the JSON-lines metrics log goes ("": none).
+  std::string metrics_path;
 };
 
 struct remote_node {
@@ -134,6 +141,24 @@ struct supervisor_state {
   std::chrono::steady_clock::time_point epoch_started{};
   std::chrono::steady_clock::time_point last_progress{};
   int64_t epoch_samples = 0;
+  /// (commit time, samples) of the last commits, for the recent rate
+  std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent;
+
+  // operating: metrics, console, heartbeats, authentication
+  std::shared_ptr<metrics_log> metrics;
+  std::string replan_reason; ///< why the pending re-plan was asked for
+  bool user_paused = false;  ///< console pause
+  bool waiting_for_capacity = false; ///< paused until a node joins
+  bool checkpointing = false;
+  struct checkpoint_request {
+    std::string path;
+    caf::typed_response_promise<std::string> promise;
+  };
+  std::vector<checkpoint_request> checkpoints; ///< written at the next flush
+  std::vector<bool> node_refused; ///< failed to prove the cluster secret
+  std::vector<std::chrono::steady_clock::time_point> last_seen; ///< per node
+  std::chrono::steady_clock::time_point recovery_planned_at{};
+  uint64_t rollback_from = 0; ///< committed batches when the failure hit
 };
 
 /// "1,1,2" -> {1, 1, 2}; "" -> {}. Throws std::invalid_argument.

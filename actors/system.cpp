@@ -25,6 +25,8 @@ std::string to_string(errc x) {
       return "timeout";
     case errc::bad_config:
       return "bad_config";
+    case errc::unauthorized:
+      return "unauthorized";
   }
   return "unknown";
 }
@@ -46,6 +48,13 @@ void configure(caf::actor_system_config& cfg, const system_options& opts) {
                            }
                            return out;
                          });
+  // Stage-to-stage tensors must go node to node: without this, a node that
+  // learns of a peer's stage through the supervisor routes every message to
+  // it through the supervisor (two hops, and the supervisor's link carries
+  // the whole pipeline). With it, BASP connects the nodes directly.
+  if (opts.automatic_connections) {
+    cfg.set("middleman.enable-automatic-connections", true);
+  }
   if (opts.scheduler_threads > 0) {
     cfg.set("scheduler.max-threads", opts.scheduler_threads);
   }

@@ -17,6 +17,13 @@ struct system_options {
   /// 0: never drop a silent connection (hung peers are found by the
   /// supervisor's own progress checks).
   std::chrono::milliseconds connection_timeout{0};
+  /// Let BASP connect this process straight to peers it learns of through
+  /// another (nodes: stage-to-stage tensors go node to node, not through
+  /// the supervisor). CAF's helper for it is a detached actor that waits up
+  /// to 10 minutes for a peer that never answers, holding up the
+  /// actor_system's destructor: processes that enable it exit without
+  /// running that destructor (see run_node).
+  bool automatic_connections = false;
 };
 
 /// Fills `cfg`; call before constructing the actor_system.

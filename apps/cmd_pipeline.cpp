@@ -1,5 +1,6 @@
 // `salamander train --stages N`, `salamander supervisor --cluster FILE` and
 // `salamander node`: pipeline training over actors.
+#include "actors/auth.hpp"
 #include "actors/cluster.hpp"
 #include "actors/job.hpp"
 #include "actors/system.hpp"
@@ -13,26 +14,44 @@
 #include <fmt/ranges.h>
 
 #include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <thread>
 #include <sstream>
 
 namespace salamander::apps {
 
 namespace {
 
+} // namespace
+
 std::string status_line(const job_status& s) {
   double eta = -1;
-  if (s.samples_per_s > 0 && s.batches > 0) {
+  double rate = s.recent_samples_per_s > 0 ? s.recent_samples_per_s : s.samples_per_s;
+  if (s.committed > 0 && s.batches > 0 && s.elapsed_s > 0) {
     double left = static_cast<double>((s.epochs - s.epoch) * s.batches + (s.batches - s.batch));
-    eta = left * (s.committed > 0 ? s.elapsed_s / static_cast<double>(s.committed) : 0.0);
+    eta = left * s.elapsed_s / static_cast<double>(s.committed);
+  }
+  std::string health = s.health;
+  if (health == "ok" && s.recoveries > 0) {
+    health = fmt::format("ok, recovered {}x ({:.2f} s)", s.recoveries, s.last_recovery_s);
   }
   return fmt::format("[{}] epoch {}/{}  batch {}/{}  {:.0f} samples/s  loss {:.4f}  eta {}  "
-                     "plan v{}{}",
-                     s.phase, s.epoch, s.epochs, s.batch, s.batches, s.samples_per_s, s.loss,
+                     "plan v{}  {}",
+                     s.phase, s.epoch, s.epochs, s.batch, s.batches, rate, s.loss,
                      eta < 0 ? std::string("?") : fmt::format("{:.0f}s", eta), s.plan_version,
-                     s.recoveries > 0 ? fmt::format("  recovered {}x", s.recoveries) : "");
+                     health);
 }
 
-} // namespace
+/// runs/job-YYYYmmdd-HHMMSS-PID/metrics.jsonl under the working directory.
+std::string default_metrics_path() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  return fmt::format("runs/job-{}-{}/metrics.jsonl", stamp, ::getpid());
+}
 
 int run_pipeline(const train_cli& cli) {
   auto log = logger("supervisor");
@@ -58,6 +77,17 @@ int run_pipeline(const train_cli& cli) {
   jc.replan_gain = cli.replan_gain;
   if (cli.replan_at > 0) {
     jc.replan_at[static_cast<uint64_t>(cli.replan_at)] = cli.replan_balance;
+  }
+  jc.metrics_path = cli.metrics == "none" ? "" : cli.metrics.empty() ? default_metrics_path()
+                                                                     : cli.metrics;
+  if (!cli.cluster.empty()) {
+    // nodes in this process (--stages) are trusted; remote ones prove the secret
+    if (auto secret = actors::load_secret(cli.secret_file)) {
+      jc.secret = *secret;
+      if (auto w = actors::secret_file_warning(cli.secret_file); !w.empty()) {
+        log->warn("{}", w);
+      }
+    }
   }
   auto desc = models::describe(models::model_spec::parse(jc.model));
   auto train = std::make_shared<models::dataset>(
@@ -108,11 +138,30 @@ int run_pipeline(const train_cli& cli) {
         return;
       }
       listening = *bound;
-      log->info("supervisor listening on {}:{} (salamander node --join {}:{})", host, *bound,
-                host, *bound);
+      log->info("supervisor listening on {}:{} (salamander console {}:{}; salamander node "
+                "--join {}:{})",
+                host, *bound, host, *bound, host, *bound);
     };
   }
+  int64_t shown_recoveries = 0;
+  std::string shown_error;
+  bool shown_metrics = false;
   opts.on_status = [&](const job_status& s) {
+    if (!shown_metrics && !s.metrics_path.empty()) {
+      shown_metrics = true;
+      log->info("metrics: {} (salamander plot {} -o run.png)", s.metrics_path, s.metrics_path);
+    }
+    if (s.phase == "recovering" && s.error != shown_error) {
+      shown_error = s.error;
+      progress.finish();
+      log->warn("FAILURE: {}; recovering", s.error);
+    }
+    if (s.recoveries != shown_recoveries) {
+      shown_recoveries = s.recoveries;
+      progress.finish();
+      log->info("RECOVERED in {:.2f} s: rolled back to version {}, {} batches redone so far",
+                s.last_recovery_s, s.rollback_version, s.redone_batches);
+    }
     if (s.plan_version != shown_plan && !s.plan.empty()) {
       shown_plan = s.plan_version;
       progress.finish();
@@ -124,6 +173,9 @@ int run_pipeline(const train_cli& cli) {
   progress.finish();
   if (listening != 0) {
     sys.middleman().unpublish(sup_handle, listening);
+  }
+  if (!result.status.metrics_path.empty()) {
+    std::printf("metrics: %s\n", result.status.metrics_path.c_str());
   }
   if (result.status.phase != "finished") {
     log->error("job failed: {}", result.status.error);
@@ -190,13 +242,25 @@ int run_node(const node_cli& cli) {
               emulation.config.describe(), emulation.limiter->method());
   }
   caf::actor_system_config cfg;
-  actors::configure(cfg);
+  actors::system_options sopts;
+  sopts.automatic_connections = true; // tensors go node to node
+  actors::configure(cfg, sopts);
   caf::actor_system sys{cfg};
   actors::node_config ncfg;
   ncfg.name = cli.name;
   ncfg.host = host;
   ncfg.threads = cli.threads;
   ncfg.emulation = emulation;
+  if (auto secret = actors::load_secret(cli.secret_file)) {
+    ncfg.secret = *secret;
+    if (auto w = actors::secret_file_warning(cli.secret_file); !w.empty()) {
+      log->warn("{}", w);
+    }
+  } else {
+    log->warn("node {}: no cluster secret set (--secret-file or SALAMANDER_SECRET): any "
+              "supervisor that can reach this node can use it",
+              cli.name);
+  }
   auto n = sys.spawn(actors::node, ncfg);
   auto bound = sys.middleman().publish(n, port, host.c_str());
   if (!bound) {
@@ -241,7 +305,15 @@ int run_node(const node_cli& cli) {
   log->info("node {} leaving ({})", cli.name, sig == SIGTERM ? "SIGTERM" : "SIGINT");
   caf::anon_send(n, leave_atom_v);
   sys.middleman().unpublish(n, *bound);
-  return 0;
+  // Exit without the actor_system's destructor: CAF's automatic-connection
+  // helper may wait minutes for a peer that died (actors/system.hpp). The
+  // node holds nothing that outlives it; its cgroup is removed here.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  emulation.limiter->release();
+  spdlog::shutdown();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(0);
 }
 
 } // namespace salamander::apps

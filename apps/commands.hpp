@@ -35,6 +35,8 @@ struct train_cli {
   double hang_timeout_s = 3.0;
   std::string listen; ///< publish the supervisor here (nodes --join it)
   uint32_t replicate_every = 10;
+  std::string secret_file;  ///< cluster secret (else $SALAMANDER_SECRET)
+  std::string metrics = ""; ///< JSON-lines log; "": runs/JOB/metrics.jsonl; "none": off
 };
 
 struct eval_cli {
@@ -59,6 +61,23 @@ struct node_cli {
   std::string capacity_trace;
   bool dilate = false;
   std::string join; ///< a running supervisor to offer this node to
+  std::string secret_file;
+};
+
+struct console_cli {
+  std::string supervisor;
+  std::string exec; ///< "cmd; cmd": run these and exit (scripts, tests)
+  double timeout_s = 30;
+};
+
+struct plot_cli {
+  std::string metrics;
+  std::string output;
+  std::string title;
+};
+
+struct audit_cli {
+  std::string metrics;
 };
 
 struct chaos_cli {
@@ -74,5 +93,8 @@ int run_pipeline(const train_cli& cli);
 int run_node(const node_cli& cli);
 int run_eval(const eval_cli& cli);
 int run_describe(const describe_cli& cli);
+int run_console(const console_cli& cli);
+int run_plot(const plot_cli& cli);
+int run_audit(const audit_cli& cli);
 
 } // namespace salamander::apps

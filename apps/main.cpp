@@ -113,6 +113,12 @@ int main(int argc, char** argv) {
            "and is recovered from (nodes send one every second)")
         ->check(CLI::Range(1.5, 3600.0))
         ->capture_default_str();
+    sub->add_option("--metrics", train.metrics,
+                    "JSON-lines metrics log of the job (default: "
+                    "runs/job-DATE-TIME-PID/metrics.jsonl; none: off); see README, Metrics");
+    sub->add_option("--secret-file", train.secret_file,
+                    "cluster secret the nodes must prove (default: $SALAMANDER_SECRET; none: "
+                    "an open cluster)");
   };
   t->add_option("--stages", train.stages,
                 "run a pipeline of N stages on N local nodes in this process (embedded "
@@ -133,7 +139,8 @@ int main(int argc, char** argv) {
   add_training_options(sup);
   sup->add_option(
       "--listen", train.listen,
-      "HOST:PORT where nodes started later can join the running job (node --join)");
+      "HOST:PORT where `salamander console` attaches and nodes started later join the "
+      "running job (node --join)");
   add_pipeline_options(sup);
 
   node_cli node;
@@ -171,6 +178,9 @@ int main(int argc, char** argv) {
   nd->add_flag(
       "--dilate", node.dilate,
       "EMULATION: use compute-time dilation even where a cgroup quota is possible");
+  nd->add_option("--secret-file", node.secret_file,
+                 "cluster secret to prove to the supervisor (default: $SALAMANDER_SECRET); "
+                 "a supervisor that cannot prove it gets no work from this node");
 
   eval_cli eval;
   auto* e = app.add_subcommand("eval", "report the test accuracy of a checkpoint");
@@ -200,6 +210,37 @@ int main(int argc, char** argv) {
       ->required();
   ch->add_option("args", chaos.args, "the command's arguments");
 
+  console_cli console;
+  auto* co = app.add_subcommand(
+      "console",
+      "attach to a running job (supervisor --listen HOST:PORT): status, nodes, plan, "
+      "metrics, kill, slow, repartition, replicate, checkpoint save, pause, resume; "
+      "interactive, or --exec 'cmd; cmd' for scripts");
+  co->add_option("supervisor", console.supervisor, "HOST:PORT of the supervisor")->required();
+  co->add_option("--exec,-e", console.exec,
+                 "run these commands (separated by ';') and exit; exit code 1 if one failed, "
+                 "2 if one does not parse (then none runs)");
+  co->add_option("--timeout", console.timeout_s, "seconds to wait for each answer")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+
+  plot_cli plot;
+  auto* pl = app.add_subcommand(
+      "plot", "draw throughput and loss over time from a metrics log, with failures, "
+              "recoveries, re-plans and joins marked (needs gnuplot)");
+  pl->add_option("metrics", plot.metrics, "the job's metrics.jsonl")
+      ->required()
+      ->check(CLI::ExistingFile);
+  pl->add_option("-o,--output", plot.output, "PNG file to write")->required();
+  pl->add_option("--title", plot.title, "title (default: model, nodes and accuracy)");
+
+  audit_cli audit;
+  auto* au = app.add_subcommand(
+      "audit", "check from a metrics log that the final weights saw every batch exactly once");
+  au->add_option("metrics", audit.metrics, "the job's metrics.jsonl")
+      ->required()
+      ->check(CLI::ExistingFile);
+
   CLI11_PARSE(app, argc, argv);
   setup_logging(log_level);
 
@@ -223,6 +264,15 @@ int main(int argc, char** argv) {
     }
     if (*ch) {
       return run_chaos(chaos);
+    }
+    if (*co) {
+      return run_console(console);
+    }
+    if (*pl) {
+      return run_plot(plot);
+    }
+    if (*au) {
+      return run_audit(audit);
     }
     if (*e) {
       return run_eval(eval);

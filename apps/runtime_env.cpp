@@ -14,6 +14,8 @@ spdlog::level::level_enum g_level = spdlog::level::info;
 
 void setup_logging(const std::string& level) {
   g_level = spdlog::level::from_str(level);
+  // the actors log through the default logger: to stderr, like the rest
+  spdlog::set_default_logger(spdlog::stderr_color_mt("actors"));
   spdlog::set_pattern("%H:%M:%S.%e %^%-5l%$ [%n] %v");
   spdlog::set_level(g_level);
 }

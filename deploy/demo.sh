@@ -5,8 +5,11 @@
 # device, on loopback; the fourth EMULATES a slower device with a quarter of
 # a core), profiles them, trains the CNN on Fashion-MNIST as a pipeline
 # planned over them, kills one node with SIGKILL midway and recovers from
-# the replicas without a restart, then prints throughput and test accuracy
-# and checks the saved checkpoint.
+# the replicas without a restart (the progress line shows it), then prints
+# throughput and test accuracy, checks the saved checkpoint and draws the
+# run's metrics (throughput and loss over time, the failure marked) to a PNG.
+# Nodes and supervisor share a fresh cluster secret; a node without it would
+# be refused.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/deploy/install-deps.sh"
@@ -15,11 +18,21 @@ bin="$root/build/apps/salamander"
 out="$root/runs/demo"
 mkdir -p "$out"
 export SALAMANDER_LOG_DIR="$out/logs"
-echo "== pipeline training of the CNN on 4 node processes (loopback); node2 is killed after 6 s"
+SALAMANDER_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+export SALAMANDER_SECRET
+port=$(( 20000 + RANDOM % 20000 ))
+echo "== pipeline training of the CNN on 4 node processes (loopback); node4 EMULATES a"
+echo "   device with a quarter of a core; node2 is killed (SIGKILL) after 6 s"
+echo "   (attach with: $bin console 127.0.0.1:$port)"
 SALAMANDER_NODE_ARGS_4="--cpu-share 0.25" SALAMANDER_KILL_AFTER=2:6 \
   "$root/deploy/local-cluster.sh" 4 "$out/cluster.toml" \
   "$bin" supervisor --cluster "$out/cluster.toml" --model cnn --epochs 1 \
-  --micro-batches 4 --schedule 1f1b --plan auto --save "$out/cnn.ckpt"
+  --micro-batches 4 --schedule 1f1b --plan auto --save "$out/cnn.ckpt" \
+  --listen "127.0.0.1:$port" --metrics "$out/metrics.jsonl"
 echo "== evaluating the saved checkpoint on one device"
 "$bin" eval --load "$out/cnn.ckpt"
-echo "demo: cluster file $out/cluster.toml, node logs in $out/logs, checkpoint $out/cnn.ckpt"
+echo "== auditing and plotting the run"
+"$bin" audit "$out/metrics.jsonl"
+"$bin" plot "$out/metrics.jsonl" -o "$out/run.png"
+echo "demo: plot $out/run.png, metrics $out/metrics.jsonl, checkpoint $out/cnn.ckpt,"
+echo "      cluster file $out/cluster.toml, node logs in $out/logs"

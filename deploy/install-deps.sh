@@ -14,6 +14,8 @@ packages=(
   catch2                          # tests
   libcli11-dev                    # command line
   libtomlplusplus-dev             # cluster files
+  libssl-dev                      # cluster secret (HMAC-SHA256)
+  nlohmann-json3-dev              # metrics log (JSON lines)
   libreadline-dev                 # console line editing and history
   zlib1g-dev                      # gzipped IDX files, CRC32
   dataset-fashion-mnist           # the real data set

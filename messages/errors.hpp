@@ -19,6 +19,7 @@ enum class errc : uint8_t {
   stage_failed,      ///< a stage reported an error
   timeout,           ///< no progress within the configured time
   bad_config,        ///< invalid job or cluster configuration
+  unauthorized,      ///< the peer did not prove the cluster secret
 };
 
 std::string to_string(errc x);

@@ -23,6 +23,10 @@ namespace salamander {
 /// A stage spawned with sources pulls its state from them first and then
 /// sends (ready, index) to the supervisor; until then inputs are buffered.
 ///
+///   replicate(version)    replicate the snapshot at this version to the chain
+///                         and global holders: now if the stage is at it,
+///                         else right after it steps to it (console)
+///
 /// After the last backward of a batch a stage steps its optimizer and sends
 /// (done, batch_stats) to the supervisor; on an error it sends
 /// (failed, stage index, message) and quits.
@@ -32,6 +36,7 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<backward_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<labels_atom, uint64_t, uint32_t, double, tensor_payload>,
     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
+    caf::reacts_to<replicate_atom, uint64_t>,
     caf::replies_to<snapshot_atom>::with<snapshot_payload>,
     caf::replies_to<snapshot_atom, uint64_t, uint64_t, uint64_t>::with<snapshot_payload>>;
 
@@ -50,13 +55,18 @@ using replica_holder_actor = caf::typed_actor<
 using profiler_actor =
     caf::typed_actor<caf::replies_to<profile_atom, std::string, uint32_t>::with<device_report>>;
 
-/// One per device process. hello checks the protocol; spawn starts a stage
+/// One per device process. hello(protocol, challenge) checks the protocol
+/// and proves the cluster secret (actors/auth.hpp); auth(proof, why) is the
+/// supervisor's proof in turn, or (with an empty proof) why it refused the
+/// node. Until a supervisor has proved the secret, the node refuses spawn,
+/// profile, slow and kill. spawn starts a stage
 /// on this device and returns its handle; profile(model, micro-batch size)
 /// asks its profiler; slow(factor) makes an emulated device run at that
 /// factor of its share from now on (1 restores it); kill makes a node
 /// process kill itself with SIGKILL (chaos; refused by in-process nodes);
 /// leave stops everything.
-using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t>::with<node_info>,
+using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t, std::string>::with<node_info>,
+                                    caf::reacts_to<auth_atom, std::string, std::string>,
                                     caf::replies_to<spawn_atom, stage_spec>::with<caf::actor>,
                                     caf::replies_to<profile_atom, std::string, uint32_t>::with<
                                         device_report>,
@@ -80,6 +90,12 @@ using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t>::with<
 ///                          once when the job is paused for lack of capacity
 ///   replan(balance)        re-plan at the next flush; "" lets the planner
 ///                          decide, "1,1,2" forces layers per stage
+///   pause / resume         console: stop feeding batches (the ones in
+///                          flight finish), and carry on
+///   replicate              console: replicate every stage at the next
+///                          version all of them reach
+///   checkpoint(path)       console: at the next flush, write every stage's
+///                          weights to a checkpoint file on this host
 ///   get -> job_status      for progress lines and the console
 ///   snapshot -> weights    every stage's weights merged (after the job)
 ///   leave                  stop the stages and quit
@@ -94,6 +110,10 @@ using supervisor_actor =
                      caf::replies_to<slow_atom, std::string, double>::with<std::string>,
                      caf::replies_to<join_atom, caf::actor, std::string>::with<std::string>,
                      caf::replies_to<replan_atom, std::string>::with<std::string>,
+                     caf::replies_to<pause_atom>::with<std::string>,
+                     caf::replies_to<resume_atom>::with<std::string>,
+                     caf::replies_to<replicate_atom>::with<std::string>,
+                     caf::replies_to<checkpoint_atom, std::string>::with<std::string>,
                      caf::replies_to<caf::get_atom>::with<job_status>,
                      caf::replies_to<snapshot_atom>::with<snapshot_payload>,
                      caf::reacts_to<leave_atom>>;

@@ -21,7 +21,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 1;
+constexpr uint32_t protocol_version = 2;
 
 struct tensor_payload {
   torch::Tensor tensor;
@@ -104,6 +104,39 @@ struct node_info {
   std::string emulation = "none";
   caf::actor replica_holder; ///< this node's
   double memory_bytes = 0;   ///< usable: the emulated cap or MemAvailable
+  /// HMAC of the supervisor's challenge under the cluster secret (see
+  /// actors/auth.hpp), and the node's own challenge for the supervisor.
+  std::string proof;
+  std::string challenge;
+  double cpu_share = 1;       ///< emulated share in force now, 1 on real devices
+  double link_bytes_per_s = 0; ///< emulated link rate, 0: not known
+};
+
+/// One node as the console's `nodes` shows it.
+struct node_row {
+  std::string name;
+  std::string health;   ///< ok, late, dead, refused
+  std::string role;     ///< "stage 1", or "spare" when the plan leaves it out
+  std::string emulation; ///< "none" on real devices
+  double cpu_share = 1;
+  /// Relative compute speed from its profile and measured stage times
+  /// (1: as profiled), 0 when not profiled.
+  double speed = 0;
+  double memory_bytes = 0;
+  double link_bytes_per_s = 0; ///< 0: not known (unshaped)
+  double last_heartbeat_s = -1; ///< seconds since it last answered; -1: never
+};
+
+/// One stage of the current plan as the console's `plan` shows it.
+struct stage_row {
+  uint32_t index = 0;
+  std::string node;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  double predicted_s = 0; ///< per batch, from the profiles (0: no profiles)
+  double measured_s = 0;  ///< compute of the last committed batch
+  double wait_s = 0;      ///< of the last committed batch
+  double send_s = 0;
 };
 
 /// The supervisor's answer to a status request (console, progress line).
@@ -132,11 +165,20 @@ struct job_status {
   double elapsed_s = 0;
   /// Wall time spent training (no start-up, no evaluation).
   double train_s = 0;
-  /// Per stage, summed over committed batches: compute, waiting, sending.
+  /// Per stage of the current plan, summed over the `plan_batches` batches
+  /// committed under it: compute, waiting, sending.
+  int64_t plan_batches = 0;
   std::vector<double> stage_compute_s;
   std::vector<double> stage_wait_s;
   std::vector<double> stage_send_s;
   std::string error;
+  double recent_samples_per_s = 0; ///< over the last few seconds of batches
+  bool paused_by_user = false;     ///< console `pause`; `resume` ends it
+  std::string health = "ok";       ///< ok, or what is wrong (for progress lines)
+  std::string metrics_path;        ///< the JSON-lines log, "" if none
+  int64_t replicated_version = -1; ///< newest version forced by `replicate`
+  std::vector<node_row> nodes;
+  std::vector<stage_row> stages;
   bool finished() const { return phase == "finished" || phase == "failed"; }
 };
 
@@ -226,13 +268,28 @@ typename Inspector::result_type inspect(Inspector& f, job_status& x) {
            x.committed, x.samples_per_s, x.loss, x.test_accuracy, x.plan_version, x.plan,
            x.replans, x.last_replan_s, x.last_replan_moved_bytes, x.recoveries, x.rollback_version,
            x.last_recovery_s, x.redone_batches, x.dead_nodes, x.lineage, x.elapsed_s, x.train_s,
-           x.stage_compute_s, x.stage_wait_s, x.stage_send_s, x.error);
+           x.plan_batches, x.stage_compute_s, x.stage_wait_s, x.stage_send_s, x.error,
+           x.recent_samples_per_s,
+           x.paused_by_user, x.health, x.metrics_path, x.replicated_version, x.nodes, x.stages);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_row& x) {
+  return f(caf::meta::type_name("node_row"), x.name, x.health, x.role, x.emulation, x.cpu_share,
+           x.speed, x.memory_bytes, x.link_bytes_per_s, x.last_heartbeat_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_row& x) {
+  return f(caf::meta::type_name("stage_row"), x.index, x.node, x.begin, x.end, x.predicted_s,
+           x.measured_s, x.wait_s, x.send_s);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
   return f(caf::meta::type_name("node_info"), x.name, x.protocol, x.host, x.threads,
-           x.zoo_fingerprint, x.emulation, x.replica_holder, x.memory_bytes);
+           x.zoo_fingerprint, x.emulation, x.replica_holder, x.memory_bytes, x.proof,
+           x.challenge, x.cpu_share, x.link_bytes_per_s);
 }
 
 template <class Inspector>
@@ -258,6 +315,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(salamander, (salamander::device_report))
   CAF_ADD_TYPE_ID(salamander, (salamander::replica_inventory))
   CAF_ADD_TYPE_ID(salamander, (std::vector<salamander::batch_stats>))
+  CAF_ADD_TYPE_ID(salamander, (salamander::node_row))
+  CAF_ADD_TYPE_ID(salamander, (salamander::stage_row))
+  CAF_ADD_TYPE_ID(salamander, (std::vector<salamander::node_row>))
+  CAF_ADD_TYPE_ID(salamander, (std::vector<salamander::stage_row>))
   CAF_ADD_ATOM(salamander, salamander, forward_atom, "forward")
   CAF_ADD_ATOM(salamander, salamander, backward_atom, "backward")
   CAF_ADD_ATOM(salamander, salamander, labels_atom, "labels")
@@ -279,4 +340,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_ATOM(salamander, salamander, recover_atom, "recover")
   CAF_ADD_ATOM(salamander, salamander, kill_atom, "kill")
   CAF_ADD_ATOM(salamander, salamander, join_atom, "join")
+  CAF_ADD_ATOM(salamander, salamander, pause_atom, "pause")
+  CAF_ADD_ATOM(salamander, salamander, resume_atom, "resume")
+  CAF_ADD_ATOM(salamander, salamander, checkpoint_atom, "checkpoint")
+  CAF_ADD_ATOM(salamander, salamander, auth_atom, "auth")
 CAF_END_TYPE_ID_BLOCK(salamander)

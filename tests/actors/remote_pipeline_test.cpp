@@ -2,6 +2,7 @@
 // a supervisor meets at start-up.
 #include "reference.hpp"
 
+#include "actors/auth.hpp"
 #include "actors/cluster.hpp"
 #include "actors/node_process.hpp"
 #include "actors/job.hpp"
@@ -113,12 +114,14 @@ namespace {
 // every stage as a node with another model zoo would.
 node_actor::behavior_type odd_node(node_actor::pointer self, uint32_t protocol) {
   return {
-      [=](hello_atom, uint32_t) {
+      [=](hello_atom, uint32_t, const std::string& challenge) {
         node_info info;
         info.name = "odd";
         info.protocol = protocol;
+        info.proof = actors::prove("", "node", "odd", challenge); // an open cluster
         return info;
       },
+      [=](auth_atom, const std::string&, const std::string&) {},
       [=](spawn_atom, stage_spec spec) -> caf::result<caf::actor> {
         spec.fingerprint = "0000000000000000"; // what a different zoo would compute
         return caf::make_error(errc::model_mismatch, "node odd: " + actors::check_stage_spec(spec));

@@ -4,6 +4,7 @@ set -euo pipefail
 bin="$1"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+cd "$work" # jobs write runs/ (their metrics logs) under the working directory
 fail() { echo "FAIL: $*"; exit 1; }
 
 # help is useful: subcommands and their main options are listed
@@ -82,7 +83,7 @@ for _ in $(seq 1 40); do
   sleep 0.25
   "$bin" chaos --supervisor "127.0.0.1:$cport" status >"$work/status.out" 2>/dev/null && break
 done
-grep -q "phase" "$work/status.out" || fail "chaos status: $(cat "$work/status.out")"
+grep -q "plan v" "$work/status.out" || fail "chaos status: $(cat "$work/status.out")"
 "$bin" chaos --supervisor "127.0.0.1:$cport" kill-stage 0 | grep -q "killed" || fail "chaos kill-stage"
 sleep 1
 "$bin" chaos --supervisor "127.0.0.1:$cport" kill-node node2 | grep -q "killing itself" \

@@ -1,0 +1,41 @@
+// Cluster secret: nodes and supervisor prove to each other that they know
+// it, without sending it.
+//
+//   supervisor ── hello(protocol, c_s) ──────────────> node
+//   supervisor <── node_info{proof = H(node, c_s), c_n} ─ node
+//   supervisor ── auth(H(supervisor, c_n), "") ──────> node   (or auth("", why))
+//
+// H(role, c) = HMAC-SHA256(secret, role ":" name ":" c) in hex, c a fresh
+// random challenge. A node whose proof is wrong is refused (and logged on
+// both sides); it never gets a stage, so never receives weights. A node
+// refuses spawn, profile, slow and kill until a supervisor proved the
+// secret, so a stranger cannot make it work either. With no secret on either
+// side the proofs match (an open cluster), and both log a warning.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace salamander::actors {
+
+/// 16 random bytes in hex.
+std::string make_challenge();
+
+/// H(role, challenge) under `secret` for the node called `name`.
+std::string prove(const std::string& secret, const std::string& role, const std::string& name,
+                  const std::string& challenge);
+
+/// Constant-time check of `proof` against what `secret` gives.
+bool verify(const std::string& secret, const std::string& role, const std::string& name,
+            const std::string& challenge, const std::string& proof);
+
+/// The cluster secret: the file's content (trailing newline stripped) when
+/// `file` is given, else $SALAMANDER_SECRET, else none. Throws when the file
+/// cannot be read or is empty.
+std::optional<std::string> load_secret(const std::string& file);
+
+/// "" when the secret file's permissions are fine, else a warning to log
+/// (readable by group or others).
+std::string secret_file_warning(const std::string& file);
+
+} // namespace salamander::actors

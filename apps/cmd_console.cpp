@@ -1,0 +1,393 @@
+// `salamander console HOST:PORT`: attach to a running job's supervisor (one
+// started with --listen), look at it and poke it. Interactive with line
+// editing, history and completion (GNU readline), or `--exec 'cmd; cmd'`
+// for scripts. `salamander chaos` is the older spelling of the failure
+// commands and runs through the same code.
+#include "actors/cluster.hpp"
+#include "actors/system.hpp"
+#include "apps/commands.hpp"
+#include "apps/console_parse.hpp"
+#include "apps/runtime_env.hpp"
+
+#include <caf/io/middleman.hpp>
+#include <fmt/format.h>
+
+#include <readline/history.h>
+#include <readline/readline.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+
+namespace salamander::apps {
+
+std::string status_line(const job_status& s); // cmd_pipeline.cpp
+
+namespace {
+
+std::string mb(double bytes) {
+  return bytes <= 0 ? std::string("-") : fmt::format("{:.0f} MB", bytes / 1e6);
+}
+
+std::string rate(double bytes_per_s) {
+  if (bytes_per_s <= 0) {
+    return "-";
+  }
+  return fmt::format("{:.0f} Mbit/s", bytes_per_s * 8 / 1e6);
+}
+
+std::string ms(double s) { return s <= 0 ? std::string("-") : fmt::format("{:.1f} ms", s * 1e3); }
+
+std::string show_status(const job_status& s) {
+  std::string out = status_line(s) + "\n";
+  out += fmt::format("plan v{}: {}\n", s.plan_version, s.plan.empty() ? "(none yet)" : s.plan);
+  out += fmt::format("committed {} batches in {:.1f} s; {} recoveries, {} re-plans{}\n",
+                     s.committed, s.elapsed_s, s.recoveries, s.replans,
+                     s.test_accuracy >= 0
+                         ? fmt::format("; test accuracy {:.2f}%", 100 * s.test_accuracy)
+                         : "");
+  if (s.paused_by_user) {
+    out += "paused from the console: resume carries on\n";
+  }
+  if (!s.error.empty()) {
+    out += "last failure: " + s.error + "\n";
+  }
+  return out;
+}
+
+std::string show_nodes(const job_status& s) {
+  std::string out = fmt::format("{:<14} {:<8} {:<9} {:>6} {:>6} {:>9} {:>13} {:>10}  {}\n",
+                                "node", "health", "role", "cpu", "speed", "memory", "link",
+                                "heartbeat", "emulation");
+  for (auto& n : s.nodes) {
+    out += fmt::format(
+        "{:<14} {:<8} {:<9} {:>6} {:>6} {:>9} {:>13} {:>10}  {}\n", n.name, n.health, n.role,
+        fmt::format("{:.2f}", n.cpu_share), n.speed > 0 ? fmt::format("{:.2f}", n.speed) : "-",
+        mb(n.memory_bytes), rate(n.link_bytes_per_s),
+        n.last_heartbeat_s < 0 ? std::string("never") : fmt::format("{:.1f} s ago", n.last_heartbeat_s),
+        n.emulation.empty() ? "none" : n.emulation);
+  }
+  out += "speed: measured over profiled compute (1 = as profiled); cpu: emulated share "
+         "(1 on real devices)\n";
+  return out;
+}
+
+std::string show_plan(const job_status& s) {
+  if (s.stages.empty()) {
+    return "no plan yet (phase " + s.phase + ")\n";
+  }
+  std::string out = fmt::format("plan v{} ({} re-plans so far)\n", s.plan_version, s.replans);
+  out += fmt::format("{:<6} {:<14} {:<10} {:>12} {:>12} {:>10} {:>10}\n", "stage", "node",
+                     "layers", "predicted", "measured", "waiting", "sending");
+  for (auto& r : s.stages) {
+    out += fmt::format("{:<6} {:<14} {:<10} {:>12} {:>12} {:>10} {:>10}\n", r.index, r.node,
+                       fmt::format("[{},{})", r.begin, r.end), ms(r.predicted_s),
+                       ms(r.measured_s), ms(r.wait_s), ms(r.send_s));
+  }
+  out += "per batch; predicted from the profiles (- without), measured on the last committed "
+         "batch\n";
+  return out;
+}
+
+std::string show_metrics(const job_status& s) {
+  std::string out;
+  out += fmt::format("throughput     {:.0f} samples/s recent, {:.0f} this epoch\n",
+                     s.recent_samples_per_s, s.samples_per_s);
+  out += fmt::format("loss           {:.4f}\n", s.loss);
+  bool once = true;
+  for (size_t i = 0; i < s.lineage.size(); ++i) {
+    once = once && s.lineage[i] == i;
+  }
+  out += fmt::format("lineage        {} batches in the current weights, each exactly once: {}\n",
+                     s.lineage.size(), once ? "yes" : "NO");
+  auto c = static_cast<double>(std::max<int64_t>(1, s.plan_batches));
+  for (size_t i = 0; i < s.stage_compute_s.size(); ++i) {
+    out += fmt::format("stage {}        compute {} wait {} send {} (mean per batch of plan v{})\n",
+                       i,
+                       ms(s.stage_compute_s[i] / c), ms(s.stage_wait_s[i] / c),
+                       ms(s.stage_send_s[i] / c), s.plan_version);
+  }
+  out += fmt::format("recoveries     {}", s.recoveries);
+  if (s.recoveries > 0) {
+    out += fmt::format(" (last {:.3f} s, rolled back to version {}); {} batches redone",
+                       s.last_recovery_s, s.rollback_version, s.redone_batches);
+  }
+  out += "\n";
+  out += fmt::format("re-plans       {}", s.replans);
+  if (s.replans > 0) {
+    out += fmt::format(" (last paused training {:.3f} s, moved {})", s.last_replan_s,
+                       mb(static_cast<double>(s.last_replan_moved_bytes)));
+  }
+  out += "\n";
+  if (s.replicated_version >= 0) {
+    out += fmt::format("replicate      forced at version {}\n", s.replicated_version);
+  }
+  if (!s.dead_nodes.empty()) {
+    out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
+  }
+  out += fmt::format("metrics log    {}\n", s.metrics_path.empty() ? "(none)" : s.metrics_path);
+  return out;
+}
+
+class session {
+public:
+  session(caf::actor_system& sys, supervisor_actor sup, std::chrono::milliseconds timeout)
+      : sys_(sys), sup_(std::move(sup)), timeout_(timeout), self_(sys) {}
+
+  /// Runs one command; false on an error (printed to stderr).
+  bool run(const console_command& c) {
+    switch (c.op) {
+      case console_op::status:
+        return with_status(show_status);
+      case console_op::nodes:
+        return with_status(show_nodes);
+      case console_op::plan:
+        return with_status(show_plan);
+      case console_op::metrics:
+        return with_status(show_metrics);
+      case console_op::kill_stage:
+        return say(kill_atom_v, static_cast<uint32_t>(c.stage));
+      case console_op::kill_node:
+        return say(kill_atom_v, c.args[0]);
+      case console_op::slow_node:
+        return say(slow_atom_v, c.args[0], c.factor);
+      case console_op::repartition:
+        return say(replan_atom_v, c.args.empty() ? std::string{} : c.args[0]);
+      case console_op::replicate:
+        return say(replicate_atom_v);
+      case console_op::checkpoint_save:
+        return say(checkpoint_atom_v, c.args[0]);
+      case console_op::pause:
+        return say(pause_atom_v);
+      case console_op::resume:
+        return say(resume_atom_v);
+      case console_op::help:
+        if (!c.args.empty()) {
+          auto u = console_usage(c.args[0]);
+          if (u.empty()) {
+            std::fprintf(stderr, "error: no command '%s' (help lists them)\n", c.args[0].c_str());
+            return false;
+          }
+          std::printf("%s\n", u.c_str());
+        } else {
+          std::printf("commands (separate several with ';'):\n%s", console_help().c_str());
+        }
+        return true;
+      case console_op::quit:
+        return true;
+    }
+    return false;
+  }
+
+private:
+  template <class Show>
+  bool with_status(Show show) {
+    bool ok = false;
+    self_->request(sup_, timeout_, caf::get_atom_v)
+        .receive(
+            [&](job_status& s) {
+              std::fputs(show(s).c_str(), stdout);
+              ok = true;
+            },
+            [&](caf::error& err) { complain(err); });
+    std::fflush(stdout);
+    return ok;
+  }
+
+  template <class... Ts>
+  bool say(Ts&&... xs) {
+    bool ok = false;
+    self_->request(sup_, timeout_, std::forward<Ts>(xs)...)
+        .receive(
+            [&](std::string& reply) {
+              std::printf("%s\n", reply.c_str());
+              ok = true;
+            },
+            [&](caf::error& err) { complain(err); });
+    std::fflush(stdout);
+    return ok;
+  }
+
+  void complain(const caf::error& err) {
+    auto text = sys_.render(err);
+    if (err == caf::sec::request_timeout) {
+      text = "the supervisor did not answer within " +
+             std::to_string(timeout_.count() / 1000) + " s";
+    } else if (err == caf::sec::request_receiver_down) {
+      text = "the supervisor is gone (the job ended or its process died)";
+    }
+    std::fprintf(stderr, "error: %s\n", text.c_str());
+  }
+
+  caf::actor_system& sys_;
+  supervisor_actor sup_;
+  std::chrono::milliseconds timeout_;
+  caf::scoped_actor self_;
+};
+
+caf::expected<supervisor_actor> attach(caf::actor_system& sys, const std::string& address) {
+  auto [host, port] = actors::parse_address(address);
+  return sys.middleman().remote_actor<supervisor_actor>(host, port);
+}
+
+// readline completion: command words first, then their sub-words.
+char* complete_word(const char* text, int state) {
+  static std::vector<std::string> matches;
+  static size_t next = 0;
+  if (state == 0) {
+    matches.clear();
+    next = 0;
+    std::string line(rl_line_buffer, static_cast<size_t>(rl_point));
+    std::vector<std::string> words;
+    try {
+      words = split_words(line.substr(0, line.size() - std::strlen(text)));
+    } catch (const std::exception&) {
+      return nullptr; // an open quote: nothing to complete
+    }
+    std::vector<std::string> pool;
+    if (words.empty()) {
+      pool = console_words();
+    } else if (words.size() == 1 && words[0] == "kill") {
+      pool = {"stage", "node"};
+    } else if (words.size() == 1 && words[0] == "slow") {
+      pool = {"node"};
+    } else if (words.size() == 1 && words[0] == "checkpoint") {
+      pool = {"save"};
+    } else if (words.size() == 1 && words[0] == "help") {
+      pool = console_words();
+    }
+    for (auto& p : pool) {
+      if (p.rfind(text, 0) == 0) {
+        matches.push_back(p);
+      }
+    }
+  }
+  if (next < matches.size()) {
+    return strdup(matches[next++].c_str());
+  }
+  return nullptr;
+}
+
+char** complete(const char* text, int, int) {
+  rl_attempted_completion_over = 1; // no file names
+  return rl_completion_matches(text, complete_word);
+}
+
+std::string history_file() {
+  if (const char* h = std::getenv("SALAMANDER_HISTORY")) {
+    return h;
+  }
+  if (const char* home = std::getenv("HOME")) {
+    return std::string(home) + "/.salamander_history";
+  }
+  return "";
+}
+
+int interactive(session& s, const std::string& address) {
+  auto history = history_file();
+  using_history();
+  if (!history.empty()) {
+    read_history(history.c_str());
+  }
+  rl_attempted_completion_function = complete;
+  std::printf("attached to the supervisor at %s; help lists the commands, quit or Ctrl-D "
+              "leaves (the job goes on)\n",
+              address.c_str());
+  auto prompt = "salamander " + address + "> ";
+  while (true) {
+    char* raw = readline(prompt.c_str());
+    if (!raw) {
+      std::printf("\n");
+      break;
+    }
+    std::string line(raw);
+    std::free(raw);
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      continue;
+    }
+    add_history(line.c_str());
+    if (!history.empty()) {
+      append_history(1, history.c_str());
+      history_truncate_file(history.c_str(), 1000);
+    }
+    auto parsed = parse_console(line);
+    if (!parsed.error.empty()) {
+      std::fprintf(stderr, "error: %s\n", parsed.error.c_str());
+      continue;
+    }
+    for (auto& c : parsed.commands) {
+      if (c.op == console_op::quit) {
+        return 0;
+      }
+      s.run(c);
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+int run_console(const console_cli& cli) {
+  auto log = logger("console");
+  parse_result script;
+  if (!cli.exec.empty()) {
+    script = parse_console(cli.exec);
+    if (!script.error.empty()) {
+      log->error("{}", script.error);
+      return 2; // nothing was run
+    }
+  }
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto sup = attach(sys, cli.supervisor);
+  if (!sup) {
+    log->error("no supervisor at {}: {} (start the job with supervisor --listen HOST:PORT)",
+               cli.supervisor, sys.render(sup.error()));
+    return 1;
+  }
+  session s(sys, *sup, std::chrono::milliseconds(static_cast<int64_t>(cli.timeout_s * 1000)));
+  if (cli.exec.empty()) {
+    if (!::isatty(STDIN_FILENO)) {
+      log->warn("stdin is not a terminal; for scripts use --exec 'status; nodes'");
+    }
+    return interactive(s, cli.supervisor);
+  }
+  int rc = 0;
+  for (auto& c : script.commands) {
+    if (c.op == console_op::quit) {
+      break;
+    }
+    if (!s.run(c)) {
+      rc = 1; // go on: a script asking for status after a failed kill still wants it
+    }
+  }
+  return rc;
+}
+
+int run_chaos(const chaos_cli& cli) {
+  auto log = logger("chaos");
+  std::string line;
+  const auto& a = cli.args;
+  if (cli.command == "status" && a.empty()) {
+    line = "status";
+  } else if (cli.command == "kill-stage" && a.size() == 1) {
+    line = "kill stage " + a[0];
+  } else if (cli.command == "kill-node" && a.size() == 1) {
+    line = "kill node " + a[0];
+  } else if (cli.command == "slow-node" && a.size() == 2) {
+    line = "slow node " + a[0] + " " + a[1];
+  } else {
+    log->error("unknown chaos command '{}' with {} argument(s); use: status | kill-stage N | "
+               "kill-node NAME | slow-node NAME FACTOR (or salamander console --exec)",
+               cli.command, a.size());
+    return 2;
+  }
+  console_cli c;
+  c.supervisor = cli.supervisor;
+  c.exec = line;
+  c.timeout_s = 10;
+  return run_console(c);
+}
+
+} // namespace salamander::apps

@@ -1,0 +1,261 @@
+#include "apps/console_parse.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace salamander::apps {
+
+namespace {
+
+struct usage_line {
+  const char* word;
+  const char* usage;
+  const char* what;
+};
+
+const usage_line usages[] = {
+    {"status", "status", "job, phase, batch, samples/s, loss, plan version, health"},
+    {"nodes", "nodes", "every node: health, role, CPU share, speed, memory, link, last heartbeat"},
+    {"plan", "plan", "layer ranges per node, predicted vs measured stage times"},
+    {"metrics", "metrics", "throughput, stage times, recoveries, re-plans, replicas, lineage"},
+    {"kill", "kill stage N | kill node NAME", "crash stage N, or make node NAME's process die (SIGKILL)"},
+    {"slow", "slow node NAME FACTOR", "an emulated node runs at FACTOR (0 < FACTOR <= 1) of its share"},
+    {"repartition", "repartition [BALANCE]", "re-plan at the next flush (BALANCE e.g. 1,2,1; default: the planner)"},
+    {"replicate", "replicate", "replicate every stage's weights now (at the next version all reach)"},
+    {"checkpoint", "checkpoint save PATH", "write the weights at the next flush to PATH (on the supervisor's host)"},
+    {"pause", "pause", "stop feeding batches; the ones in flight finish"},
+    {"resume", "resume", "carry on after pause"},
+    {"help", "help [COMMAND]", "this list, or one command's usage"},
+    {"quit", "quit", "leave the console (the job goes on); also exit or Ctrl-D"},
+};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) {
+    row[j] = j;
+  }
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string bad(const std::string& text, const std::string& why, const std::string& word) {
+  return "'" + text + "': " + why + "; usage: " + console_usage(word);
+}
+
+// Parses one command or throws std::invalid_argument with a helpful message.
+console_command parse_one(const std::string& text) {
+  auto w = split_words(text);
+  console_command c;
+  c.text = text;
+  const auto& verb = w[0];
+  auto n = w.size();
+  auto none = [&](console_op op) {
+    if (n != 1) {
+      throw std::invalid_argument(bad(text, "takes no arguments", verb));
+    }
+    c.op = op;
+  };
+  if (verb == "status") {
+    none(console_op::status);
+  } else if (verb == "nodes") {
+    none(console_op::nodes);
+  } else if (verb == "plan") {
+    none(console_op::plan);
+  } else if (verb == "metrics") {
+    none(console_op::metrics);
+  } else if (verb == "replicate") {
+    none(console_op::replicate);
+  } else if (verb == "pause") {
+    none(console_op::pause);
+  } else if (verb == "resume") {
+    none(console_op::resume);
+  } else if (verb == "quit" || verb == "exit") {
+    none(console_op::quit);
+  } else if (verb == "help") {
+    if (n > 2) {
+      throw std::invalid_argument(bad(text, "takes at most one command name", verb));
+    }
+    c.op = console_op::help;
+    c.args.assign(w.begin() + 1, w.end());
+  } else if (verb == "kill") {
+    if (n == 3 && w[1] == "stage") {
+      c.op = console_op::kill_stage;
+      size_t used = 0;
+      long v = -1;
+      try {
+        v = std::stol(w[2], &used);
+      } catch (const std::exception&) {
+      }
+      if (used != w[2].size() || v < 0) {
+        throw std::invalid_argument(bad(text, "'" + w[2] + "' is not a stage number", verb));
+      }
+      c.stage = static_cast<unsigned>(v);
+      c.args = {w[2]};
+    } else if (n == 3 && w[1] == "node") {
+      c.op = console_op::kill_node;
+      c.args = {w[2]};
+    } else {
+      throw std::invalid_argument(bad(text, "kill what?", verb));
+    }
+  } else if (verb == "slow") {
+    if (n != 4 || w[1] != "node") {
+      throw std::invalid_argument(bad(text, "slow what?", verb));
+    }
+    c.op = console_op::slow_node;
+    size_t used = 0;
+    double f = -1;
+    try {
+      f = std::stod(w[3], &used);
+    } catch (const std::exception&) {
+    }
+    if (used != w[3].size() || !(f > 0 && f <= 1) || !std::isfinite(f)) {
+      throw std::invalid_argument(
+          bad(text, "FACTOR must be a number in (0, 1], got '" + w[3] + "'", verb));
+    }
+    c.factor = f;
+    c.args = {w[2], w[3]};
+  } else if (verb == "repartition") {
+    if (n > 2) {
+      throw std::invalid_argument(bad(text, "takes at most a balance", verb));
+    }
+    c.op = console_op::repartition;
+    c.args.assign(w.begin() + 1, w.end());
+  } else if (verb == "checkpoint") {
+    if (n != 3 || w[1] != "save") {
+      throw std::invalid_argument(bad(text, "checkpoint save needs a PATH", verb));
+    }
+    c.op = console_op::checkpoint_save;
+    c.args = {w[2]};
+  } else {
+    std::string best;
+    size_t dist = 3;
+    for (auto& u : usages) {
+      auto d = edit_distance(verb, u.word);
+      if (d < dist) {
+        dist = d;
+        best = u.word;
+      }
+    }
+    throw std::invalid_argument("unknown command '" + verb + "'" +
+                                (best.empty() ? "" : "; did you mean '" + best + "'?") +
+                                " (help lists the commands)");
+  }
+  return c;
+}
+
+} // namespace
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool in_word = false;
+  char quote = 0;
+  for (char ch : text) {
+    if (quote) {
+      if (ch == quote) {
+        quote = 0;
+      } else {
+        cur += ch;
+      }
+    } else if (ch == '\'' || ch == '"') {
+      quote = ch;
+      in_word = true;
+    } else if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
+      if (in_word) {
+        out.push_back(cur);
+        cur.clear();
+        in_word = false;
+      }
+    } else {
+      cur += ch;
+      in_word = true;
+    }
+  }
+  if (quote) {
+    throw std::invalid_argument("unterminated quote in '" + text + "'");
+  }
+  if (in_word) {
+    out.push_back(cur);
+  }
+  return out;
+}
+
+parse_result parse_console(const std::string& line) {
+  parse_result r;
+  std::string part;
+  std::vector<std::string> parts;
+  char quote = 0;
+  for (char ch : line) {
+    if (quote) {
+      quote = ch == quote ? 0 : quote;
+    } else if (ch == '\'' || ch == '"') {
+      quote = ch;
+    } else if (ch == ';') {
+      parts.push_back(part);
+      part.clear();
+      continue;
+    }
+    part += ch;
+  }
+  parts.push_back(part);
+  for (auto& p : parts) {
+    auto b = p.find_first_not_of(" \t\r\n");
+    if (b == std::string::npos) {
+      continue;
+    }
+    auto e = p.find_last_not_of(" \t\r\n");
+    auto text = p.substr(b, e - b + 1);
+    try {
+      r.commands.push_back(parse_one(text));
+    } catch (const std::invalid_argument& ex) {
+      r.commands.clear();
+      r.error = ex.what();
+      return r;
+    }
+  }
+  return r;
+}
+
+std::string console_help() {
+  std::ostringstream out;
+  for (auto& u : usages) {
+    out << "  " << u.usage;
+    for (size_t i = std::string(u.usage).size(); i < 32; ++i) {
+      out << ' ';
+    }
+    out << ' ' << u.what << '\n';
+  }
+  return out.str();
+}
+
+std::string console_usage(const std::string& word) {
+  for (auto& u : usages) {
+    if (word == u.word || (word == "exit" && std::string(u.word) == "quit")) {
+      return std::string(u.usage) + "  (" + u.what + ")";
+    }
+  }
+  return "";
+}
+
+const std::vector<std::string>& console_words() {
+  static const std::vector<std::string> words = [] {
+    std::vector<std::string> w;
+    for (auto& u : usages) {
+      w.emplace_back(u.word);
+    }
+    return w;
+  }();
+  return words;
+}
+
+} // namespace salamander::apps

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# `salamander console` as an operator uses it: every command through --exec
+# against a real cluster of node processes on loopback, the cluster secret,
+# the metrics log, plot and audit. Usage: console_test.sh PATH/TO/salamander
+set -euo pipefail
+bin="$1"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+sup_pid=""
+# the script waits for its command before it stops the nodes: end the
+# supervisor itself (it runs until its many epochs are done otherwise)
+stop_job() {
+  pkill -TERM -f -- "--listen 127.0.0.1:$port" 2>/dev/null || true
+  [ -n "$sup_pid" ] && wait "$sup_pid" 2>/dev/null || true
+  sup_pid=""
+}
+cleanup() {
+  stop_job
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cd "$work"
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/*.err "$work"/logs/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -8 "$f"; }; done
+  exit 1
+}
+con() { "$bin" --log-level warn console "127.0.0.1:$port" --timeout 10 --exec "$1"; }
+# waits until `con CMD` prints something matching PATTERN
+await() {
+  for _ in $(seq 1 120); do
+    con "$1" 2>/dev/null | grep -q -- "$2" && return 0
+    sleep 0.25
+  done
+  fail "'$1' never showed '$2'; last: $(con "$1" 2>&1 | head -5)"
+}
+
+# parse errors are caught before connecting, with a hint; exit 2
+if out=$("$bin" console 127.0.0.1:1 --exec 'stauts' 2>&1); then fail "typo accepted"; else rc=$?; fi
+[ "$rc" = 2 ] || fail "typo: exit $rc"
+grep -q "did you mean 'status'" <<<"$out" || fail "typo message: $out"
+if out=$("$bin" console 127.0.0.1:1 --exec 'status; kill stage x' 2>&1); then fail "bad stage accepted"; fi
+grep -q "'x' is not a stage number" <<<"$out" || fail "bad stage message: $out"
+if out=$("$bin" console 127.0.0.1:1 --exec 'slow node n1 3' 2>&1); then fail "factor 3 accepted"; fi
+grep -q "FACTOR must be a number in (0, 1]" <<<"$out" || fail "bad factor message: $out"
+if out=$("$bin" console 127.0.0.1:1 --exec 'checkpoint save' 2>&1); then fail "checkpoint without path"; fi
+grep -q "usage: checkpoint save PATH" <<<"$out" || fail "checkpoint usage: $out"
+# nobody listening: exit 1, and the message says how to get a supervisor to listen
+if out=$("$bin" console 127.0.0.1:1 --exec 'status' 2>&1); then fail "no supervisor, yet status"; else rc=$?; fi
+[ "$rc" = 1 ] || fail "no supervisor: exit $rc"
+grep -q "supervisor --listen" <<<"$out" || fail "no supervisor message: $out"
+
+# a cluster with a secret: 3 nodes (node3 emulates a slow device), a long job
+echo "correct horse" >"$work/secret"
+chmod 600 "$work/secret"
+port=$(( 20000 + RANDOM % 20000 ))
+for i in 1 2 3; do export "SALAMANDER_NODE_ARGS_$i=--secret-file $work/secret"; done
+export SALAMANDER_NODE_ARGS_3="--secret-file $work/secret --cpu-share 0.5 --dilate"
+SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/logs" "$root/deploy/local-cluster.sh" 3 "$work/c.toml" \
+  "$bin" supervisor --cluster "$work/c.toml" --secret-file "$work/secret" --model mlp \
+  --dataset synthetic --epochs 400 --plan even --replicate-every 0 --listen "127.0.0.1:$port" \
+  --metrics "$work/m.jsonl" >"$work/sup.out" 2>"$work/sup.err" &
+sup_pid=$!
+
+await status "\[training\]"
+out=$(con status) || fail "status: $out"
+grep -q "plan v1: node1\[0,1) node2\[1,2) node3\[2,3)" <<<"$out" || fail "status plan: $out"
+grep -Eq "[0-9]+ samples/s" <<<"$out" || fail "status rate: $out"
+out=$(con nodes) || fail "nodes: $out"
+for n in node1 node2 node3; do
+  grep -Eq "^$n +ok +stage [0-2]" <<<"$out" || fail "nodes row of $n: $out"
+done
+grep -q "emulated: cpu-share 0.5" <<<"$out" || fail "nodes shows no emulation: $out"
+grep -q "s ago" <<<"$out" || fail "nodes shows no heartbeat: $out"
+out=$(con plan) || fail "plan: $out"
+grep -Eq "^1 +node2 +\[1,2\) " <<<"$out" || fail "plan rows: $out"
+grep -Eq "[0-9.]+ ms" <<<"$out" || fail "plan shows no measured time: $out"
+out=$(con metrics) || fail "metrics: $out"
+grep -q "each exactly once: yes" <<<"$out" || fail "metrics lineage: $out"
+grep -q "metrics log    $work/m.jsonl" <<<"$out" || fail "metrics log path: $out"
+out=$(con help) || fail "help: $out"
+for c in status nodes plan metrics "kill stage N" "slow node NAME FACTOR" repartition replicate \
+         "checkpoint save PATH" pause resume; do
+  grep -q "$c" <<<"$out" || fail "help lacks $c: $out"
+done
+
+# pause holds the job at a flush; a checkpoint taken there evaluates
+out=$(con pause) || fail "pause: $out"
+grep -q "paused at batch" <<<"$out" || fail "pause reply: $out"
+await status "\[paused\]"
+a=$(con status | sed -n 's/.*committed \([0-9]*\) batches.*/\1/p')
+sleep 1
+b=$(con status | sed -n 's/.*committed \([0-9]*\) batches.*/\1/p')
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "paused job moved on: $a -> $b"
+out=$(con "checkpoint save '$work/mid point.ckpt'") || fail "checkpoint: $out"
+grep -q "saved checkpoint $work/mid point.ckpt (version $a," <<<"$out" || fail "checkpoint reply: $out"
+"$bin" eval --load "$work/mid point.ckpt" --dataset synthetic 2>/dev/null | grep -q "^test accuracy:" \
+  || fail "the console's checkpoint does not evaluate"
+# replicate at the flush: version $a; with --replicate-every 0 this is the
+# only replica, so a later failure must roll back to exactly it
+out=$(con replicate) || fail "replicate: $out"
+grep -q "replicating version $a of all 3 stages" <<<"$out" || fail "replicate reply: $out"
+out=$(con "pause") || fail "second pause: $out"
+grep -q "already paused" <<<"$out" || fail "second pause reply: $out"
+out=$(con resume) || fail "resume: $out"
+grep -q "resumed at batch $a" <<<"$out" || fail "resume reply: $out"
+await status "\[training\]"
+
+# repartition with a balance, then let the planner decide
+out=$(con "repartition 2,1") || fail "repartition: $out"
+grep -q "re-plan scheduled" <<<"$out" || fail "repartition reply: $out"
+await status "plan v2: node1\[0,2) node2\[2,3)"
+if out=$(con "repartition 1,x" 2>&1); then fail "bad balance accepted"; fi
+grep -q "not a list of layer counts" <<<"$out" || fail "bad balance message: $out"
+
+# slow down an emulated node; then failures: a stage crash, a node's process
+out=$(con "slow node node3 0.5") || fail "slow: $out"
+grep -q "node node3 now runs at 0.25" <<<"$out" || fail "slow reply: $out"
+out=$(con "kill stage 0") || fail "kill stage: $out"
+grep -q "stage 0 on node node1 killed" <<<"$out" || fail "kill stage reply: $out"
+await metrics "recoveries     1 "
+out=$(con metrics)
+grep -q "rolled back to version $a)" <<<"$out" || fail "recovery did not use the console's replica ($a): $out"
+out=$(con "kill node node2") || fail "kill node: $out"
+grep -q "node node2 is killing itself" <<<"$out" || fail "kill node reply: $out"
+await metrics "recoveries     2 "
+out=$(con nodes)
+grep -Eq "^node2 +dead" <<<"$out" || fail "node2 not shown dead: $out"
+
+# runtime errors: exit 1 with the supervisor's reason; the other commands still run
+if out=$(con "kill node nosuch; status" 2>&1); then fail "killed a node that does not exist"; fi
+grep -q "no live node named nosuch" <<<"$out" || fail "kill nosuch message: $out"
+grep -q "\[training\]" <<<"$out" || fail "status after a failed command did not run: $out"
+if out=$(con "kill stage 99" 2>&1); then fail "killed stage 99"; fi
+grep -q "there is no stage 99" <<<"$out" || fail "kill stage 99 message: $out"
+
+# the metrics log has every kind of event this job went through
+for e in start plan batch pause resume checkpoint replicate replan failure recovery_plan recovered; do
+  grep -q "\"event\":\"$e\"" "$work/m.jsonl" || fail "metrics log has no $e event"
+done
+stop_job
+pgrep -f -- "$work/c.toml" >/dev/null && fail "processes of the job are left: $(pgrep -af -- "$work/c.toml")"
+"$bin" plot "$work/m.jsonl" -o "$work/run.png" >"$work/plot.out" 2>"$work/plot.err" \
+  || fail "plot: $(cat "$work/plot.err")"
+[ "$(head -c 4 "$work/run.png" | tail -c 3)" = "PNG" ] || fail "plot wrote no PNG"
+grep -q "failure" "$work/plot.err" || fail "plot marked no failures: $(cat "$work/plot.err")"
+if out=$("$bin" audit "$work/m.jsonl" 2>&1); then fail "audit of an unfinished job passed"; else rc=$?; fi
+[ "$rc" = 2 ] && grep -q "has no end line" <<<"$out" || fail "audit of an unfinished job: $rc $out"
+
+# a job that ends: the audit finds every batch exactly once
+SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/logs2" "$root/deploy/local-cluster.sh" 2 "$work/c2.toml" \
+  "$bin" supervisor --cluster "$work/c2.toml" --secret-file "$work/secret" --model mlp \
+  --dataset synthetic --epochs 1 --plan even --metrics "$work/m2.jsonl" \
+  >"$work/sup2.out" 2>"$work/sup2.err" || fail "short job"
+out=$("$bin" audit "$work/m2.jsonl") || fail "audit: $out"
+grep -q "lineage: 64 batches, each exactly once: yes" <<<"$out" || fail "audit: $out"
+
+# the cluster secret: a node with a wrong secret and one with none are
+# refused, logged on both sides, and get no stage; the job runs without them
+echo "wrong" >"$work/wrong"
+chmod 600 "$work/wrong"
+export SALAMANDER_NODE_ARGS_1="--secret-file $work/secret"
+export SALAMANDER_NODE_ARGS_2="--secret-file $work/wrong"
+export SALAMANDER_NODE_ARGS_3=""
+SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/logs3" "$root/deploy/local-cluster.sh" 3 "$work/c3.toml" \
+  "$bin" supervisor --cluster "$work/c3.toml" --secret-file "$work/secret" --model mlp \
+  --dataset synthetic --epochs 1 --plan even --metrics none >"$work/sup3.out" 2>"$work/sup3.err" \
+  || fail "job with refused nodes"
+grep -q "REFUSED node node2 did not prove the cluster secret" "$work/sup3.err" || fail "no refusal of node2"
+grep -q "REFUSED node node3 did not prove the cluster secret" "$work/sup3.err" || fail "no refusal of node3"
+grep -q "REFUSED by the supervisor" "$work/logs3/node2.log" || fail "node2 did not log its refusal"
+grep -q "REFUSED by the supervisor" "$work/logs3/node3.log" || fail "node3 did not log its refusal"
+grep -q "plan v1: node1\[0,3)" "$work/sup3.err" || fail "refused nodes got stages: $(grep plan "$work/sup3.err")"
+grep -q "^test accuracy:" "$work/sup3.out" || fail "the job without the refused nodes did not finish"
+# a supervisor with the wrong secret gets nothing from any node
+if SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/logs4" "$root/deploy/local-cluster.sh" 1 "$work/c4.toml" \
+  "$bin" supervisor --cluster "$work/c4.toml" --secret-file "$work/wrong" --model mlp \
+  --dataset synthetic --epochs 1 --metrics none >"$work/sup4.out" 2>"$work/sup4.err"; then
+  fail "a supervisor with the wrong secret ran a job"
+fi
+grep -q "no node proved the cluster secret" "$work/sup4.err" || fail "wrong supervisor secret: $(tail -3 "$work/sup4.err")"
+echo "console: all checks passed"

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Real jobs over deploy/netns-testbed.sh: nodes in their own network
+# namespaces behind shaped links, a link cut mid-run, and the testbed leaving
+# nothing behind however it ends. Usage: netns_test.sh PATH/TO/salamander
+# Exits 77 (skip) when not root or network namespaces are not permitted.
+set -euo pipefail
+bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+root=$(cd "$(dirname "$0")/../.." && pwd)
+testbed="$root/deploy/netns-testbed.sh"
+fail() { echo "FAIL: $*"; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+
+[ "$(id -u)" -eq 0 ] || skip "needs root for network namespaces"
+for tool in ip tc nsenter flock; do
+  command -v "$tool" >/dev/null || skip "needs $tool (iproute2, util-linux)"
+done
+probe="sal-probe-$$"
+if ! err=$(ip netns add "$probe" 2>&1); then skip "'ip netns add' is not permitted here: $err"; fi
+ip netns del "$probe"
+
+work=$(mktemp -d)
+tb="" # a testbed running in the background, stopped (and so torn down) if a check fails
+finish() {
+  if [ -n "$tb" ]; then kill -TERM "$tb" 2>/dev/null || true; wait "$tb" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap finish EXIT
+cd "$work" # the supervisor writes runs/ (metrics) into its working directory
+export SALAMANDER_BIN="$bin"
+ms() { echo $(( ${EPOCHREALTIME/./} / 1000 )); }
+# what the testbed makes: namespaces sal-nodeI, links sal-br0 / sal-vethI,
+# nodes listening on 10.77.0.x
+assert_clean() {
+  local ns links procs
+  ns=$(ip netns list | awk '{ print $1 }' | grep -E '^sal-' || true)
+  links=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -E '^sal-' || true)
+  procs=$(pgrep -af 'salamander node --name node[0-9]+ --listen 10\.77\.0\.' || true)
+  [ -z "$ns$links$procs" ] || fail "$1: left behind: namespaces [$ns] links [$links] processes [$procs]"
+  [ "$(stale_cgroups)" = "$stale_before" ] \
+    || fail "$1: left CPU-share cgroups of dead nodes: $(stale_cgroups)"
+}
+# cgroups a node made for --cpu-share whose process is gone
+stale_cgroups() {
+  local d
+  for d in /sys/fs/cgroup/salamander-* /sys/fs/cgroup/cpu/salamander-*; do
+    [ -d "$d" ] && [ ! -e "/proc/${d##*-}" ] && echo "$d"
+  done
+  return 0
+}
+testbed_rc() { # runs the testbed; 77 from it means this machine cannot host it
+  local rc=0
+  "$@" || rc=$?
+  [ "$rc" != 77 ] || skip "the testbed cannot run here: $(tail -1 "$work/last.err")"
+  return "$rc"
+}
+stale_before=$(stale_cgroups)
+assert_clean "before the test (a previous run?)"
+
+# 1. a short job over three namespaced nodes, node 2 on a slow link and a
+#    quarter of a core; the shaping is in place on both ends of its link, and
+#    the cluster secret reaches the nodes
+t0=$(ms)
+rc=0
+SALAMANDER_SECRET="netns-test-$$-$RANDOM" \
+SALAMANDER_LOG_DIR="$work/l1" SALAMANDER_NET_2="rate=50mbit delay=5ms" SALAMANDER_CPU_2=0.25 \
+  testbed_rc "$testbed" 3 "$work/c1.toml" bash -c '
+    tc qdisc show dev sal-veth2 >"$0/qdisc-root"
+    tc -n sal-node2 qdisc show dev eth0 >"$0/qdisc-node"
+    exec "$1" supervisor --cluster "$SALAMANDER_CLUSTER" --dataset synthetic --max-batches 20 \
+      --epochs 1 --plan even' "$work" "$bin" >"$work/j1.out" 2>"$work/last.err" || rc=$?
+t1=$(ms)
+cp "$work/last.err" "$work/j1.err"
+[ "$rc" = 0 ] || fail "short job exited $rc: $(tail -5 "$work/j1.err")"
+grep -q "^test accuracy:" "$work/j1.out" || fail "short job printed no accuracy: $(cat "$work/j1.out")"
+grep -q "done: 20 batches" "$work/j1.err" || fail "short job did not finish 20 batches: $(tail -3 "$work/j1.err")"
+grep -q 'address = "10.77.0.12:7101"' "$work/c1.toml" || fail "cluster file: $(cat "$work/c1.toml")"
+grep -q "rate 50Mbit" "$work/qdisc-root" || fail "node2's link is not shaped towards it: $(cat "$work/qdisc-root")"
+grep -q "rate 50Mbit" "$work/qdisc-node" || fail "node2's link is not shaped from it: $(cat "$work/qdisc-node")"
+grep -q "cpu-share 0.25" "$work/l1/node2.log" || fail "node2 emulates no CPU share: $(head -3 "$work/l1/node2.log")"
+for i in 1 2 3; do
+  grep -q "leaving (SIGTERM)" "$work/l1/node$i.log" || fail "node$i did not leave cleanly: $(tail -3 "$work/l1/node$i.log")"
+  if grep -q "no cluster secret" "$work/l1/node$i.log"; then fail "SALAMANDER_SECRET did not reach node$i"; fi
+done
+assert_clean "after the short job"
+echo "netns: short job over 3 namespaced nodes: $((t1 - t0)) ms"
+
+# 2. node 2 falls off the network mid-run: the supervisor notices within the
+#    hang timeout and recovers without it
+t0=$(ms)
+rc=0
+SALAMANDER_LOG_DIR="$work/l2" SALAMANDER_LINK_DOWN_AFTER=2:2 \
+  testbed_rc "$testbed" 3 "$work/c2.toml" "$bin" supervisor --cluster "$work/c2.toml" \
+  --dataset synthetic --epochs 5 --plan even --hang-timeout 2 \
+  >"$work/j2.out" 2>"$work/last.err" || rc=$?
+t1=$(ms)
+cp "$work/last.err" "$work/j2.err"
+[ "$rc" = 0 ] || fail "job with a cut link exited $rc: $(tail -5 "$work/j2.err")"
+grep -q "CHAOS: link of node2 down" "$work/j2.err" || fail "the link was never cut: $(tail -5 "$work/j2.err")"
+grep -q "recovered from 1 failure(s).*lost: node2" "$work/j2.err" \
+  || fail "no recovery from the cut-off node: $(tail -5 "$work/j2.err")"
+grep -q "^recoveries: 1" "$work/j2.out" || fail "job with a cut link printed no recoveries: $(cat "$work/j2.out")"
+grep -q "^test accuracy:" "$work/j2.out" || fail "job with a cut link printed no accuracy"
+assert_clean "after the job with a cut link"
+echo "netns: job recovering from a cut link: $((t1 - t0)) ms"
+
+# 3. SIGTERM to the testbed mid-job: the job is stopped and everything removed
+t0=$(ms)
+SALAMANDER_LOG_DIR="$work/l3" "$testbed" 2 "$work/c3.toml" "$bin" supervisor \
+  --cluster "$work/c3.toml" --dataset synthetic --epochs 100 --plan even \
+  >"$work/j3.out" 2>"$work/j3.err" &
+tb=$!
+for _ in $(seq 1 100); do
+  grep -q "\[training\]" "$work/j3.err" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q "\[training\]" "$work/j3.err" || fail "the job to interrupt never trained: $(tail -5 "$work/j3.err")"
+kill -TERM "$tb"
+rc=0
+wait "$tb" || rc=$?
+tb=""
+t1=$(ms)
+[ "$rc" = 143 ] || fail "interrupted testbed exited $rc, not 143: $(tail -3 "$work/j3.err")"
+assert_clean "after SIGTERM to the testbed"
+echo "netns: SIGTERM mid-job, torn down: $((t1 - t0)) ms"
+
+# 4. a testbed killed outright leaves everything; the next one says what and
+#    removes it before starting
+t0=$(ms)
+SALAMANDER_LOG_DIR="$work/l4" "$testbed" 2 "$work/c4.toml" \
+  bash -c 'echo $$ >"$0"; exec sleep 60' "$work/sleeper.pid" >/dev/null 2>"$work/j4.err" &
+tb=$!
+for _ in $(seq 1 100); do
+  [ -s "$work/sleeper.pid" ] && break
+  sleep 0.1
+done
+[ -s "$work/sleeper.pid" ] || fail "the testbed to kill never started its command: $(tail -5 "$work/j4.err")"
+{ kill -KILL "$tb"; wait "$tb"; } 2>/dev/null || true
+tb=""
+kill -TERM "$(cat "$work/sleeper.pid")" 2>/dev/null || true
+ip netns list | grep -q "^sal-node1" || fail "SIGKILL left no namespaces to clean (test is wrong?)"
+rc=0
+"$testbed" 1 "$work/c5.toml" true >/dev/null 2>"$work/j5.err" || rc=$?
+t1=$(ms)
+[ "$rc" = 0 ] || fail "testbed after a killed one exited $rc: $(cat "$work/j5.err")"
+grep -q "did not clean up" "$work/j5.err" || fail "leftovers were not reported: $(cat "$work/j5.err")"
+grep -q "namespaces: .*sal-node2" "$work/j5.err" || fail "leftover namespaces not listed: $(cat "$work/j5.err")"
+grep -q "processes in sal-node" "$work/j5.err" || fail "leftover nodes not listed: $(cat "$work/j5.err")"
+assert_clean "after cleaning up a killed testbed"
+echo "netns: leftovers of a SIGKILLed testbed listed and removed: $((t1 - t0)) ms"
+echo "netns: all checks passed"
