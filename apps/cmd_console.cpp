@@ -286,8 +286,8 @@ std::string history_file() {
 int interactive(session& s, const std::string& address) {
   auto history = history_file();
   using_history();
-  if (!history.empty()) {
-    read_history(history.c_str());
+  if (!history.empty() && read_history(history.c_str()) != 0) {
+    write_history(history.c_str()); // append_history needs the file to exist
   }
   rl_attempted_completion_function = complete;
   std::printf("attached to the supervisor at %s; help lists the commands, quit or Ctrl-D "

@@ -151,10 +151,12 @@ int run_pipeline(const train_cli& cli) {
       shown_metrics = true;
       log->info("metrics: {} (salamander plot {} -o run.png)", s.metrics_path, s.metrics_path);
     }
-    if (s.phase == "recovering" && s.error != shown_error) {
+    // the last failure stays in the status after a recovery, so a failure
+    // recovered from between two polls is still reported
+    if (!s.error.empty() && s.error != shown_error && s.phase != "failed") {
       shown_error = s.error;
       progress.finish();
-      log->warn("FAILURE: {}; recovering", s.error);
+      log->warn("FAILURE: {}", s.error);
     }
     if (s.recoveries != shown_recoveries) {
       shown_recoveries = s.recoveries;

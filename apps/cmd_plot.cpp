@@ -122,11 +122,18 @@ int run_plot(const plot_cli& cli) {
   std::string arrows;
   size_t shown = 0;
   std::map<std::string, size_t> counts;
+  std::map<std::string, double> last_marked; // kind -> t
   for (auto& e : r.events) {
     auto kind = e["event"].get<std::string>();
     for (auto& m : markers) {
       if (kind == m.kind) {
         double t = e.value("t", 0.0);
+        counts[kind]++;
+        // a node's loss shows as its stages' and its own failure at once: one mark
+        if (auto it = last_marked.find(kind); it != last_marked.end() && t - it->second < 0.3) {
+          continue;
+        }
+        last_marked[kind] = t;
         arrows += fmt::format("set arrow from {t}, graph 0 to {t}, graph 1 nohead lw 1.5 "
                               "lc rgb '{c}' dt 2\n",
                               fmt::arg("t", t), fmt::arg("c", m.color));
@@ -140,7 +147,6 @@ int run_plot(const plot_cli& cli) {
                               quote(label), t, 0.95 - 0.07 * static_cast<double>(shown % 4),
                               m.color);
         shown++;
-        counts[kind]++;
       }
     }
   }
@@ -150,11 +156,12 @@ int run_plot(const plot_cli& cli) {
     gp << "set terminal pngcairo size 1200,800 font 'sans,10'\n";
     gp << "set output " << quote(cli.output) << "\n";
     gp << "set multiplot layout 2,1 title " << quote(title) << "\n";
-    gp << "set grid\nset key top left\nset xlabel 'time (s)'\n";
+    gp << "set grid\nset key below\nset xlabel 'time (s)'\n";
     gp << "set ylabel 'samples/s'\nset yrange [0:*]\n";
     gp << arrows;
     gp << "plot " << quote(data.string())
-       << " using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'throughput (last 20 batches)'\n";
+       << " using 1:($2 > 0 ? $2 : 1/0) with lines lw 2 lc rgb '#1f77b4' "
+          "title 'throughput (samples/s over the last 20 batches)'\n";
     gp << "set ylabel 'loss'\nset yrange [*:*]\n";
     gp << arrows;
     gp << "plot " << quote(data.string())
