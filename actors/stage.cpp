@@ -46,10 +46,16 @@ void replicate(stage_actor::stateful_pointer<stage_state> self) {
   if (chain) {
     self->send(chain, replicate_atom_v, snap);
   }
-  if (global && global != chain) {
+  bool global_turn = spec.replicate_every == 0 || spec.global_every <= 1 ||
+                     (st.version / spec.replicate_every) % spec.global_every == 0 ||
+                     st.version == st.replicate_at;
+  if (global && global != chain && global_turn) {
     self->send(global, replicate_atom_v, snap);
   }
-  st.last_replicated = std::make_shared<const models::weight_snapshot>(snap.snapshot);
+  st.kept.push_back(std::make_shared<const models::weight_snapshot>(snap.snapshot));
+  while (st.kept.size() > stage_state::keep_snapshots) {
+    st.kept.pop_front();
+  }
 }
 
 // Runs as many operations of the stage's row as have their inputs.
@@ -57,7 +63,7 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
   bool last = spec.index + 1 == spec.stages;
-  if (!st.ready) {
+  if (!st.ready || st.frozen) {
     return; // inputs wait until the state has arrived
   }
   while (st.cursor < st.order.size()) {
@@ -198,8 +204,10 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
     auto pending = std::make_shared<size_t>(st.spec.sources.size());
     for (size_t i = 0; i < st.spec.sources.size(); ++i) {
       auto src = caf::actor_cast<stage_actor>(st.spec.sources[i]);
+      auto version = i < st.spec.source_version.size() ? st.spec.source_version[i]
+                                                        : st.spec.start_batch;
       self->request(src, std::chrono::seconds(30), snapshot_atom_v, st.spec.source_begin[i],
-                    st.spec.source_end[i], st.spec.start_batch)
+                    st.spec.source_end[i], version)
           .then(
               [=](snapshot_payload& part) {
                 (*parts)[i] = std::move(part.snapshot);
@@ -290,6 +298,18 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
           }
         });
       },
+      [=](pause_atom) { self->state.frozen = true; },
+      [=](caf::get_atom) {
+        auto& st = self->state;
+        replica_inventory inv;
+        for (auto& k : st.kept) {
+          for (auto& l : k->layers) {
+            inv.layers.push_back(l.index);
+            inv.versions.push_back(k->version);
+          }
+        }
+        return inv;
+      },
       [=](replicate_atom, uint64_t version) {
         guarded(self, [&] {
           auto& st = self->state;
@@ -312,7 +332,21 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
       [=](snapshot_atom, uint64_t begin, uint64_t end,
           uint64_t version) -> caf::result<snapshot_payload> {
         auto& st = self->state;
-        if (version != st.version) {
+        if (version != st.version && version != current_version) {
+          // the snapshot it kept from its last replication, if that is the one
+          auto found = std::find_if(st.kept.begin(), st.kept.end(),
+                                    [&](const auto& k) { return k->version == version; });
+          if (found != st.kept.end()) {
+            auto& kept = *found;
+            models::weight_snapshot part = *kept;
+            part.layers.clear();
+            for (auto& l : kept->layers) {
+              if (l.index >= begin && l.index < end) {
+                part.layers.push_back(l);
+              }
+            }
+            return snapshot_payload{std::move(part)};
+          }
           return caf::make_error(errc::node_lost, "stage " + std::to_string(st.spec.index) +
                                                       " is at version " +
                                                       std::to_string(st.version) + ", not " +

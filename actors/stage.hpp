@@ -20,6 +20,7 @@
 #include "models/weights.hpp"
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 
@@ -50,9 +51,16 @@ struct stage_state {
   node_emulation emulation;
   link_shaper link;
   /// The snapshot this stage last replicated (FTPipeHD keeps it too).
-  std::shared_ptr<const models::weight_snapshot> last_replicated;
+  /// The snapshots it last replicated, newest last. Two: a stage runs ahead
+  /// of its neighbours by at most `window` batches, so with K >= window one
+  /// of them is at the version the others' replicas have (recovery pulls it
+  /// when the holder of its chain replica died).
+  std::deque<std::shared_ptr<const models::weight_snapshot>> kept;
+  static constexpr size_t keep_snapshots = 2;
   /// A replication the console asked for: at this version (0: none).
   uint64_t replicate_at = 0;
+  /// Recovery froze this stage: it computes nothing more.
+  bool frozen = false;
   batch_stats stats;
   std::chrono::steady_clock::time_point last_op_end{};
   bool batch_started = false;

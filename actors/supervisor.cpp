@@ -47,6 +47,8 @@ void log_end(self_ptr self) {
              {"replans", st.status.replans},
              {"redone_batches", st.status.redone_batches},
              {"lineage_ok", problem.empty()},
+             {"exact", st.status.exact},
+             {"missed_layer_updates", st.status.missed_layer_updates},
              {"lineage_problem", problem},
              {"lineage", st.status.lineage}});
 }
@@ -363,6 +365,7 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
     spec.micro_batch_size = static_cast<uint32_t>(
         (st.cfg.batch_size + st.cfg.micro_batches - 1) / st.cfg.micro_batches);
     spec.replicate_every = st.cfg.replicate_every;
+    spec.global_every = st.cfg.global_every;
     size_t next_node = i + 1 < n ? on_nodes[i + 1] : st.nodes.size();
     spec.chain_holder = caf::actor_cast<caf::actor>(
         next_node < st.holders.size() && st.holders[next_node] ? st.holders[next_node]
@@ -749,23 +752,35 @@ void on_failure(self_ptr self, const std::string& what) {
   self->delayed_send(self, st.cfg.failure_window, recover_atom_v, st.recovery_gen);
 }
 
-// Step 2 of recovery, once every live holder said what it holds.
-void recover_with(self_ptr self,
-                  std::shared_ptr<std::vector<std::pair<size_t, replica_inventory>>> inventories) {
+// Where recovery can pull layers from: a replica holder (on a node, or the
+// central one), or a surviving stage (the snapshot it last replicated, or,
+// under the fast policy, its weights as they are now).
+struct replica_source {
+  caf::actor handle;
+  size_t node = 0; ///< node index; nodes.size() for the central holder
+  replica_inventory inv;
+  bool stage = false;
+  uint64_t begin = 0, end = 0; ///< a stage of the failed plan: its layers
+};
+using source_list = std::shared_ptr<std::vector<replica_source>>;
+
+// Step 2 of recovery, once every live holder and surviving stage said what
+// it holds.
+void recover_with(self_ptr self, source_list found) {
   auto& st = self->state;
   auto desc = models::describe(models::model_spec::parse(st.cfg.model));
   size_t layers = desc.layers.size();
-  // (layer, version) -> holders (index into `inventories`) that have it
+  // (layer, version) -> sources (index into `found`) that have it
   std::map<std::pair<uint64_t, uint64_t>, std::vector<size_t>> have;
   std::set<uint64_t> versions;
-  for (size_t h = 0; h < inventories->size(); ++h) {
-    auto& inv = (*inventories)[h].second;
+  for (size_t h = 0; h < found->size(); ++h) {
+    auto& inv = (*found)[h].inv;
     for (size_t i = 0; i < inv.layers.size(); ++i) {
       have[{inv.layers[i], inv.versions[i]}].push_back(h);
       versions.insert(inv.versions[i]);
     }
   }
-  // the newest version every layer has somewhere alive; 0 is the seed
+  // exact: the newest version every layer has somewhere alive; 0 is the seed
   uint64_t v = 0;
   for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
     if (*it > st.committed) {
@@ -778,6 +793,35 @@ void recover_with(self_ptr self,
     if (complete) {
       v = *it;
       break;
+    }
+  }
+  // fast (FTPipeHD-like): a layer a surviving stage holds keeps its current
+  // weights; a lost one comes back at its newest replica; nothing replays
+  std::vector<std::pair<size_t, uint64_t>> fast_source(layers, {SIZE_MAX, 0});
+  bool fast = st.cfg.recovery_policy == "fast" && st.committed > 0;
+  if (fast) {
+    for (uint64_t l = 0; l < layers; ++l) {
+      for (size_t h = 0; h < found->size(); ++h) {
+        auto& src = (*found)[h];
+        if (src.stage && src.end > src.begin && l >= src.begin && l < src.end) {
+          fast_source[l] = {h, current_version};
+        }
+      }
+      if (fast_source[l].first != SIZE_MAX) {
+        continue;
+      }
+      for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+        if (auto w = have.find({l, *it}); w != have.end()) {
+          fast_source[l] = {w->second.front(), *it};
+          break;
+        }
+      }
+      if (fast_source[l].first == SIZE_MAX) {
+        fast = false; // a lost layer with no replica at all: only exact recovery helps
+        log_event(self, "policy_fallback",
+                  {{"why", "layer " + std::to_string(l) + " has no replica; recovering exactly"}});
+        break;
+      }
     }
   }
   algorithms::layer_ranges ranges;
@@ -816,111 +860,182 @@ void recover_with(self_ptr self,
       return;
     }
   }
-  // roll back: batches after v are replayed
   st.rollback_from = st.committed;
   st.recovery_planned_at = clock::now();
-  log_event(self, "recovery_plan",
-            {{"rollback_version", v},
-             {"redone_batches", st.committed - v},
-             {"detect_to_plan_s", since(st.failure_at)},
-             {"live_nodes", live_nodes(st).size()}});
-  st.status.redone_batches += static_cast<int64_t>(st.committed - v);
-  st.status.rollback_version = static_cast<int64_t>(v);
-  st.status.lineage.resize(v);
-  st.committed = v;
-  st.fed = v;
+  if (fast) {
+    // no rollback: training resumes where it was; the lost layers miss the
+    // updates since their replica (not exact, and the audit says so)
+    auto stale = nlohmann::json::array();
+    int64_t missed = 0;
+    for (uint64_t l = 0; l < layers; ++l) {
+      if (fast_source[l].second != current_version) {
+        stale.push_back({{"layer", l}, {"version", fast_source[l].second}});
+        // a replica can be newer than `committed` (its stage ran ahead)
+        if (fast_source[l].second < st.committed) {
+          missed += static_cast<int64_t>(st.committed - fast_source[l].second);
+        }
+      }
+    }
+    st.status.exact = false;
+    st.status.missed_layer_updates += missed;
+    st.status.rollback_version = static_cast<int64_t>(st.committed);
+    log_event(self, "recovery_plan",
+              {{"policy", "fast"},
+               {"rollback_version", st.committed},
+               {"redone_batches", 0},
+               {"stale_layers", stale},
+               {"missed_layer_updates", missed},
+               {"detect_to_plan_s", since(st.failure_at)},
+               {"live_nodes", live_nodes(st).size()}});
+  } else {
+    // exact: roll back to v; batches after it are replayed
+    log_event(self, "recovery_plan",
+              {{"policy", "exact"},
+               {"rollback_version", v},
+               {"redone_batches", st.committed - v},
+               {"detect_to_plan_s", since(st.failure_at)},
+               {"live_nodes", live_nodes(st).size()}});
+    st.status.redone_batches += static_cast<int64_t>(st.committed - v);
+    st.status.rollback_version = static_cast<int64_t>(v);
+    st.status.lineage.resize(v);
+    st.committed = v;
+  }
+  auto resume_at = st.committed;
+  st.fed = resume_at;
   st.reports.clear();
-  st.status.committed = static_cast<int64_t>(v);
+  st.status.committed = static_cast<int64_t>(resume_at);
   st.evaluated_epochs = std::min<int64_t>(st.evaluated_epochs,
-                                          static_cast<int64_t>(v / st.batches_per_epoch));
+                                          static_cast<int64_t>(resume_at / st.batches_per_epoch));
   st.stages.clear();
   st.ranges.clear();
   st.stage_nodes.clear();
-  // sources: for each layer the holder on the stage's own node if it has
-  // the layer at v, else any live one (the central holder has them all)
-  auto holders = inventories;
+  // sources: for each layer the source on the stage's own node if it has the
+  // layer at v, else any live one (the central holder has them all)
   auto sources = [=](stage_spec& spec) {
-    if (v == 0) {
+    if (!fast && v == 0) {
       return; // the seed: nothing to pull
     }
     auto& st = self->state;
     for (uint64_t l = spec.begin; l < spec.end; ++l) {
-      auto& who = have.at({l, v});
-      size_t pick = who.front();
-      for (auto h : who) {
-        if ((*holders)[h].first < st.nodes.size() &&
-            st.stage_nodes.size() > spec.index && (*holders)[h].first == st.stage_nodes[spec.index]) {
-          pick = h;
+      size_t pick = 0;
+      uint64_t version = v;
+      if (fast) {
+        std::tie(pick, version) = fast_source[l];
+      } else {
+        auto& who = have.at({l, v});
+        pick = who.front();
+        for (auto h : who) {
+          if (st.stage_nodes.size() > spec.index && (*found)[h].node == st.stage_nodes[spec.index]) {
+            pick = h;
+          }
         }
       }
-      auto holder = caf::actor_cast<caf::actor>(
-          (*holders)[pick].first < st.nodes.size() ? st.holders[(*holders)[pick].first]
-                                                   : st.central_holder);
-      if (!spec.sources.empty() && spec.sources.back() == holder && spec.source_end.back() == l) {
+      auto& from = (*found)[pick].handle;
+      if (!spec.sources.empty() && spec.sources.back() == from && spec.source_end.back() == l &&
+          spec.source_version.back() == version) {
         spec.source_end.back() = l + 1;
       } else {
-        spec.sources.push_back(holder);
+        spec.sources.push_back(from);
         spec.source_begin.push_back(l);
         spec.source_end.push_back(l + 1);
+        spec.source_version.push_back(version);
       }
     }
   };
   launch(self, std::move(ranges), std::move(on_nodes), sources);
 }
 
-// Step 1 of recovery: stop what is left of the old pipeline and ask every
-// live replica holder what it has.
+// Step 1 of recovery: ask every live replica holder what it has, and every
+// surviving stage what it kept from its last replication (the freshest copy
+// of its layers when the holder of its chain replica died). Surviving stages
+// stay up until the new ones have pulled from them; the rest stop now.
 void recover(self_ptr self, uint64_t gen) {
   auto& st = self->state;
   if (gen != st.recovery_gen || st.status.finished()) {
     return;
   }
   st.waiting_for_capacity = false;
-  for (auto* group : {&st.stages, &st.old_stages}) {
-    for (auto& s : *group) {
-      if (s) {
-        self->demonitor(s.address());
-        self->send_exit(s, caf::exit_reason::user_shutdown);
-      }
+  auto found = std::make_shared<std::vector<replica_source>>();
+  std::vector<replica_source> ask;
+  ask.push_back({caf::actor_cast<caf::actor>(st.central_holder), st.nodes.size(), {}, false});
+  for (auto n : live_nodes(st)) {
+    if (st.holders[n]) {
+      ask.push_back({caf::actor_cast<caf::actor>(st.holders[n]), n, {}, false});
     }
   }
-  st.old_stages.clear();
+  std::vector<stage_actor> keep;
+  auto consider = [&](const stage_actor& s, size_t node, uint64_t b, uint64_t e) {
+    if (!s) {
+      return;
+    }
+    self->demonitor(s.address());
+    if (node < st.node_dead.size() && !st.node_dead[node]) {
+      self->send(s, pause_atom_v); // before get: what it reports stays true
+      keep.push_back(s);
+      ask.push_back({caf::actor_cast<caf::actor>(s), node, {}, true, b, e});
+    } else {
+      self->send_exit(s, caf::exit_reason::user_shutdown);
+    }
+  };
+  for (size_t i = 0; i < st.stages.size(); ++i) {
+    bool planned = i < st.stage_nodes.size() && i < st.ranges.size();
+    consider(st.stages[i], planned ? st.stage_nodes[i] : st.nodes.size(),
+             planned ? st.ranges[i].first : 0, planned ? st.ranges[i].second : 0);
+  }
+  for (auto& s : st.old_stages) {
+    // a previous plan's stages (an interrupted re-plan or recovery): their
+    // kept snapshots only; their node is unknown here, so any live one
+    if (s) {
+      self->demonitor(s.address());
+      self->send(s, pause_atom_v);
+      keep.push_back(s);
+      ask.push_back({caf::actor_cast<caf::actor>(s), st.nodes.size(), {}, true, 0, 0});
+    }
+  }
+  st.old_stages = keep; // stopped once the new stages are ready
+  st.stages.clear();
   st.replanning = false;
   st.replan_requested = false;
   st.has_pending_plan = false;
   st.ready_pending = 0;
   st.eval_round++; // results of an interrupted evaluation are ignored
-  auto live = live_nodes(st);
-  if (live.empty()) {
+  if (live_nodes(st).empty()) {
     pause_job(self, "no nodes are left");
     return;
   }
-  // (node index or nodes.size() for the central holder, inventory)
-  auto inventories = std::make_shared<std::vector<std::pair<size_t, replica_inventory>>>();
-  std::vector<std::pair<size_t, replica_holder_actor>> ask;
-  ask.emplace_back(st.nodes.size(), st.central_holder);
-  for (auto n : live) {
-    if (st.holders[n]) {
-      ask.emplace_back(n, st.holders[n]);
-    }
-  }
   auto pending = std::make_shared<size_t>(ask.size());
-  for (auto& [index, holder] : ask) {
-    auto idx = index;
-    self->request(holder, std::chrono::seconds(5), caf::get_atom_v)
-        .then(
-            [=](replica_inventory& inv) {
-              inventories->emplace_back(idx, std::move(inv));
-              if (--*pending == 0 && gen == self->state.recovery_gen) {
-                recover_with(self, inventories);
-              }
-            },
-            [=](caf::error&) {
-              // a holder that does not answer holds nothing we can use
-              if (--*pending == 0 && gen == self->state.recovery_gen) {
-                recover_with(self, inventories);
-              }
-            });
+  for (auto& a : ask) {
+    auto src = a;
+    auto answered = [=](replica_inventory inv) {
+      auto copy = src;
+      copy.inv = std::move(inv);
+      found->push_back(std::move(copy));
+    };
+    auto finish = [=] {
+      if (--*pending == 0 && gen == self->state.recovery_gen) {
+        recover_with(self, found);
+      }
+    };
+    auto on_error = [=](caf::error&) { finish(); }; // holds nothing we can use
+    if (src.stage) {
+      self->request(caf::actor_cast<stage_actor>(src.handle), std::chrono::seconds(5),
+                    caf::get_atom_v)
+          .then(
+              [=](replica_inventory& inv) {
+                answered(std::move(inv));
+                finish();
+              },
+              on_error);
+    } else {
+      self->request(caf::actor_cast<replica_holder_actor>(src.handle), std::chrono::seconds(5),
+                    caf::get_atom_v)
+          .then(
+              [=](replica_inventory& inv) {
+                answered(std::move(inv));
+                finish();
+              },
+              on_error);
+    }
   }
 }
 

@@ -66,6 +66,14 @@ struct job_config {
   /// Replicate every stage's weights every K batches (chain + global);
   /// 0 turns replication (and recovery beyond a restart from the seed) off.
   uint32_t replicate_every = 10;
+  /// Of the replications, every G-th also goes to the global (central)
+  /// holder; the others only along the chain.
+  uint32_t global_every = 1;
+  /// exact: roll back to a version every layer has and replay (the result
+  /// equals a fault-free run); fast (FTPipeHD-like): survivors keep their
+  /// newer weights, lost layers come back from their newest replica, nothing
+  /// is replayed (less redone work, not exact).
+  std::string recovery_policy = "exact";
   /// Failures noticed within this window are recovered from together.
   std::chrono::milliseconds failure_window{30};
   int32_t threads = 1;

@@ -96,6 +96,8 @@ int run_pipeline(const train_cli& cli) {
       models::load_dataset(cli.dataset, false, desc, cli.data_dir));
 
   jc.replicate_every = cli.replicate_every;
+  jc.global_every = cli.global_every;
+  jc.recovery_policy = cli.recovery_policy;
   caf::actor_system_config cfg;
   actors::system_options sopts;
   // a stopped or cut-off node sends no heartbeats: its connection times out
@@ -192,6 +194,11 @@ int run_pipeline(const train_cli& cli) {
               "version {} and took {:.2f} s; {} batches redone in all",
               s.recoveries, fmt::join(s.dead_nodes, ", "), s.rollback_version,
               s.last_recovery_s, s.redone_batches);
+    if (!s.exact) {
+      log->warn("fast recovery policy: the result is NOT exact; lost layers missed {} "
+                "(layer, batch) updates",
+                s.missed_layer_updates);
+    }
   }
   if (s.replans > 0) {
     log->info("re-planned {} time(s) while training; final plan {}", s.replans, s.plan);

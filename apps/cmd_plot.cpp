@@ -224,6 +224,12 @@ int run_audit(const audit_cli& cli) {
                 problem.c_str());
     return 1;
   }
+  if (!r.end.value("exact", true)) {
+    std::printf("lineage: %zu batches, but NOT exact: the fast recovery policy kept "
+                "survivors' newer weights and lost layers missed %lld (layer, batch) updates\n",
+                lineage.size(), static_cast<long long>(r.end.value("missed_layer_updates", 0)));
+    return 1;
+  }
   std::printf("lineage: %zu batches, each exactly once: yes\n", lineage.size());
   return 0;
 }

@@ -35,6 +35,8 @@ struct train_cli {
   double hang_timeout_s = 3.0;
   std::string listen; ///< publish the supervisor here (nodes --join it)
   uint32_t replicate_every = 10;
+  uint32_t global_every = 1;
+  std::string recovery_policy = "exact";
   std::string secret_file;  ///< cluster secret (else $SALAMANDER_SECRET)
   std::string metrics = ""; ///< JSON-lines log; "": runs/JOB/metrics.jsonl; "none": off
 };

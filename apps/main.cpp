@@ -113,6 +113,17 @@ int main(int argc, char** argv) {
            "and is recovered from (nodes send one every second)")
         ->check(CLI::Range(1.5, 3600.0))
         ->capture_default_str();
+    sub->add_option("--global-every", train.global_every,
+                    "of the replications, every G-th also goes to the central (global) "
+                    "holder; the others only along the chain (FTPipeHD)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    sub->add_option("--recovery-policy", train.recovery_policy,
+                    "exact: roll back to a replicated version and replay (equals a "
+                    "fault-free run); fast: survivors keep their newer weights, lost layers "
+                    "come back from their newest replica, nothing replays (not exact)")
+        ->check(CLI::IsMember({"exact", "fast"}))
+        ->capture_default_str();
     sub->add_option("--metrics", train.metrics,
                     "JSON-lines metrics log of the job (default: "
                     "runs/job-DATE-TIME-PID/metrics.jsonl; none: off); see README, Metrics");

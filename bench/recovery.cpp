@@ -10,7 +10,11 @@
 // - the ResPipe-style baseline, restarting the whole job from its last disk
 //   checkpoint: measured parts (starting the node processes again, starting
 //   a job) plus the lost batches redone at the measured rate;
-// - the cost of replication for several K, and the batches redone per failure.
+// - the cost of replication for several K, and the batches redone per failure;
+// - the trade-off of the two recovery policies on Fashion-MNIST (when
+//   installed; synthetic data otherwise): exact (roll back and replay) vs
+//   fast (FTPipeHD-like: survivors keep their newer weights, nothing
+//   replays): wall time, batches redone, layer updates lost, test accuracy.
 #include "actors/cluster.hpp"
 #include "actors/job.hpp"
 #include "actors/node_process.hpp"
@@ -171,6 +175,65 @@ int recovery(const bench_args& args) {
                "restart from the last checkpoint: %.2f s (processes %.2f, job start %.2f, redo "
                "half an epoch %.2f)\n",
                restart_s, processes_s, job_start_s, redo_s);
+
+  // --- exact vs fast recovery ---------------------------------------------
+  {
+    auto pj = jc;
+    pj.max_batches = args.quick ? 120 : 300;
+    pj.replicate_every = 50; // a long period: the policies differ by up to 49 batches
+    pj.evaluate = true;
+    std::shared_ptr<const models::dataset> ptrain = train, ptest = train;
+    std::string data = "synthetic";
+    try {
+      ptrain = std::make_shared<models::dataset>(models::load_dataset("fashion-mnist", true, desc));
+      ptest = std::make_shared<models::dataset>(models::load_dataset("fashion-mnist", false, desc));
+      pj.dataset = "fashion-mnist";
+      data = "fashion-mnist";
+    } catch (const std::exception&) {
+    }
+    rep.detail("policy_dataset", data);
+    for (std::string policy : {"exact", "fast"}) {
+      pj.recovery_policy = policy;
+      actors::process_cluster pc(3, "p");
+      caf::actor_system_config pcfg;
+      actors::configure(pcfg);
+      caf::actor_system psys{pcfg};
+      auto pnodes = actors::connect_nodes(psys, pc.nodes());
+      if (!pnodes) {
+        throw std::runtime_error(psys.render(pnodes.error()));
+      }
+      actors::job_options opts;
+      opts.poll = std::chrono::milliseconds(5);
+      bool killed = false;
+      opts.on_status = [&](const job_status& s) {
+        // just before the second replication: the most work at stake
+        if (!killed && s.committed >= 95 * pj.max_batches / 300 && s.phase == "training") {
+          killed = true;
+          pc[1].signal(SIGKILL);
+        }
+      };
+      auto t0 = clock::now();
+      auto r = actors::run_job(psys, pj, *pnodes, ptrain, ptest, opts);
+      double wall = since(t0);
+      if (r.status.phase != "finished") {
+        throw std::runtime_error("policy run (" + policy + ") failed: " + r.status.error);
+      }
+      std::fprintf(stderr,
+                   "policy %-5s: %.2f s in all, recovery %.3f s, %lld batches redone, %lld "
+                   "layer updates lost, test accuracy %.4f%s\n",
+                   policy.c_str(), wall, r.status.last_recovery_s,
+                   static_cast<long long>(r.status.redone_batches),
+                   static_cast<long long>(r.status.missed_layer_updates), r.status.test_accuracy,
+                   r.status.exact ? " (exact)" : " (not exact)");
+      rep.detail("policy_" + policy + "_wall_s", wall);
+      rep.detail("policy_" + policy + "_recovery_s", r.status.last_recovery_s);
+      rep.detail("policy_" + policy + "_redone_batches",
+                 static_cast<double>(r.status.redone_batches));
+      rep.detail("policy_" + policy + "_missed_layer_updates",
+                 static_cast<double>(r.status.missed_layer_updates));
+      rep.detail("policy_" + policy + "_test_accuracy", r.status.test_accuracy);
+    }
+  }
 
   rep.headline("recovery_s_crash", results["crash"].total);
   rep.headline("recovery_s_kill9", results["kill9"].total);

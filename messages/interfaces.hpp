@@ -17,8 +17,14 @@ namespace salamander {
 ///                                       (eval, id, micro, logits) to the supervisor
 ///   snapshot -> weights of the range, with optimizer state
 ///   snapshot(begin, end, version) -> weights and optimizer state of those
-///                           layers, if the stage is at that version (a
-///                           re-planned stage pulls them from here)
+///                           layers, if the stage is at that version or
+///                           kept a snapshot of it (a re-planned or
+///                           recovering stage pulls them from here);
+///                           version `current_version`: whatever it has now
+///   pause                 recovery: stop computing (inputs are kept), so that
+///                         what it reports and serves stays as it is
+///   get -> replica_inventory  the layers and version of the snapshot it
+///                           last replicated (recovery may pull from it)
 ///
 /// A stage spawned with sources pulls its state from them first and then
 /// sends (ready, index) to the supervisor; until then inputs are buffered.
@@ -37,8 +43,13 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<labels_atom, uint64_t, uint32_t, double, tensor_payload>,
     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<replicate_atom, uint64_t>,
+    caf::reacts_to<pause_atom>,
     caf::replies_to<snapshot_atom>::with<snapshot_payload>,
-    caf::replies_to<snapshot_atom, uint64_t, uint64_t, uint64_t>::with<snapshot_payload>>;
+    caf::replies_to<snapshot_atom, uint64_t, uint64_t, uint64_t>::with<snapshot_payload>,
+    caf::replies_to<caf::get_atom>::with<replica_inventory>>;
+
+/// In snapshot(begin, end, version): the stage's weights as they are now.
+constexpr uint64_t current_version = ~uint64_t{0};
 
 /// Holds replicas of other stages' layers (see actors/replica_holder.hpp).
 ///   replicate(snapshot)                        store these layers at its version

@@ -21,7 +21,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 2;
+constexpr uint32_t protocol_version = 3;
 
 struct tensor_payload {
   torch::Tensor tensor;
@@ -56,10 +56,16 @@ struct stage_spec {
   std::vector<caf::actor> sources;
   std::vector<uint64_t> source_begin;
   std::vector<uint64_t> source_end;
+  /// The version to pull from each source (empty: start_batch for all;
+  /// the fast recovery policy mixes versions).
+  std::vector<uint64_t> source_version;
   /// Replication: every `replicate_every` batches (0: never) the stage sends
   /// a snapshot to the chain holder (next stage's node, or the central one
   /// for the last stage) and to the central (global) holder.
   uint32_t replicate_every = 0;
+  /// Of those, every `global_every`-th also goes to the global holder
+  /// (FTPipeHD: cheap chain copies often, global ones less often).
+  uint32_t global_every = 1;
   caf::actor chain_holder;
   caf::actor global_holder;
 };
@@ -177,6 +183,10 @@ struct job_status {
   std::string health = "ok";       ///< ok, or what is wrong (for progress lines)
   std::string metrics_path;        ///< the JSON-lines log, "" if none
   int64_t replicated_version = -1; ///< newest version forced by `replicate`
+  /// False once a fast-policy recovery kept survivors' newer weights: the
+  /// lineage then holds for the surviving layers only.
+  bool exact = true;
+  int64_t missed_layer_updates = 0; ///< fast policy: (layer, batch) updates lost
   std::vector<node_row> nodes;
   std::vector<stage_row> stages;
   bool finished() const { return phase == "finished" || phase == "failed"; }
@@ -253,7 +263,8 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   return f(caf::meta::type_name("stage_spec"), x.model, x.fingerprint, x.seed, x.index,
            x.stages, x.begin, x.end, x.micro_batches, x.schedule, x.optimizer, x.lr, x.momentum,
            x.threads, x.micro_batch_size, x.start_batch, x.sources, x.source_begin, x.source_end,
-           x.replicate_every, x.chain_holder, x.global_holder);
+           x.source_version,
+           x.replicate_every, x.global_every, x.chain_holder, x.global_holder);
 }
 
 template <class Inspector>
@@ -270,7 +281,8 @@ typename Inspector::result_type inspect(Inspector& f, job_status& x) {
            x.last_recovery_s, x.redone_batches, x.dead_nodes, x.lineage, x.elapsed_s, x.train_s,
            x.plan_batches, x.stage_compute_s, x.stage_wait_s, x.stage_send_s, x.error,
            x.recent_samples_per_s,
-           x.paused_by_user, x.health, x.metrics_path, x.replicated_version, x.nodes, x.stages);
+           x.paused_by_user, x.health, x.metrics_path, x.replicated_version, x.exact,
+           x.missed_layer_updates, x.nodes, x.stages);
 }
 
 template <class Inspector>

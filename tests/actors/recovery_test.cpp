@@ -327,3 +327,76 @@ TEST_CASE("a second failure during recovery is folded into it, exactly",
   CHECK(r.status.plan.find("local3") == std::string::npos);
   check_exact(r, jc, *train, 30);
 }
+
+TEST_CASE("the node holding the only fresh chain replica dies: the stage's own copy serves, "
+          "exactly",
+          "[actor][recovery]") {
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 2048);
+  auto jc = job(40, 2);
+  jc.global_every = 1000; // no global replica in this run: chains only
+  jc.balance = {1, 1, 2};  // stage i on node i
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::local_nodes(sys, 3, 1);
+  auto opts = watched();
+  bool killed = false;
+  opts.on_status = [&](const job_status& s) {
+    // stage 0's chain replicas live on local1; with it gone, the only copy
+    // of stage 0's layers at a replicated version is the one stage 0 kept
+    if (!killed && s.committed >= 12 && s.phase == "training") {
+      caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
+      killed = true;
+    }
+  };
+  auto r = actors::run_job(sys, jc, nodes, train, train, opts);
+  REQUIRE(r.status.phase == "finished");
+  CHECK(r.status.recoveries == 1);
+  CHECK(r.status.dead_nodes == std::vector<std::string>{"local1"});
+  // without the stage's own copy nothing complete would be left but the seed
+  CHECK(r.status.rollback_version >= 12);
+  check_exact(r, jc, *train, 40);
+}
+
+TEST_CASE("the fast policy keeps survivors' weights: nothing replays, not exact",
+          "[actor][recovery][policy]") {
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 2048);
+  auto run = [&](const std::string& policy) {
+    auto jc = job(40, 10);
+    jc.recovery_policy = policy;
+    jc.balance = {1, 1, 2};
+    caf::actor_system_config cfg;
+    actors::configure(cfg);
+    caf::actor_system sys{cfg};
+    auto nodes = actors::local_nodes(sys, 3, 1);
+    auto opts = watched();
+    bool killed = false;
+    opts.on_status = [&](const job_status& s) {
+      if (!killed && s.committed >= 12 && s.phase == "training") {
+        caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
+        killed = true;
+      }
+    };
+    auto r = actors::run_job(sys, jc, nodes, train, train, opts);
+    REQUIRE(r.status.phase == "finished");
+    REQUIRE(r.status.recoveries == 1);
+    REQUIRE(r.weights);
+    return std::make_pair(r.status, diff_to_fault_free(jc, *train, *r.weights));
+  };
+  auto [exact, exact_diff] = run("exact");
+  auto [fast, fast_diff] = run("fast");
+  CHECK(exact.exact);
+  CHECK(exact.redone_batches >= 2); // rolled back to version 10, failure at 12 or later
+  CHECK(exact_diff <= 1e-5);
+  CHECK_FALSE(fast.exact);
+  CHECK(fast.redone_batches == 0);
+  // local1's layer (1) came back at version 10: it missed the updates since
+  CHECK(fast.missed_layer_updates >= 2);
+  std::vector<uint64_t> all(40);
+  std::iota(all.begin(), all.end(), uint64_t{0});
+  CHECK(fast.lineage == all); // every batch fed once, though a layer missed some
+  CHECK(fast_diff > 1e-4);    // and that shows in the weights
+  CHECK(std::isfinite(fast.loss));
+}
