@@ -968,6 +968,10 @@ void recover(self_ptr self, uint64_t gen) {
     if (!s) {
       return;
     }
+    if (st.dead_stages.count(s.address()) > 0) {
+      self->demonitor(s.address());
+      return;
+    }
     self->demonitor(s.address());
     if (node < st.node_dead.size() && !st.node_dead[node]) {
       self->send(s, pause_atom_v); // before get: what it reports stays true
@@ -985,7 +989,7 @@ void recover(self_ptr self, uint64_t gen) {
   for (auto& s : st.old_stages) {
     // a previous plan's stages (an interrupted re-plan or recovery): their
     // kept snapshots only; their node is unknown here, so any live one
-    if (s) {
+    if (s && st.dead_stages.count(s.address()) == 0) {
       self->demonitor(s.address());
       self->send(s, pause_atom_v);
       keep.push_back(s);
@@ -1018,7 +1022,7 @@ void recover(self_ptr self, uint64_t gen) {
     };
     auto on_error = [=](caf::error&) { finish(); }; // holds nothing we can use
     if (src.stage) {
-      self->request(caf::actor_cast<stage_actor>(src.handle), std::chrono::seconds(5),
+      self->request(caf::actor_cast<stage_actor>(src.handle), std::chrono::seconds(2),
                     caf::get_atom_v)
           .then(
               [=](replica_inventory& inv) {
@@ -1387,6 +1391,7 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
     }
     for (size_t i = 0; i < st.stages.size(); ++i) {
       if (st.stages[i] && st.stages[i].address() == dm.source) {
+        st.dead_stages.insert(dm.source); // recovery does not ask it (a request would hang)
         auto what = "stage " + std::to_string(i) + " on node " +
                     st.nodes[st.stage_nodes[i]].name + " went down: " +
                     self->system().render(dm.reason);

@@ -31,6 +31,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 
 namespace salamander::actors {
 
@@ -120,6 +121,7 @@ struct supervisor_state {
   replica_holder_actor central_holder;
   std::vector<replica_holder_actor> holders; ///< per node, from hello
   std::vector<bool> node_dead;
+  std::set<caf::actor_addr> dead_stages; ///< went down (down_msg seen)
   bool recovering = false;
   uint64_t recovery_gen = 0;
   std::chrono::steady_clock::time_point failure_at{};
