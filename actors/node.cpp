@@ -107,6 +107,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         info.zoo_fingerprint = models::describe(models::model_spec::parse("cnn")).fingerprint;
         info.emulation = c.emulation.config.describe();
         info.replica_holder = caf::actor_cast<caf::actor>(self->state.holder);
+        info.profiler = caf::actor_cast<caf::actor>(self->state.profiler);
         info.memory_bytes = c.emulation.config.mem_mb > 0
                                 ? static_cast<double>(c.emulation.config.mem_mb) * 1024 * 1024
                                 : memory_available();
@@ -134,6 +135,9 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
           return;
         }
         st.challenge.clear();
+        // capacity reports go to this supervisor from now on
+        self->send(st.profiler, capacity_atom_v,
+                   caf::actor_cast<caf::actor>(self->current_sender()));
         if (!st.authenticated) {
           spdlog::info("node {}: supervisor authenticated{}", c.name,
                        c.secret.empty() ? " (open cluster: no secret set)" : "");
@@ -146,6 +150,12 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
           return unauthorized(self->state.config.name);
         }
         return self->delegate(self->state.profiler, profile_atom_v, model, micro_batch_size);
+      },
+      [=](probe_atom, caf::actor peer, const std::string& name) -> caf::result<link_report> {
+        if (!self->state.authenticated) {
+          return unauthorized(self->state.config.name);
+        }
+        return self->delegate(self->state.profiler, probe_atom_v, std::move(peer), name);
       },
       [=](spawn_atom, stage_spec spec) -> caf::result<caf::actor> {
         if (!self->state.authenticated) {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <functional>
 #include <fstream>
 #include <time.h>
 
@@ -27,6 +29,14 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// Random inputs from a private generator: LibTorch's default one is
+// process-wide, and a stage being built in this process seeds and draws
+// from it (under a mutex the profiler does not hold).
+torch::Tensor private_randn(at::IntArrayRef shape, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  return torch::randn(shape, gen);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -41,7 +51,7 @@ device_report measure(const std::string& node, const node_emulation& emu,
   r.micro_batch_size = micro_batch_size;
   auto shape = desc.input;
   shape.insert(shape.begin(), micro_batch_size);
-  auto x = torch::randn(shape);
+  auto x = private_randn(shape, 0x9f0f11e);
   // An emulated device is measured in CPU time scaled by 1/share: a cgroup
   // quota throttles in bursts that a few milliseconds of wall time would
   // catch or miss at random. A real device is measured in wall time.
@@ -83,12 +93,47 @@ device_report measure(const std::string& node, const node_emulation& emu,
   return r;
 }
 
+// A fixed piece of compute (a few ms on a board): thread CPU time, scaled
+// like the profile by the emulated share.
+double compute_probe(const node_emulation& emu) {
+  static const auto a = private_randn({128, 128}, 0xca9a);
+  timespec t0{}, t1{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+  auto x = a;
+  for (int i = 0; i < 10; ++i) {
+    x = torch::tanh(torch::mm(x, a) * 0.01);
+  }
+  (void)x.sum().item<float>();
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+  double t = static_cast<double>(t1.tv_sec - t0.tv_sec) +
+             static_cast<double>(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  double share = emu.limiter ? emu.limiter->share_now() : 1.0;
+  return t / std::max(share, 1e-3);
+}
+
+// The median of n probes (one can land on a frequency change or a busy
+// sibling hyperthread).
+double capacity_sample(const node_emulation& emu, int n = 3) {
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i) {
+    v.push_back(compute_probe(emu));
+  }
+  return median(v);
+}
+
 } // namespace
 
 profiler_actor::behavior_type profiler(profiler_actor::stateful_pointer<profiler_state> self,
                                        std::string node, node_emulation emulation) {
   self->state.node = std::move(node);
   self->state.emulation = std::move(emulation);
+  // the supervisor gone, reports stop (and the timer with them: a profiler
+  // that ticks for ever would keep its actor system from shutting down)
+  self->set_down_handler([=](caf::down_msg& dm) {
+    if (self->state.supervisor && dm.source == self->state.supervisor.address()) {
+      self->state.supervisor = nullptr;
+    }
+  });
   return {
       [=](profile_atom, const std::string& model,
           uint32_t micro_batch_size) -> caf::result<device_report> {
@@ -101,6 +146,94 @@ profiler_actor::behavior_type profiler(profiler_actor::stateful_pointer<profiler
           return caf::make_error(errc::bad_config,
                                  "profiler on " + self->state.node + ": " + e.what());
         }
+      },
+      [=](echo_atom, int64_t n) { return n; },
+      [=](echo_atom, const tensor_payload& t) { return static_cast<int64_t>(t.tensor.numel()); },
+      [=](probe_atom, caf::actor peer, const std::string& peer_name) -> caf::result<link_report> {
+        auto rp = self->make_response_promise<link_report>();
+        auto target = caf::actor_cast<profiler_actor>(peer);
+        auto rtts = std::make_shared<std::vector<double>>();
+        auto transfers = std::make_shared<std::vector<double>>();
+        auto payload = private_randn({64 * 1024}, 0x11c); // 256 KB
+        auto step = std::make_shared<std::function<void(int)>>();
+        auto fail = [=](caf::error& err) mutable {
+          rp.deliver(caf::make_error(errc::unreachable, "link probe " + self->state.node + " -> " +
+                                                           peer_name + ": " +
+                                                           self->system().render(err)));
+          *step = nullptr; // break the cycle
+        };
+        // rounds 0-4: pings; 5-7: transfers; then the report
+        *step = [=](int round) mutable {
+          auto t0 = clock::now();
+          auto elapsed = [t0] { return std::chrono::duration<double>(clock::now() - t0).count(); };
+          if (round < 5) {
+            self->request(target, std::chrono::seconds(10), echo_atom_v, int64_t{round})
+                .then(
+                    [=](int64_t) {
+                      rtts->push_back(elapsed());
+                      (*step)(round + 1);
+                    },
+                    fail);
+          } else if (round < 8) {
+            self->request(target, std::chrono::seconds(30), echo_atom_v, tensor_payload{payload})
+                .then(
+                    [=](int64_t) {
+                      transfers->push_back(elapsed());
+                      (*step)(round + 1);
+                    },
+                    fail);
+          } else {
+            link_report r;
+            r.from = self->state.node;
+            r.to = peer_name;
+            r.latency_s = median(*rtts) / 2;
+            double bytes = static_cast<double>(payload.nbytes());
+            double t = std::max(median(*transfers) - median(*rtts), 1e-6);
+            r.bytes_per_s = bytes / t;
+            r.method = "measured";
+            auto& emu = self->state.emulation.config;
+            if (emu.link_mbps > 0) {
+              // the emulated link on top of the real one
+              r.bytes_per_s = 1.0 / (1.0 / r.bytes_per_s + 8.0 / (emu.link_mbps * 1e6));
+              r.method = "measured + EMULATED rate";
+            }
+            rp.deliver(r);
+            *step = nullptr;
+          }
+        };
+        (*step)(0);
+        return rp;
+      },
+      [=](capacity_atom, caf::actor supervisor) {
+        auto& st = self->state;
+        if (st.supervisor) {
+          self->demonitor(st.supervisor.address());
+        }
+        st.supervisor = std::move(supervisor);
+        self->monitor(st.supervisor);
+        st.baseline_s = capacity_sample(st.emulation, 7);
+        st.last_sent = 1;
+        st.sent_at = clock::now();
+        if (!st.ticking) {
+          st.ticking = true;
+          self->delayed_send(self, st.period, tick_atom_v);
+        }
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        if (!st.supervisor) {
+          st.ticking = false;
+          return;
+        }
+        double factor = st.baseline_s / capacity_sample(st.emulation);
+        bool drifted = std::abs(factor / st.last_sent - 1.0) > 0.2;
+        if (drifted || clock::now() - st.sent_at > std::chrono::seconds(30)) {
+          self->send(caf::actor_cast<supervisor_actor>(st.supervisor), capacity_atom_v, st.node,
+                     factor);
+          st.last_sent = factor;
+          st.sent_at = clock::now();
+        }
+        self->delayed_send(self, st.period, tick_atom_v);
       },
   };
 }

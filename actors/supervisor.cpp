@@ -492,6 +492,25 @@ std::vector<size_t> live_nodes(const supervisor_state& st) {
   return out;
 }
 
+// A node's outgoing links to live peers as the probes measured them: the
+// median rate and latency (0, 0: not measured). The planner gives each
+// device one link rate; the median keeps one odd pair from dominating.
+std::pair<double, double> measured_link(const supervisor_state& st, size_t n) {
+  std::vector<double> rates, latencies;
+  for (auto& [pair, r] : st.links) {
+    if (pair.first == n && pair.second < st.node_dead.size() && !st.node_dead[pair.second]) {
+      rates.push_back(r.bytes_per_s);
+      latencies.push_back(r.latency_s);
+    }
+  }
+  if (rates.empty()) {
+    return {0, 0};
+  }
+  std::sort(rates.begin(), rates.end());
+  std::sort(latencies.begin(), latencies.end());
+  return {rates[rates.size() / 2], latencies[latencies.size() / 2]};
+}
+
 // The planner's view of the job: profiles of the live nodes, scaled by what
 // the stages measure. Device d of the request is node live_nodes(st)[d].
 algorithms::plan_request planner_request(const supervisor_state& st) {
@@ -521,9 +540,11 @@ algorithms::plan_request planner_request(const supervisor_state& st) {
       d.backward_s.push_back(p.backward_s[l] * scale);
     }
     d.memory_bytes = p.memory_bytes;
-    d.link_bytes_per_s =
-        p.link_bytes_per_s > 0 ? p.link_bytes_per_s : st.cfg.default_link_bytes_per_s;
-    d.link_latency_s = 1e-4;
+    auto [rate, latency] = measured_link(st, n);
+    d.link_bytes_per_s = rate > 0                    ? rate
+                         : p.link_bytes_per_s > 0 ? p.link_bytes_per_s
+                                                  : st.cfg.default_link_bytes_per_s;
+    d.link_latency_s = latency > 0 ? latency : 1e-4;
     req.devices.push_back(std::move(d));
   }
   return req;
@@ -559,6 +580,48 @@ void launch_planned(self_ptr self) {
   }
 }
 
+// Every live node measures its link to every other (one probe at a time, so
+// that they do not share the wire), then `then` runs. A probe that fails
+// leaves that link unmeasured; the planner then uses the emulated or the
+// default rate.
+void probe_links(self_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  auto live = live_nodes(st);
+  auto pairs = std::make_shared<std::vector<std::pair<size_t, size_t>>>();
+  for (auto a : live) {
+    for (auto b : live) {
+      if (a != b && st.infos[b].profiler) {
+        pairs->emplace_back(a, b);
+      }
+    }
+  }
+  auto next = std::make_shared<std::function<void(size_t)>>();
+  *next = [=](size_t k) {
+    auto& st = self->state;
+    if (st.status.finished()) {
+      *next = nullptr;
+      return;
+    }
+    if (k == pairs->size()) {
+      *next = nullptr;
+      then();
+      return;
+    }
+    auto [a, b] = (*pairs)[k];
+    self->request(st.nodes[a].handle, std::chrono::seconds(30), probe_atom_v,
+                  st.infos[b].profiler, st.nodes[b].name)
+        .then(
+            [=](link_report& r) {
+              log_event(self, "link", {{"from", r.from}, {"to", r.to}, {"latency_s", r.latency_s},
+                                       {"bytes_per_s", r.bytes_per_s}, {"method", r.method}});
+              self->state.links[{a, b}] = std::move(r);
+              (*next)(k + 1);
+            },
+            [=](caf::error&) { (*next)(k + 1); });
+  };
+  (*next)(0);
+}
+
 void profile_all(self_ptr self) {
   auto& st = self->state;
   st.status.phase = "profiling";
@@ -574,7 +637,7 @@ void profile_all(self_ptr self) {
             [=](device_report& r) {
               self->state.profiles[i] = std::move(r);
               if (--*pending == 0 && !self->state.status.finished()) {
-                launch_planned(self);
+                probe_links(self, [=] { launch_planned(self); });
               }
             },
             [=](caf::error& err) {
@@ -1176,10 +1239,15 @@ void refresh_rows(self_ptr self) {
       r.emulation = st.infos[n].emulation;
       r.cpu_share = st.infos[n].cpu_share;
       r.memory_bytes = st.infos[n].memory_bytes;
-      r.link_bytes_per_s = st.infos[n].link_bytes_per_s;
+      auto [rate, latency] = measured_link(st, n);
+      r.link_bytes_per_s = rate > 0 ? rate : st.infos[n].link_bytes_per_s;
+      r.link_latency_s = latency;
     }
     if (n < st.node_scale.size() && st.node_scale[n] > 0) {
       r.speed = 1.0 / st.node_scale[n];
+    }
+    if (n < st.capacity.size()) {
+      r.capacity = st.capacity[n];
     }
     s.nodes.push_back(std::move(r));
   }
@@ -1670,6 +1738,24 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
           feed(self); // at a flush already: now
         }
         return rp;
+      },
+      [=](capacity_atom, const std::string& name, double factor) {
+        auto& st = self->state;
+        for (size_t n = 0; n < st.nodes.size(); ++n) {
+          if (st.nodes[n].name != name || st.node_dead[n] || !(factor > 0)) {
+            continue;
+          }
+          st.capacity.resize(st.nodes.size(), 1.0);
+          st.capacity[n] = factor;
+          log_event(self, "capacity", {{"node", name}, {"factor", factor}});
+          bool staged = std::find(st.stage_nodes.begin(), st.stage_nodes.end(), n) !=
+                        st.stage_nodes.end();
+          // a node with a stage is corrected by its measured stage times;
+          // a spare one only by its reports (it may now be worth planning in)
+          if (!staged && n < st.node_scale.size()) {
+            st.node_scale[n] = 1.0 / factor;
+          }
+        }
       },
       [=](caf::get_atom) {
         refresh_rows(self);

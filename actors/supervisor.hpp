@@ -130,6 +130,10 @@ struct supervisor_state {
   // capacity: profiles per node, corrected by measured/predicted stage time
   std::vector<device_report> profiles;
   std::vector<double> node_scale;
+  /// Measured links (from, to node index), from the profilers' probes.
+  std::map<std::pair<size_t, size_t>, link_report> links;
+  /// Per node: its profiler's last capacity report (1: as at the start).
+  std::vector<double> capacity;
   uint64_t last_replan_batch = 0;
   double predicted_bottleneck_s = 0;
   std::shared_ptr<const models::dataset> train;

@@ -56,19 +56,25 @@ std::string show_status(const job_status& s) {
 }
 
 std::string show_nodes(const job_status& s) {
-  std::string out = fmt::format("{:<14} {:<8} {:<9} {:>6} {:>6} {:>9} {:>13} {:>10}  {}\n",
-                                "node", "health", "role", "cpu", "speed", "memory", "link",
-                                "heartbeat", "emulation");
+  std::string out = fmt::format("{:<14} {:<8} {:<9} {:>6} {:>6} {:>8} {:>9} {:>22} {:>10}  {}\n",
+                                "node", "health", "role", "cpu", "speed", "capacity", "memory",
+                                "link", "heartbeat", "emulation");
   for (auto& n : s.nodes) {
     out += fmt::format(
-        "{:<14} {:<8} {:<9} {:>6} {:>6} {:>9} {:>13} {:>10}  {}\n", n.name, n.health, n.role,
-        fmt::format("{:.2f}", n.cpu_share), n.speed > 0 ? fmt::format("{:.2f}", n.speed) : "-",
-        mb(n.memory_bytes), rate(n.link_bytes_per_s),
+        "{:<14} {:<8} {:<9} {:>6} {:>6} {:>8} {:>9} {:>22} {:>10}  {}\n", n.name, n.health,
+        n.role, fmt::format("{:.2f}", n.cpu_share),
+        n.speed > 0 ? fmt::format("{:.2f}", n.speed) : "-", fmt::format("{:.2f}", n.capacity),
+        mb(n.memory_bytes),
+        n.link_latency_s > 0
+            ? fmt::format("{} {:.1f}ms", rate(n.link_bytes_per_s), n.link_latency_s * 1e3)
+            : rate(n.link_bytes_per_s),
         n.last_heartbeat_s < 0 ? std::string("never") : fmt::format("{:.1f} s ago", n.last_heartbeat_s),
         n.emulation.empty() ? "none" : n.emulation);
   }
-  out += "speed: measured over profiled compute (1 = as profiled); cpu: emulated share "
-         "(1 on real devices)\n";
+  out += "speed: measured over profiled compute (1 = as profiled); capacity: the node's own "
+         "compute probe vs the start; cpu: emulated share "
+         "(1 on real devices); link: measured to the other nodes (median rate, one-way "
+         "latency), or the emulated rate\n";
   return out;
 }
 

@@ -181,8 +181,16 @@ int run_pipeline(const train_cli& cli) {
   if (!result.status.metrics_path.empty()) {
     std::printf("metrics: %s\n", result.status.metrics_path.c_str());
   }
+  auto stop_local_nodes = [&] {
+    for (auto& n : nodes) {
+      if (cli.cluster.empty()) {
+        caf::anon_send(n.handle, leave_atom_v);
+      }
+    }
+  };
   if (result.status.phase != "finished") {
     log->error("job failed: {}", result.status.error);
+    stop_local_nodes();
     return 1;
   }
   auto& s = result.status;
@@ -219,11 +227,7 @@ int run_pipeline(const train_cli& cli) {
     messages::save_checkpoint(cli.save, ckpt);
     log->info("saved checkpoint {}", cli.save);
   }
-  for (auto& n : nodes) {
-    if (cli.cluster.empty()) {
-      caf::anon_send(n.handle, leave_atom_v);
-    }
-  }
+  stop_local_nodes();
   return 0;
 }
 
@@ -251,9 +255,11 @@ int run_node(const node_cli& cli) {
               emulation.config.describe(), emulation.limiter->method());
   }
   caf::actor_system_config cfg;
-  actors::system_options sopts;
-  sopts.automatic_connections = true; // tensors go node to node
-  actors::configure(cfg, sopts);
+  // CAF's automatic connections would send tensors node to node instead of
+  // through the supervisor, but in CAF 0.17.6 two nodes that learn of each
+  // other at once connect both ways and can stall the pipeline for good (a
+  // chaos seed did, under load): off until we connect neighbours ourselves.
+  actors::configure(cfg);
   caf::actor_system sys{cfg};
   actors::node_config ncfg;
   ncfg.name = cli.name;

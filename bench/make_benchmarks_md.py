@@ -208,6 +208,19 @@ def main():
           f"**{f(r['replication_overhead_default_k'], 3)}**. On this host the effect is "
           "inside the run-to-run noise: two runs of the same command gave +0.024 and "
           "-0.061 (K=1, a copy every batch, costs 4% in both).\n")
+        if "policy_exact_wall_s" in r:
+            p(f"Recovery policies, same failure (kill -9 of a node at batch 95 of 300, replicas "
+              f"every 50 batches, data: {r.get('policy_dataset', '?')}):\n")
+            p("| policy | job wall time (s) | recovery (s) | batches redone | layer updates lost | test accuracy |")
+            p("|---|---|---|---|---|---|")
+            for k in ["exact", "fast"]:
+                p(f"| {k} | {f(r['policy_' + k + '_wall_s'])} | {f(r['policy_' + k + '_recovery_s'], 3)} | "
+                  f"{f(r['policy_' + k + '_redone_batches'], 0)} | "
+                  f"{f(r['policy_' + k + '_missed_layer_updates'], 0)} | "
+                  f"{f(r['policy_' + k + '_test_accuracy'], 4)} |")
+            p("\nexact rolls back to the last replica and replays (the result equals a fault-free "
+              "run); fast keeps the survivors' newer weights and brings the lost layers back from "
+              "their replica (nothing replayed, not exact).\n")
 
     print("\n".join(out))
 

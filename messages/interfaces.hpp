@@ -63,14 +63,30 @@ using replica_holder_actor = caf::typed_actor<
 /// One per node: measures per-layer forward/backward time of a model on this
 /// device (warm-up, then the median of several runs) and reports it with the
 /// memory and link the device has.
+///
+///   probe(peer, name) -> link_report   time pings and 256 KB transfers to
+///                         the peer profiler (latency, bandwidth; an emulated
+///                         link rate is added on top)
+///   echo(n) / echo(tensor)             a peer's probe: answer at once
+///   capacity(supervisor)               start reporting capacity: every
+///                         period a short fixed compute probe (thread CPU
+///                         time, scaled by the emulated share); sends
+///                         (capacity, node, factor) to the supervisor every
+///                         30 s, and at once when the factor drifts by 20%
+///   tick                               its own timer for that probe
 using profiler_actor =
-    caf::typed_actor<caf::replies_to<profile_atom, std::string, uint32_t>::with<device_report>>;
+    caf::typed_actor<caf::replies_to<profile_atom, std::string, uint32_t>::with<device_report>,
+                     caf::replies_to<probe_atom, caf::actor, std::string>::with<link_report>,
+                     caf::replies_to<echo_atom, int64_t>::with<int64_t>,
+                     caf::replies_to<echo_atom, tensor_payload>::with<int64_t>,
+                     caf::reacts_to<capacity_atom, caf::actor>, caf::reacts_to<tick_atom>>;
 
 /// One per device process. hello(protocol, challenge) checks the protocol
 /// and proves the cluster secret (actors/auth.hpp); auth(proof, why) is the
 /// supervisor's proof in turn, or (with an empty proof) why it refused the
 /// node. Until a supervisor has proved the secret, the node refuses spawn,
-/// profile, slow and kill. spawn starts a stage
+/// profile, probe, slow and kill. probe(peer profiler, peer name) measures
+/// the link to another node. spawn starts a stage
 /// on this device and returns its handle; profile(model, micro-batch size)
 /// asks its profiler; slow(factor) makes an emulated device run at that
 /// factor of its share from now on (1 restores it); kill makes a node
@@ -81,6 +97,8 @@ using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t, std::s
                                     caf::replies_to<spawn_atom, stage_spec>::with<caf::actor>,
                                     caf::replies_to<profile_atom, std::string, uint32_t>::with<
                                         device_report>,
+                                    caf::replies_to<probe_atom, caf::actor, std::string>::with<
+                                        link_report>,
                                     caf::replies_to<slow_atom, double>::with<std::string>,
                                     caf::replies_to<kill_atom>::with<std::string>,
                                     caf::reacts_to<leave_atom>>;
@@ -107,6 +125,8 @@ using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t, std::s
 ///                          version all of them reach
 ///   checkpoint(path)       console: at the next flush, write every stage's
 ///                          weights to a checkpoint file on this host
+///   capacity(node, f)      a node's profiler: it runs at f of the capacity it
+///                          had when the job started
 ///   get -> job_status      for progress lines and the console
 ///   snapshot -> weights    every stage's weights merged (after the job)
 ///   leave                  stop the stages and quit
@@ -127,6 +147,7 @@ using supervisor_actor =
                      caf::replies_to<checkpoint_atom, std::string>::with<std::string>,
                      caf::replies_to<caf::get_atom>::with<job_status>,
                      caf::replies_to<snapshot_atom>::with<snapshot_payload>,
+                     caf::reacts_to<capacity_atom, std::string, double>,
                      caf::reacts_to<leave_atom>>;
 
 } // namespace salamander

@@ -100,6 +100,15 @@ struct device_report {
   std::string emulation;          ///< "none" on real devices
 };
 
+/// What a node's profiler measured of its link to another node's.
+struct link_report {
+  std::string from;
+  std::string to;
+  double latency_s = 0;   ///< one way: half the median round trip of small pings
+  double bytes_per_s = 0; ///< from the median time of 256 KB transfers
+  std::string method;     ///< "measured", or "measured + EMULATED rate"
+};
+
 /// A node's answer to hello.
 struct node_info {
   std::string name;
@@ -116,6 +125,7 @@ struct node_info {
   std::string challenge;
   double cpu_share = 1;       ///< emulated share in force now, 1 on real devices
   double link_bytes_per_s = 0; ///< emulated link rate, 0: not known
+  caf::actor profiler;         ///< this node's (link probes go profiler to profiler)
 };
 
 /// One node as the console's `nodes` shows it.
@@ -129,8 +139,10 @@ struct node_row {
   /// (1: as profiled), 0 when not profiled.
   double speed = 0;
   double memory_bytes = 0;
-  double link_bytes_per_s = 0; ///< 0: not known (unshaped)
+  double link_bytes_per_s = 0; ///< measured to its peers (median), else emulated; 0: unknown
+  double link_latency_s = 0;   ///< measured, one way (median over peers); 0: unknown
   double last_heartbeat_s = -1; ///< seconds since it last answered; -1: never
+  double capacity = 1; ///< its profiler's last report: compute capacity vs the start
 };
 
 /// One stage of the current plan as the console's `plan` shows it.
@@ -288,7 +300,8 @@ typename Inspector::result_type inspect(Inspector& f, job_status& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_row& x) {
   return f(caf::meta::type_name("node_row"), x.name, x.health, x.role, x.emulation, x.cpu_share,
-           x.speed, x.memory_bytes, x.link_bytes_per_s, x.last_heartbeat_s);
+           x.speed, x.memory_bytes, x.link_bytes_per_s, x.link_latency_s, x.last_heartbeat_s,
+           x.capacity);
 }
 
 template <class Inspector>
@@ -301,7 +314,13 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
   return f(caf::meta::type_name("node_info"), x.name, x.protocol, x.host, x.threads,
            x.zoo_fingerprint, x.emulation, x.replica_holder, x.memory_bytes, x.proof,
-           x.challenge, x.cpu_share, x.link_bytes_per_s);
+           x.challenge, x.cpu_share, x.link_bytes_per_s, x.profiler);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, link_report& x) {
+  return f(caf::meta::type_name("link_report"), x.from, x.to, x.latency_s, x.bytes_per_s,
+           x.method);
 }
 
 template <class Inspector>
@@ -327,6 +346,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(salamander, (salamander::device_report))
   CAF_ADD_TYPE_ID(salamander, (salamander::replica_inventory))
   CAF_ADD_TYPE_ID(salamander, (std::vector<salamander::batch_stats>))
+  CAF_ADD_TYPE_ID(salamander, (salamander::link_report))
   CAF_ADD_TYPE_ID(salamander, (salamander::node_row))
   CAF_ADD_TYPE_ID(salamander, (salamander::stage_row))
   CAF_ADD_TYPE_ID(salamander, (std::vector<salamander::node_row>))
@@ -356,4 +376,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_ATOM(salamander, salamander, resume_atom, "resume")
   CAF_ADD_ATOM(salamander, salamander, checkpoint_atom, "checkpoint")
   CAF_ADD_ATOM(salamander, salamander, auth_atom, "auth")
+  CAF_ADD_ATOM(salamander, salamander, probe_atom, "probe")
+  CAF_ADD_ATOM(salamander, salamander, capacity_atom, "capacity")
 CAF_END_TYPE_ID_BLOCK(salamander)

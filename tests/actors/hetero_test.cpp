@@ -6,6 +6,7 @@
 #include "actors/cluster.hpp"
 #include "actors/emulation.hpp"
 #include "actors/job.hpp"
+#include "actors/node_process.hpp"
 #include "actors/system.hpp"
 #include "models/trainer.hpp"
 
@@ -72,7 +73,10 @@ TEST_CASE("the profiler reports per-layer times, memory and the emulation",
   auto capped = share(0.25);
   capped.mem_mb = 300;
   capped.link_mbps = 80;
-  auto nodes = actors::local_nodes(sys, 2, 1, {share(1.0), capped});
+  // node 2 is emulated at (nearly) a whole core, so that both emulated
+  // profiles count CPU time: a wall-time one would swell with whatever else
+  // runs on this host and make the comparison flaky
+  auto nodes = actors::local_nodes(sys, 3, 1, {share(1.0), capped, share(0.999)});
   caf::scoped_actor self{sys};
   std::vector<device_report> reports;
   for (auto& n : nodes) {
@@ -80,7 +84,7 @@ TEST_CASE("the profiler reports per-layer times, memory and the emulation",
         .receive([&](device_report& r) { reports.push_back(r); },
                  [&](caf::error& err) { FAIL(sys.render(err)); });
   }
-  REQUIRE(reports.size() == 2);
+  REQUIRE(reports.size() == 3);
   for (auto& r : reports) {
     CHECK(r.forward_s.size() == 4);
     CHECK(r.backward_s.size() == 4);
@@ -94,10 +98,10 @@ TEST_CASE("the profiler reports per-layer times, memory and the emulation",
   CHECK(reports[1].memory_bytes == Approx(300.0 * 1024 * 1024));
   CHECK(reports[1].link_bytes_per_s == Approx(80e6 / 8));
   CHECK_THAT(reports[1].emulation, Catch::Contains("cpu-share 0.25"));
-  // dilated by 4: even with noise the slow device looks much slower
+  // dilated by 4 against 1: even with noise the slow device looks much slower
   double fast = 0, slow = 0;
   for (size_t l = 0; l < 4; ++l) {
-    fast += reports[0].forward_s[l] + reports[0].backward_s[l];
+    fast += reports[2].forward_s[l] + reports[2].backward_s[l];
     slow += reports[1].forward_s[l] + reports[1].backward_s[l];
   }
   CHECK(slow > 2 * fast);
@@ -187,4 +191,54 @@ TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
   CHECK(r.status.plan != plan_before);
   REQUIRE(r.weights);
   CHECK(weight_diff_to_single_device(jc, *train, *r.weights) <= 1e-5);
+}
+
+TEST_CASE("profilers measure the links between nodes and report capacity drift",
+          "[actor][profiler][process]") {
+  torch::set_num_threads(1);
+  auto train = synthetic_for("mlp", 1, 64 * 64);
+  // n2's link is EMULATED at 20 Mbit/s; n1's is loopback
+  actors::process_cluster procs(2, "lp", {{}, {"--link-mbps", "20"}});
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
+  REQUIRE(static_cast<bool>(nodes));
+  actors::job_config jc;
+  jc.model = "mlp";
+  jc.dataset = "synthetic";
+  jc.epochs = 400; // long enough for capacity reports; stopped once one is seen
+  jc.evaluate = false;
+  jc.auto_plan = true;
+  jc.replan_gain = 0; // this test watches reports, not re-plans
+  actors::job_options opts;
+  supervisor_actor sup;
+  opts.on_start = [&](supervisor_actor s) { sup = s; };
+  bool slowed = false;
+  job_status seen;
+  opts.on_status = [&](const job_status& s) {
+    if (!slowed && s.phase == "training") {
+      // n2 now runs at half its share: its own probe should notice
+      caf::anon_send(sup, slow_atom_v, std::string("lp2"), 0.5);
+      slowed = true;
+    }
+    if (slowed && seen.nodes.empty() && s.nodes.size() == 2 && s.nodes[1].capacity < 0.7) {
+      seen = s;
+      caf::anon_send(sup, leave_atom_v); // enough: end the job
+    }
+  };
+  opts.poll = std::chrono::milliseconds(50);
+  actors::run_job(sys, jc, *nodes, train, train, opts);
+  REQUIRE(seen.nodes.size() == 2);
+  auto& n1 = seen.nodes[0];
+  auto& n2 = seen.nodes[1];
+  // links: measured both ways; the emulated one is far slower
+  CHECK(n1.link_latency_s > 0);
+  CHECK(n2.link_latency_s > 0);
+  CHECK(n2.link_bytes_per_s > 0);
+  CHECK(n2.link_bytes_per_s <= 20e6 / 8 * 1.01);
+  CHECK(n1.link_bytes_per_s > 5 * n2.link_bytes_per_s);
+  // capacity: n2 reported about half, n1 about what it had
+  CHECK(n2.capacity == Approx(0.5).margin(0.15));
+  CHECK(n1.capacity > 0.7);
 }

@@ -129,6 +129,9 @@ node_actor::behavior_type odd_node(node_actor::pointer self, uint32_t protocol) 
       [=](profile_atom, const std::string&, uint32_t) -> caf::result<device_report> {
         return caf::make_error(errc::bad_config, "node odd cannot profile");
       },
+      [=](probe_atom, caf::actor, const std::string&) -> caf::result<link_report> {
+        return caf::make_error(errc::bad_config, "node odd cannot probe");
+      },
       [=](slow_atom, double) -> caf::result<std::string> {
         return caf::make_error(errc::bad_config, "node odd cannot slow down");
       },
