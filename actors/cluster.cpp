@@ -86,7 +86,7 @@ caf::expected<std::vector<remote_node>> connect_nodes(caf::actor_system& sys,
                                                     std::to_string(n.port) +
                                                     " is unreachable: " + sys.render(h.error()));
     }
-    out.push_back({n.name, *h});
+    out.push_back({n.name, *h, n.host, n.port});
   }
   return out;
 }

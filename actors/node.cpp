@@ -7,6 +7,7 @@
 #include "actors/stage.hpp"
 #include "algorithms/partitioner.hpp"
 
+#include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -108,6 +109,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         info.emulation = c.emulation.config.describe();
         info.replica_holder = caf::actor_cast<caf::actor>(self->state.holder);
         info.profiler = caf::actor_cast<caf::actor>(self->state.profiler);
+        info.port = c.port ? c.port->load() : 0;
         info.memory_bytes = c.emulation.config.mem_mb > 0
                                 ? static_cast<double>(c.emulation.config.mem_mb) * 1024 * 1024
                                 : memory_available();
@@ -150,6 +152,18 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
           return unauthorized(self->state.config.name);
         }
         return self->delegate(self->state.profiler, profile_atom_v, model, micro_batch_size);
+      },
+      [=](peer_atom, const std::string& host, uint16_t port) -> caf::result<bool> {
+        if (!self->state.authenticated) {
+          return unauthorized(self->state.config.name);
+        }
+        auto rp = self->make_response_promise<bool>();
+        auto mm = self->system().middleman().actor_handle();
+        self->request(mm, std::chrono::seconds(5), caf::connect_atom_v, host, port)
+            .then([=](const caf::node_id&, caf::strong_actor_ptr&,
+                      std::set<std::string>&) mutable { rp.deliver(true); },
+                  [=](caf::error&) mutable { rp.deliver(false); });
+        return rp;
       },
       [=](probe_atom, caf::actor peer, const std::string& name) -> caf::result<link_report> {
         if (!self->state.authenticated) {

@@ -13,6 +13,8 @@
 #include "actors/emulation.hpp"
 #include "messages/interfaces.hpp"
 
+#include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,8 @@ struct node_config {
   node_emulation emulation;
   /// The cluster secret ("" : none, an open cluster; see actors/auth.hpp).
   std::string secret;
+  /// The port it listens on, once published (hello reports it).
+  std::shared_ptr<std::atomic<uint16_t>> port;
 };
 
 struct node_state {

@@ -334,13 +334,63 @@ void resume_after_replan(self_ptr self) {
   continue_training(self);
 }
 
+void launch_now(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes,
+                std::function<void(stage_spec&)> sources);
+
 // Spawns one stage per range on the given nodes, wires the chain and starts
 // (or, when re-planning, resumes) training. A re-planned stage pulls its
 // layers from the stages of the old plan, which run until all are ready.
 // `sources`, when given, fills each spec's sources (recovery: the replica
 // holders); otherwise a re-plan pulls from the current stages.
+//
+// First, neighbouring nodes connect to each other (the one listed first
+// dials), so that tensors between their stages go node to node rather than
+// through this process; a pair that cannot connect still works, relayed.
 void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes,
             std::function<void(stage_spec&)> sources = {}) {
+  auto& st = self->state;
+  std::vector<std::pair<size_t, size_t>> dial;
+  for (size_t i = 0; i + 1 < on_nodes.size(); ++i) {
+    auto a = std::min(on_nodes[i], on_nodes[i + 1]);
+    auto b = std::max(on_nodes[i], on_nodes[i + 1]);
+    if (a != b && !st.peered.count({a, b}) && st.nodes[b].port != 0 &&
+        !st.nodes[b].host.empty() && st.nodes[a].port != 0 &&
+        std::find(dial.begin(), dial.end(), std::make_pair(a, b)) == dial.end()) {
+      dial.emplace_back(a, b);
+    }
+  }
+  if (dial.empty()) {
+    launch_now(self, std::move(ranges), std::move(on_nodes), std::move(sources));
+    return;
+  }
+  auto gen = st.recovery_gen;
+  auto pending = std::make_shared<size_t>(dial.size());
+  auto go = [=]() mutable {
+    if (--*pending > 0 || gen != self->state.recovery_gen || self->state.status.finished()) {
+      return;
+    }
+    launch_now(self, ranges, on_nodes, sources);
+  };
+  for (auto [a, b] : dial) {
+    self->request(st.nodes[a].handle, std::chrono::seconds(6), peer_atom_v, st.nodes[b].host,
+                  st.nodes[b].port)
+        .then(
+            [=](bool ok) mutable {
+              if (ok) {
+                self->state.peered.insert({a, b});
+              }
+              log_event(self, "peer",
+                        {{"from", self->state.nodes[a].name},
+                         {"to", self->state.nodes[b].name},
+                         {"direct", ok}});
+              go();
+            },
+            [=](caf::error&) mutable { go(); });
+  }
+}
+
+void launch_now(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes,
+                std::function<void(stage_spec&)> sources) {
   auto& st = self->state;
   auto desc = models::describe(models::model_spec::parse(st.cfg.model));
   bool replan = !st.stages.empty() && !sources;
@@ -1453,6 +1503,9 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
           st.node_dead[n] = true;
           st.status.dead_nodes.push_back(st.nodes[n].name);
         }
+        for (auto it = st.peered.begin(); it != st.peered.end();) {
+          it = it->first == n || it->second == n ? st.peered.erase(it) : std::next(it);
+        }
         on_failure(self, what);
         return;
       }
@@ -1585,8 +1638,10 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
                                                "a node named " + name + " is already running"));
                     return;
                   }
+                  // its neighbours dial it where it says it listens
+                  std::string host = info.host == "0.0.0.0" ? "" : info.host;
                   if (n == st.nodes.size()) {
-                    st.nodes.push_back({name, handle});
+                    st.nodes.push_back({name, handle, host, info.port});
                     st.infos.emplace_back();
                     st.holders.emplace_back();
                     st.node_dead.push_back(false);
@@ -1599,6 +1654,8 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
                     }
                   } else {
                     st.nodes[n].handle = handle;
+                    st.nodes[n].host = host;
+                    st.nodes[n].port = info.port;
                     st.node_dead[n] = false;
                     auto& dead = st.status.dead_nodes;
                     dead.erase(std::remove(dead.begin(), dead.end(), name), dead.end());

@@ -92,6 +92,10 @@ struct job_config {
 struct remote_node {
   std::string name;
   node_actor handle;
+  /// Where it listens, for its pipeline neighbours ("" / 0: not reachable
+  /// that way, e.g. in the supervisor's process).
+  std::string host = "";
+  uint16_t port = 0;
 };
 
 struct supervisor_state {
@@ -171,6 +175,7 @@ struct supervisor_state {
   std::vector<checkpoint_request> checkpoints; ///< written at the next flush
   std::vector<bool> node_refused; ///< failed to prove the cluster secret
   std::vector<std::chrono::steady_clock::time_point> last_seen; ///< per node
+  std::set<std::pair<size_t, size_t>> peered; ///< node pairs connected directly
   std::chrono::steady_clock::time_point recovery_planned_at{};
   uint64_t rollback_from = 0; ///< committed batches when the failure hit
 };

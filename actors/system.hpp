@@ -18,10 +18,10 @@ struct system_options {
   /// supervisor's own progress checks).
   std::chrono::milliseconds connection_timeout{0};
   /// Let BASP connect this process straight to peers it learns of through
-  /// another (stage-to-stage tensors would go node to node, not through the
-  /// supervisor). Off everywhere: in CAF 0.17.6 two nodes that learn of
-  /// each other at once connect both ways, and a pipeline stalled for good
-  /// that way in the process chaos test. CAF's helper for it is also a
+  /// another. Off everywhere: in CAF 0.17.6 two nodes that learn of each
+  /// other at once connect both ways, and a pipeline stalled for good that
+  /// way in the process chaos test. Neighbours are connected explicitly
+  /// instead, one side dialling (the supervisor's launch, node `peer`). CAF's helper for it is also a
   /// detached actor that waits up to 10 minutes for a peer that never
   /// answers, holding up the actor_system's destructor (run_node exits
   /// without it for that reason).

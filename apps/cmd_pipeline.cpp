@@ -266,6 +266,7 @@ int run_node(const node_cli& cli) {
   ncfg.host = host;
   ncfg.threads = cli.threads;
   ncfg.emulation = emulation;
+  ncfg.port = std::make_shared<std::atomic<uint16_t>>(0);
   if (auto secret = actors::load_secret(cli.secret_file)) {
     ncfg.secret = *secret;
     if (auto w = actors::secret_file_warning(cli.secret_file); !w.empty()) {
@@ -283,6 +284,7 @@ int run_node(const node_cli& cli) {
     caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
     return 1;
   }
+  ncfg.port->store(*bound); // hello tells the supervisor, for neighbours to dial
   // scripts and tests read this line to learn the port
   std::printf("node %s listening on %s:%u\n", cli.name.c_str(), host.c_str(),
               static_cast<unsigned>(*bound));

@@ -86,7 +86,10 @@ using profiler_actor =
 /// supervisor's proof in turn, or (with an empty proof) why it refused the
 /// node. Until a supervisor has proved the secret, the node refuses spawn,
 /// profile, probe, slow and kill. probe(peer profiler, peer name) measures
-/// the link to another node. spawn starts a stage
+/// the link to another node. peer(host, port) connects this node straight to
+/// another (its pipeline neighbour), so that tensors between their stages go
+/// node to node; false if it could not (they then go through the
+/// supervisor's process). spawn starts a stage
 /// on this device and returns its handle; profile(model, micro-batch size)
 /// asks its profiler; slow(factor) makes an emulated device run at that
 /// factor of its share from now on (1 restores it); kill makes a node
@@ -99,6 +102,7 @@ using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t, std::s
                                         device_report>,
                                     caf::replies_to<probe_atom, caf::actor, std::string>::with<
                                         link_report>,
+                                    caf::replies_to<peer_atom, std::string, uint16_t>::with<bool>,
                                     caf::replies_to<slow_atom, double>::with<std::string>,
                                     caf::replies_to<kill_atom>::with<std::string>,
                                     caf::reacts_to<leave_atom>>;

@@ -126,6 +126,7 @@ struct node_info {
   double cpu_share = 1;       ///< emulated share in force now, 1 on real devices
   double link_bytes_per_s = 0; ///< emulated link rate, 0: not known
   caf::actor profiler;         ///< this node's (link probes go profiler to profiler)
+  uint16_t port = 0;           ///< where it listens (0: inside the supervisor's process)
 };
 
 /// One node as the console's `nodes` shows it.
@@ -314,7 +315,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
   return f(caf::meta::type_name("node_info"), x.name, x.protocol, x.host, x.threads,
            x.zoo_fingerprint, x.emulation, x.replica_holder, x.memory_bytes, x.proof,
-           x.challenge, x.cpu_share, x.link_bytes_per_s, x.profiler);
+           x.challenge, x.cpu_share, x.link_bytes_per_s, x.profiler, x.port);
 }
 
 template <class Inspector>
@@ -378,4 +379,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_ATOM(salamander, salamander, auth_atom, "auth")
   CAF_ADD_ATOM(salamander, salamander, probe_atom, "probe")
   CAF_ADD_ATOM(salamander, salamander, capacity_atom, "capacity")
+  CAF_ADD_ATOM(salamander, salamander, peer_atom, "peer")
 CAF_END_TYPE_ID_BLOCK(salamander)

@@ -132,6 +132,7 @@ node_actor::behavior_type odd_node(node_actor::pointer self, uint32_t protocol) 
       [=](probe_atom, caf::actor, const std::string&) -> caf::result<link_report> {
         return caf::make_error(errc::bad_config, "node odd cannot probe");
       },
+      [=](peer_atom, const std::string&, uint16_t) { return false; },
       [=](slow_atom, double) -> caf::result<std::string> {
         return caf::make_error(errc::bad_config, "node odd cannot slow down");
       },
