@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -1156,6 +1157,23 @@ void recover(self_ptr self, uint64_t gen) {
   }
 }
 
+// Commands that change the job (kill, slow, repartition, pause, resume,
+// replicate, checkpoint) come only from consoles that proved the cluster
+// secret, when there is one; looking (status and the rest) is open.
+std::optional<caf::error> console_refused(self_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.secret.empty()) {
+    return std::nullopt;
+  }
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (sender && st.consoles.count(sender) > 0) {
+    return std::nullopt;
+  }
+  return caf::make_error(errc::unauthorized,
+                         "this job has a cluster secret: prove it first (salamander console "
+                         "with --secret-file or SALAMANDER_SECRET)");
+}
+
 // Checks a node's answer to hello: its protocol and its proof of the cluster
 // secret. Sends the node the supervisor's proof, or why it is refused. ""
 // when the node is in; otherwise why not (logged on both sides).
@@ -1594,6 +1612,9 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
       },
       [=](recover_atom, uint64_t gen) { recover(self, gen); },
       [=](kill_atom, std::string& name) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
         auto& st = self->state;
         for (size_t n = 0; n < st.nodes.size(); ++n) {
           if (st.nodes[n].name == name && !st.node_dead[n]) {
@@ -1603,6 +1624,9 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
         return caf::make_error(errc::bad_config, "no live node named " + name);
       },
       [=](slow_atom, std::string& name, double factor) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
         auto& st = self->state;
         for (size_t n = 0; n < st.nodes.size(); ++n) {
           if (st.nodes[n].name == name && !st.node_dead[n]) {
@@ -1687,6 +1711,9 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
         return rp;
       },
       [=](kill_atom, uint32_t stage) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
         auto& st = self->state;
         if (stage >= st.stages.size() || !st.stages[stage]) {
           return caf::make_error(errc::bad_config, "there is no stage " + std::to_string(stage) +
@@ -1698,6 +1725,9 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
                st.nodes[st.stage_nodes[stage]].name + " killed";
       },
       [=](replan_atom, std::string& balance) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
         auto& st = self->state;
         if (st.status.finished()) {
           return caf::make_error(errc::bad_config, "the job has ended");
@@ -1717,6 +1747,9 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
                (st.user_paused ? " (the job is paused: it happens after resume)" : "");
       },
       [=](pause_atom) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
         auto& st = self->state;
         if (st.status.finished()) {
           return caf::make_error(errc::bad_config, "the job has ended");
@@ -1736,6 +1769,9 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
                " batch(es) in flight finish, no new ones start; resume carries on";
       },
       [=](resume_atom) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
         auto& st = self->state;
         if (st.status.finished()) {
           return caf::make_error(errc::bad_config, "the job has ended");
@@ -1757,6 +1793,9 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
         return "resumed at batch " + std::to_string(st.committed);
       },
       [=](replicate_atom) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
         auto& st = self->state;
         if (st.status.finished()) {
           return caf::make_error(errc::bad_config, "the job has ended");
@@ -1781,6 +1820,9 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
                std::to_string(st.stages.size()) + " stages to their chain and global holders";
       },
       [=](checkpoint_atom, std::string& path) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
         auto& st = self->state;
         if (st.status.finished()) {
           return caf::make_error(errc::bad_config,
@@ -1795,6 +1837,30 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
           feed(self); // at a flush already: now
         }
         return rp;
+      },
+      [=](auth_atom) -> std::string {
+        // a console asks for a challenge to prove the cluster secret against
+        auto c = make_challenge();
+        self->state.console_challenges[self->current_sender()] = c;
+        return c;
+      },
+      [=](auth_atom, const std::string& proof) -> caf::result<std::string> {
+        auto& st = self->state;
+        auto sender = self->current_sender();
+        auto it = st.console_challenges.find(sender);
+        if (it == st.console_challenges.end()) {
+          return caf::make_error(errc::unauthorized, "ask for a challenge first");
+        }
+        auto challenge = it->second;
+        st.console_challenges.erase(it);
+        if (!verify(st.cfg.secret, "console", "console", challenge, proof)) {
+          spdlog::error("REFUSED a console that did not prove the cluster secret");
+          return caf::make_error(errc::unauthorized,
+                                 "the cluster secret does not match (--secret-file or "
+                                 "SALAMANDER_SECRET)");
+        }
+        st.consoles.insert(caf::actor_cast<caf::actor_addr>(sender));
+        return std::string("authenticated");
       },
       [=](capacity_atom, const std::string& name, double factor) {
         auto& st = self->state;

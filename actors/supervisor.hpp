@@ -176,6 +176,9 @@ struct supervisor_state {
   std::vector<bool> node_refused; ///< failed to prove the cluster secret
   std::vector<std::chrono::steady_clock::time_point> last_seen; ///< per node
   std::set<std::pair<size_t, size_t>> peered; ///< node pairs connected directly
+  /// consoles that proved the cluster secret, and challenges handed out
+  std::set<caf::actor_addr> consoles;
+  std::map<caf::strong_actor_ptr, std::string> console_challenges;
   std::chrono::steady_clock::time_point recovery_planned_at{};
   uint64_t rollback_from = 0; ///< committed batches when the failure hit
 };

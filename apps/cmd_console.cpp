@@ -3,6 +3,7 @@
 // editing, history and completion (GNU readline), or `--exec 'cmd; cmd'`
 // for scripts. `salamander chaos` is the older spelling of the failure
 // commands and runs through the same code.
+#include "actors/auth.hpp"
 #include "actors/cluster.hpp"
 #include "actors/system.hpp"
 #include "apps/commands.hpp"
@@ -139,6 +140,23 @@ class session {
 public:
   session(caf::actor_system& sys, supervisor_actor sup, std::chrono::milliseconds timeout)
       : sys_(sys), sup_(std::move(sup)), timeout_(timeout), self_(sys) {}
+
+  /// Proves the cluster secret to the supervisor (needed to change a job
+  /// that has one). Returns "" or what went wrong.
+  std::string authenticate(const std::string& secret) {
+    std::string why;
+    std::string challenge;
+    self_->request(sup_, timeout_, auth_atom_v)
+        .receive([&](std::string& c) { challenge = std::move(c); },
+                 [&](caf::error& err) { why = sys_.render(err); });
+    if (!why.empty()) {
+      return why;
+    }
+    self_->request(sup_, timeout_, auth_atom_v,
+                   actors::prove(secret, "console", "console", challenge))
+        .receive([](std::string&) {}, [&](caf::error& err) { why = sys_.render(err); });
+    return why;
+  }
 
   /// Runs one command; false on an error (printed to stderr).
   bool run(const console_command& c) {
@@ -353,6 +371,12 @@ int run_console(const console_cli& cli) {
     return 1;
   }
   session s(sys, *sup, std::chrono::milliseconds(static_cast<int64_t>(cli.timeout_s * 1000)));
+  if (auto secret = actors::load_secret(cli.secret_file)) {
+    if (auto why = s.authenticate(*secret); !why.empty()) {
+      log->error("the supervisor at {} refused this console: {}", cli.supervisor, why);
+      return 1;
+    }
+  }
   if (cli.exec.empty()) {
     if (!::isatty(STDIN_FILENO)) {
       log->warn("stdin is not a terminal; for scripts use --exec 'status; nodes'");

@@ -68,6 +68,7 @@ struct node_cli {
 
 struct console_cli {
   std::string supervisor;
+  std::string secret_file; ///< else $SALAMANDER_SECRET; none: look only
   std::string exec; ///< "cmd; cmd": run these and exit (scripts, tests)
   double timeout_s = 30;
 };

@@ -231,6 +231,10 @@ int main(int argc, char** argv) {
   co->add_option("--exec,-e", console.exec,
                  "run these commands (separated by ';') and exit; exit code 1 if one failed, "
                  "2 if one does not parse (then none runs)");
+  co->add_option("--secret-file", console.secret_file,
+                 "cluster secret, to be allowed to change the job (default: "
+                 "$SALAMANDER_SECRET; without it only status, nodes, plan and metrics work on "
+                 "a job that has a secret)");
   co->add_option("--timeout", console.timeout_s, "seconds to wait for each answer")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

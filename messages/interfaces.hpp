@@ -131,6 +131,10 @@ using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t, std::s
 ///                          weights to a checkpoint file on this host
 ///   capacity(node, f)      a node's profiler: it runs at f of the capacity it
 ///                          had when the job started
+///   auth -> challenge; auth(proof) -> "authenticated"
+///                          a console proves the cluster secret; with a
+///                          secret set, kill, slow, replan, pause, resume,
+///                          replicate and checkpoint need it
 ///   get -> job_status      for progress lines and the console
 ///   snapshot -> weights    every stage's weights merged (after the job)
 ///   leave                  stop the stages and quit
@@ -150,6 +154,8 @@ using supervisor_actor =
                      caf::replies_to<replicate_atom>::with<std::string>,
                      caf::replies_to<checkpoint_atom, std::string>::with<std::string>,
                      caf::replies_to<caf::get_atom>::with<job_status>,
+                     caf::replies_to<auth_atom>::with<std::string>,
+                     caf::replies_to<auth_atom, std::string>::with<std::string>,
                      caf::replies_to<snapshot_atom>::with<snapshot_payload>,
                      caf::reacts_to<capacity_atom, std::string, double>,
                      caf::reacts_to<leave_atom>>;

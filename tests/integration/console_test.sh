@@ -25,7 +25,7 @@ fail() {
   for f in "$work"/*.err "$work"/logs/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -8 "$f"; }; done
   exit 1
 }
-con() { "$bin" --log-level warn console "127.0.0.1:$port" --timeout 10 --exec "$1"; }
+con() { "$bin" --log-level warn console "127.0.0.1:$port" --timeout 10 --secret-file "$work/secret" --exec "$1"; }
 # waits until `con CMD` prints something matching PATTERN
 await() {
   for _ in $(seq 1 120); do
@@ -83,6 +83,20 @@ for c in status nodes plan metrics "kill stage N" "slow node NAME FACTOR" repart
          "checkpoint save PATH" pause resume; do
   grep -q "$c" <<<"$out" || fail "help lacks $c: $out"
 done
+
+# the job has a secret: a console without it may look but not touch, and
+# one with a wrong secret is turned away
+out=$("$bin" --log-level warn console "127.0.0.1:$port" --exec 'status; pause' 2>&1) \
+  && fail "a console without the secret paused the job"
+grep -q "\[training\]" <<<"$out" || fail "a console without the secret cannot even look: $out"
+grep -q "prove it first" <<<"$out" || fail "no refusal for pause without the secret: $out"
+echo "wrong" >"$work/wrong"
+chmod 600 "$work/wrong"
+if out=$("$bin" console "127.0.0.1:$port" --secret-file "$work/wrong" --exec 'status' 2>&1); then
+  fail "a console with the wrong secret was let in"
+fi
+grep -q "refused this console" <<<"$out" || fail "wrong console secret message: $out"
+grep -q "REFUSED a console" "$work/sup.err" || fail "the supervisor did not log the refused console"
 
 # pause holds the job at a flush; a checkpoint taken there evaluates
 out=$(con pause) || fail "pause: $out"
