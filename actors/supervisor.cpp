@@ -1124,35 +1124,27 @@ void recover(self_ptr self, uint64_t gen) {
   auto pending = std::make_shared<size_t>(ask.size());
   for (auto& a : ask) {
     auto src = a;
-    auto answered = [=](replica_inventory inv) {
-      auto copy = src;
-      copy.inv = std::move(inv);
-      found->push_back(std::move(copy));
-    };
     auto finish = [=] {
       if (--*pending == 0 && gen == self->state.recovery_gen) {
         recover_with(self, found);
       }
     };
-    auto on_error = [=](caf::error&) { finish(); }; // holds nothing we can use
+    // the same question to a stage or a holder; no answer: nothing to use
+    auto ask_one = [&](auto handle, std::chrono::seconds timeout) {
+      self->request(handle, timeout, caf::get_atom_v)
+          .then(
+              [=](replica_inventory& inv) {
+                auto copy = src;
+                copy.inv = std::move(inv);
+                found->push_back(std::move(copy));
+                finish();
+              },
+              [=](caf::error&) { finish(); });
+    };
     if (src.stage) {
-      self->request(caf::actor_cast<stage_actor>(src.handle), std::chrono::seconds(2),
-                    caf::get_atom_v)
-          .then(
-              [=](replica_inventory& inv) {
-                answered(std::move(inv));
-                finish();
-              },
-              on_error);
+      ask_one(caf::actor_cast<stage_actor>(src.handle), std::chrono::seconds(2));
     } else {
-      self->request(caf::actor_cast<replica_holder_actor>(src.handle), std::chrono::seconds(5),
-                    caf::get_atom_v)
-          .then(
-              [=](replica_inventory& inv) {
-                answered(std::move(inv));
-                finish();
-              },
-              on_error);
+      ask_one(caf::actor_cast<replica_holder_actor>(src.handle), std::chrono::seconds(5));
     }
   }
 }
