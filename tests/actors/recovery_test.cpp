@@ -131,6 +131,7 @@ TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
     }
   };
   auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+  INFO(r.status.error);
   REQUIRE(r.status.phase == "finished");
   CHECK(r.status.recoveries >= 1);
   CHECK(r.status.dead_nodes == std::vector<std::string>{"n2"});
