@@ -1348,47 +1348,73 @@ void refresh_rows(self_ptr self) {
   s.elapsed_s = since(st.started);
 }
 
-// At a flush: every stage's weights into one checkpoint per request.
-void take_checkpoints(self_ptr self) {
+// Every stage's weights and optimizer state, merged into one snapshot (its
+// version the lowest of theirs); `done` gets it, or the first stage (index)
+// that did not hand its part over and why.
+using weights_done =
+    std::function<void(caf::expected<models::weight_snapshot>, size_t failed_stage)>;
+
+void collect_weights(self_ptr self, weights_done done) {
   auto& st = self->state;
-  st.checkpointing = true;
   auto parts = std::make_shared<std::vector<models::weight_snapshot>>(st.stages.size());
   auto pending = std::make_shared<size_t>(st.stages.size());
   auto failed = std::make_shared<bool>(false);
-  auto done = [=](std::string error) {
+  for (size_t i = 0; i < st.stages.size(); ++i) {
+    self->request(st.stages[i], st.cfg.request_timeout, snapshot_atom_v)
+        .then(
+            [=](snapshot_payload& part) {
+              (*parts)[i] = std::move(part.snapshot);
+              if (--*pending > 0 || *failed) {
+                return;
+              }
+              auto all = (*parts)[0];
+              all.layers.clear();
+              for (auto& p : *parts) {
+                all.version = std::min(all.version, p.version);
+                for (auto& l : p.layers) {
+                  all.layers.push_back(std::move(l));
+                }
+              }
+              done(std::move(all), 0);
+            },
+            [=](caf::error& err) {
+              if (!*failed) {
+                *failed = true;
+                done(std::move(err), i);
+              }
+            });
+  }
+}
+
+// At a flush: every stage's weights into one checkpoint per request.
+void take_checkpoints(self_ptr self) {
+  self->state.checkpointing = true;
+  collect_weights(self, [=](caf::expected<models::weight_snapshot> all, size_t failed_stage) {
     auto& st = self->state;
     auto requests = std::move(st.checkpoints);
     st.checkpoints.clear();
     st.checkpointing = false;
-    models::weight_snapshot all;
-    if (error.empty()) {
-      all = (*parts)[0];
-      all.layers.clear();
-      for (auto& p : *parts) {
-        all.version = std::min(all.version, p.version);
-        for (auto& l : p.layers) {
-          all.layers.push_back(l);
-        }
-      }
-    }
     for (auto& r : requests) {
-      if (!error.empty()) {
-        r.promise.deliver(caf::make_error(errc::stage_failed, error));
+      if (!all) {
+        r.promise.deliver(caf::make_error(
+            errc::stage_failed, "stage " + std::to_string(failed_stage) +
+                                    " did not hand over its weights: " +
+                                    self->system().render(all.error())));
         continue;
       }
       try {
         messages::checkpoint ckpt;
-        ckpt.snapshot = all;
+        ckpt.snapshot = *all;
         ckpt.seed = st.cfg.seed;
         ckpt.epoch = st.committed / static_cast<uint64_t>(st.batches_per_epoch);
         ckpt.batches_in_epoch = st.committed % static_cast<uint64_t>(st.batches_per_epoch);
         ckpt.note = "console checkpoint at batch " + std::to_string(st.committed) + ", plan " +
                     st.status.plan;
         messages::save_checkpoint(r.path, ckpt);
-        log_event(self, "checkpoint", {{"path", r.path}, {"version", all.version}});
+        log_event(self, "checkpoint", {{"path", r.path}, {"version", all->version}});
         r.promise.deliver("saved checkpoint " + r.path + " (version " +
-                          std::to_string(all.version) + ", " +
-                          std::to_string(all.layers.size()) + " layers)");
+                          std::to_string(all->version) + ", " +
+                          std::to_string(all->layers.size()) + " layers)");
       } catch (const std::exception& e) {
         r.promise.deliver(caf::make_error(errc::bad_config, e.what()));
       }
@@ -1396,24 +1422,7 @@ void take_checkpoints(self_ptr self) {
     if (!st.status.finished()) {
       feed(self);
     }
-  };
-  for (size_t i = 0; i < st.stages.size(); ++i) {
-    self->request(st.stages[i], st.cfg.request_timeout, snapshot_atom_v)
-        .then(
-            [=](snapshot_payload& part) {
-              (*parts)[i] = std::move(part.snapshot);
-              if (--*pending == 0 && !*failed) {
-                done("");
-              }
-            },
-            [=](caf::error& err) {
-              if (!*failed) {
-                *failed = true;
-                done("stage " + std::to_string(i) + " did not hand over its weights: " +
-                     self->system().render(err));
-              }
-            });
-  }
+  });
 }
 
 } // namespace
@@ -1882,30 +1891,13 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
           return caf::make_error(errc::bad_config, "the job has no stages");
         }
         auto rp = self->make_response_promise<snapshot_payload>();
-        auto merged = std::make_shared<snapshot_payload>();
-        auto parts = std::make_shared<std::vector<models::weight_snapshot>>(st.stages.size());
-        auto pending = std::make_shared<size_t>(st.stages.size());
-        for (size_t i = 0; i < st.stages.size(); ++i) {
-          self->request(st.stages[i], st.cfg.request_timeout, snapshot_atom_v)
-              .then(
-                  [=](snapshot_payload& part) mutable {
-                    (*parts)[i] = std::move(part.snapshot);
-                    if (--*pending > 0) {
-                      return;
-                    }
-                    auto& all = merged->snapshot;
-                    all = (*parts)[0];
-                    all.layers.clear();
-                    for (auto& p : *parts) {
-                      all.version = std::min(all.version, p.version);
-                      for (auto& l : p.layers) {
-                        all.layers.push_back(std::move(l));
-                      }
-                    }
-                    rp.deliver(std::move(*merged));
-                  },
-                  [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
-        }
+        collect_weights(self, [=](caf::expected<models::weight_snapshot> all, size_t) mutable {
+          if (all) {
+            rp.deliver(snapshot_payload{std::move(*all)});
+          } else {
+            rp.deliver(std::move(all.error()));
+          }
+        });
         return rp;
       },
       [=](leave_atom) {
