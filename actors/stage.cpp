@@ -59,12 +59,21 @@ void replicate(stage_actor::stateful_pointer<stage_state> self) {
 }
 
 // Runs as many operations of the stage's row as have their inputs.
+void finish_batch(stage_actor::stateful_pointer<stage_state> self);
+
 void pump(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
-  bool last = spec.index + 1 == spec.stages;
-  if (!st.ready || st.frozen) {
-    return; // inputs wait until the state has arrived
+  bool last = st.last;
+  if (!st.ready || st.frozen || st.reducing) {
+    return; // inputs wait until the state (or the members' sum) has arrived
+  }
+  if (spec.members > 1 && !st.have_stats_before) {
+    st.stats_before.clear();
+    for (auto& t : models::batchnorm_stats(*st.exec->net())) {
+      st.stats_before.push_back(t.clone());
+    }
+    st.have_stats_before = true;
   }
   while (st.cursor < st.order.size()) {
     auto op = st.order[st.cursor];
@@ -113,7 +122,7 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
       }
       st.stats.compute_s += emulated(self, clock::now() - start);
       auto computed = clock::now();
-      if (spec.index > 0) {
+      if (!st.first) {
         send_on_link(self, st.prev, grad_in, backward_atom_v, st.batch,
                      static_cast<uint32_t>(op.micro));
         st.stats.send_s += seconds(clock::now() - computed);
@@ -122,7 +131,29 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
     st.last_op_end = clock::now();
     st.cursor++;
   }
-  // the flush: every micro-batch is through, step and report
+  // the flush: every micro-batch is through
+  if (spec.members > 1) {
+    // data parallel: the step waits for every member's gradients
+    auto start = clock::now();
+    int64_t grad_values = 0;
+    auto mine = models::dp_contribution(*st.exec->net(), st.stats_before,
+                                        static_cast<int64_t>(st.order.size() / 2),
+                                        spec.member == 0, grad_values);
+    st.stats.compute_s += emulated(self, clock::now() - start);
+    st.reducing = true;
+    st.reduce_sent = clock::now();
+    self->send(st.supervisor, reduce_atom_v, st.batch, spec.member,
+               static_cast<uint64_t>(grad_values), tensor_payload{mine});
+    return;
+  }
+  finish_batch(self);
+}
+
+// Steps the optimizer, replicates when it is time, reports the batch and
+// goes on with the next one.
+void finish_batch(stage_actor::stateful_pointer<stage_state> self) {
+  auto& st = self->state;
+  auto& spec = st.spec;
   auto start = clock::now();
   st.opt->step();
   st.opt->zero_grad();
@@ -139,6 +170,7 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
   st.batch_started = false;
   st.cursor = 0;
   st.batch++;
+  st.have_stats_before = false;
   st.last_op_end = clock::now();
   // the next batch's inputs may already be here
   pump(self);
@@ -183,15 +215,30 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
                                 " here, the supervisor expects " + spec.fingerprint);
   }
   st.model = std::make_unique<models::layered_model>(desc, spec.seed, spec.begin, spec.end);
-  bool first = spec.index == 0;
-  bool last = spec.index + 1 == spec.stages;
-  st.exec = std::make_unique<models::range_executor>(st.model->all(), first, last);
+  // Data-parallel members each hold the whole pipeline (one position).
+  if (spec.members > 1 && (spec.begin != 0 || spec.end != desc.layers.size())) {
+    throw std::invalid_argument("a data-parallel stage must hold every layer, not " +
+                                std::to_string(spec.begin) + ".." + std::to_string(spec.end));
+  }
+  int position = spec.members > 1 ? 0 : static_cast<int>(spec.index);
+  int positions = spec.members > 1 ? 1 : static_cast<int>(spec.stages);
+  st.first = position == 0;
+  st.last = position + 1 == positions;
+  st.exec = std::make_unique<models::range_executor>(st.model->all(), st.first, st.last);
   models::optimizer_config ocfg{spec.optimizer, spec.lr, spec.momentum, 0.0};
   st.opt = models::make_optimizer(ocfg, st.model->all()->parameters());
-  st.order = algorithms::stage_order(algorithms::parse_schedule(spec.schedule),
-                                     static_cast<int>(spec.stages),
-                                     static_cast<int>(spec.micro_batches),
-                                     static_cast<int>(spec.index));
+  auto micro_end = spec.micro_end > 0 ? spec.micro_end : spec.micro_batches;
+  if (spec.micro_begin > micro_end || micro_end > spec.micro_batches) {
+    throw std::invalid_argument("micro-batches " + std::to_string(spec.micro_begin) + ".." +
+                                std::to_string(micro_end) + " are not within the batch's " +
+                                std::to_string(spec.micro_batches));
+  }
+  for (auto op : algorithms::stage_order(algorithms::parse_schedule(spec.schedule), positions,
+                                         static_cast<int>(spec.micro_batches), position)) {
+    if (op.micro >= static_cast<int>(spec.micro_begin) && op.micro < static_cast<int>(micro_end)) {
+      st.order.push_back(op);
+    }
+  }
   st.batch = spec.start_batch;
   st.version = spec.start_batch;
   st.spec = std::move(spec);
@@ -291,7 +338,7 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
           net->eval();
           auto out = st.exec->infer(x.tensor);
           net->train();
-          if (st.spec.index + 1 == st.spec.stages) {
+          if (st.last) {
             self->send(st.supervisor, eval_atom_v, id, micro, tensor_payload{out});
           } else {
             self->send(st.next, eval_atom_v, id, micro, tensor_payload{out});
@@ -299,6 +346,22 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
         });
       },
       [=](pause_atom) { self->state.frozen = true; },
+      [=](reduce_atom, uint64_t batch, tensor_payload& merged) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          if (!st.reducing || batch != st.batch || st.frozen) {
+            return; // late, or recovery froze this stage where it was
+          }
+          auto start = clock::now();
+          st.stats.wait_s += seconds(start - st.reduce_sent);
+          auto own = static_cast<int64_t>(st.order.size() / 2);
+          models::dp_apply(*st.exec->net(), merged.tensor,
+                           static_cast<int64_t>(st.spec.micro_batches) - own);
+          st.stats.compute_s += emulated(self, clock::now() - start);
+          st.reducing = false;
+          finish_batch(self);
+        });
+      },
       [=](caf::get_atom) {
         auto& st = self->state;
         replica_inventory inv;

@@ -61,6 +61,16 @@ struct stage_state {
   uint64_t replicate_at = 0;
   /// Recovery froze this stage: it computes nothing more.
   bool frozen = false;
+  /// Position in the pipeline: first receives data, last computes the loss.
+  bool first = true;
+  bool last = true;
+  /// Data parallelism: the contribution is with the supervisor, the step
+  /// waits for the members' sum (reduce).
+  bool reducing = false;
+  std::chrono::steady_clock::time_point reduce_sent{};
+  /// BatchNorm statistics at the start of the batch (data parallelism).
+  std::vector<torch::Tensor> stats_before;
+  bool have_stats_before = false;
   batch_stats stats;
   std::chrono::steady_clock::time_point last_op_end{};
   bool batch_started = false;

@@ -120,12 +120,20 @@ void feed(self_ptr self) {
     int64_t m = std::min<int64_t>(st.cfg.micro_batches, b.x.size(0));
     auto xs = models::split_micro(b.x, m);
     auto ys = models::split_micro(b.y, m);
+    size_t member = 0;
+    int block_end = st.micro_split.empty() ? static_cast<int>(m) : st.micro_split[0];
     for (int64_t i = 0; i < m; ++i) {
       double weight = static_cast<double>(xs[static_cast<size_t>(i)].size(0)) /
                       static_cast<double>(b.x.size(0));
-      self->send(st.stages.front(), forward_atom_v, g, static_cast<uint32_t>(i),
+      // data parallelism: micro-batch i goes to the member whose block has it
+      while (!st.micro_split.empty() && i >= block_end && member + 1 < st.stages.size()) {
+        block_end += st.micro_split[++member];
+      }
+      auto& first = st.micro_split.empty() ? st.stages.front() : st.stages[member];
+      auto& last = st.micro_split.empty() ? st.stages.back() : st.stages[member];
+      self->send(first, forward_atom_v, g, static_cast<uint32_t>(i),
                  tensor_payload{xs[static_cast<size_t>(i)].contiguous()});
-      self->send(st.stages.back(), labels_atom_v, g, static_cast<uint32_t>(i), weight,
+      self->send(last, labels_atom_v, g, static_cast<uint32_t>(i), weight,
                  tensor_payload{ys[static_cast<size_t>(i)].contiguous()});
     }
   }
@@ -193,9 +201,14 @@ void commit(self_ptr self, uint64_t g) {
     st.status.stage_compute_s[r.stage] += r.compute_s;
     st.status.stage_wait_s[r.stage] += r.wait_s;
     st.status.stage_send_s[r.stage] += r.send_s;
-    if (r.stage + 1 == st.stages.size()) {
-      st.status.loss = r.loss;
+    if (r.stage + 1 == st.stages.size() || !st.micro_split.empty()) {
       st.epoch_samples += r.samples;
+    }
+  }
+  st.status.loss = 0;
+  for (auto& r : st.last_reports) {
+    if (r.stage + 1 == st.stages.size() || !st.micro_split.empty()) {
+      st.status.loss += r.loss; // data parallel: each member's share
     }
   }
   st.status.committed = static_cast<int64_t>(st.committed);
@@ -212,8 +225,8 @@ void commit(self_ptr self, uint64_t g) {
   // slow-down or a recovery)
   int64_t samples = 0;
   for (auto& r : st.last_reports) {
-    if (r.stage + 1 == st.stages.size()) {
-      samples = r.samples;
+    if (r.stage + 1 == st.stages.size() || !st.micro_split.empty()) {
+      samples += r.samples;
     }
   }
   st.recent.emplace_back(clock::now(), samples);
@@ -259,6 +272,16 @@ void commit(self_ptr self, uint64_t g) {
 
 std::string describe_plan(const supervisor_state& st) {
   std::string out;
+  if (!st.micro_split.empty()) {
+    // data parallel: "dp(dev1:5 dev2:2 dev3:1)[0,8)", micro-batches per member
+    out = "dp(";
+    for (size_t i = 0; i < st.stage_nodes.size(); ++i) {
+      out += (i ? " " : "") + st.nodes[st.stage_nodes[i]].name + ":" +
+             std::to_string(i < st.micro_split.size() ? st.micro_split[i] : 0);
+    }
+    return out + ")[" + std::to_string(st.ranges.empty() ? 0 : st.ranges[0].first) + "," +
+           std::to_string(st.ranges.empty() ? 0 : st.ranges[0].second) + ")";
+  }
   for (size_t i = 0; i < st.ranges.size(); ++i) {
     out += (i ? " " : "") + st.nodes[st.stage_nodes[i]].name + "[" +
            std::to_string(st.ranges[i].first) + "," + std::to_string(st.ranges[i].second) + ")";
@@ -269,6 +292,9 @@ std::string describe_plan(const supervisor_state& st) {
 // Which stages (by handle) hold layers [b, e) under the current plan.
 void add_sources(const supervisor_state& st, stage_spec& spec) {
   for (size_t j = 0; j < st.ranges.size(); ++j) {
+    if (!st.micro_split.empty() && j > 0) {
+      break; // data parallel: the members hold the same layers; the first serves
+    }
     auto lo = std::max<uint64_t>(spec.begin, st.ranges[j].first);
     auto hi = std::min<uint64_t>(spec.end, st.ranges[j].second);
     if (lo < hi) {
@@ -336,7 +362,7 @@ void resume_after_replan(self_ptr self) {
 }
 
 void launch_now(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes,
-                std::function<void(stage_spec&)> sources);
+                std::vector<int> split, std::function<void(stage_spec&)> sources);
 
 // Spawns one stage per range on the given nodes, wires the chain and starts
 // (or, when re-planning, resumes) training. A re-planned stage pulls its
@@ -348,10 +374,11 @@ void launch_now(self_ptr self, algorithms::layer_ranges ranges, std::vector<size
 // dials), so that tensors between their stages go node to node rather than
 // through this process; a pair that cannot connect still works, relayed.
 void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes,
-            std::function<void(stage_spec&)> sources = {}) {
+            std::vector<int> split, std::function<void(stage_spec&)> sources = {}) {
   auto& st = self->state;
   std::vector<std::pair<size_t, size_t>> dial;
-  for (size_t i = 0; i + 1 < on_nodes.size(); ++i) {
+  // data parallel members exchange nothing with each other
+  for (size_t i = 0; split.empty() && i + 1 < on_nodes.size(); ++i) {
     auto a = std::min(on_nodes[i], on_nodes[i + 1]);
     auto b = std::max(on_nodes[i], on_nodes[i + 1]);
     if (a != b && !st.peered.count({a, b}) && st.nodes[b].port != 0 &&
@@ -361,7 +388,7 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
     }
   }
   if (dial.empty()) {
-    launch_now(self, std::move(ranges), std::move(on_nodes), std::move(sources));
+    launch_now(self, std::move(ranges), std::move(on_nodes), std::move(split), std::move(sources));
     return;
   }
   auto gen = st.recovery_gen;
@@ -370,7 +397,7 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
     if (--*pending > 0 || gen != self->state.recovery_gen || self->state.status.finished()) {
       return;
     }
-    launch_now(self, ranges, on_nodes, sources);
+    launch_now(self, ranges, on_nodes, split, sources);
   };
   for (auto [a, b] : dial) {
     self->request(st.nodes[a].handle, std::chrono::seconds(6), peer_atom_v, st.nodes[b].host,
@@ -391,8 +418,13 @@ void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> 
 }
 
 void launch_now(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes,
-                std::function<void(stage_spec&)> sources) {
+                std::vector<int> split, std::function<void(stage_spec&)> sources) {
   auto& st = self->state;
+  if (!split.empty() && split.size() != ranges.size()) {
+    fail(self, "internal: a data-parallel split for " + std::to_string(split.size()) +
+                   " members and " + std::to_string(ranges.size()) + " stages");
+    return;
+  }
   auto desc = models::describe(models::model_spec::parse(st.cfg.model));
   bool replan = !st.stages.empty() && !sources;
   auto n = ranges.size();
@@ -417,7 +449,25 @@ void launch_now(self_ptr self, algorithms::layer_ranges ranges, std::vector<size
         (st.cfg.batch_size + st.cfg.micro_batches - 1) / st.cfg.micro_batches);
     spec.replicate_every = st.cfg.replicate_every;
     spec.global_every = st.cfg.global_every;
-    size_t next_node = i + 1 < n ? on_nodes[i + 1] : st.nodes.size();
+    if (!split.empty()) {
+      spec.members = static_cast<uint32_t>(n);
+      spec.member = static_cast<uint32_t>(i);
+      int begin = 0;
+      for (size_t k = 0; k < i; ++k) {
+        begin += split[k];
+      }
+      spec.micro_begin = static_cast<uint32_t>(begin);
+      spec.micro_end = static_cast<uint32_t>(begin + split[i]);
+      // the members' weights are the same: the first replicates them
+      if (i > 0) {
+        spec.replicate_every = 0;
+      }
+    }
+    // the chain replica goes to the next stage's node (data parallel: the
+    // second member's), the last stage's to the central holder
+    size_t next_node = !split.empty() ? (n > 1 ? on_nodes[1] : st.nodes.size())
+                       : i + 1 < n    ? on_nodes[i + 1]
+                                      : st.nodes.size();
     spec.chain_holder = caf::actor_cast<caf::actor>(
         next_node < st.holders.size() && st.holders[next_node] ? st.holders[next_node]
                                                                : st.central_holder);
@@ -452,6 +502,8 @@ void launch_now(self_ptr self, algorithms::layer_ranges ranges, std::vector<size
   }
   st.ranges = std::move(ranges);
   st.stage_nodes = std::move(on_nodes);
+  st.micro_split = std::move(split);
+  st.reduce_parts.clear();
   auto fresh = std::make_shared<std::vector<stage_actor>>(n);
   auto pending = std::make_shared<size_t>(n);
   bool pulls = !specs.empty() && !specs[0].sources.empty();
@@ -474,10 +526,13 @@ void launch_now(self_ptr self, algorithms::layer_ranges ranges, std::vector<size
                 return;
               }
               st.stages = *fresh;
+              bool dp = !st.micro_split.empty();
               for (size_t k = 0; k < st.stages.size(); ++k) {
-                auto prev = k > 0 ? caf::actor_cast<caf::actor>(st.stages[k - 1]) : caf::actor{};
-                auto next = k + 1 < st.stages.size() ? caf::actor_cast<caf::actor>(st.stages[k + 1])
-                                                     : caf::actor{};
+                auto prev = k > 0 && !dp ? caf::actor_cast<caf::actor>(st.stages[k - 1])
+                                         : caf::actor{};
+                auto next = k + 1 < st.stages.size() && !dp
+                                ? caf::actor_cast<caf::actor>(st.stages[k + 1])
+                                : caf::actor{};
                 self->send(st.stages[k], wire_atom_v, prev, next, caf::actor_cast<caf::actor>(self));
               }
               st.status.plan_version++;
@@ -573,6 +628,7 @@ algorithms::plan_request planner_request(const supervisor_state& st) {
   req.micro_batch_size = micro_batch_size(st.cfg);
   req.micro_batches = static_cast<int>(st.cfg.micro_batches);
   req.optimizer_state_factor = st.cfg.optimizer == "adam" ? 2.0 : 1.0;
+  req.allow_data_parallel = st.cfg.allow_data_parallel;
   for (auto& l : desc.layers) {
     req.layers.push_back({l.name, static_cast<double>(l.param_bytes),
                           static_cast<double>(l.activation_bytes),
@@ -604,9 +660,11 @@ algorithms::plan_request planner_request(const supervisor_state& st) {
 // The plan's stages as layer ranges and node indices (device d of the
 // planner's request is node live[d]).
 void plan_to_stages(const algorithms::partition_plan& plan, const std::vector<size_t>& live,
-                    algorithms::layer_ranges& ranges, std::vector<size_t>& on_nodes) {
+                    algorithms::layer_ranges& ranges, std::vector<size_t>& on_nodes,
+                    std::vector<int>& split) {
   ranges.clear();
   on_nodes.clear();
+  split = plan.micro_split;
   for (auto& s : plan.stages) {
     ranges.emplace_back(s.begin, s.end);
     on_nodes.push_back(live[s.device]);
@@ -614,7 +672,7 @@ void plan_to_stages(const algorithms::partition_plan& plan, const std::vector<si
 }
 
 void launch(self_ptr self, algorithms::layer_ranges ranges, std::vector<size_t> on_nodes,
-            std::function<void(stage_spec&)> sources);
+            std::vector<int> split, std::function<void(stage_spec&)> sources);
 
 void launch_planned(self_ptr self) {
   auto& st = self->state;
@@ -623,9 +681,10 @@ void launch_planned(self_ptr self) {
     auto plan = algorithms::plan_partition(req);
     algorithms::layer_ranges ranges;
     std::vector<size_t> on_nodes;
-    plan_to_stages(plan, live_nodes(st), ranges, on_nodes);
+    std::vector<int> split;
+    plan_to_stages(plan, live_nodes(st), ranges, on_nodes, split);
     st.predicted_bottleneck_s = plan.bottleneck_s;
-    launch(self, std::move(ranges), std::move(on_nodes), {});
+    launch(self, std::move(ranges), std::move(on_nodes), std::move(split), {});
   } catch (const std::exception& e) {
     fail(self, std::string("cannot plan the job: ") + e.what());
   }
@@ -712,8 +771,9 @@ void track_capacity(self_ptr self) {
     }
     size_t n = st.stage_nodes[r.stage];
     double predicted = 0;
+    double runs = st.micro_split.empty() ? M : st.micro_split.at(r.stage);
     for (size_t l = st.ranges[r.stage].first; l < st.ranges[r.stage].second; ++l) {
-      predicted += (st.profiles[n].forward_s[l] + st.profiles[n].backward_s[l]) * M;
+      predicted += (st.profiles[n].forward_s[l] + st.profiles[n].backward_s[l]) * runs;
     }
     if (predicted > 0 && r.compute_s > 0) {
       st.node_scale[n] = 0.7 * st.node_scale[n] + 0.3 * (r.compute_s / predicted);
@@ -728,14 +788,18 @@ void track_capacity(self_ptr self) {
     auto req = planner_request(st);
     auto live = live_nodes(st);
     std::vector<algorithms::stage_assignment> now;
+    std::vector<size_t> devices;
     for (size_t i = 0; i < st.ranges.size(); ++i) {
       auto d = std::find(live.begin(), live.end(), st.stage_nodes[i]) - live.begin();
       now.push_back({static_cast<size_t>(d), st.ranges[i].first, st.ranges[i].second, 0, 0, 0});
+      devices.push_back(static_cast<size_t>(d));
     }
-    auto current = algorithms::evaluate_plan(req, now);
+    auto current = st.micro_split.empty()
+                       ? algorithms::evaluate_plan(req, now)
+                       : algorithms::evaluate_data_parallel(req, devices, st.micro_split);
     auto better = algorithms::plan_partition(req);
     if (better.objective_s < current.objective_s * (1.0 - st.cfg.replan_gain)) {
-      plan_to_stages(better, live, st.pending_ranges, st.pending_nodes);
+      plan_to_stages(better, live, st.pending_ranges, st.pending_nodes, st.pending_split);
       st.has_pending_plan = true;
       st.predicted_bottleneck_s = better.bottleneck_s;
       st.replan_requested = true;
@@ -753,10 +817,27 @@ void track_capacity(self_ptr self) {
 // split, stage i on node i.
 bool choose_plan(self_ptr self, const std::vector<size_t>& balance,
                  algorithms::layer_ranges& ranges, std::vector<size_t>& on_nodes,
-                 bool strict = true) {
+                 std::vector<int>& split, bool strict = true) {
   auto& st = self->state;
   auto layers = models::describe(models::model_spec::parse(st.cfg.model)).layers.size();
   auto live = live_nodes(st);
+  split.clear();
+  if (st.cfg.data_parallel && balance.empty()) {
+    // every node holds the model and runs an even share of the micro-batches
+    auto members = std::min<size_t>(live.size(), static_cast<size_t>(st.cfg.micro_batches));
+    if (members == 0) {
+      fail(self, "no node to run on");
+      return false;
+    }
+    split = algorithms::split_micro_batches(std::vector<double>(members, 1.0),
+                                            static_cast<int>(st.cfg.micro_batches));
+    ranges.assign(members, {0, layers});
+    on_nodes.assign(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(members));
+    if (members == 1) {
+      split.clear(); // one member: a plain single stage
+    }
+    return true;
+  }
   try {
     // strict: the user asked for these nodes; after a failure, use what fits
     auto stages = strict ? live.size() : std::min(live.size(), layers);
@@ -784,7 +865,8 @@ void spawn_stages(self_ptr self) {
   }
   algorithms::layer_ranges ranges;
   std::vector<size_t> on_nodes;
-  if (!choose_plan(self, st.cfg.balance, ranges, on_nodes)) {
+  std::vector<int> split;
+  if (!choose_plan(self, st.cfg.balance, ranges, on_nodes, split)) {
     return;
   }
   if (st.cfg.balance.size() > 0 && ranges.size() != st.nodes.size()) {
@@ -792,7 +874,7 @@ void spawn_stages(self_ptr self) {
                    std::to_string(st.nodes.size()) + " nodes are given");
     return;
   }
-  launch(self, std::move(ranges), std::move(on_nodes), {});
+  launch(self, std::move(ranges), std::move(on_nodes), std::move(split), {});
 }
 
 // Called at a flush (nothing in flight) when a re-plan was asked for.
@@ -801,6 +883,7 @@ void begin_replan(self_ptr self) {
   st.replan_requested = false;
   algorithms::layer_ranges ranges;
   std::vector<size_t> on_nodes;
+  std::vector<int> split;
   std::vector<size_t> balance;
   try {
     balance = parse_balance(st.replan_balance);
@@ -811,27 +894,28 @@ void begin_replan(self_ptr self) {
   if (st.has_pending_plan) {
     ranges = st.pending_ranges;
     on_nodes = st.pending_nodes;
+    split = st.pending_split;
     st.has_pending_plan = false;
   } else if (balance.empty() && !st.profiles.empty()) {
     try {
       plan_to_stages(algorithms::plan_partition(planner_request(st)), live_nodes(st), ranges,
-                     on_nodes);
+                     on_nodes, split);
     } catch (const std::exception& e) {
       fail(self, std::string("cannot re-plan: ") + e.what());
       return;
     }
-  } else if (!choose_plan(self, balance, ranges, on_nodes)) {
+  } else if (!choose_plan(self, balance, ranges, on_nodes, split)) {
     return;
   }
   st.last_replan_batch = st.committed;
-  if (ranges == st.ranges && on_nodes == st.stage_nodes) {
+  if (ranges == st.ranges && on_nodes == st.stage_nodes && split == st.micro_split) {
     feed(self); // nothing would change
     return;
   }
   st.replanning = true;
   st.replan_started = clock::now();
   st.status.phase = "replanning";
-  launch(self, std::move(ranges), std::move(on_nodes), {});
+  launch(self, std::move(ranges), std::move(on_nodes), std::move(split), {});
 }
 
 // Too little capacity is left: keep every replica and wait for a node to
@@ -940,12 +1024,18 @@ void recover_with(self_ptr self, source_list found) {
   }
   algorithms::layer_ranges ranges;
   std::vector<size_t> on_nodes;
+  std::vector<int> split;
   if (!st.profiles.empty()) {
     try {
       plan_to_stages(algorithms::plan_partition(planner_request(st)), live_nodes(st), ranges,
-                     on_nodes);
+                     on_nodes, split);
     } catch (const std::exception& e) {
       pause_job(self, std::string("the surviving nodes cannot hold the model: ") + e.what());
+      return;
+    }
+  } else if (st.cfg.data_parallel) {
+    // a data-parallel job without profiles: even shares over the survivors
+    if (!choose_plan(self, {}, ranges, on_nodes, split, false)) {
       return;
     }
   } else {
@@ -953,6 +1043,7 @@ void recover_with(self_ptr self, source_list found) {
     // from the model's FLOPs and each node's memory, so that what is left is
     // used as well as it can be and memory is respected.
     auto req = planner_request(st);
+    req.allow_data_parallel = false; // the job is a pipeline; it stays one
     auto live = live_nodes(st);
     req.devices.clear();
     for (auto n : live) {
@@ -968,7 +1059,7 @@ void recover_with(self_ptr self, source_list found) {
       req.devices.push_back(std::move(d));
     }
     try {
-      plan_to_stages(algorithms::plan_partition(req), live, ranges, on_nodes);
+      plan_to_stages(algorithms::plan_partition(req), live, ranges, on_nodes, split);
     } catch (const std::exception& e) {
       pause_job(self, std::string("the surviving nodes cannot hold the model: ") + e.what());
       return;
@@ -1056,7 +1147,7 @@ void recover_with(self_ptr self, source_list found) {
       }
     }
   };
-  launch(self, std::move(ranges), std::move(on_nodes), sources);
+  launch(self, std::move(ranges), std::move(on_nodes), std::move(split), sources);
 }
 
 // Step 1 of recovery: ask every live replica holder what it has, and every
@@ -1356,10 +1447,12 @@ using weights_done =
 
 void collect_weights(self_ptr self, weights_done done) {
   auto& st = self->state;
-  auto parts = std::make_shared<std::vector<models::weight_snapshot>>(st.stages.size());
-  auto pending = std::make_shared<size_t>(st.stages.size());
+  // data parallel: the members hold the same weights; the first answers
+  size_t asked = st.micro_split.empty() ? st.stages.size() : std::min<size_t>(1, st.stages.size());
+  auto parts = std::make_shared<std::vector<models::weight_snapshot>>(asked);
+  auto pending = std::make_shared<size_t>(asked);
   auto failed = std::make_shared<bool>(false);
-  for (size_t i = 0; i < st.stages.size(); ++i) {
+  for (size_t i = 0; i < asked; ++i) {
     self->request(st.stages[i], st.cfg.request_timeout, snapshot_atom_v)
         .then(
             [=](snapshot_payload& part) {
@@ -1562,6 +1655,34 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
         r.push_back(s);
         if (r.size() == st.stages.size() && s.batch == st.committed) {
           commit(self, s.batch);
+        }
+      },
+      [=](reduce_atom, uint64_t batch, uint32_t member, uint64_t grad_values,
+          tensor_payload& part) {
+        // data parallelism: sum the members' gradients, chain their
+        // BatchNorm statistics, and send every member the result
+        auto& st = self->state;
+        if (st.status.finished() || st.recovering || st.micro_split.empty() ||
+            member >= st.stages.size() ||
+            caf::actor_cast<caf::strong_actor_ptr>(st.stages[member]) != self->current_sender()) {
+          return; // a stage of a plan that was replaced
+        }
+        auto& parts = st.reduce_parts[batch];
+        parts.resize(st.stages.size());
+        parts[member] = std::move(part.tensor);
+        for (auto& p : parts) {
+          if (!p.defined()) {
+            return;
+          }
+        }
+        try {
+          auto merged = models::dp_merge(parts, static_cast<int64_t>(grad_values));
+          st.reduce_parts.erase(batch);
+          for (auto& s : st.stages) {
+            self->send(s, reduce_atom_v, batch, tensor_payload{merged});
+          }
+        } catch (const std::exception& e) {
+          fail(self, std::string("data-parallel sum failed: ") + e.what());
         }
       },
       [=](failed_atom, uint32_t stage, std::string& what) {

@@ -56,6 +56,12 @@ struct job_config {
   std::map<uint64_t, std::string> replan_at;
   /// Profile every node and plan with the partitioner (else an even split).
   bool auto_plan = false;
+  /// The planner may choose data parallelism (every device holds the whole
+  /// model and runs its share of each batch's micro-batches).
+  bool allow_data_parallel = true;
+  /// Without the planner: data parallelism over every node with an even
+  /// share of micro-batches, instead of a pipeline.
+  bool data_parallel = false;
   /// Re-plan live when the profiles, corrected by measured stage times,
   /// predict at least this gain in throughput (0: never).
   double replan_gain = 0.15;
@@ -108,6 +114,12 @@ struct supervisor_state {
   algorithms::layer_ranges ranges;
   std::vector<size_t> stage_nodes; ///< node index of each stage
   std::vector<stage_actor> stages;
+  /// Data parallelism: stage i runs micro_split[i] micro-batches of each
+  /// batch (every stage holds every layer); empty for a pipeline.
+  std::vector<int> micro_split;
+  /// Data parallelism: the members' contributions per batch, and how many
+  /// of their values are gradients.
+  std::map<uint64_t, std::vector<torch::Tensor>> reduce_parts;
 
   // re-planning (at a flush): request -> drain -> spawn new stages, which
   // pull their layers from the old ones -> all ready -> old ones stop
@@ -120,6 +132,7 @@ struct supervisor_state {
   bool has_pending_plan = false;
   algorithms::layer_ranges pending_ranges;
   std::vector<size_t> pending_nodes;
+  std::vector<int> pending_split;
 
   // fault tolerance
   replica_holder_actor central_holder;

@@ -370,6 +370,143 @@ partition_plan evaluate_plan(const plan_request& req, std::vector<stage_assignme
   return plan;
 }
 
+std::vector<int> split_micro_batches(const std::vector<double>& per_micro_s, int micro_batches) {
+  if (per_micro_s.empty()) {
+    throw std::invalid_argument("no devices to split micro-batches over");
+  }
+  std::vector<int> split(per_micro_s.size(), 0);
+  for (int m = 0; m < micro_batches; ++m) {
+    size_t best = 0;
+    double best_end = inf;
+    for (size_t i = 0; i < per_micro_s.size(); ++i) {
+      double end = (split[i] + 1) * per_micro_s[i];
+      if (end < best_end) {
+        best = i;
+        best_end = end;
+      }
+    }
+    split[best]++;
+  }
+  return split;
+}
+
+namespace {
+
+// Per member: its block's compute, its share of the gradient sum (its
+// weights' size to the supervisor and back), memory for the whole model.
+partition_plan data_parallel_plan(const plan_request& req, const cost_model& cm,
+                                  const std::vector<size_t>& devices, std::vector<int> split) {
+  if (split.empty()) {
+    std::vector<double> t;
+    for (auto d : devices) {
+      t.push_back(cm.compute(d, 0, cm.layers));
+    }
+    split = split_micro_batches(t, req.micro_batches);
+  }
+  if (split.size() != devices.size()) {
+    throw std::invalid_argument("the micro-batch split names " + std::to_string(split.size()) +
+                                " members for " + std::to_string(devices.size()) + " devices");
+  }
+  int total = 0;
+  for (int k : split) {
+    if (k < 0) {
+      throw std::invalid_argument("a negative micro-batch share");
+    }
+    total += k;
+  }
+  if (total != req.micro_batches) {
+    throw std::invalid_argument("the split covers " + std::to_string(total) + " of " +
+                                std::to_string(req.micro_batches) + " micro-batches");
+  }
+  partition_plan plan;
+  double weights = cm.param_prefix[cm.layers];
+  double slowest = 0;
+  double reduce = 0;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    auto& d = req.devices[devices[i]];
+    stage_assignment a;
+    a.device = devices[i];
+    a.begin = 0;
+    a.end = cm.layers;
+    a.compute_s = cm.compute(devices[i], 0, cm.layers);
+    a.link_in_s = 2.0 * (weights / d.link_bytes_per_s + d.link_latency_s);
+    int flight = req.schedule == plan_schedule::gpipe ? std::max(split[i], 1) : 1;
+    a.memory_bytes = cm.memory(0, cm.layers, flight);
+    if (a.memory_bytes > d.memory_bytes) {
+      throw plan_error("data parallelism: " + d.name + " cannot hold the whole model (" +
+                       mb(a.memory_bytes) + ", has " + mb(d.memory_bytes) + ")");
+    }
+    slowest = std::max(slowest, split[i] * a.compute_s);
+    reduce += a.link_in_s; // the supervisor sums them one after another
+    plan.stages.push_back(a);
+  }
+  plan.micro_split = std::move(split);
+  plan.objective_s = slowest + reduce;
+  plan.bottleneck_s = plan.objective_s / req.micro_batches;
+  plan.samples_per_s = static_cast<double>(req.micro_batch_size * req.micro_batches) /
+                       plan.objective_s;
+  return plan;
+}
+
+// The best data-parallel plan: the k fastest devices that can hold the
+// model, for every k >= 2 (a faster member never hurts the compute; more
+// members cost more summing), members with no micro-batch dropped.
+partition_plan best_data_parallel(const plan_request& req, const cost_model& cm) {
+  partition_plan best;
+  best.objective_s = inf;
+  std::vector<size_t> fits;
+  for (size_t d = 0; d < req.devices.size(); ++d) {
+    if (cm.memory(0, cm.layers, req.schedule == plan_schedule::gpipe ? req.micro_batches : 1) <=
+        req.devices[d].memory_bytes) {
+      fits.push_back(d);
+    }
+  }
+  std::stable_sort(fits.begin(), fits.end(), [&](size_t a, size_t b) {
+    return cm.compute(a, 0, cm.layers) < cm.compute(b, 0, cm.layers);
+  });
+  for (size_t k = 2; k <= fits.size() && k <= static_cast<size_t>(req.micro_batches); ++k) {
+    std::vector<size_t> members(fits.begin(), fits.begin() + static_cast<std::ptrdiff_t>(k));
+    std::vector<double> t;
+    for (auto d : members) {
+      t.push_back(cm.compute(d, 0, cm.layers));
+    }
+    auto split = split_micro_batches(t, req.micro_batches);
+    std::vector<size_t> used;
+    std::vector<int> shares;
+    for (size_t i = 0; i < k; ++i) {
+      if (split[i] > 0) {
+        used.push_back(members[i]);
+        shares.push_back(split[i]);
+      }
+    }
+    if (used.size() < 2) {
+      continue;
+    }
+    auto plan = data_parallel_plan(req, cm, used, shares);
+    if (plan.objective_s < best.objective_s) {
+      best = std::move(plan);
+    }
+  }
+  return best;
+}
+
+} // namespace
+
+partition_plan evaluate_data_parallel(const plan_request& req, const std::vector<size_t>& devices,
+                                      std::vector<int> split) {
+  validate(req);
+  if (devices.empty()) {
+    throw std::invalid_argument("a data-parallel plan needs at least one device");
+  }
+  for (auto d : devices) {
+    if (d >= req.devices.size()) {
+      throw std::invalid_argument("device index " + std::to_string(d) + " out of range");
+    }
+  }
+  cost_model cm(req);
+  return data_parallel_plan(req, cm, devices, std::move(split));
+}
+
 partition_plan plan_partition(const plan_request& req) {
   validate(req);
   cost_model cm(req);
@@ -411,6 +548,13 @@ partition_plan plan_partition(const plan_request& req) {
   }
   auto plan = evaluate_plan(req, std::move(best.stages));
   plan.exact = exact;
+  if (req.mode == plan_mode::training && req.allow_data_parallel && n >= 2) {
+    auto dp = best_data_parallel(req, cm);
+    if (dp.objective_s < plan.objective_s) {
+      dp.exact = exact;
+      return dp;
+    }
+  }
   return plan;
 }
 

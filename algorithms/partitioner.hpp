@@ -18,6 +18,16 @@
 // fastest first, best-linked first) and is optimal within each, skipping
 // devices where that helps.
 //
+// Training may also use data parallelism (PipeDream and HetPipe replicate
+// stages for this): several devices each hold the whole model and run a
+// contiguous block of each batch's micro-batches, sized to their speed, and
+// their gradients are summed at the flush. No fill or drain, but every
+// member holds every layer and the sum moves the weights' size twice per
+// member per batch. When the layers are too coarse to split in proportion
+// to the devices (10:4:2:1 over eight layers), or M is small against the
+// stages, it is the faster plan; the planner takes whichever predicts less
+// time per batch.
+//
 // Pure: no clocks, no logging, no randomness. The caller (the supervisor)
 // gathers measured profiles and calls plan_partition().
 #pragma once
@@ -65,6 +75,8 @@ struct plan_request {
   double optimizer_state_factor = 2.0;
   /// Up to this many devices the search covers every subset and order.
   size_t exact_device_limit = 6;
+  /// Training: also consider data-parallel plans.
+  bool allow_data_parallel = true;
 };
 
 struct stage_assignment {
@@ -85,6 +97,12 @@ struct partition_plan {
   double objective_s = 0;
   double samples_per_s = 0; ///< predicted
   bool exact = false;       ///< searched every subset and order
+  /// Data parallelism: every stage holds every layer and stage i runs the
+  /// next micro_split[i] micro-batches of each batch (contiguous blocks in
+  /// stage order); link_in_s is its share of summing the gradients. Empty
+  /// for a pipeline.
+  std::vector<int> micro_split;
+  bool data_parallel() const { return !micro_split.empty(); }
 };
 
 /// Nothing fits: the message says what does not fit where.
@@ -101,6 +119,18 @@ partition_plan plan_partition(const plan_request& req);
 /// (the same arithmetic the planner uses; for tests, benchmarks and the
 /// supervisor's predicted-vs-measured view). Fills the per-stage figures.
 partition_plan evaluate_plan(const plan_request& req, std::vector<stage_assignment> stages);
+
+/// A data-parallel plan over `devices` (member order) with the given split
+/// (empty: the best split for their speeds), under the request's cost
+/// model. Throws plan_error when a member cannot hold the model.
+partition_plan evaluate_data_parallel(const plan_request& req, const std::vector<size_t>& devices,
+                                      std::vector<int> split = {});
+
+/// Sizes of contiguous blocks of `micro_batches` micro-batches for devices
+/// taking per_micro_s[i] each, so that the slowest block is as short as it
+/// can be (greedy earliest finish, optimal for identical jobs on machines of
+/// different speeds). Ties go to the earlier device.
+std::vector<int> split_micro_batches(const std::vector<double>& per_micro_s, int micro_batches);
 
 /// Memory a stage needs: weights (+ gradients and optimizer state when
 /// training) and activations for `in_flight` micro-batches.

@@ -73,7 +73,13 @@ int run_pipeline(const train_cli& cli) {
   jc.threads = cli.threads;
   jc.window = cli.window;
   jc.evaluate = cli.evaluate;
-  jc.auto_plan = cli.plan == "auto" && jc.balance.empty();
+  jc.auto_plan = (cli.plan == "auto" || cli.plan == "pipeline") && jc.balance.empty();
+  jc.allow_data_parallel = cli.plan == "auto";
+  jc.data_parallel = cli.plan == "dp";
+  if (jc.data_parallel && !jc.balance.empty()) {
+    throw std::invalid_argument("--plan dp and --balance contradict each other: data-parallel "
+                                "members hold every layer");
+  }
   jc.replan_gain = cli.replan_gain;
   if (cli.replan_at > 0) {
     jc.replan_at[static_cast<uint64_t>(cli.replan_at)] = cli.replan_balance;

@@ -87,9 +87,12 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     sub->add_option(
            "--plan", train.plan,
-           "auto: profile every node and plan stages by capacity (slow nodes may be "
-           "left out); even: an even split, stage i on node i")
-        ->check(CLI::IsMember({"auto", "even"}))
+           "auto: profile every node and plan by capacity, as a pipeline or data "
+           "parallel, whichever is predicted faster (slow nodes may be left out); "
+           "pipeline: the same, pipelines only; even: an even split, stage i on node "
+           "i; dp: data parallel, every node holds the model and runs an even share "
+           "of each batch's micro-batches")
+        ->check(CLI::IsMember({"auto", "pipeline", "even", "dp"}))
         ->capture_default_str();
     sub->add_option(
            "--replan-gain", train.replan_gain,

@@ -23,6 +23,8 @@ namespace salamander {
 ///                           version `current_version`: whatever it has now
 ///   pause                 recovery: stop computing (inputs are kept), so that
 ///                         what it reports and serves stays as it is
+///   reduce(batch, merged) data parallelism: the members' summed gradients and
+///                         merged BatchNorm statistics; the stage steps with them
 ///   get -> replica_inventory  the layers and version of the snapshot it
 ///                           last replicated (recovery may pull from it)
 ///
@@ -44,6 +46,7 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<replicate_atom, uint64_t>,
     caf::reacts_to<pause_atom>,
+    caf::reacts_to<reduce_atom, uint64_t, tensor_payload>,
     caf::replies_to<snapshot_atom>::with<snapshot_payload>,
     caf::replies_to<snapshot_atom, uint64_t, uint64_t, uint64_t>::with<snapshot_payload>,
     caf::replies_to<caf::get_atom>::with<replica_inventory>>;
@@ -137,6 +140,10 @@ using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t, std::s
 ///                          replicate and checkpoint need it
 ///   get -> job_status      for progress lines and the console
 ///   snapshot -> weights    every stage's weights merged (after the job)
+///   reduce(batch, member, n, parts)
+///                          a data-parallel stage's gradients (the first n
+///                          values) and BatchNorm statistics for a batch; when
+///                          every member's are in, each gets reduce(batch, sum)
 ///   leave                  stop the stages and quit
 using supervisor_actor =
     caf::typed_actor<caf::reacts_to<done_atom, batch_stats>,
@@ -158,6 +165,7 @@ using supervisor_actor =
                      caf::replies_to<auth_atom, std::string>::with<std::string>,
                      caf::replies_to<snapshot_atom>::with<snapshot_payload>,
                      caf::reacts_to<capacity_atom, std::string, double>,
+                     caf::reacts_to<reduce_atom, uint64_t, uint32_t, uint64_t, tensor_payload>,
                      caf::reacts_to<leave_atom>>;
 
 } // namespace salamander

@@ -68,6 +68,17 @@ struct stage_spec {
   uint32_t global_every = 1;
   caf::actor chain_holder;
   caf::actor global_holder;
+  /// Data parallelism: `members` stages hold the same layers and split
+  /// each batch's micro-batches into contiguous blocks; this one (member
+  /// `member`, 0 leads) runs micro-batches [micro_begin, micro_end). At the
+  /// flush they sum their gradients through the supervisor (reduce) and all
+  /// take the same step. members == 1: a plain pipeline stage, which runs
+  /// every micro-batch. Data-parallel stages are single-stage pipelines
+  /// (each holds every layer).
+  uint32_t member = 0;
+  uint32_t members = 1;
+  uint32_t micro_begin = 0;
+  uint32_t micro_end = 0; ///< 0: micro_batches
 };
 
 /// One stage's account of one batch.
@@ -277,7 +288,8 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
            x.stages, x.begin, x.end, x.micro_batches, x.schedule, x.optimizer, x.lr, x.momentum,
            x.threads, x.micro_batch_size, x.start_batch, x.sources, x.source_begin, x.source_end,
            x.source_version,
-           x.replicate_every, x.global_every, x.chain_holder, x.global_holder);
+           x.replicate_every, x.global_every, x.chain_holder, x.global_holder, x.member,
+           x.members, x.micro_begin, x.micro_end);
 }
 
 template <class Inspector>
@@ -380,4 +392,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(salamander, caf::first_custom_type_id)
   CAF_ADD_ATOM(salamander, salamander, probe_atom, "probe")
   CAF_ADD_ATOM(salamander, salamander, capacity_atom, "capacity")
   CAF_ADD_ATOM(salamander, salamander, peer_atom, "peer")
+  CAF_ADD_ATOM(salamander, salamander, reduce_atom, "reduce")
 CAF_END_TYPE_ID_BLOCK(salamander)

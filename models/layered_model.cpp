@@ -285,4 +285,136 @@ int64_t count_correct(const torch::Tensor& logits, const torch::Tensor& labels) 
   return logits.argmax(1).eq(labels).sum().item<int64_t>();
 }
 
+namespace {
+
+struct bn_view {
+  torch::Tensor mean;
+  torch::Tensor var;
+  torch::Tensor tracked;
+  double momentum;
+};
+
+template <class Impl>
+bool add_bn(const std::shared_ptr<nn::Module>& m, std::vector<bn_view>& out) {
+  auto* bn = dynamic_cast<Impl*>(m.get());
+  if (!bn) {
+    return false;
+  }
+  if (!bn->options.track_running_stats()) {
+    return true;
+  }
+  if (!bn->options.momentum()) {
+    throw std::invalid_argument("data parallelism needs BatchNorm with a momentum (a cumulative "
+                                "average cannot be merged)");
+  }
+  out.push_back({bn->running_mean, bn->running_var, bn->num_batches_tracked,
+                 *bn->options.momentum()});
+  return true;
+}
+
+std::vector<bn_view> batchnorms(nn::Module& net) {
+  std::vector<bn_view> out;
+  for (auto& m : net.modules(/*include_self=*/false)) {
+    if (!add_bn<nn::BatchNorm1dImpl>(m, out) && !add_bn<nn::BatchNorm2dImpl>(m, out)) {
+      add_bn<nn::BatchNorm3dImpl>(m, out);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<torch::Tensor> batchnorm_stats(nn::Module& net) {
+  std::vector<torch::Tensor> out;
+  for (auto& b : batchnorms(net)) {
+    out.push_back(b.mean);
+    out.push_back(b.var);
+  }
+  return out;
+}
+
+torch::Tensor dp_contribution(nn::Module& net, const std::vector<torch::Tensor>& stats_before,
+                              int64_t micro_count, bool leader, int64_t& grad_values) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (auto& p : net.parameters()) {
+    auto g = p.grad();
+    grads.push_back(g.defined() ? g.reshape(-1) : torch::zeros({p.numel()}, p.options()));
+  }
+  auto bns = batchnorms(net);
+  if (stats_before.size() != 2 * bns.size()) {
+    throw std::logic_error("BatchNorm statistics before the batch do not match the model");
+  }
+  std::vector<torch::Tensor> contrib;
+  std::vector<torch::Tensor> decay;
+  for (size_t i = 0; i < bns.size(); ++i) {
+    double d = std::pow(1.0 - bns[i].momentum, static_cast<double>(micro_count));
+    for (auto [now, before] : {std::pair{bns[i].mean, stats_before[2 * i]},
+                               std::pair{bns[i].var, stats_before[2 * i + 1]}}) {
+      auto c = leader ? now.reshape(-1).to(torch::kFloat32)
+                      : (now.to(torch::kFloat64) - d * before.to(torch::kFloat64))
+                            .reshape(-1)
+                            .to(torch::kFloat32);
+      contrib.push_back(c);
+      decay.push_back(torch::full({now.numel()}, d, torch::kFloat32));
+    }
+  }
+  auto g = grads.empty() ? torch::zeros({0}) : torch::cat(grads).to(torch::kFloat32);
+  grad_values = g.numel();
+  std::vector<torch::Tensor> all{g};
+  all.insert(all.end(), contrib.begin(), contrib.end());
+  all.insert(all.end(), decay.begin(), decay.end());
+  return torch::cat(all);
+}
+
+torch::Tensor dp_merge(const std::vector<torch::Tensor>& parts, int64_t grad_values) {
+  if (parts.empty()) {
+    throw std::invalid_argument("nothing to merge");
+  }
+  auto n = parts[0].numel();
+  if (n < grad_values || (n - grad_values) % 2 != 0) {
+    throw std::invalid_argument("malformed data-parallel contribution");
+  }
+  auto stats = (n - grad_values) / 2;
+  for (auto& p : parts) {
+    if (p.numel() != n) {
+      throw std::invalid_argument("data-parallel members sent contributions of different sizes (" +
+                                  std::to_string(p.numel()) + " and " + std::to_string(n) + ")");
+    }
+  }
+  auto g = parts[0].narrow(0, 0, grad_values).clone();
+  auto r = parts[0].narrow(0, grad_values, stats).to(torch::kFloat64);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    g.add_(parts[i].narrow(0, 0, grad_values));
+    r = parts[i].narrow(0, grad_values + stats, stats).to(torch::kFloat64) * r +
+        parts[i].narrow(0, grad_values, stats).to(torch::kFloat64);
+  }
+  return torch::cat({g, r.to(torch::kFloat32)});
+}
+
+void dp_apply(nn::Module& net, const torch::Tensor& merged, int64_t other_forwards) {
+  torch::NoGradGuard no_grad;
+  int64_t at = 0;
+  for (auto& p : net.parameters()) {
+    auto part = merged.narrow(0, at, p.numel()).view(p.sizes()).to(p.dtype());
+    at += p.numel();
+    if (p.grad().defined()) {
+      p.mutable_grad().copy_(part);
+    } else {
+      p.mutable_grad() = part.clone();
+    }
+  }
+  for (auto& b : batchnorms(net)) {
+    for (auto& t : {b.mean, b.var}) {
+      t.copy_(merged.narrow(0, at, t.numel()).view(t.sizes()));
+      at += t.numel();
+    }
+    b.tracked.add_(other_forwards);
+  }
+  if (at != merged.numel()) {
+    throw std::invalid_argument("the merged update has " + std::to_string(merged.numel()) +
+                                " values, this model needs " + std::to_string(at));
+  }
+}
+
 } // namespace salamander::models

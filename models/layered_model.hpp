@@ -101,6 +101,37 @@ private:
   std::map<int64_t, saved> pending_;
 };
 
+// Data parallelism over micro-batches. Members hold the same layers at the
+// same weights and each runs a contiguous block of a batch's micro-batches,
+// member 0 the first block. At the flush every member contributes
+//   [ its accumulated gradients | BatchNorm statistics | their decay ]
+// and the merge gives what one device running every micro-batch in order
+// would have: the gradients summed (in member order), and the running
+// statistics chained. A running statistic is an exponential average,
+//   r <- (1 - m) r + m x,
+// so after k forwards from r0 it is (1 - m)^k r0 + c: member i sends c_i and
+// (1 - m)^k_i, member 0 its statistics as they are, and the merge folds
+// r <- decay_i * r + c_i member by member. Equal up to float rounding.
+
+/// The running mean and variance of every BatchNorm module of `net`, in
+/// module order (the live buffers, not copies).
+std::vector<torch::Tensor> batchnorm_stats(torch::nn::Module& net);
+
+/// What a member contributes after running `micro_count` micro-batches of a
+/// batch; `stats_before` are copies of batchnorm_stats() at the batch's start.
+/// `grad_values` receives the length of the gradient part.
+torch::Tensor dp_contribution(torch::nn::Module& net, const std::vector<torch::Tensor>& stats_before,
+                              int64_t micro_count, bool leader, int64_t& grad_values);
+
+/// The members' contributions, in member order, merged:
+/// [ summed gradients | chained statistics ]. Pure.
+torch::Tensor dp_merge(const std::vector<torch::Tensor>& parts, int64_t grad_values);
+
+/// Sets `net`'s gradients and BatchNorm statistics from dp_merge(), and
+/// counts the `other_forwards` micro-batches the other members ran in each
+/// BatchNorm's num_batches_tracked. The optimizer step follows.
+void dp_apply(torch::nn::Module& net, const torch::Tensor& merged, int64_t other_forwards);
+
 /// Top-1 correct predictions in `logits` against `labels`.
 int64_t count_correct(const torch::Tensor& logits, const torch::Tensor& labels);
 

@@ -178,6 +178,7 @@ TEST_CASE("the planner is optimal against brute force on random small instances"
     req.schedule = g.below(2) ? plan_schedule::gpipe : plan_schedule::one_f_one_b;
     req.micro_batch_size = 1 + static_cast<int64_t>(g.below(4));
     req.micro_batches = 1 + static_cast<int>(g.below(6));
+    req.allow_data_parallel = false; // pipelines only: brute force covers those
     for (size_t l = 0; l < L; ++l) {
       req.layers.push_back({"l" + std::to_string(l), 1.0 + 9 * g.unit(), 5 * g.unit(),
                             100 * g.unit()});
@@ -247,6 +248,7 @@ TEST_CASE("training pays for fill and drain: a second stage must earn it",
   req.micro_batch_size = 1;
   req.layers = layers(2);
   req.devices = {device("a", {1, 1}, 1e9), device("b", {1, 1}, 1e9)};
+  req.allow_data_parallel = false; // (it would run a micro-batch on each: 2 s)
   auto plan = plan_partition(req);
   CHECK(plan.stages.size() == 2);
   CHECK(plan.objective_s == Approx(3.0));
@@ -267,4 +269,122 @@ TEST_CASE("when nothing fits, the error says what does not fit where", "[unit][p
   CHECK_THROWS_WITH(plan_partition(req2), Catch::Contains("all 2 devices together"));
   auto bad = inference(layers(3), {device("a", {1, 1}, 10)});
   CHECK_THROWS_WITH(plan_partition(bad), Catch::Contains("timings for 2 layers"));
+}
+
+TEST_CASE("micro-batches are split so that the slowest member finishes first",
+          "[unit][partitioner][dp]") {
+  // capacities 10:4:2:1, M = 8: 5, 2 and 1 micro-batches finish together at 5
+  CHECK(split_micro_batches({1.0, 2.5, 5.0, 10.0}, 8) == std::vector<int>{5, 2, 1, 0});
+  CHECK(split_micro_batches({1.0, 1.0, 1.0}, 4) == std::vector<int>{2, 1, 1});
+  CHECK(split_micro_batches({3.0}, 4) == std::vector<int>{4});
+  CHECK_THROWS_AS(split_micro_batches({}, 4), std::invalid_argument);
+  // optimal against every split on random instances
+  splitmix64 g(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    size_t n = 1 + g.below(4);
+    int M = 1 + static_cast<int>(g.below(9));
+    std::vector<double> t;
+    for (size_t i = 0; i < n; ++i) {
+      t.push_back(0.1 + 10 * g.unit());
+    }
+    auto split = split_micro_batches(t, M);
+    double got = 0;
+    int total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      got = std::max(got, split[i] * t[i]);
+      total += split[i];
+    }
+    CHECK(total == M);
+    double best = std::numeric_limits<double>::infinity();
+    std::vector<int> k(n, 0);
+    std::function<void(size_t, int)> rec = [&](size_t i, int left) {
+      if (i + 1 == n) {
+        k[i] = left;
+        double worst = 0;
+        for (size_t j = 0; j < n; ++j) {
+          worst = std::max(worst, k[j] * t[j]);
+        }
+        best = std::min(best, worst);
+        return;
+      }
+      for (int x = 0; x <= left; ++x) {
+        k[i] = x;
+        rec(i + 1, left - x);
+      }
+    };
+    rec(0, M);
+    INFO("trial " << trial);
+    CHECK(got == Approx(best).epsilon(1e-12));
+  }
+}
+
+namespace {
+
+// Eight coarse layers as in the small ResNet, on devices of capacities
+// 10:4:2:1, one micro-batch of all layers taking `fast_s` on the fastest.
+plan_request coarse_training(double link, double fast_s = 8.0) {
+  plan_request req;
+  req.mode = plan_mode::training;
+  req.micro_batches = 8;
+  req.micro_batch_size = 1;
+  req.optimizer_state_factor = 1;
+  req.layers = layers(8, 1000, 0, 100);
+  for (auto [name, slow] : {std::pair{"a", 1.0}, {"b", 2.5}, {"c", 5.0}, {"d", 10.0}}) {
+    req.devices.push_back(
+        device(name, std::vector<double>(8, fast_s / 8 * slow), 1e9, link, 0.0));
+  }
+  return req;
+}
+
+} // namespace
+
+TEST_CASE("coarse layers on 10:4:2:1 devices: data parallelism beats any pipeline",
+          "[unit][partitioner][dp]") {
+  auto req = coarse_training(1e9);
+  auto plan = plan_partition(req);
+  REQUIRE(plan.data_parallel());
+  CHECK(plan.micro_split == std::vector<int>{5, 2, 1});
+  CHECK(of(plan) == ranges{{0, 0, 8}, {1, 0, 8}, {2, 0, 8}});
+  // compute: 5 x 8 s = 2 x 20 s = 1 x 40 s; summing: 2 x 8000 B / 1e9 B/s per member
+  CHECK(plan.objective_s == Approx(40.0 + 3 * 2 * 8000 / 1e9));
+  CHECK(plan.samples_per_s == Approx(8 / plan.objective_s));
+  // the best pipeline is slower: one device alone takes 64 s, and fill and
+  // drain eat what a split of eight layers can gain
+  req.allow_data_parallel = false;
+  auto pipe = plan_partition(req);
+  CHECK(!pipe.data_parallel());
+  CHECK(pipe.objective_s > 45.0);
+  // evaluate_data_parallel gives the same figures for the same members
+  auto same = evaluate_data_parallel(coarse_training(1e9), {0, 1, 2}, {5, 2, 1});
+  CHECK(same.objective_s == Approx(plan.objective_s));
+  CHECK_THROWS_AS(evaluate_data_parallel(coarse_training(1e9), {0, 1}, {5, 2, 1}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(evaluate_data_parallel(coarse_training(1e9), {0, 1}, {5, 2}),
+                  std::invalid_argument); // covers 7 of 8
+}
+
+TEST_CASE("data parallelism is left when summing costs more than it saves, or does not fit",
+          "[unit][partitioner][dp]") {
+  // a slow link: summing 8000 B twice per member at 100 B/s is 160 s each
+  auto req = coarse_training(100);
+  CHECK(!plan_partition(req).data_parallel());
+  // members must hold the whole model: with b and d too small only a and c
+  // remain (7 x 8 s against 1 x 40 s)
+  req = coarse_training(1e9);
+  req.devices[1].memory_bytes = req.devices[3].memory_bytes = 1000;
+  auto plan = plan_partition(req);
+  REQUIRE(plan.data_parallel());
+  CHECK(of(plan) == ranges{{0, 0, 8}, {2, 0, 8}});
+  CHECK(plan.micro_split == std::vector<int>{7, 1});
+  for (auto& s : plan.stages) {
+    CHECK(s.memory_bytes <= req.devices[s.device].memory_bytes);
+  }
+  // inference streams: no data parallelism there
+  auto inf = coarse_training(1e9);
+  inf.mode = plan_mode::inference;
+  CHECK(!plan_partition(inf).data_parallel());
+  // a single micro-batch cannot be shared
+  auto one = coarse_training(1e9);
+  one.micro_batches = 1;
+  CHECK(!plan_partition(one).data_parallel());
 }
