@@ -65,8 +65,12 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
   bool last = st.last;
-  if (!st.ready || st.frozen || st.reducing) {
-    return; // inputs wait until the state (or the members' sum) has arrived
+  if (!st.ready || st.frozen || st.reducing || !st.wired) {
+    // inputs wait until the state (or the members' sum) has arrived, and
+    // until the supervisor has named the neighbours: a neighbour's first
+    // activation can overtake the supervisor's wire message, and an output
+    // sent before it would go nowhere
+    return;
   }
   if (spec.members > 1 && !st.have_stats_before) {
     st.stats_before.clear();
@@ -300,9 +304,11 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
         st.prev = caf::actor_cast<stage_actor>(prev);
         st.next = caf::actor_cast<stage_actor>(next);
         st.supervisor = caf::actor_cast<supervisor_actor>(supervisor);
+        st.wired = true;
         if (report) {
           self->send(st.supervisor, ready_atom_v, st.spec.index);
         }
+        guarded(self, [&] { pump(self); }); // inputs that came before the wiring
       },
       [=](forward_atom, uint64_t batch, uint32_t micro, tensor_payload& x) {
         guarded(self, [&] {

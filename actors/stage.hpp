@@ -48,6 +48,7 @@ struct stage_state {
   std::map<key, std::pair<double, torch::Tensor>> labels;
 
   bool ready = true; ///< false while pulling state from re-plan sources
+  bool wired = false; ///< the supervisor has named the neighbours
   node_emulation emulation;
   link_shaper link;
   /// The snapshot this stage last replicated (FTPipeHD keeps it too).
