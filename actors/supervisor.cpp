@@ -684,6 +684,20 @@ void launch_planned(self_ptr self) {
     std::vector<int> split;
     plan_to_stages(plan, live_nodes(st), ranges, on_nodes, split);
     st.predicted_bottleneck_s = plan.bottleneck_s;
+    // what the planner predicted, and the best plan of the other kind
+    nlohmann::json choice = {{"predicted_samples_per_s", plan.samples_per_s},
+                             {"data_parallel", plan.data_parallel()}};
+    if (req.allow_data_parallel) {
+      try {
+        auto other = req;
+        other.allow_data_parallel = false;
+        auto pipe = algorithms::plan_partition(other);
+        choice["best_pipeline_samples_per_s"] = pipe.samples_per_s;
+        choice["best_pipeline_stages"] = pipe.stages.size();
+      } catch (const std::exception&) {
+      }
+    }
+    log_event(self, "planned", choice);
     launch(self, std::move(ranges), std::move(on_nodes), std::move(split), {});
   } catch (const std::exception& e) {
     fail(self, std::string("cannot plan the job: ") + e.what());
@@ -745,6 +759,17 @@ void profile_all(self_ptr self) {
     self->request(st.nodes[i].handle, st.cfg.profile_timeout, profile_atom_v, st.cfg.model, mbs)
         .then(
             [=](device_report& r) {
+              double per_micro = 0;
+              for (size_t l = 0; l < r.forward_s.size(); ++l) {
+                per_micro += r.forward_s[l] + r.backward_s[l];
+              }
+              log_event(self, "profile",
+                        {{"node", r.node},
+                         {"model_s_per_micro_batch", per_micro},
+                         {"cpu_share", r.cpu_share},
+                         {"slowdown", r.slowdown},
+                         {"memory_bytes", r.memory_bytes},
+                         {"emulation", r.emulation}});
               self->state.profiles[i] = std::move(r);
               if (--*pending == 0 && !self->state.status.finished()) {
                 probe_links(self, [=] { launch_planned(self); });

@@ -109,6 +109,9 @@ struct device_report {
   double link_bytes_per_s = 0;    ///< emulated rate, or 0: not known here
   double cpu_share = 1;           ///< emulated share in force, 1 on real devices
   std::string emulation;          ///< "none" on real devices
+  /// Emulation: measured wall seconds per CPU second of the model's work
+  /// (1/share if the quota were exact); 0 on real devices.
+  double slowdown = 0;
 };
 
 /// What a node's profiler measured of its link to another node's.
@@ -344,7 +347,8 @@ typename Inspector::result_type inspect(Inspector& f, replica_inventory& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_report& x) {
   return f(caf::meta::type_name("device_report"), x.node, x.micro_batch_size, x.forward_s,
-           x.backward_s, x.memory_bytes, x.link_bytes_per_s, x.cpu_share, x.emulation);
+           x.backward_s, x.memory_bytes, x.link_bytes_per_s, x.cpu_share, x.emulation,
+           x.slowdown);
 }
 
 } // namespace salamander
