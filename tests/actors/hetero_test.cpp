@@ -157,40 +157,51 @@ TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
           "[actor][planner][replan]") {
   torch::set_num_threads(1);
   auto train = synthetic_for("mlp:depth=5", 1, 4096);
-  actors::job_config jc;
-  jc.model = "mlp:depth=5";
-  jc.dataset = "synthetic";
-  jc.batch_size = 64;
-  jc.max_batches = 60;
-  jc.evaluate = false;
-  jc.auto_plan = true;
-  jc.replan_gain = 0.15;
-  jc.replan_min_batches = 5;
-  caf::actor_system_config cfg;
-  caf::actor_system sys{many_threads(cfg)};
-  std::vector<std::shared_ptr<actors::cpu_limiter>> limiters;
-  auto nodes = actors::local_nodes(sys, 3, 1, {share(1.0), share(1.0), share(1.0)}, &limiters);
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  opts.poll = std::chrono::milliseconds(10);
-  std::string plan_before;
-  bool slowed = false;
-  opts.on_status = [&](const job_status& s) {
-    if (!slowed && s.committed >= 5 && s.plan_version >= 1) {
-      plan_before = s.plan;
-      // slow down whichever node runs the first stage
-      auto first = s.plan.substr(0, s.plan.find('['));
-      limiters[static_cast<size_t>(first.back() - '0')]->set_factor(0.02);
-      slowed = true;
+  // pipelines (bit for bit), and data parallelism, whose sum is exact up to
+  // rounding (SGD keeps rounding small; see the data-parallel tests)
+  for (bool dp : {false, true}) {
+    INFO((dp ? "data parallel" : "pipelines"));
+    actors::job_config jc;
+    jc.model = "mlp:depth=5";
+    jc.dataset = "synthetic";
+    jc.batch_size = 64;
+    jc.max_batches = 60;
+    jc.evaluate = false;
+    jc.auto_plan = true;
+    jc.allow_data_parallel = dp;
+    if (dp) {
+      jc.optimizer = "sgd";
+      jc.lr = 0.05;
     }
-  };
-  auto r = actors::run_job(sys, jc, nodes, train, train, opts);
-  REQUIRE(r.status.error == "");
-  REQUIRE(slowed);
-  CHECK(r.status.replans >= 1);
-  CHECK(r.status.plan != plan_before);
-  REQUIRE(r.weights);
-  CHECK(weight_diff_to_single_device(jc, *train, *r.weights) <= 1e-5);
+    jc.replan_gain = 0.15;
+    jc.replan_min_batches = 5;
+    caf::actor_system_config cfg;
+    caf::actor_system sys{many_threads(cfg)};
+    std::vector<std::shared_ptr<actors::cpu_limiter>> limiters;
+    auto nodes = actors::local_nodes(sys, 3, 1, {share(1.0), share(1.0), share(1.0)}, &limiters);
+    actors::job_options opts;
+    opts.fetch_weights = true;
+    opts.poll = std::chrono::milliseconds(10);
+    std::string plan_before;
+    bool slowed = false;
+    opts.on_status = [&](const job_status& s) {
+      if (!slowed && s.committed >= 5 && s.plan_version >= 1) {
+        plan_before = s.plan;
+        // slow down whichever node runs the first stage (or leads the members)
+        auto at = s.plan.find("local");
+        limiters[static_cast<size_t>(s.plan[at + 5] - '0')]->set_factor(0.02);
+        slowed = true;
+      }
+    };
+    auto r = actors::run_job(sys, jc, nodes, train, train, opts);
+    REQUIRE(r.status.error == "");
+    REQUIRE(slowed);
+    CHECK((plan_before.rfind("dp(", 0) == 0) == dp); // three equal devices: dp when allowed
+    CHECK(r.status.replans >= 1);
+    CHECK(r.status.plan != plan_before);
+    REQUIRE(r.weights);
+    CHECK(weight_diff_to_single_device(jc, *train, *r.weights) <= 1e-5);
+  }
 }
 
 TEST_CASE("profilers measure the links between nodes and report capacity drift",
