@@ -4,10 +4,12 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,6 +67,12 @@ std::string emulation_config::describe() const {
   if (link_mbps > 0) {
     out << " link " << link_mbps << " Mbit/s";
   }
+  if (!cpus.empty()) {
+    out << " cpus";
+    for (size_t i = 0; i < cpus.size(); ++i) {
+      out << (i ? "," : " ") << cpus[i];
+    }
+  }
   if (!trace.empty()) {
     out << " trace";
     for (auto& [t, f] : trace) {
@@ -100,6 +108,48 @@ std::vector<std::pair<double, double>> parse_trace(const std::string& text) {
     }
   }
   return out;
+}
+
+std::vector<int> parse_cpus(const std::string& text) {
+  std::vector<int> out;
+  if (text.empty()) {
+    return out;
+  }
+  long have = ::sysconf(_SC_NPROCESSORS_ONLN);
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    int cpu = -1;
+    try {
+      cpu = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || cpu < 0) {
+      throw std::invalid_argument("'" + item + "' in --cpus '" + text + "' is not a CPU number");
+    }
+    if (cpu >= have) {
+      throw std::invalid_argument("--cpus names CPU " + std::to_string(cpu) + " but this host has " +
+                                  std::to_string(have) + " (0.." + std::to_string(have - 1) + ")");
+    }
+    out.push_back(cpu);
+  }
+  return out;
+}
+
+void pin_to_cpus(const std::vector<int>& cpus) {
+  if (cpus.empty()) {
+    return;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) {
+    CPU_SET(c, &set);
+  }
+  if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+    throw std::runtime_error(std::string("cannot pin to the given CPUs: ") + std::strerror(errno));
+  }
 }
 
 cpu_limiter::cpu_limiter(emulation_config cfg)

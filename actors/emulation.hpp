@@ -10,6 +10,8 @@
 //   --mem-mb 512         memory cap: the planner plans with it and the node
 //                        refuses stages that would not fit
 //   --link-mbps 100      link rate: sends are delayed by bytes / rate
+//   --cpus 1             pin the device to host CPU 1 (devices emulated on one
+//                        host then do not take each other's cores)
 //   --capacity-trace 30:0.2,60:1
 //                        at 30 s run at 0.2 of the share, at 60 s at 1 again
 //                        (thermal throttling, another app)
@@ -33,10 +35,21 @@ struct emulation_config {
   double link_mbps = 0;    ///< 0: no shaping
   std::vector<std::pair<double, double>> trace; ///< (seconds since start, factor)
   bool force_dilation = false; ///< do not try cgroups (tests)
+  std::vector<int> cpus;       ///< pin to these host CPUs (empty: any)
 
-  bool any() const { return cpu_share < 1.0 || mem_mb > 0 || link_mbps > 0 || !trace.empty(); }
+  bool any() const {
+    return cpu_share < 1.0 || mem_mb > 0 || link_mbps > 0 || !trace.empty() || !cpus.empty();
+  }
   std::string describe() const;
 };
+
+/// "1,2" -> {1, 2}; throws std::invalid_argument naming the bad entry or a
+/// CPU this host does not have.
+std::vector<int> parse_cpus(const std::string& text);
+
+/// Pins this process (the calling thread and every thread it starts later)
+/// to `cpus`; throws std::runtime_error when the kernel refuses.
+void pin_to_cpus(const std::vector<int>& cpus);
 
 /// "30:0.2,60:1" -> {(30, 0.2), (60, 1)}; throws std::invalid_argument.
 std::vector<std::pair<double, double>> parse_trace(const std::string& text);

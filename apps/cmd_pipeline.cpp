@@ -255,6 +255,8 @@ int run_node(const node_cli& cli) {
   emulation.config.link_mbps = cli.link_mbps;
   emulation.config.trace = actors::parse_trace(cli.capacity_trace);
   emulation.config.force_dilation = cli.dilate;
+  emulation.config.cpus = actors::parse_cpus(cli.cpus);
+  actors::pin_to_cpus(emulation.config.cpus); // before CAF starts its threads
   emulation.limiter = std::make_shared<actors::cpu_limiter>(emulation.config);
   if (emulation.config.any()) {
     log->warn("node {} is EMULATING a device: {} (cpu via {})", cli.name,

@@ -62,6 +62,7 @@ struct node_cli {
   double link_mbps = 0;
   std::string capacity_trace;
   bool dilate = false;
+  std::string cpus; ///< "0" or "1,2": pin to these host CPUs
   std::string join; ///< a running supervisor to offer this node to
   std::string secret_file;
 };

@@ -189,6 +189,10 @@ int main(int argc, char** argv) {
       "--join", node.join,
       "offer this node to the supervisor listening at HOST:PORT (a new device, or "
       "one back after a failure); it is planned in at the next flush");
+  nd->add_option(
+      "--cpus", node.cpus,
+      "EMULATION: pin this node to these host CPUs, e.g. 0 or 1,2 (devices emulated "
+      "on one host then do not take each other's cores)");
   nd->add_flag(
       "--dilate", node.dilate,
       "EMULATION: use compute-time dilation even where a cgroup quota is possible");

@@ -45,6 +45,15 @@ TEST_CASE("capacity traces and link rates are parsed and checked", "[unit][emula
   CHECK_THROWS_WITH(actors::parse_trace("60:0.5,30:1"), Catch::Contains("increasing"));
   CHECK_THROWS_AS(actors::parse_trace("abc"), std::invalid_argument);
 
+  CHECK(actors::parse_cpus("").empty());
+  CHECK(actors::parse_cpus("0") == std::vector<int>{0});
+  CHECK_THROWS_WITH(actors::parse_cpus("0,x"), Catch::Contains("'x'"));
+  CHECK_THROWS_WITH(actors::parse_cpus("4096"), Catch::Contains("this host has"));
+  actors::emulation_config pinned;
+  pinned.cpus = {0};
+  CHECK(pinned.any());
+  CHECK_THAT(pinned.describe(), Catch::Contains("cpus 0"));
+
   actors::link_shaper link(8); // 8 Mbit/s = 1e6 bytes/s
   auto first = link.delay_for(100000);  // 0.1 s
   auto second = link.delay_for(100000); // queued behind the first
