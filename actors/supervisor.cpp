@@ -804,9 +804,7 @@ void track_capacity(self_ptr self) {
       st.node_scale[n] = 0.7 * st.node_scale[n] + 0.3 * (r.compute_s / predicted);
     }
   }
-  if (st.cfg.replan_gain <= 0 ||
-      st.committed < st.last_replan_batch + static_cast<uint64_t>(st.cfg.replan_min_batches) ||
-      st.committed % 5 != 0) {
+  if (st.cfg.replan_gain <= 0) {
     return;
   }
   try {
@@ -819,19 +817,55 @@ void track_capacity(self_ptr self) {
       now.push_back({static_cast<size_t>(d), st.ranges[i].first, st.ranges[i].second, 0, 0, 0});
       devices.push_back(static_cast<size_t>(d));
     }
-    auto current = st.micro_split.empty()
-                       ? algorithms::evaluate_plan(req, now)
-                       : algorithms::evaluate_data_parallel(req, devices, st.micro_split);
-    auto better = algorithms::plan_partition(req);
-    if (better.objective_s < current.objective_s * (1.0 - st.cfg.replan_gain)) {
-      plan_to_stages(better, live, st.pending_ranges, st.pending_nodes, st.pending_split);
+    int kind = st.micro_split.empty() ? 0 : 1;
+    auto current = kind == 0 ? algorithms::evaluate_plan(req, now)
+                             : algorithms::evaluate_data_parallel(req, devices, st.micro_split);
+    // how far the whole batch runs behind the model, for this kind of plan
+    if (st.recent.size() >= 6 && current.objective_s > 0) {
+      auto span = std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
+      double period = span.count() / static_cast<double>(st.recent.size() - 1);
+      st.plan_kind_ratio[kind] = std::clamp(period / current.objective_s, 0.5, 4.0);
+    }
+    if (st.committed < st.last_replan_batch + static_cast<uint64_t>(st.cfg.replan_min_batches) ||
+        st.committed % 5 != 0) {
+      return;
+    }
+    // the best of each kind, each corrected by what its kind measured
+    double now_cost = current.objective_s * st.plan_kind_ratio[kind];
+    std::optional<algorithms::partition_plan> best;
+    double best_cost = now_cost;
+    auto consider = [&](algorithms::partition_plan p) {
+      double cost = p.objective_s * st.plan_kind_ratio[p.data_parallel() ? 1 : 0];
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = std::move(p);
+      }
+    };
+    auto pipelines = req;
+    pipelines.allow_data_parallel = false;
+    try {
+      consider(algorithms::plan_partition(pipelines));
+    } catch (const algorithms::plan_error&) {
+    }
+    if (req.allow_data_parallel) {
+      try {
+        consider(algorithms::plan_data_parallel(req));
+      } catch (const algorithms::plan_error&) {
+      }
+    }
+    if (best && best_cost < now_cost * (1.0 - st.cfg.replan_gain)) {
+      plan_to_stages(*best, live, st.pending_ranges, st.pending_nodes, st.pending_split);
       st.has_pending_plan = true;
-      st.predicted_bottleneck_s = better.bottleneck_s;
+      st.predicted_bottleneck_s = best->bottleneck_s;
       st.replan_requested = true;
       st.replan_balance.clear();
-      st.replan_reason = "capacity: " + std::to_string(static_cast<int>(
-                             100 * (1 - better.objective_s / current.objective_s))) +
-                         "% faster predicted";
+      char why[160];
+      std::snprintf(why, sizeof why,
+                    "capacity: %d%% faster predicted (measured/modelled batch time: "
+                    "pipelines x%.2f, data parallel x%.2f)",
+                    static_cast<int>(100 * (1 - best_cost / now_cost)), st.plan_kind_ratio[0],
+                    st.plan_kind_ratio[1]);
+      st.replan_reason = why;
     }
   } catch (const std::exception&) {
     // no better plan fits; keep the current one

@@ -147,6 +147,10 @@ struct supervisor_state {
   // capacity: profiles per node, corrected by measured/predicted stage time
   std::vector<device_report> profiles;
   std::vector<double> node_scale;
+  /// Measured batch time over predicted, per kind of plan (0: pipeline,
+  /// 1: data parallel): the cost model leaves out per-message costs, which
+  /// weigh more on a pipeline. 1 until a plan of that kind has run.
+  double plan_kind_ratio[2] = {1.0, 1.0};
   /// Measured links (from, to node index), from the profilers' probes.
   std::map<std::pair<size_t, size_t>, link_report> links;
   /// Per node: its profiler's last capacity report (1: as at the start).

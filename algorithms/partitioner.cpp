@@ -507,6 +507,20 @@ partition_plan evaluate_data_parallel(const plan_request& req, const std::vector
   return data_parallel_plan(req, cm, devices, std::move(split));
 }
 
+partition_plan plan_data_parallel(const plan_request& req) {
+  validate(req);
+  cost_model cm(req);
+  if (req.mode != plan_mode::training) {
+    throw plan_error("data parallelism is for training");
+  }
+  auto dp = best_data_parallel(req, cm);
+  if (!dp.data_parallel()) {
+    throw plan_error("no two devices can share the micro-batches (memory, or fewer than two "
+                     "micro-batches)");
+  }
+  return dp;
+}
+
 partition_plan plan_partition(const plan_request& req) {
   validate(req);
   cost_model cm(req);

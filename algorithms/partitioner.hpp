@@ -126,6 +126,11 @@ partition_plan evaluate_plan(const plan_request& req, std::vector<stage_assignme
 partition_plan evaluate_data_parallel(const plan_request& req, const std::vector<size_t>& devices,
                                       std::vector<int> split = {});
 
+/// The best data-parallel plan alone (what plan_partition weighs against
+/// the best pipeline). Throws plan_error when fewer than two devices can
+/// share the micro-batches (memory, M < 2, inference).
+partition_plan plan_data_parallel(const plan_request& req);
+
 /// Sizes of contiguous blocks of `micro_batches` micro-batches for devices
 /// taking per_micro_s[i] each, so that the slowest block is as short as it
 /// can be (greedy earliest finish, optimal for identical jobs on machines of
