@@ -37,6 +37,13 @@ torch::Tensor private_randn(at::IntArrayRef shape, uint64_t seed) {
   return torch::randn(shape, gen);
 }
 
+// Seconds on one of the kernel's clocks (process or thread CPU time).
+double clock_seconds(clockid_t which) {
+  timespec ts{};
+  clock_gettime(which, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -58,9 +65,7 @@ device_report measure(const std::string& node, const node_emulation& emu,
   double cpu_factor = emu.limiter ? emu.limiter->cpu_time_factor() : 0.0;
   auto now = [&] {
     if (cpu_factor > 0) {
-      timespec ts{};
-      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-      return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+      return clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
     }
     return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
   };
@@ -71,11 +76,7 @@ device_report measure(const std::string& node, const node_emulation& emu,
     // spend the same quota. Over a longer run of the model's own work (tens
     // of periods) wall time per CPU second is the real slowdown; the
     // profile uses it when it is worse than 1/share (at most 3x worse).
-    auto thread_cpu = [] {
-      timespec ts{};
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-      return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-    };
+    auto thread_cpu = [] { return clock_seconds(CLOCK_THREAD_CPUTIME_ID); };
     auto wall = [] { return std::chrono::duration<double>(clock::now().time_since_epoch()).count(); };
     auto net = m.all();
     std::vector<double> ratios;
@@ -121,16 +122,13 @@ device_report measure(const std::string& node, const node_emulation& emu,
 // like the profile by the emulated share.
 double compute_probe(const node_emulation& emu) {
   static const auto a = private_randn({128, 128}, 0xca9a);
-  timespec t0{}, t1{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+  double t0 = clock_seconds(CLOCK_THREAD_CPUTIME_ID);
   auto x = a;
   for (int i = 0; i < 10; ++i) {
     x = torch::tanh(torch::mm(x, a) * 0.01);
   }
   (void)x.sum().item<float>();
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-  double t = static_cast<double>(t1.tv_sec - t0.tv_sec) +
-             static_cast<double>(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  double t = clock_seconds(CLOCK_THREAD_CPUTIME_ID) - t0;
   double share = emu.limiter ? emu.limiter->share_now() : 1.0;
   return t / std::max(share, 1e-3);
 }

@@ -201,16 +201,17 @@ void commit(self_ptr self, uint64_t g) {
     st.status.stage_compute_s[r.stage] += r.compute_s;
     st.status.stage_wait_s[r.stage] += r.wait_s;
     st.status.stage_send_s[r.stage] += r.send_s;
-    if (r.stage + 1 == st.stages.size() || !st.micro_split.empty()) {
-      st.epoch_samples += r.samples;
-    }
   }
+  // the last stage computes the loss; data-parallel members each their share
   st.status.loss = 0;
+  int64_t samples = 0;
   for (auto& r : st.last_reports) {
     if (r.stage + 1 == st.stages.size() || !st.micro_split.empty()) {
-      st.status.loss += r.loss; // data parallel: each member's share
+      st.status.loss += r.loss;
+      samples += r.samples;
     }
   }
+  st.epoch_samples += samples;
   st.status.committed = static_cast<int64_t>(st.committed);
   track_capacity(self);
   if (auto it = st.cfg.replan_at.find(st.committed); it != st.cfg.replan_at.end()) {
@@ -223,12 +224,6 @@ void commit(self_ptr self, uint64_t g) {
   st.status.elapsed_s = since(st.started);
   // the recent rate: the last 20 commits (the epoch's average hides a
   // slow-down or a recovery)
-  int64_t samples = 0;
-  for (auto& r : st.last_reports) {
-    if (r.stage + 1 == st.stages.size() || !st.micro_split.empty()) {
-      samples += r.samples;
-    }
-  }
   st.recent.emplace_back(clock::now(), samples);
   while (st.recent.size() > 20) {
     st.recent.pop_front();
