@@ -58,6 +58,9 @@ void configure(caf::actor_system_config& cfg, const system_options& opts) {
   if (opts.scheduler_threads > 0) {
     cfg.set("scheduler.max-threads", opts.scheduler_threads);
   }
+  if (opts.calm_workers) {
+    cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+  }
   if (opts.heartbeat.count() > 0) {
     cfg.set("middleman.heartbeat-interval", caf::timespan{opts.heartbeat});
   }

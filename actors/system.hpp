@@ -26,6 +26,12 @@ struct system_options {
   /// answers, holding up the actor_system's destructor (run_node exits
   /// without it for that reason).
   bool automatic_connections = false;
+  /// An idle CAF worker sleeps on a condition variable at once instead of
+  /// polling its queue every 50 us for a while first (CAF's "moderate"
+  /// polling). The polling costs CPU that a weak device, or a CPU quota,
+  /// needs for compute; messages from the network wake a sleeping worker
+  /// straight away. Off: CAF's defaults.
+  bool calm_workers = true;
 };
 
 /// Fills `cfg`; call before constructing the actor_system.

@@ -10,6 +10,10 @@
 #include "actors/system.hpp"
 #include "models/trainer.hpp"
 
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
 using namespace salamander;
 
 namespace {
@@ -263,4 +267,54 @@ TEST_CASE("profilers measure the links between nodes and report capacity drift",
   // capacity: n2 reported about half, n1 about what it had
   CHECK(n2.capacity == Approx(0.5).margin(0.15));
   CHECK(n1.capacity > 0.7);
+}
+
+namespace {
+
+// Voluntary context switches (sleeps and wake-ups) of every thread of this
+// process so far.
+long process_wakeups() {
+  long total = 0;
+  for (auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "status");
+    std::string key;
+    long value = 0;
+    while (in >> key) {
+      if (key == "voluntary_ctxt_switches:" && in >> value) {
+        total += value;
+      }
+    }
+  }
+  return total;
+}
+
+// Wake-ups of an actor system that answers one message every 5 ms for 0.4 s.
+long wakeups_answering(bool calm) {
+  caf::actor_system_config cfg;
+  actors::system_options opts;
+  opts.calm_workers = calm;
+  actors::configure(cfg, opts);
+  caf::actor_system sys{cfg};
+  auto echo = sys.spawn([]() -> caf::behavior { return {[](int x) { return x; }}; });
+  caf::scoped_actor self{sys};
+  long before = process_wakeups();
+  for (int i = 0; i < 80; ++i) {
+    self->request(echo, std::chrono::seconds(5), i).receive([](int) {}, [](caf::error&) {});
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  long used = process_wakeups() - before;
+  self->send_exit(echo, caf::exit_reason::user_shutdown);
+  return used;
+}
+
+} // namespace
+
+TEST_CASE("idle CAF workers sleep instead of polling, sparing a weak device's CPU",
+          "[actor][emulation]") {
+  // CAF's default: after each message an idle worker polls its queue every
+  // 50 us for 25 ms. Calm workers (the default here) sleep until woken.
+  long polling = wakeups_answering(false);
+  long calm = wakeups_answering(true);
+  INFO("wake-ups while answering 80 messages: polling " << polling << ", calm " << calm);
+  CHECK(calm * 4 < polling);
 }
