@@ -1,6 +1,8 @@
 // Starts `salamander node` processes on loopback (tests, benchmarks, local
 // clusters) and always stops them: the destructor sends SIGTERM, waits up to
-// 5 s, then SIGKILLs. Nothing is left running, even after a failure.
+// 5 s, then SIGKILLs. Nothing is left running, even after a failure, and
+// a node whose starter dies without its destructor running (killed, or a
+// test timeout's SIGKILL) is sent SIGTERM by the kernel.
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -39,8 +42,13 @@ public:
     std::vector<std::string> args = {salamander_bin(), "--log-level", "warn", "node", "--name",
                                      name, "--listen", "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
+    pid_t parent = getpid();
     pid_ = fork();
     if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) {
+        _exit(127); // the starter died before the line above
+      }
       dup2(fds[1], STDOUT_FILENO);
       close(fds[0]);
       close(fds[1]);
