@@ -59,7 +59,9 @@ void configure(caf::actor_system_config& cfg, const system_options& opts) {
     cfg.set("scheduler.max-threads", opts.scheduler_threads);
   }
   if (opts.calm_workers) {
-    cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+    // one queue for all workers: every enqueue wakes an idle worker, and an
+    // idle worker sleeps on the queue's condition variable
+    cfg.set("scheduler.policy", caf::atom("sharing"));
   }
   if (opts.heartbeat.count() > 0) {
     cfg.set("middleman.heartbeat-interval", caf::timespan{opts.heartbeat});

@@ -26,11 +26,14 @@ struct system_options {
   /// answers, holding up the actor_system's destructor (run_node exits
   /// without it for that reason).
   bool automatic_connections = false;
-  /// An idle CAF worker sleeps on a condition variable at once instead of
-  /// polling its queue every 50 us for a while first (CAF's "moderate"
-  /// polling). The polling costs CPU that a weak device, or a CPU quota,
-  /// needs for compute; messages from the network wake a sleeping worker
-  /// straight away. Off: CAF's defaults.
+  /// CAF's work-sharing scheduler instead of its default work stealing.
+  /// A work-stealing worker polls its queue every 50 us for 25 ms after each
+  /// job, which costs CPU that a weak device, or a CPU quota, needs for
+  /// compute; letting it sleep at once instead (no polling) leaves a job
+  /// that one worker queues for another actor waiting up to 10 ms for a
+  /// steal while that worker computes. Work sharing has neither: one queue,
+  /// every enqueue wakes an idle worker, idle workers sleep. Its one lock is
+  /// no cost at the two to four threads a device runs. Off: CAF's default.
   bool calm_workers = true;
 };
 
