@@ -124,6 +124,9 @@ def main():
           "two stages on two cores the measurement follows the model plus a fixed cost "
           "per micro-batch (messages between processes, small-batch inefficiency: "
           "samples/s falls as micro-batches shrink to 2 examples).\n")
+        p("Before the switch to CAF's work-sharing scheduler (idle workers no longer "
+          "poll), the same sweep gave 271 / 265 / 196 samples/s on 4 stages and "
+          "333 / 314 / 227 on 2. The polling took CPU from compute on these two cores.\n")
 
     tr = load("transfer")
     p("## Activation transfer: CAF vs raw TCP\n")
@@ -260,7 +263,9 @@ def main():
         p(f"\n`replication_overhead_default_k` (1 - rate at K=10 / rate without): "
           f"**{f(r['replication_overhead_default_k'], 3)}**. On this host the effect is "
           "inside the run-to-run noise: two runs of the same command gave +0.024 and "
-          "-0.061 (K=1, a copy every batch, costs 4% in both).\n")
+          "-0.061 (K=1, a copy every batch, costs 4% in both); three later runs, one "
+          "before and two after the switch to the work-sharing scheduler, gave -0.100, "
+          "+0.101 and +0.018 (the one above).\n")
         if "policy_exact_wall_s" in r:
             p(f"Recovery policies, same failure (kill -9 of a node at batch 95 of 300, replicas "
               f"every 50 batches, data: {r.get('policy_dataset', '?')}):\n")
