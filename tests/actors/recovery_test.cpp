@@ -64,6 +64,32 @@ void check_exact(const actors::job_result& r, const actors::job_config& jc,
   CHECK(diff_to_fault_free(jc, train, *r.weights) <= 1e-5);
 }
 
+// Kills stage `index` through the supervisor once `after` batches are
+// committed (while training), recording the supervisor's reply (or its
+// error) and the plan the stage died under.
+struct stage_kill {
+  bool done = false;
+  std::string reply;
+  std::string plan;
+};
+
+void kill_stage_after(caf::actor_system& sys, actors::job_options& opts, int64_t after,
+                      uint32_t index, stage_kill& kill) {
+  auto sup = std::make_shared<supervisor_actor>();
+  opts.on_start = [sup](supervisor_actor s) { *sup = std::move(s); };
+  opts.on_status = [&sys, &kill, sup, after, index](const job_status& s) {
+    if (kill.done || s.committed < after || s.phase != "training") {
+      return;
+    }
+    kill.plan = s.plan;
+    caf::scoped_actor self{sys};
+    self->request(*sup, std::chrono::seconds(5), kill_atom_v, index)
+        .receive([&](std::string& what) { kill.reply = what; },
+                 [&](caf::error& err) { kill.reply = sys.render(err); });
+    kill.done = true;
+  };
+}
+
 } // namespace
 
 TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
@@ -77,23 +103,12 @@ TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
     actors::configure(cfg);
     caf::actor_system sys{cfg};
     auto opts = watched();
-    supervisor_actor sup;
-    opts.on_start = [&](supervisor_actor s) { sup = s; };
-    bool killed = false;
-    std::string killed_what;
-    opts.on_status = [&](const job_status& s) {
-      if (!killed && s.committed >= 5 && s.phase == "training") {
-        caf::scoped_actor self{sys};
-        self->request(sup, std::chrono::seconds(5), kill_atom_v, uint32_t{1})
-            .receive([&](std::string& what) { killed_what = what; },
-                     [&](caf::error& err) { killed_what = sys.render(err); });
-        killed = true;
-      }
-    };
+    stage_kill kill;
+    kill_stage_after(sys, opts, 5, 1, kill);
     auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
     INFO("phase " << r.status.phase << ", error '" << r.status.error << "', recoveries "
-                  << r.status.recoveries << ", killed " << killed << ": " << killed_what);
-    CHECK_THAT(killed_what, Catch::Contains("stage 1") && Catch::Contains("killed"));
+                  << r.status.recoveries << ", killed " << kill.done << ": " << kill.reply);
+    CHECK_THAT(kill.reply, Catch::Contains("stage 1") && Catch::Contains("killed"));
     REQUIRE(r.status.error.find("went down") != std::string::npos); // the last failure
     REQUIRE(r.status.phase == "finished");
     CHECK(r.status.recoveries == 1);
@@ -416,23 +431,13 @@ TEST_CASE("a data-parallel member that crashes is recovered from, under both pol
       actors::configure(cfg);
       caf::actor_system sys{cfg};
       auto opts = watched();
-      supervisor_actor sup;
-      opts.on_start = [&](supervisor_actor s) { sup = s; };
-      bool killed = false;
-      std::string plan_before;
-      opts.on_status = [&](const job_status& s) {
-        if (!killed && s.committed >= 7 && s.phase == "training") {
-          plan_before = s.plan;
-          caf::scoped_actor self{sys};
-          self->request(sup, std::chrono::seconds(5), kill_atom_v, victim)
-              .receive([](std::string&) {}, [](caf::error&) {});
-          killed = true;
-        }
-      };
+      stage_kill kill;
+      kill_stage_after(sys, opts, 7, victim, kill);
       auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
-      INFO("phase " << r.status.phase << ", error '" << r.status.error << "'");
+      INFO("phase " << r.status.phase << ", error '" << r.status.error << "', kill: "
+                    << kill.reply);
       REQUIRE(r.status.phase == "finished");
-      CHECK(plan_before == "dp(local0:2 local1:1 local2:1)[0,4)");
+      CHECK(kill.plan == "dp(local0:2 local1:1 local2:1)[0,4)");
       CHECK(r.status.recoveries == 1);
       CHECK(r.status.committed == 30);
       // the stage crashed, not its node: data parallelism over the three
