@@ -63,12 +63,8 @@ device_report measure(const std::string& node, const node_emulation& emu,
   // quota throttles in bursts that a few milliseconds of wall time would
   // catch or miss at random. A real device is measured in wall time.
   double cpu_factor = emu.limiter ? emu.limiter->cpu_time_factor() : 0.0;
-  auto now = [&] {
-    if (cpu_factor > 0) {
-      return clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
-    }
-    return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-  };
+  clockid_t timer = cpu_factor > 0 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
+  auto now = [timer] { return clock_seconds(timer); };
   double scale = cpu_factor > 0 ? cpu_factor : 1.0;
   if (cpu_factor > 0) {
     // A throttled process runs slower than its quota says: it waits out
@@ -77,7 +73,7 @@ device_report measure(const std::string& node, const node_emulation& emu,
     // of periods) wall time per CPU second is the real slowdown; the
     // profile uses it when it is worse than 1/share (at most 3x worse).
     auto thread_cpu = [] { return clock_seconds(CLOCK_THREAD_CPUTIME_ID); };
-    auto wall = [] { return std::chrono::duration<double>(clock::now().time_since_epoch()).count(); };
+    auto wall = [] { return clock_seconds(CLOCK_MONOTONIC); };
     auto net = m.all();
     std::vector<double> ratios;
     for (int rep = 0; rep < 3; ++rep) {
