@@ -1,0 +1,69 @@
+// The training job's phase machine (algorithms/job_phase.hpp) against the
+// whole event x phase table.
+#include "algorithms/job_phase.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <vector>
+
+using namespace salamander::algorithms;
+
+TEST_CASE("every phase moves on every event as the table says", "[unit][job_phase]") {
+  using E = job_event;
+  const std::vector<E> events = {E::profile,      E::launched,  E::epoch_end, E::evaluated,
+                                 E::replan,       E::replanned, E::checkpoint, E::checkpointed,
+                                 E::pause,        E::resume,    E::failure,   E::recovered,
+                                 E::no_capacity,  E::joined,    E::finish,    E::fail};
+  // columns in the order above; "-": the event does not apply
+  const std::map<std::string, std::vector<std::string>> table = {
+      //                prof  laun  epoch eval  repl  repld ckpt  ckptd pause resum fail. recov nocap join  fin   fail
+      {"starting",     {"pr", "tr", "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "fa", "-",  "-",  "-",  "-",  "fa"}},
+      {"profiling",    {"-",  "tr", "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "fa", "-",  "-",  "-",  "-",  "fa"}},
+      {"training",     {"-",  "-",  "ev", "-",  "rp", "-",  "cp", "-",  "pa", "-",  "rc", "-",  "-",  "-",  "fi", "fa"}},
+      {"paused",       {"-",  "-",  "ev", "-",  "-",  "-",  "cp", "-",  "-",  "tr", "rc", "-",  "-",  "-",  "fi", "fa"}},
+      {"evaluating",   {"-",  "-",  "-",  "tr", "-",  "-",  "-",  "-",  "-",  "-",  "rc", "-",  "-",  "-",  "fi", "fa"}},
+      {"replanning",   {"-",  "-",  "-",  "-",  "-",  "tr", "-",  "-",  "-",  "-",  "rc", "-",  "-",  "-",  "-",  "fa"}},
+      {"checkpointing",{"-",  "-",  "-",  "-",  "-",  "-",  "-",  "tr", "-",  "-",  "rc", "-",  "-",  "-",  "-",  "fa"}},
+      {"recovering",   {"-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "rc", "tr", "wa", "-",  "-",  "fa"}},
+      {"waiting",      {"-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "rc", "-",  "-",  "rc", "-",  "fa"}},
+      {"finished",     {"-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-"}},
+      {"failed",       {"-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-",  "-"}},
+  };
+  const std::map<std::string, job_phase> phases = {
+      {"starting", job_phase::starting},     {"profiling", job_phase::profiling},
+      {"training", job_phase::training},     {"paused", job_phase::paused},
+      {"evaluating", job_phase::evaluating}, {"replanning", job_phase::replanning},
+      {"checkpointing", job_phase::checkpointing}, {"recovering", job_phase::recovering},
+      {"waiting", job_phase::waiting},       {"finished", job_phase::finished},
+      {"failed", job_phase::failed}};
+  const std::map<std::string, job_phase> abbrev = {
+      {"st", job_phase::starting},   {"pr", job_phase::profiling},  {"tr", job_phase::training},
+      {"pa", job_phase::paused},     {"ev", job_phase::evaluating}, {"rp", job_phase::replanning},
+      {"cp", job_phase::checkpointing}, {"rc", job_phase::recovering}, {"wa", job_phase::waiting},
+      {"fi", job_phase::finished},   {"fa", job_phase::failed}};
+  REQUIRE(table.size() == phases.size());
+  for (auto& [name, row] : table) {
+    REQUIRE(row.size() == events.size());
+    for (size_t e = 0; e < events.size(); ++e) {
+      INFO(name << " --" << to_string(events[e]) << "-->");
+      auto got = next_phase(phases.at(name), events[e]);
+      if (row[e] == "-") {
+        CHECK_FALSE(got.has_value());
+      } else {
+        REQUIRE(got.has_value());
+        CHECK(*got == abbrev.at(row[e]));
+      }
+    }
+  }
+}
+
+TEST_CASE("the status shows waiting as paused and checkpointing as training",
+          "[unit][job_phase]") {
+  CHECK(to_string(job_phase::waiting) == "paused");
+  CHECK(to_string(job_phase::checkpointing) == "training");
+  CHECK(to_string(job_phase::recovering) == "recovering");
+  CHECK(is_over(job_phase::failed));
+  CHECK_FALSE(is_running(job_phase::profiling));
+  CHECK(is_running(job_phase::waiting));
+}
