@@ -3,9 +3,9 @@
 // editing, history and completion (GNU readline), or `--exec 'cmd; cmd'`
 // for scripts. `salamander chaos` is the older spelling of the failure
 // commands and runs through the same code.
-#include "actors/auth.hpp"
-#include "actors/cluster.hpp"
-#include "actors/system.hpp"
+#include "actors/cluster/auth.hpp"
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/node/system.hpp"
 #include "apps/commands.hpp"
 #include "apps/console_parse.hpp"
 #include "apps/runtime_env.hpp"
@@ -138,7 +138,7 @@ std::string show_metrics(const job_status& s) {
 
 class session {
 public:
-  session(caf::actor_system& sys, supervisor_actor sup, std::chrono::milliseconds timeout)
+  session(caf::actor_system& sys, cluster_actor sup, std::chrono::milliseconds timeout)
       : sys_(sys), sup_(std::move(sup)), timeout_(timeout), self_(sys) {}
 
   /// Proves the cluster secret to the supervisor (needed to change a job
@@ -244,14 +244,14 @@ private:
   }
 
   caf::actor_system& sys_;
-  supervisor_actor sup_;
+  cluster_actor sup_;
   std::chrono::milliseconds timeout_;
   caf::scoped_actor self_;
 };
 
-caf::expected<supervisor_actor> attach(caf::actor_system& sys, const std::string& address) {
+caf::expected<cluster_actor> attach(caf::actor_system& sys, const std::string& address) {
   auto [host, port] = actors::parse_address(address);
-  return sys.middleman().remote_actor<supervisor_actor>(host, port);
+  return sys.middleman().remote_actor<cluster_actor>(host, port);
 }
 
 // readline completion: command words first, then their sub-words.

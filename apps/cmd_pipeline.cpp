@@ -1,9 +1,9 @@
 // `salamander train --stages N`, `salamander supervisor --cluster FILE` and
 // `salamander node`: pipeline training over actors.
-#include "actors/auth.hpp"
-#include "actors/cluster.hpp"
-#include "actors/job.hpp"
-#include "actors/system.hpp"
+#include "actors/cluster/auth.hpp"
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/job/runner.hpp"
+#include "actors/node/system.hpp"
 #include "apps/commands.hpp"
 #include "apps/progress.hpp"
 #include "apps/runtime_env.hpp"
@@ -135,9 +135,9 @@ int run_pipeline(const train_cli& cli) {
   opts.fetch_weights = !cli.save.empty();
   int64_t shown_plan = 0;
   uint16_t listening = 0;
-  supervisor_actor sup_handle;
+  cluster_actor sup_handle;
   if (!cli.listen.empty()) {
-    opts.on_start = [&](supervisor_actor s) {
+    opts.on_start = [&](cluster_actor s) {
       sup_handle = s;
       auto [host, port] = actors::parse_address(cli.listen);
       auto bound = sys.middleman().publish(s, port, host.c_str());
@@ -301,7 +301,7 @@ int run_node(const node_cli& cli) {
             protocol_version);
   if (!cli.join.empty()) {
     auto [shost, sport] = actors::parse_address(cli.join);
-    auto sup = sys.middleman().remote_actor<supervisor_actor>(shost, sport);
+    auto sup = sys.middleman().remote_actor<cluster_actor>(shost, sport);
     std::string outcome;
     bool ok = false;
     if (!sup) {

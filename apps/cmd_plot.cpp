@@ -2,7 +2,7 @@
 // with failures, recoveries, re-plans and joins marked, drawn by gnuplot.
 // `salamander audit metrics.jsonl`: checks that the final weights' lineage
 // holds every batch exactly once.
-#include "actors/metrics.hpp"
+#include "actors/job/metrics.hpp"
 #include "apps/commands.hpp"
 #include "apps/runtime_env.hpp"
 

@@ -1,5 +1,7 @@
 #include "apps/runtime_env.hpp"
 
+#include "actors/logging.hpp"
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <torch/torch.h>
 
@@ -18,6 +20,9 @@ void setup_logging(const std::string& level) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("actors"));
   spdlog::set_pattern("%H:%M:%S.%e %^%-5l%$ [%n] %v");
   spdlog::set_level(g_level);
+  for (auto name : actors::log_subsystems) {
+    logger(name);
+  }
 }
 
 std::shared_ptr<spdlog::logger> logger(const std::string& name) {

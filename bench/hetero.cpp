@@ -8,10 +8,10 @@
 //
 // Then the fast device slows to 0.2 of its share after batch 30: throughput
 // before and after, with and without live re-planning.
-#include "actors/cluster.hpp"
-#include "actors/job.hpp"
-#include "actors/node_process.hpp"
-#include "actors/system.hpp"
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/job/runner.hpp"
+#include "actors/node/node_process.hpp"
+#include "actors/node/system.hpp"
 #include "bench/benches.hpp"
 #include "bench/report.hpp"
 

@@ -7,10 +7,10 @@
 //   (emulated devices sharing this host's cores), for M = 4, 8, 16
 //   micro-batches: samples/s and the measured idle fraction next to the
 //   (S-1)/(M+S-1) model.
-#include "actors/cluster.hpp"
-#include "actors/job.hpp"
-#include "actors/node_process.hpp"
-#include "actors/system.hpp"
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/job/runner.hpp"
+#include "actors/node/node_process.hpp"
+#include "actors/node/system.hpp"
 #include "bench/benches.hpp"
 #include "bench/report.hpp"
 #include "models/trainer.hpp"

@@ -15,10 +15,10 @@
 //   installed; synthetic data otherwise): exact (roll back and replay) vs
 //   fast (FTPipeHD-like: survivors keep their newer weights, nothing
 //   replays): wall time, batches redone, layer updates lost, test accuracy.
-#include "actors/cluster.hpp"
-#include "actors/job.hpp"
-#include "actors/node_process.hpp"
-#include "actors/system.hpp"
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/job/runner.hpp"
+#include "actors/node/node_process.hpp"
+#include "actors/node/system.hpp"
 #include "bench/benches.hpp"
 #include "bench/report.hpp"
 
@@ -76,8 +76,8 @@ int recovery(const bench_args& args) {
     }
     actors::job_options opts;
     opts.poll = std::chrono::milliseconds(5);
-    supervisor_actor sup;
-    opts.on_start = [&](supervisor_actor s) { sup = s; };
+    cluster_actor sup;
+    opts.on_start = [&](cluster_actor s) { sup = s; };
     clock::time_point failed_at{}, seen_at{}, resumed_seen{};
     int64_t committed_at_failure = 0;
     bool failed = false, seen = false, done = false;

@@ -4,7 +4,7 @@
 // same run. Each message is acknowledged before the next is sent, as a
 // stage's activation is consumed before the next one matters.
 // Goal: CAF at least 50% of raw TCP throughput.
-#include "actors/system.hpp"
+#include "actors/node/system.hpp"
 #include "bench/benches.hpp"
 #include "bench/report.hpp"
 #include "messages/messages.hpp"

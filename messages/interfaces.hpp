@@ -110,62 +110,122 @@ using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t, std::s
                                     caf::replies_to<kill_atom>::with<std::string>,
                                     caf::reacts_to<leave_atom>>;
 
-/// The supervisor of one job: feeds batches, counts commits, evaluates.
+// ---- the job protocol: what every job supervisor answers, whatever its mode
+
+/// A job supervisor (one per job, one kind per mode), as the cluster
+/// supervisor sees it:
+///
+///   get -> job_status          status, for the console and progress lines
+///   pause / resume -> text     console: stop starting work (what is in
+///                              flight finishes), and carry on
+///   checkpoint(path) -> text   console: at the next consistent point, write
+///                              the model's weights to a checkpoint file
+///   lost(node, why)            one of its nodes is gone (connection lost,
+///                              no heartbeat); the job recovers or fails
+///   join(node, member) -> text a node joined the cluster; the job plans it
+///                              in when it can and says how
+///   capacity(node name, f)     a node's profiler: it runs at f of the
+///                              capacity it had when the job started
+///   event(kind, json)          the cluster's own events for the job's
+///                              metrics log (refused, link, profile)
+///   leave                      stop the job's workers and quit
+using job_actor = caf::typed_actor<
+    caf::replies_to<caf::get_atom>::with<job_status>,
+    caf::replies_to<pause_atom>::with<std::string>,
+    caf::replies_to<resume_atom>::with<std::string>,
+    caf::replies_to<checkpoint_atom, std::string>::with<std::string>,
+    caf::reacts_to<lost_atom, uint32_t, std::string>,
+    caf::replies_to<join_atom, uint32_t, cluster_member>::with<std::string>,
+    caf::reacts_to<capacity_atom, std::string, double>,
+    caf::reacts_to<event_atom, std::string, std::string>, caf::reacts_to<leave_atom>>;
+
+/// The training job (actors/train/train_job.hpp): the job interface, plus
+/// what its stages send it and the training commands of the console.
 ///
 ///   done(stats)            a stage finished a batch (all stages: committed)
 ///   failed(stage, what)    a stage gave up; the job fails with `what`
 ///   eval(id, micro, y)     logits of an evaluation chunk from the last stage
-///   tick                   its own periodic progress check
-///   ready(stage)           a re-planned stage has pulled its state
-///   recover(generation)    its own: start the recovery after a failure
-///   kill(stage)            chaos: crash stage N (exit reason kill)
-///   kill(node name)        chaos: the node's process kills itself (SIGKILL)
-///   slow(node name, f)     emulation: the node runs at f of its share
-///   join(node, name)       a node (new, or back after a failure) offers
-///                          itself; it is planned in at the next flush, or at
-///                          once when the job is paused for lack of capacity
-///   replan(balance)        re-plan at the next flush; "" lets the planner
-///                          decide, "1,1,2" forces layers per stage
-///   pause / resume         console: stop feeding batches (the ones in
-///                          flight finish), and carry on
-///   replicate              console: replicate every stage at the next
-///                          version all of them reach
-///   checkpoint(path)       console: at the next flush, write every stage's
-///                          weights to a checkpoint file on this host
-///   capacity(node, f)      a node's profiler: it runs at f of the capacity it
-///                          had when the job started
-///   auth -> challenge; auth(proof) -> "authenticated"
-///                          a console proves the cluster secret; with a
-///                          secret set, kill, slow, replan, pause, resume,
-///                          replicate and checkpoint need it
-///   get -> job_status      for progress lines and the console
-///   snapshot -> weights    every stage's weights merged (after the job)
+///   ready(stage)           a re-planned or recovering stage pulled its state
 ///   reduce(batch, member, n, parts)
 ///                          a data-parallel stage's gradients (the first n
 ///                          values) and BatchNorm statistics for a batch; when
 ///                          every member's are in, each gets reduce(batch, sum)
-///   leave                  stop the stages and quit
-using supervisor_actor =
-    caf::typed_actor<caf::reacts_to<done_atom, batch_stats>,
-                     caf::reacts_to<failed_atom, uint32_t, std::string>,
-                     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
-                     caf::reacts_to<tick_atom>, caf::reacts_to<ready_atom, uint32_t>,
-                     caf::reacts_to<recover_atom, uint64_t>,
-                     caf::replies_to<kill_atom, uint32_t>::with<std::string>,
-                     caf::replies_to<kill_atom, std::string>::with<std::string>,
-                     caf::replies_to<slow_atom, std::string, double>::with<std::string>,
-                     caf::replies_to<join_atom, caf::actor, std::string>::with<std::string>,
-                     caf::replies_to<replan_atom, std::string>::with<std::string>,
-                     caf::replies_to<pause_atom>::with<std::string>,
-                     caf::replies_to<resume_atom>::with<std::string>,
-                     caf::replies_to<replicate_atom>::with<std::string>,
-                     caf::replies_to<checkpoint_atom, std::string>::with<std::string>,
-                     caf::replies_to<caf::get_atom>::with<job_status>,
-                     caf::replies_to<auth_atom>::with<std::string>,
-                     caf::replies_to<auth_atom, std::string>::with<std::string>,
-                     caf::replies_to<snapshot_atom>::with<snapshot_payload>,
-                     caf::reacts_to<capacity_atom, std::string, double>,
-                     caf::reacts_to<reduce_atom, uint64_t, uint32_t, uint64_t, tensor_payload>,
-                     caf::reacts_to<leave_atom>>;
+///   tick                   its own periodic progress check
+///   recover(generation)    its own: start the recovery after a failure
+///   kill(stage)            chaos: crash stage N (exit reason kill)
+///   replan(balance)        re-plan at the next flush; "" lets the planner
+///                          decide, "1,1,2" forces layers per stage
+///   replicate              console: replicate every stage at the next
+///                          version all of them reach
+///   snapshot -> weights    every stage's weights merged (after the job)
+using train_job_actor = job_actor::extend<
+    caf::reacts_to<done_atom, batch_stats>, caf::reacts_to<failed_atom, uint32_t, std::string>,
+    caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
+    caf::reacts_to<ready_atom, uint32_t>,
+    caf::reacts_to<reduce_atom, uint64_t, uint32_t, uint64_t, tensor_payload>,
+    caf::reacts_to<tick_atom>, caf::reacts_to<recover_atom, uint64_t>,
+    caf::replies_to<kill_atom, uint32_t>::with<std::string>,
+    caf::replies_to<replan_atom, std::string>::with<std::string>,
+    caf::replies_to<replicate_atom>::with<std::string>,
+    caf::replies_to<snapshot_atom>::with<snapshot_payload>>;
+
+// ---- the cluster protocol: the long-lived supervisor on the central device
+
+/// The cluster supervisor (actors/cluster/cluster_supervisor.hpp). It knows
+/// nodes, not layers: membership, admission with the cluster secret,
+/// heartbeats, profiling rounds and link probes, consoles. It is what
+/// `--listen` publishes: consoles and joining nodes talk to it, and it
+/// passes a job's commands on to the job.
+///
+///   submit(job) -> members         a job attaches; answered once every node
+///                                  of the cluster file answered hello
+///   profile(model, mbs) -> profile every live node profiles the model, then
+///                                  their links are measured pair by pair
+///   join(node, name) -> text       a node (new, or back) offers itself: the
+///                                  same admission as at hello, then the job
+///                                  is told
+///   kill(node name) / slow(node name, f) -> text
+///                                  chaos / emulation on one node
+///   auth -> challenge; auth(proof) -> "authenticated"
+///                                  a console proves the cluster secret; with
+///                                  a secret set, every command that changes
+///                                  something needs it
+///   capacity(node, f)              a profiler's report, passed to the job
+///   get, pause, resume, checkpoint, kill(stage), replan, replicate, snapshot
+///                                  the job's, passed on to it
+///   tick                           its own heartbeat round
+///   leave                          quit (the job stops its own workers)
+using cluster_actor = caf::typed_actor<
+    caf::replies_to<submit_atom, caf::actor>::with<std::vector<cluster_member>>,
+    caf::replies_to<profile_atom, std::string, uint32_t>::with<cluster_profile>,
+    caf::replies_to<join_atom, caf::actor, std::string>::with<std::string>,
+    caf::replies_to<kill_atom, std::string>::with<std::string>,
+    caf::replies_to<slow_atom, std::string, double>::with<std::string>,
+    caf::replies_to<auth_atom>::with<std::string>,
+    caf::replies_to<auth_atom, std::string>::with<std::string>,
+    caf::reacts_to<capacity_atom, std::string, double>,
+    caf::replies_to<caf::get_atom>::with<job_status>,
+    caf::replies_to<pause_atom>::with<std::string>,
+    caf::replies_to<resume_atom>::with<std::string>,
+    caf::replies_to<checkpoint_atom, std::string>::with<std::string>,
+    caf::replies_to<kill_atom, uint32_t>::with<std::string>,
+    caf::replies_to<replan_atom, std::string>::with<std::string>,
+    caf::replies_to<replicate_atom>::with<std::string>,
+    caf::replies_to<snapshot_atom>::with<snapshot_payload>, caf::reacts_to<tick_atom>,
+    caf::reacts_to<leave_atom>>;
+
+// ---- short-lived helpers of the training job
+
+/// A recovery round (actors/replication/recovery_round.hpp): asks every
+/// source it was given for its inventory, each with a bounded timeout, and
+/// answers recover -> the decision (or an error, as data). Killed when a
+/// newer failure supersedes it.
+using recovery_round_actor =
+    caf::typed_actor<caf::replies_to<recover_atom>::with<recovery_decision>>;
+
+/// A launcher (actors/train/launcher.hpp): connects pipeline neighbours,
+/// spawns one stage per spec on its node, and answers launch -> the stages
+/// (or which one failed and why). It does not wire them: the job does.
+using launcher_actor = caf::typed_actor<caf::replies_to<launch_atom>::with<launch_result>>;
 
 } // namespace salamander

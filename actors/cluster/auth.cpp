@@ -1,4 +1,4 @@
-#include "actors/auth.hpp"
+#include "actors/cluster/auth.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

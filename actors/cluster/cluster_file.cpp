@@ -1,4 +1,4 @@
-#include "actors/cluster.hpp"
+#include "actors/cluster/cluster_file.hpp"
 
 #include "messages/errors.hpp"
 

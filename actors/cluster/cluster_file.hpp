@@ -10,8 +10,7 @@
 // Stage i runs on the i-th node listed.
 #pragma once
 
-#include "actors/node.hpp"
-#include "actors/supervisor.hpp"
+#include "actors/node/node.hpp"
 
 #include <caf/expected.hpp>
 
@@ -19,6 +18,17 @@
 #include <vector>
 
 namespace salamander::actors {
+
+/// A node the cluster supervisor starts with: connected (or spawned in
+/// this process) and named.
+struct remote_node {
+  std::string name;
+  node_actor handle;
+  /// Where it listens, for its pipeline neighbours ("" / 0: not reachable
+  /// that way, e.g. in the supervisor's process).
+  std::string host = "";
+  uint16_t port = 0;
+};
 
 struct cluster_node {
   std::string name;

@@ -1,4 +1,4 @@
-#include "actors/metrics.hpp"
+#include "actors/job/metrics.hpp"
 
 #include <cmath>
 #include <filesystem>

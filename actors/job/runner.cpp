@@ -1,31 +1,40 @@
-#include "actors/job.hpp"
+#include "actors/job/runner.hpp"
 
 #include <thread>
 
 namespace salamander::actors {
 
+cluster_config cluster_config_for(const job_config& cfg) {
+  cluster_config c;
+  c.secret = cfg.secret;
+  c.hello_timeout = cfg.request_timeout;
+  c.profile_timeout = cfg.profile_timeout;
+  return c;
+}
+
 job_result run_job(caf::actor_system& sys, const job_config& cfg, std::vector<remote_node> nodes,
                    std::shared_ptr<const models::dataset> train,
                    std::shared_ptr<const models::dataset> test, const job_options& opts) {
   job_result result;
-  auto sup = sys.spawn(supervisor, cfg, std::move(nodes), std::move(train), std::move(test));
+  auto cluster = sys.spawn(cluster_supervisor, cluster_config_for(cfg), std::move(nodes));
+  auto job = sys.spawn(train_job, cfg, cluster, std::move(train), std::move(test));
   if (opts.on_start) {
-    opts.on_start(sup);
+    opts.on_start(cluster);
   }
   {
     caf::scoped_actor self{sys};
     int silent_polls = 0;
     while (!result.status.finished()) {
       std::this_thread::sleep_for(opts.poll);
-      self->request(sup, cfg.request_timeout, caf::get_atom_v)
+      self->request(job, cfg.request_timeout, caf::get_atom_v)
           .receive(
               [&](job_status& s) {
                 result.status = std::move(s);
                 silent_polls = 0;
               },
               [&](caf::error& err) {
-                // the supervisor lives in this process: if it does not answer
-                // for several request timeouts, something is badly wrong
+                // the job lives in this process: if it does not answer for
+                // several request timeouts, something is badly wrong
                 if (++silent_polls >= 3) {
                   result.status.phase = "failed";
                   result.status.error = "the supervisor stopped answering: " + sys.render(err);
@@ -36,14 +45,15 @@ job_result run_job(caf::actor_system& sys, const job_config& cfg, std::vector<re
       }
     }
     if (opts.fetch_weights && result.status.phase == "finished") {
-      self->request(sup, cfg.request_timeout, snapshot_atom_v)
+      self->request(job, cfg.request_timeout, snapshot_atom_v)
           .receive([&](snapshot_payload& p) { result.weights = std::move(p.snapshot); },
                    [&](caf::error& err) {
                      result.status.phase = "failed";
                      result.status.error = "could not fetch the final weights: " + sys.render(err);
                    });
     }
-    self->send(sup, leave_atom_v);
+    self->send(job, leave_atom_v);
+    self->send(cluster, leave_atom_v);
   }
   return result;
 }

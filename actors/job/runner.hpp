@@ -1,9 +1,11 @@
 // Running one job to its end from a thread that is not an actor (the CLI,
-// tests, benchmarks): spawn the supervisor, poll its status, collect the
-// final weights.
+// tests, benchmarks): spawn the cluster supervisor over the nodes and the
+// job supervisor under it, poll the job's status, collect the final
+// weights, stop both.
 #pragma once
 
-#include "actors/supervisor.hpp"
+#include "actors/cluster/cluster_supervisor.hpp"
+#include "actors/train/train_job.hpp"
 
 #include <functional>
 #include <optional>
@@ -21,9 +23,13 @@ struct job_options {
   std::chrono::milliseconds poll{200};
   /// Called with every status polled (progress lines).
   std::function<void(const job_status&)> on_status;
-  /// Called once with the supervisor's handle (consoles, chaos, tests).
-  std::function<void(supervisor_actor)> on_start;
+  /// Called once with the cluster supervisor's handle (consoles, chaos,
+  /// tests): what `--listen` publishes.
+  std::function<void(cluster_actor)> on_start;
 };
+
+/// The cluster supervisor's settings for a training job's configuration.
+cluster_config cluster_config_for(const job_config& cfg);
 
 job_result run_job(caf::actor_system& sys, const job_config& cfg, std::vector<remote_node> nodes,
                    std::shared_ptr<const models::dataset> train,

@@ -1,4 +1,4 @@
-#include "actors/emulation.hpp"
+#include "actors/node/emulation.hpp"
 
 #include <cmath>
 #include <cerrno>

@@ -1,10 +1,12 @@
-#include "actors/node.hpp"
+#include "actors/node/node.hpp"
 
-#include "actors/auth.hpp"
+#include "actors/planning/capacity.hpp"
 
-#include "actors/profiler.hpp"
-#include "actors/replica_holder.hpp"
-#include "actors/stage.hpp"
+#include "actors/cluster/auth.hpp"
+
+#include "actors/node/profiler.hpp"
+#include "actors/replication/replica_holder.hpp"
+#include "actors/train/stage.hpp"
 #include "algorithms/partitioner.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -39,18 +41,8 @@ std::string check_stage_spec(const stage_spec& spec, double memory_cap) {
     if (memory_cap > 0) {
       // the planner's arithmetic: weights, gradients, optimizer state and
       // the activations the schedule keeps in flight
-      algorithms::plan_request req;
-      req.schedule = schedule == algorithms::schedule_kind::gpipe
-                         ? algorithms::plan_schedule::gpipe
-                         : algorithms::plan_schedule::one_f_one_b;
-      req.micro_batch_size = spec.micro_batch_size;
-      req.micro_batches = static_cast<int>(spec.micro_batches);
-      req.optimizer_state_factor = spec.optimizer == "adam" ? 2.0 : 1.0;
-      for (auto& l : desc.layers) {
-        req.layers.push_back({l.name, static_cast<double>(l.param_bytes),
-                              static_cast<double>(l.activation_bytes),
-                              static_cast<double>(l.output_bytes)});
-      }
+      auto req = make_plan_request(desc, spec.schedule, spec.micro_batch_size,
+                                   static_cast<int>(spec.micro_batches), spec.optimizer);
       double need = algorithms::stage_memory(req, spec.begin, spec.end,
                                              algorithms::in_flight(req, spec.index, spec.stages));
       if (need > memory_cap) {
@@ -87,8 +79,10 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
     c.force_dilation = true;
     emu.limiter = std::make_shared<cpu_limiter>(c);
   }
-  self->state.profiler = self->spawn<caf::detached>(profiler, self->state.config.name,
-                                                     self->state.config.emulation);
+  auto& c = self->state.config;
+  self->state.profiler = c.detached_profiler
+                             ? self->spawn<caf::detached>(profiler, c.name, c.emulation)
+                             : self->spawn(profiler, c.name, c.emulation);
   self->state.holder = self->spawn(replica_holder, self->state.config.name);
   return {
       // challenge "": a heartbeat probe, no authentication

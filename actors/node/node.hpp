@@ -10,7 +10,7 @@
 // profile, slow down or kill itself.
 #pragma once
 
-#include "actors/emulation.hpp"
+#include "actors/node/emulation.hpp"
 #include "messages/interfaces.hpp"
 
 #include <atomic>
@@ -29,6 +29,10 @@ struct node_config {
   std::string secret;
   /// The port it listens on, once published (hello reports it).
   std::shared_ptr<std::atomic<uint16_t>> port;
+  /// The profiler runs on its own thread, so that its measurements do not
+  /// wait behind stages. Deterministic tests (CAF's test coordinator, one
+  /// thread for every actor) turn it off.
+  bool detached_profiler = true;
 };
 
 struct node_state {

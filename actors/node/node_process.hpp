@@ -6,7 +6,7 @@
 #pragma once
 
 #include <chrono>
-#include "actors/cluster.hpp"
+#include "actors/cluster/cluster_file.hpp"
 
 #include <csignal>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "actors/profiler.hpp"
+#include "actors/node/profiler.hpp"
 
 #include "messages/errors.hpp"
 #include "models/layered_model.hpp"
@@ -246,7 +246,7 @@ profiler_actor::behavior_type profiler(profiler_actor::stateful_pointer<profiler
         double factor = st.baseline_s / capacity_sample(st.emulation);
         bool drifted = std::abs(factor / st.last_sent - 1.0) > 0.2;
         if (drifted || clock::now() - st.sent_at > std::chrono::seconds(30)) {
-          self->send(caf::actor_cast<supervisor_actor>(st.supervisor), capacity_atom_v, st.node,
+          self->send(caf::actor_cast<cluster_actor>(st.supervisor), capacity_atom_v, st.node,
                      factor);
           st.last_sent = factor;
           st.sent_at = clock::now();

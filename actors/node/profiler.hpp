@@ -16,7 +16,7 @@
 // tracks as well.
 #pragma once
 
-#include "actors/emulation.hpp"
+#include "actors/node/emulation.hpp"
 #include "messages/interfaces.hpp"
 
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "actors/system.hpp"
+#include "actors/node/system.hpp"
 
 #include "messages/errors.hpp"
 #include "messages/messages.hpp"
@@ -35,7 +35,9 @@ namespace actors {
 
 void configure(caf::actor_system_config& cfg, const system_options& opts) {
   cfg.add_message_types<caf::id_block::salamander>();
-  cfg.load<caf::io::middleman>();
+  if (!opts.deterministic) {
+    cfg.load<caf::io::middleman>();
+  }
   // cfg.add_error_category<errc>() does not compile in CAF 0.17.6; this is
   // the two-argument form it would expand to.
   cfg.add_error_category(caf::atom("salamander"),
@@ -58,12 +60,14 @@ void configure(caf::actor_system_config& cfg, const system_options& opts) {
   if (opts.scheduler_threads > 0) {
     cfg.set("scheduler.max-threads", opts.scheduler_threads);
   }
-  if (opts.calm_workers) {
+  if (opts.deterministic) {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+  } else if (opts.calm_workers) {
     // one queue for all workers: every enqueue wakes an idle worker, and an
     // idle worker sleeps on the queue's condition variable
     cfg.set("scheduler.policy", caf::atom("sharing"));
   }
-  if (opts.heartbeat.count() > 0) {
+  if (opts.heartbeat.count() > 0 && !opts.deterministic) {
     cfg.set("middleman.heartbeat-interval", caf::timespan{opts.heartbeat});
   }
   if (opts.connection_timeout.count() > 0) {

@@ -35,6 +35,10 @@ struct system_options {
   /// every enqueue wakes an idle worker, idle workers sleep. Its one lock is
   /// no cost at the two to four threads a device runs. Off: CAF's default.
   bool calm_workers = true;
+  /// Deterministic tests: CAF's test coordinator runs every actor on the
+  /// test's thread, one message at a time, and time moves only when the
+  /// test triggers a timeout. No middleman (nothing leaves the process).
+  bool deterministic = false;
 };
 
 /// Fills `cfg`; call before constructing the actor_system.

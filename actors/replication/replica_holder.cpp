@@ -1,4 +1,4 @@
-#include "actors/replica_holder.hpp"
+#include "actors/replication/replica_holder.hpp"
 
 #include "messages/errors.hpp"
 

@@ -1,4 +1,4 @@
-#include "actors/stage.hpp"
+#include "actors/train/stage.hpp"
 
 #include "messages/errors.hpp"
 
@@ -303,7 +303,7 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
         bool report = !st.supervisor && st.ready && !st.spec.sources.empty();
         st.prev = caf::actor_cast<stage_actor>(prev);
         st.next = caf::actor_cast<stage_actor>(next);
-        st.supervisor = caf::actor_cast<supervisor_actor>(supervisor);
+        st.supervisor = caf::actor_cast<train_job_actor>(supervisor);
         st.wired = true;
         if (report) {
           self->send(st.supervisor, ready_atom_v, st.spec.index);

@@ -13,7 +13,7 @@
 //                                                     (done, stats) -> supervisor
 #pragma once
 
-#include "actors/emulation.hpp"
+#include "actors/node/emulation.hpp"
 #include "algorithms/schedule.hpp"
 #include "messages/interfaces.hpp"
 #include "models/layered_model.hpp"
@@ -35,7 +35,7 @@ struct stage_state {
   std::unique_ptr<torch::optim::Optimizer> opt;
   stage_actor prev;
   stage_actor next;
-  supervisor_actor supervisor;
+  train_job_actor supervisor;
 
   std::vector<algorithms::stage_op> order;
   size_t cursor = 0;

@@ -1,27 +1,38 @@
-// The supervisor: owns one training job.
+// The training job supervisor (FTPipeHD mode): one per pipeline-training
+// job, a peer of the other modes' jobs under the cluster supervisor. It owns
+// the plan (layer ranges -> nodes), the stages, the committed batch counter
+// and the lineage; the cluster supervisor owns the nodes.
 //
-//   starting ──> training ──(epoch end)──> evaluating ──> training ... ──> finished
-//       │            │                         │
-//       └────────────┴───── failure ───────────┴──> failed
+//   starting --> [profiling] --> training <--> paused
+//                                 |  ^   \--> evaluating --> training
+//                                 |  |    \-> replanning --> training
+//                                 |  |     \> checkpointing -> training
+//                         failure v  | recovered
+//                              recovering --no capacity--> waiting --join--> recovering
+//   any --> finished | failed      (algorithms/job_phase.hpp has the table)
 //
-// starting: hello every node (protocol check), split the layers (the user's
-//   balance or an even split), ask node i to spawn stage i, wire the chain,
-//   monitor every stage.
+// starting: submit to the cluster supervisor, get the admitted nodes; with
+//   --plan auto ask it for a profiling round, then plan; launch the plan
+//   (actors/train/launcher.hpp), wire the chain, monitor every stage.
 // training: feed batch (seed, epoch, id) as M micro-batches to stage 0 and
 //   the labels to the last stage, keeping `window` batches in flight; a batch
-//   is committed when every stage has stepped it.
+//   is committed when every stage has stepped it (train_loop.cpp).
 // evaluating: stream the test set through the stages (forward only) and count
 //   correct predictions from the logits the last stage returns.
-// recovering (DESIGN.md, "Recovery"): a stage or node lost while training
-//   freezes feeding, waits `failure_window` for failures that come together,
-//   picks the newest version v that every layer has in a live replica
-//   holder (0: the seed), re-plans over the surviving nodes, spawns stages
-//   that pull their layers at v from the holders, and resumes at batch v.
+// replanning (at a flush): new stages pull only their layers from the old
+//   ones, which stop once all are ready (train_plan.cpp).
+// recovering (DESIGN.md, "Recovery"; train_recovery.cpp): a stage or node lost
+//   while training freezes feeding, waits `failure_window` for failures that
+//   come together, asks a recovery round (actors/replication/recovery_round.hpp)
+//   for the rollback version and sources, re-plans over the surviving nodes,
+//   spawns stages that pull their layers, and resumes at batch v + 1.
 //   Batches after v are replayed (data order is deterministic), so the
 //   weights equal a fault-free run's, and the lineage lists each batch once.
-// Start-up failures still fail the job with a message naming the node.
+// Start-up failures fail the job with a message naming the node.
 #pragma once
 
+#include "actors/planning/capacity.hpp"
+#include "algorithms/job_phase.hpp"
 #include "algorithms/partitioner.hpp"
 #include "algorithms/schedule.hpp"
 #include "messages/interfaces.hpp"
@@ -31,12 +42,15 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 namespace salamander::actors {
 
 class metrics_log;
 
+/// A training job's description: what the command line and the tests set.
+/// The defaults are the ones the README documents.
 struct job_config {
   std::string model = "cnn";
   uint64_t seed = 1;
@@ -67,6 +81,8 @@ struct job_config {
   double replan_gain = 0.15;
   /// Batches between two automatic re-plans (lets measurements settle).
   int64_t replan_min_batches = 20;
+  /// Commits between two looks at the plan.
+  int64_t replan_check_every = 5;
   /// A link whose rate no profile reports (no emulation, not measured).
   double default_link_bytes_per_s = 1e9;
   std::chrono::milliseconds profile_timeout{120000};
@@ -83,78 +99,99 @@ struct job_config {
   std::string recovery_policy = "exact";
   /// Failures noticed within this window are recovered from together.
   std::chrono::milliseconds failure_window{30};
+  /// A recovery round waits this long for a surviving stage's inventory,
+  /// and this long for a replica holder's.
+  std::chrono::milliseconds stage_inventory_timeout{2000};
+  std::chrono::milliseconds holder_inventory_timeout{5000};
   int32_t threads = 1;
   int window = 2; ///< batches in flight
   bool evaluate = true;
+  /// Test examples per evaluation message.
+  int64_t eval_chunk = 500;
   std::chrono::milliseconds request_timeout{10000};
+  /// Neighbours that take longer to connect are relayed instead.
+  std::chrono::milliseconds peer_timeout{6000};
   /// The job fails when no batch commits for this long.
   std::chrono::milliseconds progress_timeout{60000};
+  /// The job's own progress check.
+  std::chrono::milliseconds tick_period{1000};
+  /// Commits over which the recent rate (and a plan's measured batch time)
+  /// is taken.
+  size_t recent_commits = 20;
   /// The cluster secret nodes must prove ("": an open cluster).
   std::string secret;
   /// Where the JSON-lines metrics log goes ("": none).
   std::string metrics_path;
 };
 
-struct remote_node {
+/// One node as the job sees it (indices are the cluster's).
+struct job_node {
   std::string name;
   node_actor handle;
-  /// Where it listens, for its pipeline neighbours ("" / 0: not reachable
-  /// that way, e.g. in the supervisor's process).
-  std::string host = "";
+  std::string host;
   uint16_t port = 0;
+  node_info info;
+  replica_holder_actor holder;
+  bool dead = false;
+  bool refused = false; ///< failed the cluster's admission: never used
 };
 
-struct supervisor_state {
-  static inline const char* name = "supervisor";
+/// Which nodes run which layers: one plan.
+struct stage_plan {
+  algorithms::layer_ranges ranges;
+  std::vector<size_t> nodes; ///< node index of each stage
+  /// Data parallelism: stage i runs split[i] micro-batches of each batch
+  /// (every stage holds every layer); empty for a pipeline.
+  std::vector<int> split;
+  bool operator==(const stage_plan& o) const {
+    return ranges == o.ranges && nodes == o.nodes && split == o.split;
+  }
+};
+
+struct train_job_state {
+  static inline const char* name = "train_job";
 
   job_config cfg;
-  std::vector<remote_node> nodes;
-  std::vector<node_info> infos;
+  cluster_actor cluster;
+  std::vector<job_node> nodes;
+  algorithms::job_phase phase = algorithms::job_phase::starting;
+  /// The console paused the job: it returns to `paused` after whatever
+  /// it is doing (evaluation, re-plan, recovery) until resumed.
+  bool user_paused = false;
   std::string fingerprint;
-  algorithms::layer_ranges ranges;
-  std::vector<size_t> stage_nodes; ///< node index of each stage
+  size_t layers = 0;
+
+  // the plan that runs
+  stage_plan plan;
   std::vector<stage_actor> stages;
-  /// Data parallelism: stage i runs micro_split[i] micro-batches of each
-  /// batch (every stage holds every layer); empty for a pipeline.
-  std::vector<int> micro_split;
-  /// Data parallelism: the members' contributions per batch, and how many
-  /// of their values are gradients.
+  /// Data parallelism: the members' contributions per batch.
   std::map<uint64_t, std::vector<torch::Tensor>> reduce_parts;
 
   // re-planning (at a flush): request -> drain -> spawn new stages, which
   // pull their layers from the old ones -> all ready -> old ones stop
   bool replan_requested = false;
   std::string replan_balance;
-  bool replanning = false;
+  std::string replan_reason;
+  std::optional<stage_plan> pending_plan; ///< chosen by the capacity check
   size_t ready_pending = 0;
   std::vector<stage_actor> old_stages;
   std::chrono::steady_clock::time_point replan_started{};
-  bool has_pending_plan = false;
-  algorithms::layer_ranges pending_ranges;
-  std::vector<size_t> pending_nodes;
-  std::vector<int> pending_split;
+  std::set<std::pair<size_t, size_t>> peered; ///< node pairs connected directly
 
   // fault tolerance
   replica_holder_actor central_holder;
-  std::vector<replica_holder_actor> holders; ///< per node, from hello
-  std::vector<bool> node_dead;
   std::set<caf::actor_addr> dead_stages; ///< went down (down_msg seen)
-  bool recovering = false;
-  uint64_t recovery_gen = 0;
+  /// +1 per failure: answers (spawns, launches, rounds) of an older
+  /// attempt are stale and dropped.
+  uint64_t attempt = 0;
+  recovery_round_actor round;
   std::chrono::steady_clock::time_point failure_at{};
+  std::chrono::steady_clock::time_point recovery_planned_at{};
+  uint64_t rollback_from = 0; ///< committed batches when the failure hit
   int64_t evaluated_epochs = 0;
 
-  // capacity: profiles per node, corrected by measured/predicted stage time
-  std::vector<device_report> profiles;
-  std::vector<double> node_scale;
-  /// Measured batch time over predicted, per kind of plan (0: pipeline,
-  /// 1: data parallel): the cost model leaves out per-message costs, which
-  /// weigh more on a pipeline. 1 until a plan of that kind has run.
-  double plan_kind_ratio[2] = {1.0, 1.0};
-  /// Measured links (from, to node index), from the profilers' probes.
-  std::map<std::pair<size_t, size_t>, link_report> links;
-  /// Per node: its profiler's last capacity report (1: as at the start).
-  std::vector<double> capacity;
+  // capacity: profiles, links, corrections (actors/planning/capacity.hpp)
+  capacity_model capacity;
   uint64_t last_replan_batch = 0;
   double predicted_bottleneck_s = 0;
   std::shared_ptr<const models::dataset> train;
@@ -170,7 +207,6 @@ struct supervisor_state {
   uint64_t eval_round = 0;
   int64_t eval_pending = 0;
   int64_t eval_correct = 0;
-  int64_t eval_chunk = 500;
 
   std::chrono::steady_clock::time_point started{};
   std::chrono::steady_clock::time_point epoch_started{};
@@ -179,35 +215,23 @@ struct supervisor_state {
   /// (commit time, samples) of the last commits, for the recent rate
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent;
 
-  // operating: metrics, console, heartbeats, authentication
   std::shared_ptr<metrics_log> metrics;
-  std::string replan_reason; ///< why the pending re-plan was asked for
-  bool user_paused = false;  ///< console pause
-  bool waiting_for_capacity = false; ///< paused until a node joins
-  bool checkpointing = false;
   struct checkpoint_request {
     std::string path;
     caf::typed_response_promise<std::string> promise;
   };
   std::vector<checkpoint_request> checkpoints; ///< written at the next flush
-  std::vector<bool> node_refused; ///< failed to prove the cluster secret
-  std::vector<std::chrono::steady_clock::time_point> last_seen; ///< per node
-  std::set<std::pair<size_t, size_t>> peered; ///< node pairs connected directly
-  /// consoles that proved the cluster secret, and challenges handed out
-  std::set<caf::actor_addr> consoles;
-  std::map<caf::strong_actor_ptr, std::string> console_challenges;
-  std::chrono::steady_clock::time_point recovery_planned_at{};
-  uint64_t rollback_from = 0; ///< committed batches when the failure hit
 };
 
 /// "1,1,2" -> {1, 1, 2}; "" -> {}. Throws std::invalid_argument.
 std::vector<size_t> parse_balance(const std::string& text);
 
 /// `train` and `test` are shared with the caller (the embedded mode loads
-/// them once); nodes are connected and named already.
-supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<supervisor_state> self,
-                                           job_config cfg, std::vector<remote_node> nodes,
-                                           std::shared_ptr<const models::dataset> train,
-                                           std::shared_ptr<const models::dataset> test);
+/// them once). The job submits itself to `cluster` and runs on the nodes
+/// it admitted.
+train_job_actor::behavior_type train_job(train_job_actor::stateful_pointer<train_job_state> self,
+                                         job_config cfg, cluster_actor cluster,
+                                         std::shared_ptr<const models::dataset> train,
+                                         std::shared_ptr<const models::dataset> test);
 
 } // namespace salamander::actors

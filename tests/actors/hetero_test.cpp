@@ -3,11 +3,11 @@
 // when a device slows down.
 #include "reference.hpp"
 
-#include "actors/cluster.hpp"
-#include "actors/emulation.hpp"
-#include "actors/job.hpp"
-#include "actors/node_process.hpp"
-#include "actors/system.hpp"
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/node/emulation.hpp"
+#include "actors/job/runner.hpp"
+#include "actors/node/node_process.hpp"
+#include "actors/node/system.hpp"
 #include "models/trainer.hpp"
 
 #include <filesystem>
@@ -238,8 +238,8 @@ TEST_CASE("profilers measure the links between nodes and report capacity drift",
   jc.auto_plan = true;
   jc.replan_gain = 0; // this test watches reports, not re-plans
   actors::job_options opts;
-  supervisor_actor sup;
-  opts.on_start = [&](supervisor_actor s) { sup = s; };
+  cluster_actor sup;
+  opts.on_start = [&](cluster_actor s) { sup = s; };
   bool slowed = false;
   job_status seen;
   opts.on_status = [&](const job_status& s) {

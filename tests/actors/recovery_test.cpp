@@ -4,10 +4,10 @@
 // lineage holds every batch id exactly once.
 #include "reference.hpp"
 
-#include "actors/cluster.hpp"
-#include "actors/job.hpp"
-#include "actors/node_process.hpp"
-#include "actors/system.hpp"
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/job/runner.hpp"
+#include "actors/node/node_process.hpp"
+#include "actors/node/system.hpp"
 #include "models/trainer.hpp"
 
 #include <numeric>
@@ -75,8 +75,8 @@ struct stage_kill {
 
 void kill_stage_after(caf::actor_system& sys, actors::job_options& opts, int64_t after,
                       uint32_t index, stage_kill& kill) {
-  auto sup = std::make_shared<supervisor_actor>();
-  opts.on_start = [sup](supervisor_actor s) { *sup = std::move(s); };
+  auto sup = std::make_shared<cluster_actor>();
+  opts.on_start = [sup](cluster_actor s) { *sup = std::move(s); };
   opts.on_status = [&sys, &kill, sup, after, index](const job_status& s) {
     if (kill.done || s.committed < after || s.phase != "training") {
       return;
@@ -246,8 +246,8 @@ TEST_CASE("a failed node rejoins at the next flush, exactly", "[actor][recovery]
   caf::actor_system sys{cfg};
   auto nodes = actors::local_nodes(sys, 2, 1);
   auto opts = watched();
-  supervisor_actor sup;
-  opts.on_start = [&](supervisor_actor s) { sup = s; };
+  cluster_actor sup;
+  opts.on_start = [&](cluster_actor s) { sup = s; };
   bool killed = false, joined = false;
   std::string join_reply;
   opts.on_status = [&](const job_status& s) {
@@ -287,8 +287,8 @@ TEST_CASE("too little capacity pauses the job, a new node resumes it, exactly",
   small.mem_mb = 8; // holds fc1, not the whole model
   auto nodes = actors::local_nodes(sys, 2, 1, {small, actors::emulation_config{}});
   auto opts = watched();
-  supervisor_actor sup;
-  opts.on_start = [&](supervisor_actor s) { sup = s; };
+  cluster_actor sup;
+  opts.on_start = [&](cluster_actor s) { sup = s; };
   bool killed = false, joined = false;
   std::string paused_message;
   opts.on_status = [&](const job_status& s) {

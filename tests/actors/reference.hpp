@@ -4,7 +4,7 @@
 
 #include "../support.hpp"
 
-#include "actors/supervisor.hpp"
+#include "actors/train/train_job.hpp"
 #include "models/trainer.hpp"
 
 namespace salamander::testing {

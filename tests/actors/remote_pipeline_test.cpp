@@ -2,11 +2,11 @@
 // a supervisor meets at start-up.
 #include "reference.hpp"
 
-#include "actors/auth.hpp"
-#include "actors/cluster.hpp"
-#include "actors/node_process.hpp"
-#include "actors/job.hpp"
-#include "actors/system.hpp"
+#include "actors/cluster/auth.hpp"
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/node/node_process.hpp"
+#include "actors/job/runner.hpp"
+#include "actors/node/system.hpp"
 #include "messages/errors.hpp"
 #include "models/trainer.hpp"
 

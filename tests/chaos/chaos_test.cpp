@@ -5,10 +5,10 @@
 // is left behind.
 #include "../actors/reference.hpp"
 
-#include "actors/cluster.hpp"
-#include "actors/job.hpp"
-#include "actors/node_process.hpp"
-#include "actors/system.hpp"
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/job/runner.hpp"
+#include "actors/node/node_process.hpp"
+#include "actors/node/system.hpp"
 #include "algorithms/sampling.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -51,8 +51,8 @@ TEST_CASE("random stage crashes over several seeds never change the result",
     actors::job_options opts;
     opts.fetch_weights = true;
     opts.poll = std::chrono::milliseconds(3);
-    supervisor_actor sup;
-    opts.on_start = [&](supervisor_actor s) { sup = s; };
+    cluster_actor sup;
+    opts.on_start = [&](cluster_actor s) { sup = s; };
     size_t next = 0;
     int done_kills = 0;
     opts.on_status = [&](const job_status& s) {
@@ -128,8 +128,8 @@ TEST_CASE("random process kills, hangs and stage crashes over several seeds neve
     actors::job_options opts;
     opts.fetch_weights = true;
     opts.poll = std::chrono::milliseconds(5);
-    supervisor_actor sup;
-    opts.on_start = [&](supervisor_actor s) { sup = s; };
+    cluster_actor sup;
+    opts.on_start = [&](cluster_actor s) { sup = s; };
     // three events at random batches: crash a stage, kill -9 a node process,
     // stop one (SIGSTOP: found by its silence); a lost node is replaced by a new process that
     // joins the running job

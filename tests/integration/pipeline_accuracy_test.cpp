@@ -2,9 +2,9 @@
 // single-device training on Fashion-MNIST.
 #include "../support.hpp"
 
-#include "actors/cluster.hpp"
-#include "actors/job.hpp"
-#include "actors/system.hpp"
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/job/runner.hpp"
+#include "actors/node/system.hpp"
 #include "models/trainer.hpp"
 
 using namespace salamander;

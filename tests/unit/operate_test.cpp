@@ -1,7 +1,7 @@
 // The operator's tools without a cluster: the console's command language,
 // the cluster-secret handshake and the metrics log.
-#include "actors/auth.hpp"
-#include "actors/metrics.hpp"
+#include "actors/cluster/auth.hpp"
+#include "actors/job/metrics.hpp"
 #include "apps/console_parse.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,0 +1,591 @@
+#include "actors/cluster/cluster_supervisor.hpp"
+
+#include "actors/cluster/auth.hpp"
+#include "actors/logging.hpp"
+#include "messages/errors.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+namespace salamander::actors {
+
+namespace {
+
+using self_ptr = cluster_actor::stateful_pointer<cluster_state>;
+using clock = std::chrono::steady_clock;
+
+auto log() {
+  return subsystem_log("cluster");
+}
+
+bool live(const cluster_entry& e) {
+  return e.answered && !e.refused && !e.lost;
+}
+
+// The cluster's own events go to the job's metrics log.
+void tell_job(self_ptr self, const std::string& kind, const nlohmann::json& fields) {
+  if (self->state.job) {
+    self->send(caf::actor_cast<job_actor>(self->state.job), event_atom_v, kind, fields.dump());
+  }
+}
+
+cluster_member member_of(const cluster_state& st, size_t n) {
+  auto& e = st.nodes[n];
+  cluster_member m;
+  m.index = static_cast<uint32_t>(n);
+  m.name = e.name;
+  m.node = caf::actor_cast<caf::actor>(e.handle);
+  m.host = e.host;
+  m.port = e.port;
+  m.info = e.info;
+  m.refused = e.refused;
+  m.lost = e.lost;
+  m.why = e.why;
+  return m;
+}
+
+// Admission, the one path for the nodes of the cluster file and for nodes
+// that join later: hello with a fresh challenge; the node must speak our
+// protocol and prove the cluster secret, and gets our proof in turn (or why
+// it is refused; both sides log REFUSED). `done` gets the node's answer, or
+// why it is out and whether that is fatal for a job that counts on it (no
+// answer, another protocol) rather than a refusal.
+struct admission {
+  std::optional<node_info> info;
+  errc code = errc::none;
+  std::string why;
+  bool fatal = false;
+  caf::error error() const { return caf::make_error(code, why); }
+};
+
+void admit(self_ptr self, node_actor handle, const std::string& name,
+           std::function<void(admission)> done) {
+  auto challenge = make_challenge();
+  self->request(handle, self->state.cfg.hello_timeout, hello_atom_v, protocol_version, challenge)
+      .then(
+          [=](node_info info) {
+            auto& st = self->state;
+            if (info.protocol != protocol_version) {
+              done({std::nullopt, errc::protocol_mismatch,
+                    "node " + name + " speaks protocol " + std::to_string(info.protocol) +
+                        ", this supervisor " + std::to_string(protocol_version) +
+                        " (run the same salamander version everywhere)",
+                    true});
+              return;
+            }
+            if (!verify(st.cfg.secret, "node", name, challenge, info.proof)) {
+              auto why = "node " + name + " did not prove the cluster secret (wrong or missing "
+                                          "secret on that node); it is refused and gets no work";
+              log()->error("REFUSED {}", why);
+              self->send(handle, auth_atom_v, std::string{},
+                         std::string("this node did not prove the cluster secret (wrong or "
+                                     "missing --secret-file / SALAMANDER_SECRET)"));
+              done({std::nullopt, errc::unauthorized, why, false});
+              return;
+            }
+            self->send(handle, auth_atom_v, prove(st.cfg.secret, "supervisor", name, info.challenge),
+                       std::string{});
+            done({std::move(info), errc::none, "", false});
+          },
+          [=](caf::error& err) {
+            done({std::nullopt, errc::unreachable,
+                  "node " + name + " did not answer hello: " + self->system().render(err), true});
+          });
+}
+
+// Once every node of the cluster file answered: jobs that waited get the
+// members, or the reason no job can run.
+// The members a job gets, or why no job can run here.
+caf::expected<std::vector<cluster_member>> members(const cluster_state& st) {
+  if (!st.fatal.empty()) {
+    return caf::make_error(errc::bad_config, st.fatal);
+  }
+  std::vector<cluster_member> out;
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    out.push_back(member_of(st, n));
+  }
+  return out;
+}
+
+void admission_done(self_ptr self) {
+  auto& st = self->state;
+  st.admitted = true;
+  bool any = std::any_of(st.nodes.begin(), st.nodes.end(), live);
+  if (st.fatal.empty() && !any) {
+    st.fatal = st.nodes.empty() ? "no nodes to run the job on"
+                                : "no node proved the cluster secret; check --secret-file / "
+                                  "SALAMANDER_SECRET on the nodes and here";
+  }
+  auto answer = members(st);
+  for (auto& rp : st.submits) {
+    if (answer) {
+      rp.deliver(*answer);
+    } else {
+      rp.deliver(answer.error());
+    }
+  }
+  st.submits.clear();
+  self->delayed_send(self, st.cfg.heartbeat_period, tick_atom_v);
+}
+
+void hello_all(self_ptr self) {
+  auto& st = self->state;
+  st.hello_pending = st.nodes.size();
+  for (auto& e : st.nodes) {
+    self->monitor(e.handle); // a node lost during start-up is reported to the job
+  }
+  if (st.nodes.empty()) {
+    admission_done(self);
+    return;
+  }
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    admit(self, st.nodes[n].handle, st.nodes[n].name, [=](admission a) {
+            auto& st = self->state;
+            auto& e = st.nodes[n];
+            if (e.answered) {
+              return; // it went away first
+            }
+            e.answered = true;
+            if (a.info) {
+              e.info = std::move(*a.info);
+              e.last_seen = clock::now();
+            } else {
+              e.refused = true;
+              e.why = a.why;
+              self->demonitor(e.handle.address());
+              if (a.fatal && st.fatal.empty()) {
+                st.fatal = a.why;
+              }
+            }
+            if (--st.hello_pending == 0) {
+              admission_done(self);
+            }
+          });
+  }
+}
+
+// Every heartbeat period: ask each live node how it is (a hello without a
+// challenge). The console's `nodes` shows when each last answered.
+void heartbeat(self_ptr self) {
+  auto& st = self->state;
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    if (!live(st.nodes[n])) {
+      continue;
+    }
+    self->request(st.nodes[n].handle, st.cfg.heartbeat_timeout, hello_atom_v, protocol_version,
+                  std::string{})
+        .then(
+            [=](node_info& info) {
+              auto& e = self->state.nodes[n];
+              e.last_seen = clock::now();
+              e.info.memory_bytes = info.memory_bytes;
+              e.info.cpu_share = info.cpu_share;
+              e.info.link_bytes_per_s = info.link_bytes_per_s;
+            },
+            [](caf::error&) {});
+  }
+}
+
+// Every live node profiles the model; then every ordered pair of live nodes
+// measures its link, one probe at a time so that they do not share the
+// wire. A probe that fails leaves that link unmeasured.
+void profile_round(self_ptr self, const std::string& model, uint32_t mbs,
+                   caf::typed_response_promise<cluster_profile> rp) {
+  auto& st = self->state;
+  auto result = std::make_shared<cluster_profile>();
+  result->devices.assign(st.nodes.size(), device_report{});
+  std::vector<size_t> asked;
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    if (live(st.nodes[n])) {
+      asked.push_back(n);
+    }
+  }
+  auto probe_links = [=]() mutable {
+    auto pairs = std::make_shared<std::vector<std::pair<size_t, size_t>>>();
+    for (auto a : asked) {
+      for (auto b : asked) {
+        if (a != b && self->state.nodes[b].info.profiler) {
+          pairs->emplace_back(a, b);
+        }
+      }
+    }
+    auto next = std::make_shared<std::function<void(size_t)>>();
+    *next = [=](size_t k) mutable {
+      auto& st = self->state;
+      if (k == pairs->size()) {
+        // break the cycle (the function holds itself) without destroying
+        // the closure that is running: `hold` owns it until we return
+        auto hold = std::move(*next);
+        rp.deliver(*result);
+        return;
+      }
+      auto [a, b] = (*pairs)[k];
+      if (!live(st.nodes[a]) || !live(st.nodes[b])) {
+        (*next)(k + 1);
+        return;
+      }
+      self->request(st.nodes[a].handle, st.cfg.probe_timeout, probe_atom_v,
+                    st.nodes[b].info.profiler, st.nodes[b].name)
+          .then(
+              [=](link_report& r) {
+                result->links.push_back(
+                    {static_cast<uint32_t>(a), static_cast<uint32_t>(b), std::move(r)});
+                (*next)(k + 1);
+              },
+              [=](caf::error&) { (*next)(k + 1); });
+    };
+    (*next)(0);
+  };
+  if (asked.empty()) {
+    rp.deliver(caf::make_error(errc::bad_config, "no live node to profile on"));
+    return;
+  }
+  auto pending = std::make_shared<size_t>(asked.size());
+  auto failed = std::make_shared<bool>(false);
+  for (auto n : asked) {
+    auto name = st.nodes[n].name;
+    self->request(st.nodes[n].handle, st.cfg.profile_timeout, profile_atom_v, model, mbs)
+        .then(
+            [=](device_report& r) mutable {
+              result->devices[n] = std::move(r);
+              if (--*pending == 0 && !*failed) {
+                probe_links();
+              }
+            },
+            [=](caf::error& err) mutable {
+              if (!*failed) {
+                *failed = true;
+                rp.deliver(caf::make_error(errc::stage_failed,
+                                           "node " + name + " could not profile the model: " +
+                                               self->system().render(err)));
+              }
+            });
+  }
+}
+
+// Commands that change something (kill, slow, repartition, pause, resume,
+// replicate, checkpoint) come only from consoles that proved the cluster
+// secret, when there is one; looking (status) is open.
+std::optional<caf::error> console_refused(self_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.secret.empty()) {
+    return std::nullopt;
+  }
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (sender && st.consoles.count(sender) > 0) {
+    return std::nullopt;
+  }
+  return caf::make_error(errc::unauthorized,
+                         "this job has a cluster secret: prove it first (salamander console "
+                         "with --secret-file or SALAMANDER_SECRET)");
+}
+
+caf::error no_job() {
+  return caf::make_error(errc::bad_config, "no job is running on this cluster");
+}
+
+std::optional<size_t> live_node_named(const cluster_state& st, const std::string& name) {
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    if (st.nodes[n].name == name && live(st.nodes[n])) {
+      return n;
+    }
+  }
+  return std::nullopt;
+}
+
+// The node rows of a job's status, with what only the cluster knows:
+// health, last heartbeat, emulation, share, memory.
+void fill_rows(const cluster_state& st, job_status& s) {
+  auto now = clock::now();
+  for (auto& r : s.nodes) {
+    for (auto& e : st.nodes) {
+      if (e.name != r.name) {
+        continue;
+      }
+      double ago = e.last_seen != clock::time_point{}
+                       ? std::chrono::duration<double>(now - e.last_seen).count()
+                       : -1;
+      r.last_heartbeat_s = ago;
+      r.health = e.refused ? "refused" : e.lost ? "dead" : ago > st.cfg.late_after_s ? "late" : "ok";
+      r.emulation = e.info.emulation;
+      r.cpu_share = e.info.cpu_share;
+      r.memory_bytes = e.info.memory_bytes;
+      if (r.link_bytes_per_s <= 0) {
+        r.link_bytes_per_s = e.info.link_bytes_per_s;
+      }
+      if (s.health == "ok" && r.health == "late") {
+        s.health = "node " + r.name + " late (" + std::to_string(static_cast<int>(ago)) + " s)";
+      }
+    }
+  }
+}
+
+void on_join(self_ptr self, node_actor handle, const std::string& name,
+             caf::typed_response_promise<std::string> rp) {
+  admit(self, handle, name, [=](admission a) mutable {
+    auto& st = self->state;
+    if (!a.info) {
+      if (a.code == errc::unauthorized) {
+        tell_job(self, "refused", {{"node", name}, {"why", "cluster secret"}});
+      }
+      rp.deliver(a.error());
+      return;
+    }
+    auto info = std::move(a.info);
+    size_t n = st.nodes.size();
+    for (size_t i = 0; i < st.nodes.size(); ++i) {
+      if (st.nodes[i].name == name) {
+        n = i;
+      }
+    }
+    if (n < st.nodes.size() && live(st.nodes[n])) {
+      rp.deliver(caf::make_error(errc::bad_config, "a node named " + name + " is already running"));
+      return;
+    }
+    if (n == st.nodes.size()) {
+      st.nodes.emplace_back();
+    }
+    auto& e = st.nodes[n];
+    e.name = name;
+    e.handle = handle;
+    // its neighbours dial it where it says it listens
+    e.host = info->host == "0.0.0.0" ? "" : info->host;
+    e.port = info->port;
+    e.info = std::move(*info);
+    e.answered = true;
+    e.refused = false;
+    e.lost = false;
+    e.why.clear();
+    e.last_seen = clock::now();
+    self->monitor(handle);
+    log()->info("node {} joined the cluster", name);
+    if (!st.job) {
+      rp.deliver("node " + name + " joined the cluster");
+      return;
+    }
+    rp.delegate(caf::actor_cast<job_actor>(st.job), join_atom_v, static_cast<uint32_t>(n),
+                member_of(st, n));
+  });
+}
+
+} // namespace
+
+cluster_actor::behavior_type cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
+                                                cluster_config cfg, std::vector<remote_node> nodes) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  for (auto& n : nodes) {
+    cluster_entry e;
+    e.name = n.name;
+    e.handle = n.handle;
+    e.host = n.host;
+    e.port = n.port;
+    st.nodes.push_back(std::move(e));
+  }
+  if (st.cfg.secret.empty()) {
+    log()->warn("no cluster secret set (--secret-file or SALAMANDER_SECRET): any node that can "
+                "reach this supervisor can take part");
+  }
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    if (st.job && dm.source == st.job.address()) {
+      st.job = caf::actor{};
+      return;
+    }
+    for (size_t n = 0; n < st.nodes.size(); ++n) {
+      auto& e = st.nodes[n];
+      if (e.handle.address() != dm.source || e.refused || e.lost) {
+        continue;
+      }
+      e.lost = true;
+      e.why = self->system().render(dm.reason);
+      log()->warn("node {} went away: {}", e.name, e.why);
+      if (!e.answered) {
+        // its hello would wait for its whole timeout (CAF does not fail
+        // requests to a peer that died): admission goes on without it
+        e.answered = true;
+        if (st.fatal.empty()) {
+          st.fatal = "node " + e.name + " went away during start-up: " + e.why;
+        }
+        if (--st.hello_pending == 0) {
+          admission_done(self);
+        }
+        return;
+      }
+      if (st.job) {
+        self->send(caf::actor_cast<job_actor>(st.job), lost_atom_v, static_cast<uint32_t>(n),
+                   e.why);
+      }
+      return;
+    }
+  });
+  hello_all(self);
+  auto job = [=]() { return caf::actor_cast<train_job_actor>(self->state.job); };
+  return {
+      [=](submit_atom, caf::actor job) -> caf::result<std::vector<cluster_member>> {
+        auto& st = self->state;
+        if (st.job && st.job != job) {
+          return caf::make_error(errc::bad_config, "another job runs on this cluster");
+        }
+        st.job = job;
+        self->monitor(job);
+        if (st.admitted) {
+          auto answer = members(st);
+          if (answer) {
+            return *answer;
+          }
+          return answer.error();
+        }
+        auto rp = self->make_response_promise<std::vector<cluster_member>>();
+        st.submits.push_back(rp);
+        return rp;
+      },
+      [=](profile_atom, std::string& model, uint32_t mbs) -> caf::result<cluster_profile> {
+        auto rp = self->make_response_promise<cluster_profile>();
+        profile_round(self, model, mbs, rp);
+        return rp;
+      },
+      [=](join_atom, caf::actor node, std::string& name) -> caf::result<std::string> {
+        auto rp = self->make_response_promise<std::string>();
+        on_join(self, caf::actor_cast<node_actor>(node), name, rp);
+        return rp;
+      },
+      [=](kill_atom, std::string& name) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
+        if (auto n = live_node_named(self->state, name)) {
+          return self->delegate(self->state.nodes[*n].handle, kill_atom_v);
+        }
+        return caf::make_error(errc::bad_config, "no live node named " + name);
+      },
+      [=](slow_atom, std::string& name, double factor) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
+        if (auto n = live_node_named(self->state, name)) {
+          return self->delegate(self->state.nodes[*n].handle, slow_atom_v, factor);
+        }
+        return caf::make_error(errc::bad_config, "no live node named " + name);
+      },
+      [=](auth_atom) -> std::string {
+        // a console asks for a challenge to prove the cluster secret against
+        auto c = make_challenge();
+        self->state.console_challenges[self->current_sender()] = c;
+        return c;
+      },
+      [=](auth_atom, const std::string& proof) -> caf::result<std::string> {
+        auto& st = self->state;
+        auto sender = self->current_sender();
+        auto it = st.console_challenges.find(sender);
+        if (it == st.console_challenges.end()) {
+          return caf::make_error(errc::unauthorized, "ask for a challenge first");
+        }
+        auto challenge = it->second;
+        st.console_challenges.erase(it);
+        if (!verify(st.cfg.secret, "console", "console", challenge, proof)) {
+          log()->error("REFUSED a console that did not prove the cluster secret");
+          return caf::make_error(errc::unauthorized,
+                                 "the cluster secret does not match (--secret-file or "
+                                 "SALAMANDER_SECRET)");
+        }
+        st.consoles.insert(caf::actor_cast<caf::actor_addr>(sender));
+        return std::string("authenticated");
+      },
+      [=](capacity_atom, std::string& name, double factor) {
+        if (self->state.job) {
+          self->send(job(), capacity_atom_v, std::move(name), factor);
+        }
+      },
+      [=](caf::get_atom) -> caf::result<job_status> {
+        if (!self->state.job) {
+          return no_job();
+        }
+        auto rp = self->make_response_promise<job_status>();
+        self->request(job(), std::chrono::seconds(10), caf::get_atom_v)
+            .then(
+                [=](job_status& s) mutable {
+                  fill_rows(self->state, s);
+                  rp.deliver(std::move(s));
+                },
+                [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        return rp;
+      },
+      // the job's commands, for consoles allowed to give them
+      [=](pause_atom a) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
+        if (!self->state.job) {
+          return no_job();
+        }
+        return self->delegate(job(), a);
+      },
+      [=](resume_atom a) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
+        if (!self->state.job) {
+          return no_job();
+        }
+        return self->delegate(job(), a);
+      },
+      [=](checkpoint_atom a, std::string& path) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
+        if (!self->state.job) {
+          return no_job();
+        }
+        return self->delegate(job(), a, std::move(path));
+      },
+      [=](kill_atom a, uint32_t stage) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
+        if (!self->state.job) {
+          return no_job();
+        }
+        return self->delegate(job(), a, stage);
+      },
+      [=](replan_atom a, std::string& balance) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
+        if (!self->state.job) {
+          return no_job();
+        }
+        return self->delegate(job(), a, std::move(balance));
+      },
+      [=](replicate_atom a) -> caf::result<std::string> {
+        if (auto refused = console_refused(self)) {
+          return *refused;
+        }
+        if (!self->state.job) {
+          return no_job();
+        }
+        return self->delegate(job(), a);
+      },
+      [=](snapshot_atom a) -> caf::result<snapshot_payload> {
+        if (!self->state.job) {
+          return no_job();
+        }
+        return self->delegate(job(), a);
+      },
+      [=](tick_atom) {
+        heartbeat(self);
+        self->delayed_send(self, self->state.cfg.heartbeat_period, tick_atom_v);
+      },
+      [=](leave_atom) {
+        if (self->state.job) {
+          self->send(job(), leave_atom_v);
+        }
+        self->quit();
+      },
+  };
+}
+
+} // namespace salamander::actors

@@ -1,0 +1,82 @@
+// The cluster supervisor: long-lived, on the central device, one per
+// cluster. It knows nodes, not layers, batches or rounds.
+//
+//   admitting --(every node answered hello)--> admitted
+//       |                                          |
+//       |  hello: protocol check, both sides       |  heartbeats every second
+//       |  prove the cluster secret                |  node down_msg -> job: lost(n, why)
+//       '------------------------------------------'  join: the same admission -> job: join
+//
+// Jobs attach with submit(job) and get the admitted members once admission
+// is done; a job asks it for profiling rounds (every live node profiles
+// the model, then their links are measured pair by pair). Consoles prove
+// the secret here (auth); the node commands (kill node, slow node) are
+// its own, the job commands are passed on to the job once the console is
+// allowed to give them.
+//
+// Why a separate actor: every mode (training, serving, federated, split)
+// needs membership, admission, heartbeats, profiling and the console; the
+// job supervisors that use them are peers, each with only its own protocol.
+#pragma once
+
+#include "actors/cluster/cluster_file.hpp"
+#include "messages/interfaces.hpp"
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <vector>
+
+namespace salamander::actors {
+
+/// Timeouts and periods of the cluster supervisor, with their defaults.
+struct cluster_config {
+  /// The cluster secret nodes and consoles must prove ("": an open cluster).
+  std::string secret;
+  std::chrono::milliseconds hello_timeout{10000};
+  /// A node that takes longer to profile a model fails the round.
+  std::chrono::milliseconds profile_timeout{120000};
+  /// One link probe (pings and 256 KB transfers between two nodes).
+  std::chrono::milliseconds probe_timeout{30000};
+  /// Every period each live node is asked how it is (the console's `nodes`
+  /// shows when it last answered); detection itself is CAF's (connection
+  /// loss, connection timeout).
+  std::chrono::milliseconds heartbeat_period{1000};
+  std::chrono::milliseconds heartbeat_timeout{900};
+  /// A node that has not answered for this long shows as "late".
+  double late_after_s = 2.5;
+};
+
+struct cluster_entry {
+  std::string name;
+  node_actor handle;
+  std::string host;
+  uint16_t port = 0;
+  node_info info;
+  bool answered = false; ///< hello came back (admitted or refused)
+  bool refused = false;  ///< failed admission: never part of a job
+  bool lost = false;     ///< went away (down_msg)
+  std::string why;
+  std::chrono::steady_clock::time_point last_seen{};
+};
+
+struct cluster_state {
+  static inline const char* name = "cluster_supervisor";
+  cluster_config cfg;
+  std::vector<cluster_entry> nodes;
+  size_t hello_pending = 0;
+  bool admitted = false;
+  /// A problem that ends every job (another protocol, no answer to hello).
+  std::string fatal;
+  caf::actor job; ///< the job attached (one at a time for now)
+  std::vector<caf::typed_response_promise<std::vector<cluster_member>>> submits;
+  /// consoles that proved the cluster secret, and challenges handed out
+  std::set<caf::actor_addr> consoles;
+  std::map<caf::strong_actor_ptr, std::string> console_challenges;
+};
+
+/// `nodes` are connected (or in this process) and named already.
+cluster_actor::behavior_type cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
+                                                cluster_config cfg, std::vector<remote_node> nodes);
+
+} // namespace salamander::actors

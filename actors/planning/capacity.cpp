@@ -1,0 +1,141 @@
+#include "actors/planning/capacity.hpp"
+
+#include <algorithm>
+
+namespace salamander::actors {
+
+algorithms::plan_request make_plan_request(const models::model_desc& desc,
+                                           const std::string& schedule, int64_t micro_batch_size,
+                                           int micro_batches, const std::string& optimizer) {
+  algorithms::plan_request req;
+  req.mode = algorithms::plan_mode::training;
+  req.schedule = schedule == "gpipe" ? algorithms::plan_schedule::gpipe
+                                     : algorithms::plan_schedule::one_f_one_b;
+  req.micro_batch_size = micro_batch_size;
+  req.micro_batches = micro_batches;
+  req.optimizer_state_factor = optimizer == "adam" ? 2.0 : 1.0;
+  for (auto& l : desc.layers) {
+    req.layers.push_back({l.name, static_cast<double>(l.param_bytes),
+                          static_cast<double>(l.activation_bytes),
+                          static_cast<double>(l.output_bytes)});
+  }
+  return req;
+}
+
+void capacity_model::set_profiles(const cluster_profile& round) {
+  profiles_ = round.devices;
+  scale_.assign(profiles_.size(), 1.0);
+  capacity_.assign(profiles_.size(), 1.0);
+  links_.clear();
+  for (auto& l : round.links) {
+    links_[{l.from, l.to}] = l.report;
+  }
+}
+
+void capacity_model::add_node() {
+  if (profiles_.empty()) {
+    return;
+  }
+  profiles_.push_back(profiles_.front());
+  scale_.push_back(1.0);
+  capacity_.push_back(1.0);
+}
+
+std::pair<double, double> capacity_model::measured_link(size_t node,
+                                                        const std::vector<bool>& dead) const {
+  // the planner gives each device one link rate; the median keeps one odd
+  // pair from dominating
+  std::vector<double> rates, latencies;
+  for (auto& [pair, r] : links_) {
+    if (pair.first == node && pair.second < dead.size() && !dead[pair.second]) {
+      rates.push_back(r.bytes_per_s);
+      latencies.push_back(r.latency_s);
+    }
+  }
+  if (rates.empty()) {
+    return {0, 0};
+  }
+  std::sort(rates.begin(), rates.end());
+  std::sort(latencies.begin(), latencies.end());
+  return {rates[rates.size() / 2], latencies[latencies.size() / 2]};
+}
+
+algorithms::plan_request capacity_model::request(algorithms::plan_request req,
+                                                 const std::vector<size_t>& live,
+                                                 const std::vector<bool>& dead,
+                                                 const std::vector<std::string>& names,
+                                                 double default_link_bytes_per_s) const {
+  for (size_t n : live) {
+    if (n >= profiles_.size()) {
+      break; // no profiles (an even-split job): the caller adds devices
+    }
+    auto& p = profiles_[n];
+    algorithms::device_profile d;
+    d.name = n < names.size() ? names[n] : p.node;
+    double scale = n < scale_.size() ? scale_[n] : 1.0;
+    for (size_t l = 0; l < p.forward_s.size(); ++l) {
+      d.forward_s.push_back(p.forward_s[l] * scale);
+      d.backward_s.push_back(p.backward_s[l] * scale);
+    }
+    d.memory_bytes = p.memory_bytes;
+    auto [rate, latency] = measured_link(n, dead);
+    d.link_bytes_per_s = rate > 0                    ? rate
+                         : p.link_bytes_per_s > 0 ? p.link_bytes_per_s
+                                                  : default_link_bytes_per_s;
+    d.link_latency_s = latency > 0 ? latency : 1e-4;
+    req.devices.push_back(std::move(d));
+  }
+  return req;
+}
+
+double capacity_model::predicted_s(size_t node, size_t begin, size_t end, double runs) const {
+  if (node >= profiles_.size()) {
+    return 0;
+  }
+  auto& p = profiles_[node];
+  double s = 0;
+  for (size_t l = begin; l < end && l < p.forward_s.size(); ++l) {
+    s += (p.forward_s[l] + p.backward_s[l]) * runs;
+  }
+  return s;
+}
+
+void capacity_model::correct(const std::vector<batch_stats>& reports,
+                             const algorithms::layer_ranges& ranges,
+                             const std::vector<size_t>& stage_nodes, const std::vector<int>& split,
+                             int micro_batches) {
+  for (auto& r : reports) {
+    if (r.stage >= ranges.size() || r.stage >= stage_nodes.size()) {
+      continue;
+    }
+    size_t n = stage_nodes[r.stage];
+    double runs = split.empty() ? micro_batches : split.at(r.stage);
+    double predicted = predicted_s(n, ranges[r.stage].first, ranges[r.stage].second, runs);
+    if (predicted > 0 && r.compute_s > 0 && n < scale_.size()) {
+      scale_[n] = (1 - correction_weight) * scale_[n] + correction_weight * (r.compute_s / predicted);
+    }
+  }
+}
+
+void capacity_model::set_kind_ratio(int kind, double ratio) {
+  kind_ratio_[kind] = std::clamp(ratio, min_kind_ratio, max_kind_ratio);
+}
+
+void capacity_model::report_capacity(size_t node, double factor, bool staged) {
+  if (!(factor > 0)) {
+    return;
+  }
+  if (capacity_.size() <= node) {
+    capacity_.resize(node + 1, 1.0);
+  }
+  capacity_[node] = factor;
+  if (!staged && node < scale_.size()) {
+    scale_[node] = 1.0 / factor;
+  }
+}
+
+double capacity_model::speed(size_t node) const {
+  return node < scale_.size() && scale_[node] > 0 ? 1.0 / scale_[node] : 0.0;
+}
+
+} // namespace salamander::actors

@@ -1,0 +1,142 @@
+// What the training job does for its operators: the status rows of the
+// console's `nodes` and `plan`, gathering every stage's weights (the final
+// snapshot, checkpoints) and console checkpoints at a flush.
+#include "actors/train/train_job_impl.hpp"
+#include "messages/checkpoint.hpp"
+#include "messages/errors.hpp"
+
+namespace salamander::actors::train_detail {
+
+// Fills the console's views of the job: nodes and stages. Health and the
+// last heartbeat are the cluster supervisor's to add; here a node is ok,
+// dead or refused.
+void refresh_rows(self_ptr self) {
+  auto& st = self->state;
+  auto& s = st.status;
+  auto dead = dead_mask(st);
+  s.nodes.clear();
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    auto& node = st.nodes[n];
+    node_row r;
+    r.name = node.name;
+    r.health = node.refused ? "refused" : node.dead ? "dead" : "ok";
+    r.role = "spare";
+    for (size_t i = 0; i < st.plan.nodes.size() && i < st.stages.size(); ++i) {
+      if (st.plan.nodes[i] == n) {
+        r.role = "stage " + std::to_string(i);
+      }
+    }
+    r.emulation = node.info.emulation;
+    r.cpu_share = node.info.cpu_share;
+    r.memory_bytes = node.info.memory_bytes;
+    auto [rate, latency] = st.capacity.measured_link(n, dead);
+    r.link_bytes_per_s = rate > 0 ? rate : node.info.link_bytes_per_s;
+    r.link_latency_s = latency;
+    r.speed = st.capacity.speed(n);
+    r.capacity = st.capacity.capacity(n);
+    s.nodes.push_back(std::move(r));
+  }
+  s.stages.clear();
+  auto M = static_cast<double>(st.cfg.micro_batches);
+  for (size_t i = 0; i < st.plan.ranges.size() && i < st.plan.nodes.size(); ++i) {
+    stage_row r;
+    r.index = static_cast<uint32_t>(i);
+    size_t n = st.plan.nodes[i];
+    r.node = st.nodes[n].name;
+    r.begin = st.plan.ranges[i].first;
+    r.end = st.plan.ranges[i].second;
+    r.predicted_s = st.capacity.predicted_s(n, r.begin, r.end, M);
+    for (auto& b : st.last_reports) {
+      if (b.stage == i) {
+        r.measured_s = b.compute_s;
+        r.wait_s = b.wait_s;
+        r.send_s = b.send_s;
+      }
+    }
+    s.stages.push_back(std::move(r));
+  }
+  s.paused_by_user = st.user_paused;
+  s.elapsed_s = since(st.started);
+}
+
+// Every stage's weights and optimizer state, merged into one snapshot (its
+// version the lowest of theirs); `done` gets it, or the first stage (index)
+// that did not hand its part over and why.
+void collect_weights(self_ptr self, weights_done done) {
+  auto& st = self->state;
+  // data parallel: the members hold the same weights; the first answers
+  size_t asked = st.plan.split.empty() ? st.stages.size() : std::min<size_t>(1, st.stages.size());
+  auto parts = std::make_shared<std::vector<models::weight_snapshot>>(asked);
+  auto pending = std::make_shared<size_t>(asked);
+  auto failed = std::make_shared<bool>(false);
+  for (size_t i = 0; i < asked; ++i) {
+    self->request(st.stages[i], st.cfg.request_timeout, snapshot_atom_v)
+        .then(
+            [=](snapshot_payload& part) {
+              (*parts)[i] = std::move(part.snapshot);
+              if (--*pending > 0 || *failed) {
+                return;
+              }
+              auto all = (*parts)[0];
+              all.layers.clear();
+              for (auto& p : *parts) {
+                all.version = std::min(all.version, p.version);
+                for (auto& l : p.layers) {
+                  all.layers.push_back(std::move(l));
+                }
+              }
+              done(std::move(all), 0);
+            },
+            [=](caf::error& err) {
+              if (!*failed) {
+                *failed = true;
+                done(std::move(err), i);
+              }
+            });
+  }
+}
+
+// At a flush: every stage's weights into one checkpoint per request.
+void take_checkpoints(self_ptr self) {
+  if (!enter(self, job_event::checkpoint)) {
+    return;
+  }
+  auto attempt = self->state.attempt;
+  collect_weights(self, [=](caf::expected<models::weight_snapshot> all, size_t failed_stage) {
+    auto& st = self->state;
+    auto requests = std::move(st.checkpoints);
+    st.checkpoints.clear();
+    for (auto& r : requests) {
+      if (!all) {
+        r.promise.deliver(caf::make_error(
+            errc::stage_failed, "stage " + std::to_string(failed_stage) +
+                                    " did not hand over its weights: " +
+                                    self->system().render(all.error())));
+        continue;
+      }
+      try {
+        messages::checkpoint ckpt;
+        ckpt.snapshot = *all;
+        ckpt.seed = st.cfg.seed;
+        ckpt.epoch = st.committed / static_cast<uint64_t>(st.batches_per_epoch);
+        ckpt.batches_in_epoch = st.committed % static_cast<uint64_t>(st.batches_per_epoch);
+        ckpt.note = "console checkpoint at batch " + std::to_string(st.committed) + ", plan " +
+                    st.status.plan;
+        messages::save_checkpoint(r.path, ckpt);
+        log_event(self, "checkpoint", {{"path", r.path}, {"version", all->version}});
+        r.promise.deliver("saved checkpoint " + r.path + " (version " +
+                          std::to_string(all->version) + ", " +
+                          std::to_string(all->layers.size()) + " layers)");
+      } catch (const std::exception& e) {
+        r.promise.deliver(caf::make_error(errc::bad_config, e.what()));
+      }
+    }
+    // a failure while the weights were gathered already moved the job on
+    if (attempt == st.attempt && st.phase == job_phase::checkpointing) {
+      back_to_training(self, job_event::checkpointed);
+      feed(self);
+    }
+  });
+}
+
+} // namespace salamander::actors::train_detail

@@ -1,0 +1,535 @@
+// Plans of the training job: the first plan (the user's balance, an even
+// split, or the partitioner over a profiling round), launching a plan
+// through a launcher, and live re-planning at a flush when the capacity
+// model predicts enough gain (algorithms/replan.hpp decides).
+#include "actors/logging.hpp"
+#include "actors/train/launcher.hpp"
+#include "actors/train/train_job_impl.hpp"
+#include "algorithms/recovery.hpp"
+#include "algorithms/replan.hpp"
+#include "messages/errors.hpp"
+
+#include <cstdio>
+
+namespace salamander::actors::train_detail {
+
+namespace {
+
+// The stage specs of a plan; the chain replica of stage i goes to the next
+// stage's node, the last stage's to the central holder.
+std::vector<stage_spec> make_specs(const train_job_state& st, const stage_plan& plan) {
+  auto desc = models::describe(models::model_spec::parse(st.cfg.model));
+  auto n = plan.ranges.size();
+  bool dp = !plan.split.empty();
+  std::vector<stage_spec> specs(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto& spec = specs[i];
+    spec.model = desc.spec.canonical();
+    spec.fingerprint = desc.fingerprint;
+    spec.seed = st.cfg.seed;
+    spec.index = static_cast<uint32_t>(i);
+    spec.stages = static_cast<uint32_t>(n);
+    spec.begin = plan.ranges[i].first;
+    spec.end = plan.ranges[i].second;
+    spec.micro_batches = static_cast<uint32_t>(st.cfg.micro_batches);
+    spec.schedule = st.cfg.schedule;
+    spec.optimizer = st.cfg.optimizer;
+    spec.lr = st.cfg.lr;
+    spec.momentum = st.cfg.momentum;
+    spec.threads = st.cfg.threads;
+    spec.start_batch = st.committed;
+    spec.micro_batch_size = static_cast<uint32_t>(micro_batch_size(st.cfg));
+    spec.replicate_every = st.cfg.replicate_every;
+    spec.global_every = st.cfg.global_every;
+    if (dp) {
+      spec.members = static_cast<uint32_t>(n);
+      spec.member = static_cast<uint32_t>(i);
+      int begin = 0;
+      for (size_t k = 0; k < i; ++k) {
+        begin += plan.split[k];
+      }
+      spec.micro_begin = static_cast<uint32_t>(begin);
+      spec.micro_end = static_cast<uint32_t>(begin + plan.split[i]);
+      if (i > 0) {
+        spec.replicate_every = 0; // the members' weights are the same: the first replicates
+      }
+    }
+    auto central = st.nodes.size();
+    auto holder_node = algorithms::chain_holder_node(i, plan.nodes, dp, central);
+    spec.chain_holder = caf::actor_cast<caf::actor>(
+        holder_node < st.nodes.size() && st.nodes[holder_node].holder
+            ? st.nodes[holder_node].holder
+            : st.central_holder);
+    spec.global_holder = caf::actor_cast<caf::actor>(st.central_holder);
+  }
+  return specs;
+}
+
+// A re-plan: which current stages hold layers [b, e) of each new stage.
+void add_sources(const train_job_state& st, stage_spec& spec) {
+  for (size_t j = 0; j < st.plan.ranges.size(); ++j) {
+    if (!st.plan.split.empty() && j > 0) {
+      break; // data parallel: the members hold the same layers; the first serves
+    }
+    auto lo = std::max<uint64_t>(spec.begin, st.plan.ranges[j].first);
+    auto hi = std::min<uint64_t>(spec.end, st.plan.ranges[j].second);
+    if (lo < hi) {
+      spec.sources.push_back(caf::actor_cast<caf::actor>(st.stages[j]));
+      spec.source_begin.push_back(lo);
+      spec.source_end.push_back(hi);
+    }
+  }
+}
+
+int state_factor(const job_config& cfg) {
+  return cfg.optimizer == "adam" ? 3 : 2;
+}
+
+// The launcher came back: wire the stages and start (or resume) training.
+void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
+                 std::vector<std::pair<size_t, size_t>> dials, launch_result& r) {
+  auto& st = self->state;
+  for (size_t k = 0; k + 1 < r.peered.size(); k += 2) {
+    st.peered.insert({r.peered[k], r.peered[k + 1]});
+  }
+  for (auto [a, b] : dials) {
+    log_event(self, "peer", {{"from", st.nodes[a].name},
+                             {"to", st.nodes[b].name},
+                             {"direct", st.peered.count({a, b}) > 0}});
+  }
+  if (algorithms::is_over(st.phase) || attempt != st.attempt) {
+    // the job ended, or a newer failure superseded this attempt
+    for (auto& s : r.stages) {
+      self->send_exit(s, caf::exit_reason::user_shutdown);
+    }
+    return;
+  }
+  if (!r.ok) {
+    if (recovering(st)) {
+      // a node that is gone is recovered from by its loss; one that
+      // refuses (memory) means too little capacity
+      auto n = r.failed_stage < plan.nodes.size() ? plan.nodes[r.failed_stage] : 0;
+      if (n < st.nodes.size() && !st.nodes[n].dead) {
+        wait_for_capacity(self, "node " + st.nodes[n].name + " refused a stage: " + r.error);
+      }
+      return;
+    }
+    fail(self, r.error);
+    return;
+  }
+  st.stages.clear();
+  for (auto& s : r.stages) {
+    self->monitor(s);
+    st.stages.push_back(caf::actor_cast<stage_actor>(s));
+  }
+  bool dp = !st.plan.split.empty();
+  for (size_t k = 0; k < st.stages.size(); ++k) {
+    auto prev = k > 0 && !dp ? caf::actor_cast<caf::actor>(st.stages[k - 1]) : caf::actor{};
+    auto next = k + 1 < st.stages.size() && !dp ? caf::actor_cast<caf::actor>(st.stages[k + 1])
+                                                : caf::actor{};
+    self->send(st.stages[k], wire_atom_v, prev, next, caf::actor_cast<caf::actor>(self));
+  }
+  st.status.plan_version++;
+  st.status.plan = describe_plan(st);
+  st.status.plan_batches = 0;
+  st.status.stage_compute_s.assign(st.stages.size(), 0.0);
+  st.status.stage_wait_s.assign(st.stages.size(), 0.0);
+  st.status.stage_send_s.assign(st.stages.size(), 0.0);
+  log_event(self, "plan",
+            {{"plan_version", st.status.plan_version},
+             {"plan", st.status.plan},
+             {"at_batch", st.committed}});
+  if (pulls) {
+    st.ready_pending = st.stages.size(); // resume when all have pulled state
+    return;
+  }
+  if (recovering(st)) {
+    resume_after_replan(self); // rolled back to the seed: nothing to pull
+    return;
+  }
+  st.started = clock::now();
+  st.last_progress = clock::now();
+  back_to_training(self, job_event::launched);
+  start_epoch(self);
+}
+
+} // namespace
+
+std::string describe_plan(const train_job_state& st) {
+  auto& p = st.plan;
+  std::string out;
+  if (!p.split.empty()) {
+    // data parallel: "dp(dev1:5 dev2:2 dev3:1)[0,8)", micro-batches per member
+    out = "dp(";
+    for (size_t i = 0; i < p.nodes.size(); ++i) {
+      out += (i ? " " : "") + st.nodes[p.nodes[i]].name + ":" +
+             std::to_string(i < p.split.size() ? p.split[i] : 0);
+    }
+    return out + ")[" + std::to_string(p.ranges.empty() ? 0 : p.ranges[0].first) + "," +
+           std::to_string(p.ranges.empty() ? 0 : p.ranges[0].second) + ")";
+  }
+  for (size_t i = 0; i < p.ranges.size(); ++i) {
+    out += (i ? " " : "") + st.nodes[p.nodes[i]].name + "[" + std::to_string(p.ranges[i].first) +
+           "," + std::to_string(p.ranges[i].second) + ")";
+  }
+  return out;
+}
+
+// Spawns one stage per range of `plan` (through a launcher, which first
+// connects pipeline neighbours), then wires the chain and starts (or, after a
+// re-plan or recovery, resumes) training. A re-planned stage pulls its layers
+// from the stages of the old plan, which run until all are ready; a
+// recovering one from what `sources` names.
+void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources) {
+  auto& st = self->state;
+  if (!plan.split.empty() && plan.split.size() != plan.ranges.size()) {
+    fail(self, "internal: a data-parallel split for " + std::to_string(plan.split.size()) +
+                   " members and " + std::to_string(plan.ranges.size()) + " stages");
+    return;
+  }
+  auto specs = make_specs(st, plan);
+  for (auto& spec : specs) {
+    if (kind == launch_kind::replan) {
+      add_sources(st, spec);
+    } else if (sources) {
+      sources(spec);
+    }
+  }
+  if (kind == launch_kind::replan) {
+    auto desc = models::describe(models::model_spec::parse(st.cfg.model));
+    std::vector<int64_t> bytes;
+    for (auto& l : desc.layers) {
+      bytes.push_back(l.param_bytes);
+    }
+    st.status.last_replan_moved_bytes = algorithms::moved_bytes(
+        st.plan.ranges, st.plan.nodes, plan.ranges, plan.nodes, bytes, state_factor(st.cfg));
+    st.old_stages = st.stages;
+  }
+  st.plan = plan;
+  st.reduce_parts.clear();
+  std::vector<bool> can_dial, dialable;
+  for (auto& n : st.nodes) {
+    can_dial.push_back(n.port != 0);
+    dialable.push_back(n.port != 0 && !n.host.empty());
+  }
+  auto dials = algorithms::pairs_to_dial(plan.nodes, !plan.split.empty(), st.peered, can_dial,
+                                         dialable);
+  launch_order order;
+  order.specs = specs;
+  for (auto n : plan.nodes) {
+    order.nodes.push_back(st.nodes[n].handle);
+    order.node_names.push_back(st.nodes[n].name);
+  }
+  for (auto [a, b] : dials) {
+    order.dials.push_back({a, b, st.nodes[a].handle, st.nodes[b].host, st.nodes[b].port});
+  }
+  order.dial_timeout = st.cfg.peer_timeout;
+  order.spawn_timeout = st.cfg.request_timeout;
+  bool pulls = !specs.empty() && !specs[0].sources.empty();
+  auto attempt = st.attempt;
+  auto l = self->spawn(launcher, std::move(order));
+  // the launcher bounds each step; this bounds the whole
+  auto limit = st.cfg.peer_timeout + st.cfg.request_timeout + std::chrono::seconds(5);
+  self->request(l, limit, launch_atom_v)
+      .then([=](launch_result& r) { on_launched(self, attempt, plan, pulls, dials, r); },
+            [=](caf::error& err) {
+              launch_result r;
+              r.ok = false;
+              r.error = "launching the plan failed: " + self->system().render(err);
+              on_launched(self, attempt, plan, pulls, dials, r);
+            });
+}
+
+algorithms::plan_request planner_request(const train_job_state& st) {
+  auto desc = models::describe(models::model_spec::parse(st.cfg.model));
+  auto req = make_plan_request(desc, st.cfg.schedule, micro_batch_size(st.cfg),
+                               static_cast<int>(st.cfg.micro_batches), st.cfg.optimizer);
+  req.allow_data_parallel = st.cfg.allow_data_parallel;
+  return st.capacity.request(std::move(req), live_nodes(st), dead_mask(st), node_names(st),
+                             st.cfg.default_link_bytes_per_s);
+}
+
+stage_plan plan_to_stages(const algorithms::partition_plan& plan, const std::vector<size_t>& live) {
+  stage_plan out;
+  out.split = plan.micro_split;
+  for (auto& s : plan.stages) {
+    out.ranges.emplace_back(s.begin, s.end);
+    out.nodes.push_back(live[s.device]);
+  }
+  return out;
+}
+
+caf::expected<stage_plan> balanced_plan(const train_job_state& st,
+                                        const std::vector<size_t>& balance, bool strict) {
+  auto layers = st.layers;
+  auto live = live_nodes(st);
+  stage_plan p;
+  if (st.cfg.data_parallel && balance.empty()) {
+    // every node holds the model and runs an even share of the micro-batches
+    auto members = std::min<size_t>(live.size(), static_cast<size_t>(st.cfg.micro_batches));
+    if (members == 0) {
+      return caf::make_error(errc::bad_config, "no node to run on");
+    }
+    p.split = algorithms::split_micro_batches(std::vector<double>(members, 1.0),
+                                              static_cast<int>(st.cfg.micro_batches));
+    p.ranges.assign(members, {0, layers});
+    p.nodes.assign(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(members));
+    if (members == 1) {
+      p.split.clear(); // one member: a plain single stage
+    }
+    return p;
+  }
+  try {
+    // strict: the user asked for these nodes; after a failure, use what fits
+    auto stages = strict ? live.size() : std::min(live.size(), layers);
+    p.ranges = balance.empty() ? algorithms::even_split(layers, static_cast<int>(stages))
+                               : algorithms::ranges_from_balance(balance, layers);
+  } catch (const std::exception& e) {
+    return caf::make_error(errc::bad_config, e.what());
+  }
+  if (p.ranges.size() > live.size()) {
+    return caf::make_error(errc::bad_config, "the balance names " + std::to_string(p.ranges.size()) +
+                                                 " stages but only " + std::to_string(live.size()) +
+                                                 " nodes are available");
+  }
+  p.nodes.assign(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(p.ranges.size()));
+  return p;
+}
+
+void first_plan(self_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.auto_plan) {
+    enter(self, job_event::profile);
+    auto mbs = static_cast<uint32_t>(micro_batch_size(st.cfg));
+    auto timeout = st.cfg.profile_timeout + std::chrono::seconds(60); // + the link probes
+    self->request(st.cluster, timeout, profile_atom_v, st.cfg.model, mbs)
+        .then([=](cluster_profile& round) { on_profiles(self, round); },
+              [=](caf::error& err) { fail(self, self->system().render(err)); });
+    return;
+  }
+  auto plan = balanced_plan(st, st.cfg.balance, true);
+  if (!plan) {
+    fail(self, self->system().render(plan.error()));
+    return;
+  }
+  if (!st.cfg.balance.empty() && plan->ranges.size() != st.nodes.size()) {
+    fail(self, "the balance names " + std::to_string(plan->ranges.size()) + " stages but " +
+                   std::to_string(st.nodes.size()) + " nodes are given");
+    return;
+  }
+  launch(self, std::move(*plan), launch_kind::first);
+}
+
+// The profiling round came back: log it, plan with the partitioner, launch.
+void on_profiles(self_ptr self, cluster_profile& round) {
+  auto& st = self->state;
+  if (algorithms::is_over(st.phase)) {
+    return;
+  }
+  for (auto& r : round.devices) {
+    if (r.forward_s.empty()) {
+      continue; // not asked (refused or lost)
+    }
+    double per_micro = 0;
+    for (size_t l = 0; l < r.forward_s.size(); ++l) {
+      per_micro += r.forward_s[l] + r.backward_s[l];
+    }
+    log_event(self, "profile",
+              {{"node", r.node},
+               {"model_s_per_micro_batch", per_micro},
+               {"cpu_share", r.cpu_share},
+               {"slowdown", r.slowdown},
+               {"memory_bytes", r.memory_bytes},
+               {"emulation", r.emulation}});
+  }
+  for (auto& l : round.links) {
+    auto& r = l.report;
+    log_event(self, "link", {{"from", r.from}, {"to", r.to}, {"latency_s", r.latency_s},
+                             {"bytes_per_s", r.bytes_per_s}, {"method", r.method}});
+  }
+  st.capacity.set_profiles(round);
+  try {
+    auto req = planner_request(st);
+    auto plan = algorithms::plan_partition(req);
+    st.predicted_bottleneck_s = plan.bottleneck_s;
+    // what the planner predicted, and the best plan of the other kind
+    nlohmann::json choice = {{"predicted_samples_per_s", plan.samples_per_s},
+                             {"data_parallel", plan.data_parallel()}};
+    if (req.allow_data_parallel) {
+      try {
+        auto other = req;
+        other.allow_data_parallel = false;
+        auto pipe = algorithms::plan_partition(other);
+        choice["best_pipeline_samples_per_s"] = pipe.samples_per_s;
+        choice["best_pipeline_stages"] = pipe.stages.size();
+      } catch (const std::exception&) {
+      }
+    }
+    log_event(self, "planned", choice);
+    launch(self, plan_to_stages(plan, live_nodes(st)), launch_kind::first);
+  } catch (const std::exception& e) {
+    fail(self, std::string("cannot plan the job: ") + e.what());
+  }
+}
+
+// Corrects each node's profile by what its stage measured, and asks for a
+// re-plan when the planner then predicts enough gain.
+void track_capacity(self_ptr self) {
+  auto& st = self->state;
+  if (!st.capacity.profiled() || st.phase == job_phase::replanning || st.replan_requested) {
+    return;
+  }
+  st.capacity.correct(st.last_reports, st.plan.ranges, st.plan.nodes, st.plan.split,
+                      static_cast<int>(st.cfg.micro_batches));
+  algorithms::replan_inputs in;
+  in.min_gain = st.cfg.replan_gain;
+  in.committed = st.committed;
+  in.last_replan_batch = st.last_replan_batch;
+  in.min_batches = st.cfg.replan_min_batches;
+  in.check_every = st.cfg.replan_check_every;
+  if (in.min_gain <= 0) {
+    return;
+  }
+  try {
+    auto req = planner_request(st);
+    auto live = live_nodes(st);
+    std::vector<algorithms::stage_assignment> now;
+    std::vector<size_t> devices;
+    for (size_t i = 0; i < st.plan.ranges.size(); ++i) {
+      auto d = static_cast<size_t>(std::find(live.begin(), live.end(), st.plan.nodes[i]) -
+                                   live.begin());
+      now.push_back({d, st.plan.ranges[i].first, st.plan.ranges[i].second, 0, 0, 0});
+      devices.push_back(d);
+    }
+    int kind = st.plan.split.empty() ? 0 : 1;
+    auto current = kind == 0 ? algorithms::evaluate_plan(req, now)
+                             : algorithms::evaluate_data_parallel(req, devices, st.plan.split);
+    // how far the whole batch runs behind the model, for this kind of plan
+    if (st.recent.size() >= 6 && current.objective_s > 0) {
+      auto span = std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
+      double period = span.count() / static_cast<double>(st.recent.size() - 1);
+      st.capacity.set_kind_ratio(kind, period / current.objective_s);
+    }
+    if (!algorithms::replan_check_due(in)) {
+      return;
+    }
+    // the best of each kind, each corrected by what its kind measured
+    in.current_s = current.objective_s * st.capacity.kind_ratio(kind);
+    std::optional<algorithms::partition_plan> best;
+    double best_cost = in.current_s;
+    auto consider = [&](algorithms::partition_plan p) {
+      double cost = p.objective_s * st.capacity.kind_ratio(p.data_parallel() ? 1 : 0);
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = std::move(p);
+      }
+    };
+    auto pipelines = req;
+    pipelines.allow_data_parallel = false;
+    try {
+      consider(algorithms::plan_partition(pipelines));
+    } catch (const algorithms::plan_error&) {
+    }
+    if (req.allow_data_parallel) {
+      try {
+        consider(algorithms::plan_data_parallel(req));
+      } catch (const algorithms::plan_error&) {
+      }
+    }
+    in.best_s = best ? best_cost : 0;
+    auto verdict = algorithms::decide_replan(in);
+    if (best && verdict.replan) {
+      st.pending_plan = plan_to_stages(*best, live);
+      st.predicted_bottleneck_s = best->bottleneck_s;
+      st.replan_requested = true;
+      st.replan_balance.clear();
+      char why[160];
+      std::snprintf(why, sizeof why,
+                    "capacity: %d%% faster predicted (measured/modelled batch time: "
+                    "pipelines x%.2f, data parallel x%.2f)",
+                    static_cast<int>(100 * verdict.gain), st.capacity.kind_ratio(0),
+                    st.capacity.kind_ratio(1));
+      st.replan_reason = why;
+    }
+  } catch (const std::exception&) {
+    // no better plan fits; keep the current one
+  }
+}
+
+// Called at a flush (nothing in flight) when a re-plan was asked for.
+void begin_replan(self_ptr self) {
+  auto& st = self->state;
+  st.replan_requested = false;
+  std::vector<size_t> balance;
+  try {
+    balance = parse_balance(st.replan_balance);
+  } catch (const std::exception& e) {
+    fail(self, e.what());
+    return;
+  }
+  stage_plan plan;
+  if (st.pending_plan) {
+    plan = std::move(*st.pending_plan);
+    st.pending_plan.reset();
+  } else if (balance.empty() && st.capacity.profiled()) {
+    try {
+      plan = plan_to_stages(algorithms::plan_partition(planner_request(st)), live_nodes(st));
+    } catch (const std::exception& e) {
+      fail(self, std::string("cannot re-plan: ") + e.what());
+      return;
+    }
+  } else {
+    auto chosen = balanced_plan(st, balance, true);
+    if (!chosen) {
+      fail(self, self->system().render(chosen.error()));
+      return;
+    }
+    plan = std::move(*chosen);
+  }
+  st.last_replan_batch = st.committed;
+  if (plan == st.plan) {
+    feed(self); // nothing would change
+    return;
+  }
+  enter(self, job_event::replan);
+  st.replan_started = clock::now();
+  launch(self, std::move(plan), launch_kind::replan);
+}
+
+// Every new stage pulled its state: the old ones stop, training goes on.
+void resume_after_replan(self_ptr self) {
+  auto& st = self->state;
+  for (auto& old : st.old_stages) {
+    self->demonitor(old.address());
+    self->send_exit(old, caf::exit_reason::user_shutdown);
+  }
+  st.old_stages.clear();
+  if (recovering(st)) {
+    st.status.recoveries++;
+    st.status.last_recovery_s = since(st.failure_at);
+    st.status.health = "ok";
+    log_event(self, "recovered",
+              {{"recovery_s", st.status.last_recovery_s},
+               {"transfer_s", since(st.recovery_planned_at)},
+               {"rollback_version", st.status.rollback_version},
+               {"redone_batches",
+                st.rollback_from - static_cast<uint64_t>(st.status.rollback_version)},
+               {"plan", st.status.plan}});
+    subsystem_log("recovery")->info("recovered in {:.3f} s: plan {}", st.status.last_recovery_s,
+                                    st.status.plan);
+    back_to_training(self, job_event::recovered);
+  } else {
+    st.status.replans++;
+    st.status.last_replan_s = since(st.replan_started);
+    log_event(self, "replan",
+              {{"reason", st.replan_reason},
+               {"pause_s", st.status.last_replan_s},
+               {"moved_bytes", st.status.last_replan_moved_bytes},
+               {"plan", st.status.plan},
+               {"plan_version", st.status.plan_version}});
+    back_to_training(self, job_event::replanned);
+  }
+  continue_training(self);
+}
+
+} // namespace salamander::actors::train_detail

@@ -1,0 +1,307 @@
+// Failures of the training job (DESIGN.md, "Recovery"). One node failure,
+// from the cluster supervisor to the recovered job (README, "Following a
+// failure"):
+//
+//   cluster_supervisor.cpp  down_msg of the node -> lost(node, why) to the job
+//   train_job.cpp           lost: mark the node dead -> on_failure
+//   train_recovery.cpp      on_failure: freeze, wait `failure_window` for
+//                           failures that come together -> recover: pause the
+//                           survivors, start a recovery round over every live
+//                           holder and surviving stage
+//   recovery_round.cpp      inventories with bounded timeouts -> the decision
+//                           (algorithms/recovery.hpp: rollback version or
+//                           fast sources)
+//   train_recovery.cpp      recover_with: re-plan over the survivors, roll the
+//                           counters back, assign each layer its source
+//   train_plan.cpp          launch: the new stages pull their layers -> ready
+//                           -> resume_after_replan: training goes on at v + 1
+#include "actors/logging.hpp"
+#include "actors/replication/recovery_round.hpp"
+#include "actors/train/train_job_impl.hpp"
+#include "algorithms/recovery.hpp"
+#include "messages/errors.hpp"
+
+namespace salamander::actors::train_detail {
+
+namespace {
+
+auto log() {
+  return subsystem_log("recovery");
+}
+
+// The plan over the survivors: the partitioner with the profiles; a
+// data-parallel job without them gets even shares; an even-split job is
+// planned with costs from the model's FLOPs and each node's memory, so that
+// what is left is used as well as it can be and memory is respected.
+caf::expected<stage_plan> survivor_plan(self_ptr self) {
+  auto& st = self->state;
+  auto live = live_nodes(st);
+  try {
+    if (st.capacity.profiled()) {
+      return plan_to_stages(algorithms::plan_partition(planner_request(st)), live);
+    }
+    if (st.cfg.data_parallel) {
+      return balanced_plan(st, {}, false);
+    }
+    auto desc = models::describe(models::model_spec::parse(st.cfg.model));
+    auto req = planner_request(st);
+    req.allow_data_parallel = false; // the job is a pipeline; it stays one
+    req.devices.clear();
+    for (auto n : live) {
+      algorithms::device_profile d;
+      d.name = st.nodes[n].name;
+      for (auto& l : desc.layers) {
+        d.forward_s.push_back(l.flops * 1e-9);
+        d.backward_s.push_back(2 * l.flops * 1e-9);
+      }
+      auto mem = st.nodes[n].info.memory_bytes;
+      d.memory_bytes = mem > 0 ? mem : 1e18;
+      d.link_bytes_per_s = st.cfg.default_link_bytes_per_s;
+      d.link_latency_s = 1e-4;
+      req.devices.push_back(std::move(d));
+    }
+    return plan_to_stages(algorithms::plan_partition(req), live);
+  } catch (const std::exception& e) {
+    return caf::make_error(errc::bad_config,
+                           std::string("the surviving nodes cannot hold the model: ") + e.what());
+  }
+}
+
+std::vector<algorithms::recovery_source> as_sources(const recovery_decision& d) {
+  std::vector<algorithms::recovery_source> out;
+  for (auto& f : d.sources) {
+    algorithms::recovery_source s;
+    s.node = static_cast<size_t>(f.node);
+    s.central = f.central;
+    s.stage = f.stage;
+    s.begin = f.begin;
+    s.end = f.end;
+    for (size_t i = 0; i < f.inventory.layers.size(); ++i) {
+      s.held.emplace_back(f.inventory.layers[i], f.inventory.versions[i]);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Step 2, once the round decided: re-plan, roll back (exact) or keep going
+// (fast), and launch stages that pull each layer from its source.
+void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
+  auto& st = self->state;
+  if (attempt != st.attempt || st.phase != job_phase::recovering) {
+    return;
+  }
+  st.round = recovery_round_actor{};
+  if (!d.fallback.empty()) {
+    log_event(self, "policy_fallback", {{"why", d.fallback}});
+  }
+  auto plan = survivor_plan(self);
+  if (!plan) {
+    wait_for_capacity(self, self->system().render(plan.error()));
+    return;
+  }
+  st.rollback_from = st.committed;
+  st.recovery_planned_at = clock::now();
+  std::vector<algorithms::layer_pick> fast_picks;
+  if (d.fast) {
+    // no rollback: training resumes where it was; the lost layers miss the
+    // updates since their replica (not exact, and the audit says so)
+    auto stale = nlohmann::json::array();
+    for (size_t l = 0; l < d.pick_source.size(); ++l) {
+      fast_picks.push_back({static_cast<size_t>(d.pick_source[l]), d.pick_version[l]});
+      if (d.pick_version[l] != current_version) {
+        stale.push_back({{"layer", l}, {"version", d.pick_version[l]}});
+      }
+    }
+    auto missed = algorithms::missed_updates(fast_picks, st.committed);
+    st.status.exact = false;
+    st.status.missed_layer_updates += missed;
+    st.status.rollback_version = static_cast<int64_t>(st.committed);
+    log_event(self, "recovery_plan",
+              {{"policy", "fast"},
+               {"rollback_version", st.committed},
+               {"redone_batches", 0},
+               {"stale_layers", stale},
+               {"missed_layer_updates", missed},
+               {"detect_to_plan_s", since(st.failure_at)},
+               {"live_nodes", live_nodes(st).size()}});
+  } else {
+    // exact: roll back to v; batches after it are replayed
+    log_event(self, "recovery_plan",
+              {{"policy", "exact"},
+               {"rollback_version", d.version},
+               {"redone_batches", st.committed - d.version},
+               {"detect_to_plan_s", since(st.failure_at)},
+               {"live_nodes", live_nodes(st).size()}});
+    st.status.redone_batches += static_cast<int64_t>(st.committed - d.version);
+    st.status.rollback_version = static_cast<int64_t>(d.version);
+    st.status.lineage.resize(d.version);
+    st.committed = d.version;
+  }
+  log()->info("rolling back to version {} over {} live node(s), plan {} stage(s)",
+              st.status.rollback_version, live_nodes(st).size(), plan->ranges.size());
+  st.fed = st.committed;
+  st.reports.clear();
+  st.status.committed = static_cast<int64_t>(st.committed);
+  st.evaluated_epochs = std::min<int64_t>(
+      st.evaluated_epochs, static_cast<int64_t>(st.committed / st.batches_per_epoch));
+  st.stages.clear();
+  // each layer from a source on the stage's own node when it has the
+  // layer, else a neighbour, else the central holder
+  auto sources = as_sources(d);
+  auto handles = std::make_shared<std::vector<caf::actor>>();
+  for (auto& f : d.sources) {
+    handles->push_back(f.handle);
+  }
+  bool fast = d.fast;
+  auto v = d.version;
+  auto on_nodes = plan->nodes;
+  auto pull_from = [=](stage_spec& spec) {
+    if (!fast && v == 0) {
+      return; // the seed: nothing to pull
+    }
+    std::vector<algorithms::layer_pick> picks;
+    for (uint64_t l = spec.begin; l < spec.end; ++l) {
+      if (fast) {
+        picks.push_back(fast_picks[l]);
+      } else {
+        auto node = spec.index < on_nodes.size() ? on_nodes[spec.index] : SIZE_MAX;
+        picks.push_back({*algorithms::pick_source(sources, l, v, node), v});
+      }
+    }
+    for (auto& p : algorithms::merge_pulls(picks, spec.begin)) {
+      spec.sources.push_back((*handles)[p.source]);
+      spec.source_begin.push_back(p.begin);
+      spec.source_end.push_back(p.end);
+      spec.source_version.push_back(p.version);
+    }
+  };
+  launch(self, std::move(*plan), launch_kind::recovery, pull_from);
+}
+
+} // namespace
+
+// Too little capacity is left: keep every replica and wait for a node to
+// join (the job is not failed, nothing is discarded).
+void wait_for_capacity(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  if (!enter(self, job_event::no_capacity)) {
+    return;
+  }
+  st.status.error = "paused: " + why + "; waiting for a node to join";
+  st.status.health = "paused: too little capacity";
+  log()->warn("{}", st.status.error);
+  log_event(self, "paused", {{"why", why}});
+}
+
+// A stage or node was lost while the job ran: freeze, and recover after the
+// failure window (so that a node's stages and the node itself, or two
+// neighbours killed together, are handled as one failure). A newer failure
+// supersedes a round in progress.
+void on_failure(self_ptr self, const std::string& what) {
+  auto& st = self->state;
+  if (algorithms::is_over(st.phase)) {
+    return;
+  }
+  if (!recovering(st)) {
+    st.failure_at = clock::now();
+  }
+  if (st.phase != job_phase::recovering && !enter(self, job_event::failure)) {
+    return;
+  }
+  st.status.error = what; // the last failure, for status displays
+  st.status.health = "recovering: " + what;
+  log()->warn("FAILURE: {}", what);
+  log_event(self, "failure", {{"what", what}, {"committed", st.committed}});
+  ++st.attempt;
+  if (st.round) {
+    self->send_exit(st.round, caf::exit_reason::user_shutdown);
+    st.round = recovery_round_actor{};
+  }
+  self->delayed_send(self, st.cfg.failure_window, recover_atom_v, st.attempt);
+}
+
+// Step 1 of recovery: freeze the surviving stages and ask a recovery round
+// what every live replica holder and surviving stage holds (a stage's kept
+// snapshots are the freshest copy of its layers when the holder of its chain
+// replica died). Survivors stay up until the new stages have pulled from
+// them; the rest stop now.
+void recover(self_ptr self, uint64_t attempt) {
+  auto& st = self->state;
+  if (attempt != st.attempt || st.phase != job_phase::recovering) {
+    return;
+  }
+  recovery_request req;
+  req.layers = st.layers;
+  req.committed = st.committed;
+  req.fast = st.cfg.recovery_policy == "fast" && st.committed > 0;
+  req.stage_timeout = st.cfg.stage_inventory_timeout;
+  req.holder_timeout = st.cfg.holder_inventory_timeout;
+  recovery_source_info central;
+  central.handle = caf::actor_cast<caf::actor>(st.central_holder);
+  central.central = true;
+  req.sources.push_back(central);
+  for (auto n : live_nodes(st)) {
+    if (st.nodes[n].holder) {
+      recovery_source_info h;
+      h.handle = caf::actor_cast<caf::actor>(st.nodes[n].holder);
+      h.node = n;
+      req.sources.push_back(h);
+    }
+  }
+  std::vector<stage_actor> keep;
+  auto consider = [&](const stage_actor& s, uint64_t node, uint64_t b, uint64_t e) {
+    if (!s) {
+      return;
+    }
+    self->demonitor(s.address());
+    if (st.dead_stages.count(s.address()) > 0) {
+      return; // a request to it would wait its whole timeout
+    }
+    bool node_known = node < st.nodes.size();
+    if (!node_known || !st.nodes[node].dead) {
+      self->send(s, pause_atom_v); // before get: what it reports stays true
+      keep.push_back(s);
+      recovery_source_info src;
+      src.handle = caf::actor_cast<caf::actor>(s);
+      src.node = node;
+      src.stage = true;
+      src.begin = b;
+      src.end = e;
+      req.sources.push_back(src);
+    } else {
+      self->send_exit(s, caf::exit_reason::user_shutdown);
+    }
+  };
+  bool stages_match = st.stages.size() == st.plan.ranges.size();
+  for (size_t i = 0; i < st.stages.size(); ++i) {
+    consider(st.stages[i], stages_match ? st.plan.nodes[i] : ~uint64_t{0},
+             stages_match ? st.plan.ranges[i].first : 0, stages_match ? st.plan.ranges[i].second : 0);
+  }
+  for (auto& s : st.old_stages) {
+    // a previous plan's stages (an interrupted re-plan or recovery): their
+    // kept snapshots only; their node is not known here
+    consider(s, ~uint64_t{0}, 0, 0);
+  }
+  st.old_stages = keep; // stopped once the new stages are ready
+  st.stages.clear();
+  st.replan_requested = false;
+  st.pending_plan.reset();
+  st.ready_pending = 0;
+  st.eval_round++; // results of an interrupted evaluation are ignored
+  if (live_nodes(st).empty()) {
+    wait_for_capacity(self, "no nodes are left");
+    return;
+  }
+  st.round = self->spawn(recovery_round, std::move(req));
+  auto limit = st.cfg.holder_inventory_timeout + std::chrono::seconds(5);
+  self->request(st.round, limit, recover_atom_v)
+      .then([=](recovery_decision& d) { recover_with(self, attempt, std::move(d)); },
+            [=](caf::error& err) {
+              if (attempt == self->state.attempt && !algorithms::is_over(self->state.phase)) {
+                fail(self, "recovery failed: " + self->system().render(err));
+              }
+            });
+}
+
+} // namespace salamander::actors::train_detail

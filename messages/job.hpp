@@ -1,0 +1,75 @@
+// The job protocol's data: what every job supervisor answers to a status
+// request (console, progress line, tests), whatever its mode.
+#pragma once
+
+#include "messages/cluster.hpp"
+#include "messages/pipeline.hpp"
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace salamander {
+
+/// A job supervisor's answer to a status request (console, progress line).
+struct job_status {
+  std::string phase; ///< connecting, starting, training, evaluating, finished, failed
+  int64_t epoch = 0;
+  int64_t epochs = 0;
+  int64_t batch = 0; ///< batches committed in this epoch
+  int64_t batches = 0;
+  int64_t committed = 0; ///< batches committed in the whole job
+  double samples_per_s = 0;
+  double loss = 0;
+  double test_accuracy = -1; ///< after the last evaluation, -1 before
+  int64_t plan_version = 0;  ///< 1 for the first plan, +1 per re-plan
+  std::string plan;          ///< "node1[0,2) node2[2,4)"
+  int64_t replans = 0;
+  double last_replan_s = 0;  ///< pause of the last re-plan, drain to resume
+  int64_t last_replan_moved_bytes = 0; ///< snapshot bytes that changed node
+  int64_t recoveries = 0;
+  int64_t rollback_version = -1;  ///< of the last recovery
+  double last_recovery_s = 0;     ///< failure noticed -> training resumed
+  int64_t redone_batches = 0;     ///< committed work rolled back, summed
+  std::vector<std::string> dead_nodes;
+  /// The batch ids in the lineage of the current weights, in order.
+  std::vector<uint64_t> lineage;
+  double elapsed_s = 0;
+  /// Wall time spent training (no start-up, no evaluation).
+  double train_s = 0;
+  /// Per stage of the current plan, summed over the `plan_batches` batches
+  /// committed under it: compute, waiting, sending.
+  int64_t plan_batches = 0;
+  std::vector<double> stage_compute_s;
+  std::vector<double> stage_wait_s;
+  std::vector<double> stage_send_s;
+  std::string error;
+  double recent_samples_per_s = 0; ///< over the last few seconds of batches
+  bool paused_by_user = false;     ///< console `pause`; `resume` ends it
+  std::string health = "ok";       ///< ok, or what is wrong (for progress lines)
+  std::string metrics_path;        ///< the JSON-lines log, "" if none
+  int64_t replicated_version = -1; ///< newest version forced by `replicate`
+  /// False once a fast-policy recovery kept survivors' newer weights: the
+  /// lineage then holds for the surviving layers only.
+  bool exact = true;
+  int64_t missed_layer_updates = 0; ///< fast policy: (layer, batch) updates lost
+  std::vector<node_row> nodes;
+  std::vector<stage_row> stages;
+  bool finished() const { return phase == "finished" || phase == "failed"; }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_status& x) {
+  return f(caf::meta::type_name("job_status"), x.phase, x.epoch, x.epochs, x.batch, x.batches,
+           x.committed, x.samples_per_s, x.loss, x.test_accuracy, x.plan_version, x.plan,
+           x.replans, x.last_replan_s, x.last_replan_moved_bytes, x.recoveries, x.rollback_version,
+           x.last_recovery_s, x.redone_batches, x.dead_nodes, x.lineage, x.elapsed_s, x.train_s,
+           x.plan_batches, x.stage_compute_s, x.stage_wait_s, x.stage_send_s, x.error,
+           x.recent_samples_per_s,
+           x.paused_by_user, x.health, x.metrics_path, x.replicated_version, x.exact,
+           x.missed_layer_updates, x.nodes, x.stages);
+}
+
+} // namespace salamander

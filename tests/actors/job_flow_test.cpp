@@ -1,0 +1,242 @@
+// The job supervisors' decision flows, stepped deterministically: every
+// actor (cluster supervisor, training job, nodes, stages, holders, recovery
+// rounds, launchers) runs on CAF's test coordinator, one message at a time on
+// this thread, and time moves only when the test triggers the next timeout.
+// A failure lands exactly where the test puts it - during a re-plan, during
+// a recovery, while paused - with no sleep and no wall-clock margin, and the
+// result must still equal one device's training, every batch exactly once.
+#include "reference.hpp"
+
+#include "actors/cluster/cluster_supervisor.hpp"
+#include "actors/node/node.hpp"
+#include "actors/node/system.hpp"
+#include "actors/train/train_job.hpp"
+
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <functional>
+#include <numeric>
+
+using namespace salamander;
+
+namespace {
+
+caf::actor_system_config& deterministic(caf::actor_system_config& cfg) {
+  actors::system_options opts;
+  opts.deterministic = true;
+  actors::configure(cfg, opts);
+  return cfg;
+}
+
+template <class State, class Handle>
+State& deref(const Handle& h) {
+  auto* ptr = caf::actor_cast<caf::abstract_actor*>(h);
+  auto* typed = dynamic_cast<typename Handle::template stateful_pointer<State>>(ptr);
+  REQUIRE(typed != nullptr);
+  return typed->state;
+}
+
+actors::job_config flow_job(int64_t batches) {
+  actors::job_config jc;
+  jc.model = "cnn";
+  jc.seed = 5;
+  jc.batch_size = 16;
+  jc.micro_batches = 2;
+  jc.max_batches = batches;
+  jc.dataset = "synthetic";
+  jc.evaluate = false;
+  jc.replicate_every = 2;
+  jc.optimizer = "sgd";
+  jc.lr = 0.05;
+  return jc;
+}
+
+struct flow {
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  caf::scheduler::test_coordinator& sched;
+  std::shared_ptr<const models::dataset> train;
+  actors::job_config jc;
+  std::vector<node_actor> nodes;
+  cluster_actor cluster;
+  train_job_actor job;
+
+  flow(int n, actors::job_config config)
+      : sys(deterministic(cfg)),
+        sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
+        train(salamander::testing::synthetic_for("cnn", 3, 512)), jc(std::move(config)) {
+    std::vector<actors::remote_node> remote;
+    for (int i = 0; i < n; ++i) {
+      nodes.push_back(spawn_node("local" + std::to_string(i)));
+      remote.push_back({"local" + std::to_string(i), nodes.back()});
+    }
+    cluster = sys.spawn(actors::cluster_supervisor, actors::cluster_config{}, remote);
+    job = sys.spawn(actors::train_job, jc, cluster, train, train);
+  }
+
+  ~flow() {
+    caf::anon_send(cluster, leave_atom_v);
+    caf::anon_send(job, leave_atom_v);
+    for (auto& n : nodes) {
+      caf::anon_send(n, leave_atom_v);
+    }
+    sched.run();
+  }
+
+  node_actor spawn_node(const std::string& name) {
+    actors::node_config c;
+    c.name = name;
+    c.host = "embedded";
+    c.detached_profiler = false; // everything on the test coordinator
+    return sys.spawn(actors::node, c);
+  }
+
+  actors::train_job_state& state() { return deref<actors::train_job_state>(job); }
+
+  // Runs messages (and, when none is left, the next timeout) until `done`
+  // holds; false if the job ended first or nothing is left to run.
+  bool step_until(const std::function<bool(const actors::train_job_state&)>& done,
+                  size_t max_steps = 2'000'000) {
+    for (size_t i = 0; i < max_steps; ++i) {
+      auto& st = state();
+      if (done(st)) {
+        return true;
+      }
+      if (algorithms::is_over(st.phase)) {
+        return false;
+      }
+      if (!sched.try_run_once() && !sched.trigger_timeout()) {
+        return false;
+      }
+    }
+    return false;
+  }
+
+  bool run_to_end() {
+    return step_until([](auto& st) { return algorithms::is_over(st.phase); });
+  }
+
+  // What a dead device looks like: its node actor and every actor on it
+  // (stages, replica holder, profiler) gone at once.
+  void kill_node(size_t i) {
+    auto& ns = deref<actors::node_state>(nodes[i]);
+    for (auto& s : ns.stages) {
+      caf::anon_send_exit(s, caf::exit_reason::kill);
+    }
+    caf::anon_send_exit(ns.holder, caf::exit_reason::kill);
+    caf::anon_send_exit(ns.profiler, caf::exit_reason::kill);
+    caf::anon_send_exit(nodes[i], caf::exit_reason::kill);
+  }
+
+  std::optional<models::weight_snapshot> weights() {
+    auto out = std::make_shared<std::optional<models::weight_snapshot>>();
+    auto j = job;
+    sys.spawn([out, j](caf::event_based_actor* self) {
+      self->request(j, std::chrono::seconds(10), snapshot_atom_v)
+          .then([out](snapshot_payload& p) { *out = std::move(p.snapshot); },
+                [](caf::error&) {});
+    });
+    sched.run(1000);
+    while (!*out && (sched.try_run_once() || sched.trigger_timeout())) {
+    }
+    return *out;
+  }
+
+  // Finished, every batch once, the weights of one device.
+  void check_exact() {
+    auto& st = state();
+    INFO("phase " << st.status.phase << ", error '" << st.status.error << "'");
+    REQUIRE(st.phase == algorithms::job_phase::finished);
+    std::vector<uint64_t> expect(static_cast<size_t>(jc.max_batches));
+    std::iota(expect.begin(), expect.end(), uint64_t{0});
+    CHECK(st.status.lineage == expect);
+    auto w = weights();
+    REQUIRE(w);
+    CHECK(salamander::testing::max_weight_diff(
+              *w, salamander::testing::single_device_weights(jc, *train)) <= 1e-5);
+  }
+};
+
+bool committed_at_least(const actors::train_job_state& st, uint64_t n) {
+  return st.committed >= n && st.phase == algorithms::job_phase::training;
+}
+
+} // namespace
+
+TEST_CASE("a node lost during a re-plan is recovered from, exactly", "[actor][flow]") {
+  auto jc = flow_job(12);
+  jc.replan_at[4] = "1,1,2";
+  flow f(3, jc);
+  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::replanning; }));
+  CHECK(f.state().committed >= 4); // at the first flush after batch 4
+  f.kill_node(2); // holds a stage of the old plan and one of the new
+  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
+  REQUIRE(f.run_to_end());
+  CHECK(f.state().status.recoveries == 1);
+  CHECK(f.state().status.plan.find("local2") == std::string::npos);
+  f.check_exact();
+}
+
+TEST_CASE("a second failure during recovery supersedes the first round, exactly",
+          "[actor][flow]") {
+  flow f(3, flow_job(12));
+  REQUIRE(f.step_until([](auto& st) { return committed_at_least(st, 5); }));
+  f.kill_node(1);
+  // the first round is out asking for inventories when the second node dies
+  REQUIRE(f.step_until([](auto& st) { return static_cast<bool>(st.round); }));
+  auto first_attempt = f.state().attempt;
+  f.kill_node(2);
+  REQUIRE(f.step_until([&](auto& st) { return st.attempt > first_attempt; }));
+  REQUIRE(f.run_to_end());
+  auto& st = f.state();
+  CHECK(st.status.recoveries == 1); // one recovery, from both failures
+  CHECK(st.status.plan == "local0[0,4)");
+  CHECK(st.status.dead_nodes == std::vector<std::string>{"local1", "local2"});
+  f.check_exact();
+}
+
+TEST_CASE("a node lost while the console paused the job recovers and stays paused",
+          "[actor][flow]") {
+  flow f(3, flow_job(10));
+  REQUIRE(f.step_until([](auto& st) { return committed_at_least(st, 3); }));
+  caf::anon_send(f.job, pause_atom_v);
+  REQUIRE(f.step_until([](auto& st) {
+    return st.phase == algorithms::job_phase::paused && st.fed == st.committed;
+  }));
+  f.kill_node(0);
+  REQUIRE(f.step_until([](auto& st) { return st.status.recoveries == 1; }));
+  // recovered, but still paused: nothing is fed until the console resumes
+  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::paused; }));
+  auto at = f.state().committed;
+  for (int i = 0; i < 200 && (f.sched.try_run_once() || f.sched.trigger_timeout()); ++i) {
+  }
+  CHECK(f.state().committed == at);
+  CHECK(f.state().fed == at);
+  CHECK(f.state().phase == algorithms::job_phase::paused);
+  caf::anon_send(f.job, resume_atom_v);
+  REQUIRE(f.run_to_end());
+  f.check_exact();
+}
+
+TEST_CASE("a node that joins during a recovery is planned with the survivors, exactly",
+          "[actor][flow]") {
+  flow f(3, flow_job(14));
+  REQUIRE(f.step_until([](auto& st) { return committed_at_least(st, 5); }));
+  f.kill_node(1);
+  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
+  auto fresh = f.spawn_node("fresh");
+  f.nodes.push_back(fresh);
+  caf::anon_send(f.cluster, join_atom_v, caf::actor_cast<caf::actor>(fresh), std::string("fresh"));
+  // admitted by the cluster and known to the job before the recovery plans
+  REQUIRE(f.step_until([](auto& st) { return st.nodes.size() == 4; }));
+  CHECK(f.state().phase == algorithms::job_phase::recovering);
+  CHECK(f.state().status.recoveries == 0);
+  REQUIRE(f.run_to_end());
+  auto& st = f.state();
+  CHECK(st.status.recoveries == 1);
+  CHECK(st.status.dead_nodes == std::vector<std::string>{"local1"});
+  CHECK_FALSE(st.nodes[3].dead);
+  CHECK(st.nodes[3].name == "fresh");
+  CHECK(st.status.plan.find("local1") == std::string::npos);
+  f.check_exact();
+}
