@@ -287,6 +287,23 @@ caf::error no_job() {
   return caf::make_error(errc::bad_config, "no job is running on this cluster");
 }
 
+train_job_actor job_of(self_ptr self) {
+  return caf::actor_cast<train_job_actor>(self->state.job);
+}
+
+// A job command from a console: refused unless the console may give it,
+// else passed on to the job, which answers the console itself.
+template <class R, class... Ts>
+caf::result<R> pass_on(self_ptr self, Ts... xs) {
+  if (auto refused = console_refused(self)) {
+    return *refused;
+  }
+  if (!self->state.job) {
+    return no_job();
+  }
+  return self->delegate(job_of(self), std::move(xs)...);
+}
+
 std::optional<size_t> live_node_named(const cluster_state& st, const std::string& name) {
   for (size_t n = 0; n < st.nodes.size(); ++n) {
     if (st.nodes[n].name == name && live(st.nodes[n])) {
@@ -321,6 +338,61 @@ void fill_rows(const cluster_state& st, job_status& s) {
       }
     }
   }
+}
+
+// A node command from a console (kill node, slow node): to the node itself.
+template <class... Ts>
+caf::result<std::string> node_command(self_ptr self, const std::string& name, Ts... xs) {
+  if (auto refused = console_refused(self)) {
+    return *refused;
+  }
+  auto& st = self->state;
+  if (auto n = live_node_named(st, name)) {
+    return self->delegate(st.nodes[*n].handle, std::move(xs)...);
+  }
+  std::string names;
+  for (auto& e : st.nodes) {
+    if (live(e)) {
+      names += (names.empty() ? "" : ", ") + e.name;
+    }
+  }
+  return caf::make_error(errc::bad_config, "no live node named " + name + " (live nodes: " +
+                                               (names.empty() ? "none" : names) + ")");
+}
+
+caf::result<std::string> console_proves(self_ptr self, const std::string& proof) {
+  auto& st = self->state;
+  auto sender = self->current_sender();
+  auto it = st.console_challenges.find(sender);
+  if (it == st.console_challenges.end()) {
+    return caf::make_error(errc::unauthorized, "ask for a challenge first");
+  }
+  auto challenge = it->second;
+  st.console_challenges.erase(it);
+  if (!verify(st.cfg.secret, "console", "console", challenge, proof)) {
+    log()->error("REFUSED a console that did not prove the cluster secret");
+    return caf::make_error(errc::unauthorized,
+                           "the cluster secret does not match (--secret-file or "
+                           "SALAMANDER_SECRET)");
+  }
+  st.consoles.insert(caf::actor_cast<caf::actor_addr>(sender));
+  return std::string("authenticated");
+}
+
+// The job's status, with the node rows only the cluster can fill.
+caf::result<job_status> status_with_rows(self_ptr self) {
+  if (!self->state.job) {
+    return no_job();
+  }
+  auto rp = self->make_response_promise<job_status>();
+  self->request(job_of(self), tuning::status_timeout, caf::get_atom_v)
+      .then(
+          [=](job_status& s) mutable {
+            fill_rows(self->state, s);
+            rp.deliver(std::move(s));
+          },
+          [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
 }
 
 void on_join(self_ptr self, node_actor handle, const std::string& name,
@@ -423,7 +495,7 @@ cluster_actor::behavior_type cluster_supervisor(cluster_actor::stateful_pointer<
     }
   });
   hello_all(self);
-  auto job = [=]() { return caf::actor_cast<train_job_actor>(self->state.job); };
+  auto job = [=]() { return job_of(self); };
   return {
       [=](submit_atom, caf::actor job) -> caf::result<std::vector<cluster_member>> {
         auto& st = self->state;
@@ -453,23 +525,9 @@ cluster_actor::behavior_type cluster_supervisor(cluster_actor::stateful_pointer<
         on_join(self, caf::actor_cast<node_actor>(node), name, rp);
         return rp;
       },
-      [=](kill_atom, std::string& name) -> caf::result<std::string> {
-        if (auto refused = console_refused(self)) {
-          return *refused;
-        }
-        if (auto n = live_node_named(self->state, name)) {
-          return self->delegate(self->state.nodes[*n].handle, kill_atom_v);
-        }
-        return caf::make_error(errc::bad_config, "no live node named " + name);
-      },
-      [=](slow_atom, std::string& name, double factor) -> caf::result<std::string> {
-        if (auto refused = console_refused(self)) {
-          return *refused;
-        }
-        if (auto n = live_node_named(self->state, name)) {
-          return self->delegate(self->state.nodes[*n].handle, slow_atom_v, factor);
-        }
-        return caf::make_error(errc::bad_config, "no live node named " + name);
+      [=](kill_atom a, std::string& name) { return node_command(self, name, a); },
+      [=](slow_atom a, std::string& name, double factor) {
+        return node_command(self, name, a, factor);
       },
       [=](auth_atom) -> std::string {
         // a console asks for a challenge to prove the cluster secret against
@@ -477,98 +535,24 @@ cluster_actor::behavior_type cluster_supervisor(cluster_actor::stateful_pointer<
         self->state.console_challenges[self->current_sender()] = c;
         return c;
       },
-      [=](auth_atom, const std::string& proof) -> caf::result<std::string> {
-        auto& st = self->state;
-        auto sender = self->current_sender();
-        auto it = st.console_challenges.find(sender);
-        if (it == st.console_challenges.end()) {
-          return caf::make_error(errc::unauthorized, "ask for a challenge first");
-        }
-        auto challenge = it->second;
-        st.console_challenges.erase(it);
-        if (!verify(st.cfg.secret, "console", "console", challenge, proof)) {
-          log()->error("REFUSED a console that did not prove the cluster secret");
-          return caf::make_error(errc::unauthorized,
-                                 "the cluster secret does not match (--secret-file or "
-                                 "SALAMANDER_SECRET)");
-        }
-        st.consoles.insert(caf::actor_cast<caf::actor_addr>(sender));
-        return std::string("authenticated");
-      },
+      [=](auth_atom, const std::string& proof) { return console_proves(self, proof); },
       [=](capacity_atom, std::string& name, double factor) {
         if (self->state.job) {
           self->send(job(), capacity_atom_v, std::move(name), factor);
         }
       },
-      [=](caf::get_atom) -> caf::result<job_status> {
-        if (!self->state.job) {
-          return no_job();
-        }
-        auto rp = self->make_response_promise<job_status>();
-        self->request(job(), std::chrono::seconds(10), caf::get_atom_v)
-            .then(
-                [=](job_status& s) mutable {
-                  fill_rows(self->state, s);
-                  rp.deliver(std::move(s));
-                },
-                [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
-        return rp;
-      },
+      [=](caf::get_atom) { return status_with_rows(self); },
       // the job's commands, for consoles allowed to give them
-      [=](pause_atom a) -> caf::result<std::string> {
-        if (auto refused = console_refused(self)) {
-          return *refused;
-        }
-        if (!self->state.job) {
-          return no_job();
-        }
-        return self->delegate(job(), a);
+      [=](pause_atom a) { return pass_on<std::string>(self, a); },
+      [=](resume_atom a) { return pass_on<std::string>(self, a); },
+      [=](checkpoint_atom a, std::string& path) {
+        return pass_on<std::string>(self, a, std::move(path));
       },
-      [=](resume_atom a) -> caf::result<std::string> {
-        if (auto refused = console_refused(self)) {
-          return *refused;
-        }
-        if (!self->state.job) {
-          return no_job();
-        }
-        return self->delegate(job(), a);
+      [=](kill_atom a, uint32_t stage) { return pass_on<std::string>(self, a, stage); },
+      [=](replan_atom a, std::string& balance) {
+        return pass_on<std::string>(self, a, std::move(balance));
       },
-      [=](checkpoint_atom a, std::string& path) -> caf::result<std::string> {
-        if (auto refused = console_refused(self)) {
-          return *refused;
-        }
-        if (!self->state.job) {
-          return no_job();
-        }
-        return self->delegate(job(), a, std::move(path));
-      },
-      [=](kill_atom a, uint32_t stage) -> caf::result<std::string> {
-        if (auto refused = console_refused(self)) {
-          return *refused;
-        }
-        if (!self->state.job) {
-          return no_job();
-        }
-        return self->delegate(job(), a, stage);
-      },
-      [=](replan_atom a, std::string& balance) -> caf::result<std::string> {
-        if (auto refused = console_refused(self)) {
-          return *refused;
-        }
-        if (!self->state.job) {
-          return no_job();
-        }
-        return self->delegate(job(), a, std::move(balance));
-      },
-      [=](replicate_atom a) -> caf::result<std::string> {
-        if (auto refused = console_refused(self)) {
-          return *refused;
-        }
-        if (!self->state.job) {
-          return no_job();
-        }
-        return self->delegate(job(), a);
-      },
+      [=](replicate_atom a) { return pass_on<std::string>(self, a); },
       [=](snapshot_atom a) -> caf::result<snapshot_payload> {
         if (!self->state.job) {
           return no_job();

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "actors/cluster/cluster_file.hpp"
+#include "actors/tuning.hpp"
 #include "messages/interfaces.hpp"
 
 #include <chrono>
@@ -33,18 +34,18 @@ namespace salamander::actors {
 struct cluster_config {
   /// The cluster secret nodes and consoles must prove ("": an open cluster).
   std::string secret;
-  std::chrono::milliseconds hello_timeout{10000};
+  std::chrono::milliseconds hello_timeout = tuning::hello_timeout;
   /// A node that takes longer to profile a model fails the round.
-  std::chrono::milliseconds profile_timeout{120000};
+  std::chrono::milliseconds profile_timeout = tuning::profile_timeout;
   /// One link probe (pings and 256 KB transfers between two nodes).
-  std::chrono::milliseconds probe_timeout{30000};
+  std::chrono::milliseconds probe_timeout = tuning::link_probe_timeout;
   /// Every period each live node is asked how it is (the console's `nodes`
   /// shows when it last answered); detection itself is CAF's (connection
   /// loss, connection timeout).
-  std::chrono::milliseconds heartbeat_period{1000};
-  std::chrono::milliseconds heartbeat_timeout{900};
+  std::chrono::milliseconds heartbeat_period = tuning::heartbeat_period;
+  std::chrono::milliseconds heartbeat_timeout = tuning::heartbeat_timeout;
   /// A node that has not answered for this long shows as "late".
-  double late_after_s = 2.5;
+  double late_after_s = tuning::late_after_s;
 };
 
 struct cluster_entry {

@@ -1,4 +1,6 @@
 #include "actors/node/node.hpp"
+#include "actors/logging.hpp"
+#include "actors/tuning.hpp"
 
 #include "actors/planning/capacity.hpp"
 
@@ -10,7 +12,6 @@
 #include "algorithms/partitioner.hpp"
 
 #include <caf/io/middleman.hpp>
-#include <spdlog/spdlog.h>
 
 #include <csignal>
 #include <thread>
@@ -120,11 +121,11 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         auto& st = self->state;
         auto& c = st.config;
         if (proof.empty()) {
-          spdlog::error("node {}: REFUSED by the supervisor: {}", c.name, why);
+          subsystem_log("node")->error("node {}: REFUSED by the supervisor: {}", c.name, why);
           return;
         }
         if (st.challenge.empty() || !verify(c.secret, "supervisor", c.name, st.challenge, proof)) {
-          spdlog::error("node {}: REFUSED a supervisor that did not prove the cluster secret "
+          subsystem_log("node")->error("node {}: REFUSED a supervisor that did not prove the cluster secret "
                         "(wrong or missing secret there); it gets no work from this node",
                         c.name);
           st.authenticated = false;
@@ -135,7 +136,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         self->send(st.profiler, capacity_atom_v,
                    caf::actor_cast<caf::actor>(self->current_sender()));
         if (!st.authenticated) {
-          spdlog::info("node {}: supervisor authenticated{}", c.name,
+          subsystem_log("node")->info("node {}: supervisor authenticated{}", c.name,
                        c.secret.empty() ? " (open cluster: no secret set)" : "");
         }
         st.authenticated = true;
@@ -153,7 +154,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         }
         auto rp = self->make_response_promise<bool>();
         auto mm = self->system().middleman().actor_handle();
-        self->request(mm, std::chrono::seconds(5), caf::connect_atom_v, host, port)
+        self->request(mm, tuning::connect_timeout, caf::connect_atom_v, host, port)
             .then([=](const caf::node_id&, caf::strong_actor_ptr&,
                       std::set<std::string>&) mutable { rp.deliver(true); },
                   [=](caf::error&) mutable { rp.deliver(false); });
@@ -210,7 +211,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         }
         // answer first, then die as kill -9 would
         std::thread([] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          std::this_thread::sleep_for(tuning::kill_delay);
           std::raise(SIGKILL);
         }).detach();
         return "node " + c.name + " is killing itself (SIGKILL)";

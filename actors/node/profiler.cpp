@@ -185,7 +185,7 @@ profiler_actor::behavior_type profiler(profiler_actor::stateful_pointer<profiler
           auto t0 = clock::now();
           auto elapsed = [t0] { return std::chrono::duration<double>(clock::now() - t0).count(); };
           if (round < 5) {
-            self->request(target, std::chrono::seconds(10), echo_atom_v, int64_t{round})
+            self->request(target, tuning::ping_timeout, echo_atom_v, int64_t{round})
                 .then(
                     [=](int64_t) {
                       rtts->push_back(elapsed());
@@ -193,7 +193,7 @@ profiler_actor::behavior_type profiler(profiler_actor::stateful_pointer<profiler
                     },
                     fail);
           } else if (round < 8) {
-            self->request(target, std::chrono::seconds(30), echo_atom_v, tensor_payload{payload})
+            self->request(target, tuning::transfer_timeout, echo_atom_v, tensor_payload{payload})
                 .then(
                     [=](int64_t) {
                       transfers->push_back(elapsed());
@@ -244,8 +244,8 @@ profiler_actor::behavior_type profiler(profiler_actor::stateful_pointer<profiler
           return;
         }
         double factor = st.baseline_s / capacity_sample(st.emulation);
-        bool drifted = std::abs(factor / st.last_sent - 1.0) > 0.2;
-        if (drifted || clock::now() - st.sent_at > std::chrono::seconds(30)) {
+        bool drifted = std::abs(factor / st.last_sent - 1.0) > tuning::capacity_drift;
+        if (drifted || clock::now() - st.sent_at > tuning::capacity_report_every) {
           self->send(caf::actor_cast<cluster_actor>(st.supervisor), capacity_atom_v, st.node,
                      factor);
           st.last_sent = factor;

@@ -16,6 +16,7 @@
 // tracks as well.
 #pragma once
 
+#include "actors/tuning.hpp"
 #include "actors/node/emulation.hpp"
 #include "messages/interfaces.hpp"
 
@@ -32,7 +33,7 @@ struct profiler_state {
   double baseline_s = 0;   ///< the compute probe at the start
   double last_sent = 1;    ///< the factor last reported
   std::chrono::steady_clock::time_point sent_at{};
-  std::chrono::milliseconds period{2000};
+  std::chrono::milliseconds period = tuning::capacity_period;
   bool ticking = false;
 };
 

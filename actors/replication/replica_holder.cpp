@@ -1,5 +1,6 @@
 #include "actors/replication/replica_holder.hpp"
 
+#include "actors/logging.hpp"
 #include "messages/errors.hpp"
 
 namespace salamander::actors {
@@ -14,6 +15,9 @@ replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self
         st.fingerprint = snap.fingerprint;
         st.model = snap.model;
         st.optimizer = snap.optimizer;
+        subsystem_log("replication")
+            ->debug("holder on {}: {} layer(s) at version {}", st.node, snap.layers.size(),
+                    snap.version);
         for (auto& l : snap.layers) {
           auto& versions = st.layers[l.index];
           versions[snap.version] = std::move(l);

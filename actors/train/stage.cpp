@@ -1,4 +1,6 @@
 #include "actors/train/stage.hpp"
+#include "actors/logging.hpp"
+#include "actors/tuning.hpp"
 
 #include "messages/errors.hpp"
 
@@ -191,6 +193,7 @@ void guarded(stage_actor::stateful_pointer<stage_state> self, F&& fn) {
     std::string what = "stage " + std::to_string(st.spec.index) + " (layers " +
                        std::to_string(st.spec.begin) + ".." + std::to_string(st.spec.end) +
                        "): " + e.what();
+    subsystem_log("stage")->error("{}", what);
     if (st.supervisor) {
       self->send(st.supervisor, failed_atom_v, st.spec.index, what);
     }
@@ -257,7 +260,7 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
       auto src = caf::actor_cast<stage_actor>(st.spec.sources[i]);
       auto version = i < st.spec.source_version.size() ? st.spec.source_version[i]
                                                         : st.spec.start_batch;
-      self->request(src, std::chrono::seconds(30), snapshot_atom_v, st.spec.source_begin[i],
+      self->request(src, tuning::pull_timeout, snapshot_atom_v, st.spec.source_begin[i],
                     st.spec.source_end[i], version)
           .then(
               [=](snapshot_payload& part) {

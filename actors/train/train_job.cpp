@@ -152,6 +152,18 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
     on_failure(self, what);
     return;
   }
+  // a stage of the old plan while the new stages pull their layers from it:
+  // they cannot finish, so this is a failure like any other
+  for (size_t i = 0; i < st.old_stages.size(); ++i) {
+    if (st.phase != job_phase::replanning || st.old_stages[i].address() != dm.source) {
+      continue;
+    }
+    st.dead_stages.insert(dm.source);
+    auto node = i < st.old_plan.nodes.size() ? st.nodes[st.old_plan.nodes[i]].name : "?";
+    on_failure(self, "stage " + std::to_string(i) + " of the old plan on node " + node +
+                         " went down during a re-plan: " + self->system().render(dm.reason));
+    return;
+  }
 }
 
 bool from_current_stage(self_ptr self) {
@@ -255,6 +267,140 @@ caf::result<std::string> on_resume(self_ptr self) {
   return "resumed at batch " + std::to_string(st.committed);
 }
 
+caf::result<std::string> on_checkpoint(self_ptr self, const std::string& path) {
+  auto& st = self->state;
+  if (algorithms::is_over(st.phase)) {
+    return caf::make_error(errc::bad_config, "the job has ended; use --save for the final weights");
+  }
+  if (path.empty()) {
+    return caf::make_error(errc::bad_config, "checkpoint save needs a PATH");
+  }
+  auto rp = self->make_response_promise<std::string>();
+  st.checkpoints.push_back({path, rp});
+  feed(self); // at a flush already: now
+  return rp;
+}
+
+// A profiler's capacity report, passed on by the cluster supervisor.
+void on_capacity(self_ptr self, const std::string& name, double factor) {
+  auto& st = self->state;
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    if (st.nodes[n].name != name || st.nodes[n].dead || !(factor > 0)) {
+      continue;
+    }
+    log_event(self, "capacity", {{"node", name}, {"factor", factor}});
+    bool staged = std::find(st.plan.nodes.begin(), st.plan.nodes.end(), n) != st.plan.nodes.end();
+    st.capacity.report_capacity(n, factor, staged);
+  }
+}
+
+void on_done(self_ptr self, const batch_stats& s) {
+  auto& st = self->state;
+  if (algorithms::is_over(st.phase) || recovering(st) || !from_current_stage(self)) {
+    return; // a stage of a plan that was replaced
+  }
+  auto& r = st.reports[s.batch];
+  r.push_back(s);
+  if (r.size() == st.stages.size() && s.batch == st.committed) {
+    commit(self, s.batch);
+  }
+}
+
+void on_stage_failed(self_ptr self, uint32_t stage, const std::string& what) {
+  auto& st = self->state;
+  if (!from_current_stage(self) || stage >= st.plan.nodes.size()) {
+    return; // a stage of a replaced plan
+  }
+  auto text = "stage " + std::to_string(stage) + " on node " + st.nodes[st.plan.nodes[stage]].name +
+              " failed: " + what;
+  if (st.phase == job_phase::replanning || st.phase == job_phase::recovering) {
+    // it could not pull its layers: a source went away, which recovery
+    // handles (the stage's own down message follows and joins this failure)
+    on_failure(self, text);
+    return;
+  }
+  fail(self, text);
+}
+
+// A re-planned or recovering stage pulled its state.
+void on_ready(self_ptr self) {
+  auto& st = self->state;
+  bool waiting = st.phase == job_phase::replanning || st.phase == job_phase::recovering;
+  if (waiting && st.ready_pending > 0 && from_current_stage(self) && --st.ready_pending == 0) {
+    resume_after_replan(self);
+  }
+}
+
+void on_tick(self_ptr self) {
+  auto& st = self->state;
+  if (algorithms::is_over(st.phase)) {
+    return;
+  }
+  auto limit_s = std::to_string(st.cfg.progress_timeout.count() / 1000);
+  if (st.phase == job_phase::training && clock::now() - st.last_progress > st.cfg.progress_timeout) {
+    fail(self, "no batch committed for " + limit_s + " s (batch " + std::to_string(st.committed) +
+                   ")");
+    return;
+  }
+  // a re-plan or recovery that cannot finish ends the job with a reason
+  // rather than holding it forever (waiting for capacity is another matter)
+  bool moving = st.phase == job_phase::replanning || st.phase == job_phase::recovering;
+  if (moving && clock::now() - st.phase_entered > st.cfg.progress_timeout) {
+    fail(self, "the " + st.status.phase + " phase did not complete in " + limit_s + " s (batch " +
+                   std::to_string(st.committed) + ")");
+    return;
+  }
+  if (st.metrics) {
+    st.metrics->flush();
+  }
+  self->delayed_send(self, st.cfg.tick_period, tick_atom_v);
+}
+
+caf::result<std::string> on_kill_stage(self_ptr self, uint32_t stage) {
+  auto& st = self->state;
+  if (stage >= st.stages.size() || !st.stages[stage]) {
+    return caf::make_error(errc::bad_config, "there is no stage " + std::to_string(stage) +
+                                                 " (the plan has " +
+                                                 std::to_string(st.stages.size()) + ")");
+  }
+  self->send_exit(st.stages[stage], caf::exit_reason::kill);
+  return "stage " + std::to_string(stage) + " on node " + st.nodes[st.plan.nodes[stage]].name +
+         " killed";
+}
+
+caf::result<std::string> on_replan(self_ptr self, const std::string& balance) {
+  auto& st = self->state;
+  if (algorithms::is_over(st.phase)) {
+    return ended();
+  }
+  try {
+    parse_balance(balance);
+  } catch (const std::exception& e) {
+    return caf::make_error(errc::bad_config, e.what());
+  }
+  st.replan_requested = true;
+  st.replan_balance = balance;
+  st.replan_reason = balance.empty() ? "console" : "console, balance " + balance;
+  feed(self); // starts it now if nothing is in flight
+  return std::string("re-plan scheduled at the next flush") +
+         (st.user_paused ? " (the job is paused: it happens after resume)" : "");
+}
+
+caf::result<snapshot_payload> on_snapshot(self_ptr self) {
+  if (self->state.stages.empty()) {
+    return caf::make_error(errc::bad_config, "the job has no stages");
+  }
+  auto rp = self->make_response_promise<snapshot_payload>();
+  collect_weights(self, [=](caf::expected<models::weight_snapshot> all, size_t) mutable {
+    if (all) {
+      rp.deliver(snapshot_payload{std::move(*all)});
+    } else {
+      rp.deliver(std::move(all.error()));
+    }
+  });
+  return rp;
+}
+
 void leave(self_ptr self) {
   auto& st = self->state;
   if (st.metrics) {
@@ -329,7 +475,7 @@ train_job_actor::behavior_type train_job(train_job_actor::stateful_pointer<train
     }
   }
   if (ok) {
-    auto timeout = st.cfg.request_timeout + std::chrono::seconds(5); // + the nodes' hellos
+    auto timeout = st.cfg.request_timeout + tuning::helper_margin; // the nodes' hellos
     self->request(st.cluster, timeout, submit_atom_v, caf::actor_cast<caf::actor>(self))
         .then([=](std::vector<cluster_member>& members) { on_members(self, members); },
               [=](caf::error& err) {
@@ -346,135 +492,33 @@ train_job_actor::behavior_type train_job(train_job_actor::stateful_pointer<train
       },
       [=](pause_atom) { return on_pause(self); },
       [=](resume_atom) { return on_resume(self); },
-      [=](checkpoint_atom, std::string& path) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (algorithms::is_over(st.phase)) {
-          return caf::make_error(errc::bad_config,
-                                 "the job has ended; use --save for the final weights");
-        }
-        if (path.empty()) {
-          return caf::make_error(errc::bad_config, "checkpoint save needs a PATH");
-        }
-        auto rp = self->make_response_promise<std::string>();
-        st.checkpoints.push_back({path, rp});
-        feed(self); // at a flush already: now
-        return rp;
-      },
+      [=](checkpoint_atom, std::string& path) { return on_checkpoint(self, path); },
       [=](lost_atom, uint32_t node, std::string& why) { on_node_lost(self, node, why); },
       [=](join_atom, uint32_t node, cluster_member& m) { return on_node_joined(self, node, m); },
       [=](capacity_atom, const std::string& name, double factor) {
-        auto& st = self->state;
-        for (size_t n = 0; n < st.nodes.size(); ++n) {
-          if (st.nodes[n].name != name || st.nodes[n].dead || !(factor > 0)) {
-            continue;
-          }
-          log_event(self, "capacity", {{"node", name}, {"factor", factor}});
-          bool staged = std::find(st.plan.nodes.begin(), st.plan.nodes.end(), n) !=
-                        st.plan.nodes.end();
-          st.capacity.report_capacity(n, factor, staged);
-        }
+        on_capacity(self, name, factor);
       },
       [=](event_atom, const std::string& kind, const std::string& fields) {
         log_event(self, kind, nlohmann::json::parse(fields, nullptr, false));
       },
       [=](leave_atom) { leave(self); },
       // ---- from the stages
-      [=](done_atom, batch_stats& s) {
-        auto& st = self->state;
-        if (algorithms::is_over(st.phase) || recovering(st) || !from_current_stage(self)) {
-          return; // a stage of a plan that was replaced
-        }
-        auto& r = st.reports[s.batch];
-        r.push_back(s);
-        if (r.size() == st.stages.size() && s.batch == st.committed) {
-          commit(self, s.batch);
-        }
-      },
-      [=](failed_atom, uint32_t stage, std::string& what) {
-        auto& st = self->state;
-        if (!from_current_stage(self) || stage >= st.plan.nodes.size()) {
-          return; // a stage of a replaced plan
-        }
-        fail(self, "stage " + std::to_string(stage) + " on node " +
-                       st.nodes[st.plan.nodes[stage]].name + " failed: " + what);
-      },
+      [=](done_atom, batch_stats& s) { on_done(self, s); },
+      [=](failed_atom, uint32_t stage, std::string& what) { on_stage_failed(self, stage, what); },
       [=](eval_atom, uint64_t round, uint32_t chunk, tensor_payload& logits) {
         on_eval(self, round, chunk, logits.tensor);
       },
-      [=](ready_atom, uint32_t) {
-        auto& st = self->state;
-        bool waiting = st.phase == job_phase::replanning || st.phase == job_phase::recovering;
-        if (waiting && st.ready_pending > 0 && from_current_stage(self) &&
-            --st.ready_pending == 0) {
-          resume_after_replan(self);
-        }
-      },
+      [=](ready_atom, uint32_t) { on_ready(self); },
       [=](reduce_atom, uint64_t batch, uint32_t member, uint64_t grad_values,
           tensor_payload& part) { on_reduce(self, batch, member, grad_values, part.tensor); },
       // ---- its own timers
-      [=](tick_atom) {
-        auto& st = self->state;
-        if (algorithms::is_over(st.phase)) {
-          return;
-        }
-        if (st.phase == job_phase::training &&
-            clock::now() - st.last_progress > st.cfg.progress_timeout) {
-          fail(self, "no batch committed for " +
-                         std::to_string(st.cfg.progress_timeout.count() / 1000) + " s (batch " +
-                         std::to_string(st.committed) + ")");
-          return;
-        }
-        if (st.metrics) {
-          st.metrics->flush();
-        }
-        self->delayed_send(self, st.cfg.tick_period, tick_atom_v);
-      },
+      [=](tick_atom) { on_tick(self); },
       [=](recover_atom, uint64_t attempt) { recover(self, attempt); },
       // ---- the console's training commands (the cluster checked the console)
-      [=](kill_atom, uint32_t stage) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (stage >= st.stages.size() || !st.stages[stage]) {
-          return caf::make_error(errc::bad_config, "there is no stage " + std::to_string(stage) +
-                                                       " (the plan has " +
-                                                       std::to_string(st.stages.size()) + ")");
-        }
-        self->send_exit(st.stages[stage], caf::exit_reason::kill);
-        return "stage " + std::to_string(stage) + " on node " +
-               st.nodes[st.plan.nodes[stage]].name + " killed";
-      },
-      [=](replan_atom, std::string& balance) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (algorithms::is_over(st.phase)) {
-          return ended();
-        }
-        try {
-          parse_balance(balance);
-        } catch (const std::exception& e) {
-          return caf::make_error(errc::bad_config, e.what());
-        }
-        st.replan_requested = true;
-        st.replan_balance = balance;
-        st.replan_reason = balance.empty() ? "console" : "console, balance " + balance;
-        feed(self); // starts it now if nothing is in flight
-        return std::string("re-plan scheduled at the next flush") +
-               (st.user_paused ? " (the job is paused: it happens after resume)" : "");
-      },
+      [=](kill_atom, uint32_t stage) { return on_kill_stage(self, stage); },
+      [=](replan_atom, std::string& balance) { return on_replan(self, balance); },
       [=](replicate_atom) { return on_replicate(self); },
-      [=](snapshot_atom) -> caf::result<snapshot_payload> {
-        auto& st = self->state;
-        if (st.stages.empty()) {
-          return caf::make_error(errc::bad_config, "the job has no stages");
-        }
-        auto rp = self->make_response_promise<snapshot_payload>();
-        collect_weights(self, [=](caf::expected<models::weight_snapshot> all, size_t) mutable {
-          if (all) {
-            rp.deliver(snapshot_payload{std::move(*all)});
-          } else {
-            rp.deliver(std::move(all.error()));
-          }
-        });
-        return rp;
-      },
+      [=](snapshot_atom) { return on_snapshot(self); },
   };
 }
 

@@ -32,6 +32,7 @@
 #pragma once
 
 #include "actors/planning/capacity.hpp"
+#include "actors/tuning.hpp"
 #include "algorithms/job_phase.hpp"
 #include "algorithms/partitioner.hpp"
 #include "algorithms/schedule.hpp"
@@ -78,14 +79,14 @@ struct job_config {
   bool data_parallel = false;
   /// Re-plan live when the profiles, corrected by measured stage times,
   /// predict at least this gain in throughput (0: never).
-  double replan_gain = 0.15;
+  double replan_gain = tuning::replan_gain;
   /// Batches between two automatic re-plans (lets measurements settle).
-  int64_t replan_min_batches = 20;
+  int64_t replan_min_batches = tuning::replan_min_batches;
   /// Commits between two looks at the plan.
-  int64_t replan_check_every = 5;
+  int64_t replan_check_every = tuning::replan_check_every;
   /// A link whose rate no profile reports (no emulation, not measured).
   double default_link_bytes_per_s = 1e9;
-  std::chrono::milliseconds profile_timeout{120000};
+  std::chrono::milliseconds profile_timeout = tuning::profile_timeout;
   /// Replicate every stage's weights every K batches (chain + global);
   /// 0 turns replication (and recovery beyond a restart from the seed) off.
   uint32_t replicate_every = 10;
@@ -98,26 +99,26 @@ struct job_config {
   /// is replayed (less redone work, not exact).
   std::string recovery_policy = "exact";
   /// Failures noticed within this window are recovered from together.
-  std::chrono::milliseconds failure_window{30};
+  std::chrono::milliseconds failure_window = tuning::failure_window;
   /// A recovery round waits this long for a surviving stage's inventory,
   /// and this long for a replica holder's.
-  std::chrono::milliseconds stage_inventory_timeout{2000};
-  std::chrono::milliseconds holder_inventory_timeout{5000};
+  std::chrono::milliseconds stage_inventory_timeout = tuning::stage_inventory_timeout;
+  std::chrono::milliseconds holder_inventory_timeout = tuning::holder_inventory_timeout;
   int32_t threads = 1;
   int window = 2; ///< batches in flight
   bool evaluate = true;
   /// Test examples per evaluation message.
-  int64_t eval_chunk = 500;
-  std::chrono::milliseconds request_timeout{10000};
+  int64_t eval_chunk = tuning::eval_chunk;
+  std::chrono::milliseconds request_timeout = tuning::request_timeout;
   /// Neighbours that take longer to connect are relayed instead.
-  std::chrono::milliseconds peer_timeout{6000};
+  std::chrono::milliseconds peer_timeout = tuning::peer_timeout;
   /// The job fails when no batch commits for this long.
-  std::chrono::milliseconds progress_timeout{60000};
+  std::chrono::milliseconds progress_timeout = tuning::progress_timeout;
   /// The job's own progress check.
-  std::chrono::milliseconds tick_period{1000};
+  std::chrono::milliseconds tick_period = tuning::tick_period;
   /// Commits over which the recent rate (and a plan's measured batch time)
   /// is taken.
-  size_t recent_commits = 20;
+  size_t recent_commits = tuning::recent_commits;
   /// The cluster secret nodes must prove ("": an open cluster).
   std::string secret;
   /// Where the JSON-lines metrics log goes ("": none).
@@ -161,8 +162,12 @@ struct train_job_state {
   std::string fingerprint;
   size_t layers = 0;
 
-  // the plan that runs
+  std::chrono::steady_clock::time_point phase_entered{};
+
+  // the plan that runs (during a re-plan, until the new stages are up, the
+  // old one; then the old one's stages and plan are kept until they stop)
   stage_plan plan;
+  stage_plan old_plan;
   std::vector<stage_actor> stages;
   /// Data parallelism: the members' contributions per batch.
   std::map<uint64_t, std::vector<torch::Tensor>> reduce_parts;

@@ -31,6 +31,7 @@ bool enter(self_ptr self, job_event e) {
     return false;
   }
   st.phase = *next;
+  st.phase_entered = clock::now();
   st.status.phase = algorithms::to_string(st.phase);
   return true;
 }

@@ -86,7 +86,7 @@ int state_factor(const job_config& cfg) {
 }
 
 // The launcher came back: wire the stages and start (or resume) training.
-void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
+void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, launch_kind kind, bool pulls,
                  std::vector<std::pair<size_t, size_t>> dials, launch_result& r) {
   auto& st = self->state;
   for (size_t k = 0; k + 1 < r.peered.size(); k += 2) {
@@ -117,6 +117,8 @@ void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
     fail(self, r.error);
     return;
   }
+  st.plan = std::move(plan);
+  st.reduce_parts.clear();
   st.stages.clear();
   for (auto& s : r.stages) {
     self->monitor(s);
@@ -204,9 +206,8 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
     st.status.last_replan_moved_bytes = algorithms::moved_bytes(
         st.plan.ranges, st.plan.nodes, plan.ranges, plan.nodes, bytes, state_factor(st.cfg));
     st.old_stages = st.stages;
+    st.old_plan = st.plan;
   }
-  st.plan = plan;
-  st.reduce_parts.clear();
   std::vector<bool> can_dial, dialable;
   for (auto& n : st.nodes) {
     can_dial.push_back(n.port != 0);
@@ -229,14 +230,14 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
   auto attempt = st.attempt;
   auto l = self->spawn(launcher, std::move(order));
   // the launcher bounds each step; this bounds the whole
-  auto limit = st.cfg.peer_timeout + st.cfg.request_timeout + std::chrono::seconds(5);
+  auto limit = st.cfg.peer_timeout + st.cfg.request_timeout + tuning::helper_margin;
   self->request(l, limit, launch_atom_v)
-      .then([=](launch_result& r) { on_launched(self, attempt, plan, pulls, dials, r); },
+      .then([=](launch_result& r) { on_launched(self, attempt, plan, kind, pulls, dials, r); },
             [=](caf::error& err) {
               launch_result r;
               r.ok = false;
               r.error = "launching the plan failed: " + self->system().render(err);
-              on_launched(self, attempt, plan, pulls, dials, r);
+              on_launched(self, attempt, plan, kind, pulls, dials, r);
             });
 }
 
@@ -301,7 +302,7 @@ void first_plan(self_ptr self) {
   if (st.cfg.auto_plan) {
     enter(self, job_event::profile);
     auto mbs = static_cast<uint32_t>(micro_batch_size(st.cfg));
-    auto timeout = st.cfg.profile_timeout + std::chrono::seconds(60); // + the link probes
+    auto timeout = st.cfg.profile_timeout + 2 * tuning::link_probe_timeout; // + the probes
     self->request(st.cluster, timeout, profile_atom_v, st.cfg.model, mbs)
         .then([=](cluster_profile& round) { on_profiles(self, round); },
               [=](caf::error& err) { fail(self, self->system().render(err)); });

@@ -294,7 +294,7 @@ void recover(self_ptr self, uint64_t attempt) {
     return;
   }
   st.round = self->spawn(recovery_round, std::move(req));
-  auto limit = st.cfg.holder_inventory_timeout + std::chrono::seconds(5);
+  auto limit = st.cfg.holder_inventory_timeout + tuning::helper_margin;
   self->request(st.round, limit, recover_atom_v)
       .then([=](recovery_decision& d) { recover_with(self, attempt, std::move(d)); },
             [=](caf::error& err) {

@@ -240,3 +240,26 @@ TEST_CASE("a node that joins during a recovery is planned with the survivors, ex
   CHECK(st.status.plan.find("local1") == std::string::npos);
   f.check_exact();
 }
+
+TEST_CASE("a stage of the old plan that dies while the new stages pull from it is recovered "
+          "from, exactly",
+          "[actor][flow]") {
+  // The old supervisor could stall here: the old stage's death was ignored
+  // (it was no longer in the plan) and the new stages, unable to pull,
+  // either failed the job or never reported ready, with no timeout in the
+  // re-planning phase.
+  auto jc = flow_job(12);
+  jc.replan_at[4] = "1,1,2";
+  flow f(3, jc);
+  // the launcher has just asked for the new stages; they will pull from the old
+  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::replanning; }));
+  REQUIRE(f.state().old_stages.size() == 3);
+  caf::anon_send_exit(f.state().old_stages[0], caf::exit_reason::kill);
+  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
+  REQUIRE(f.run_to_end());
+  CHECK(f.state().status.recoveries == 1);
+  INFO("last failure: " << f.state().status.error);
+  CHECK_THAT(f.state().status.error,
+             Catch::Contains("old plan") || Catch::Contains("pull") || Catch::Contains("went down"));
+  f.check_exact();
+}

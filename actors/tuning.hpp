@@ -1,0 +1,78 @@
+// Every timeout, period and tuning constant of the actors, with its default,
+// in one place. The job and cluster configurations (actors/train/train_job.hpp,
+// actors/cluster/cluster_supervisor.hpp) start from these; the ones that no
+// option changes are used from here directly.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace salamander::actors::tuning {
+
+using std::chrono::milliseconds;
+using namespace std::chrono_literals;
+
+// ---- cluster supervisor
+/// A node must answer hello (admission) within this.
+inline constexpr milliseconds hello_timeout = 10s;
+/// Every period each live node is asked how it is (the console's `nodes`).
+inline constexpr milliseconds heartbeat_period = 1s;
+inline constexpr milliseconds heartbeat_timeout = 900ms;
+/// A node that has not answered for this long shows as "late".
+inline constexpr double late_after_s = 2.5;
+/// A node that takes longer to profile a model fails the profiling round.
+inline constexpr milliseconds profile_timeout = 120s;
+/// One link probe (pings and 256 KB transfers between two nodes).
+inline constexpr milliseconds link_probe_timeout = 30s;
+/// The job's status, relayed to a console.
+inline constexpr milliseconds status_timeout = 10s;
+
+// ---- training job
+/// Requests to nodes and stages (spawn, snapshots).
+inline constexpr milliseconds request_timeout = 10s;
+/// Neighbours that take longer to connect are relayed instead.
+inline constexpr milliseconds peer_timeout = 6s;
+/// The job fails when no batch commits for this long while training.
+inline constexpr milliseconds progress_timeout = 60s;
+/// The job's own progress check.
+inline constexpr milliseconds tick_period = 1s;
+/// Failures noticed within this window are recovered from together.
+inline constexpr milliseconds failure_window = 30ms;
+/// A recovery round waits this long for a surviving stage's inventory, and
+/// this long for a replica holder's.
+inline constexpr milliseconds stage_inventory_timeout = 2s;
+inline constexpr milliseconds holder_inventory_timeout = 5s;
+/// Beyond the bounds of its own steps, how long a launcher or a recovery
+/// round may take before the job gives up on it.
+inline constexpr milliseconds helper_margin = 5s;
+/// Commits over which the recent rate (and a plan's measured batch time)
+/// is taken.
+inline constexpr size_t recent_commits = 20;
+/// Test examples per evaluation message.
+inline constexpr int64_t eval_chunk = 500;
+/// Re-planning: the predicted gain it needs, commits after the last re-plan
+/// before the next, commits between two looks.
+inline constexpr double replan_gain = 0.15;
+inline constexpr int64_t replan_min_batches = 20;
+inline constexpr int64_t replan_check_every = 5;
+
+// ---- stages
+/// A re-planned or recovering stage pulling its layers from one source.
+inline constexpr milliseconds pull_timeout = 30s;
+
+// ---- nodes and profilers
+/// A node connecting to its pipeline neighbour (node `peer`).
+inline constexpr milliseconds connect_timeout = 5s;
+/// A node answers `kill` before it SIGKILLs itself.
+inline constexpr milliseconds kill_delay = 50ms;
+/// Link probes: one ping round trip, one 256 KB transfer.
+inline constexpr milliseconds ping_timeout = 10s;
+inline constexpr milliseconds transfer_timeout = 30s;
+/// Capacity probes: one every period; reported every `report_every`, and at
+/// once when the capacity drifts by more than `drift`.
+inline constexpr milliseconds capacity_period = 2s;
+inline constexpr milliseconds capacity_report_every = 30s;
+inline constexpr double capacity_drift = 0.2;
+
+} // namespace salamander::actors::tuning
