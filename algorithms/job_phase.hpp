@@ -66,7 +66,9 @@ std::string to_string(job_phase p);
 std::string to_string(job_event e);
 
 /// Finished or failed: nothing moves on from there.
-inline bool is_over(job_phase p) { return p == job_phase::finished || p == job_phase::failed; }
+inline bool is_over(job_phase p) {
+  return p == job_phase::finished || p == job_phase::failed;
+}
 
 /// Stages run and may fail: a failure starts a recovery (before, it fails
 /// the job, which names the node).

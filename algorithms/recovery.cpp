@@ -19,7 +19,8 @@ std::vector<uint64_t> versions_newest_first(const std::vector<recovery_source>& 
 }
 
 bool holds(const recovery_source& s, uint64_t layer, uint64_t version) {
-  return std::find(s.held.begin(), s.held.end(), std::make_pair(layer, version)) != s.held.end();
+  return std::find(s.held.begin(), s.held.end(), std::make_pair(layer, version)) !=
+         s.held.end();
 }
 
 } // namespace
@@ -82,8 +83,8 @@ int64_t missed_updates(const std::vector<layer_pick>& picks, uint64_t committed)
   return missed;
 }
 
-std::optional<size_t> pick_source(const std::vector<recovery_source>& sources, uint64_t layer,
-                                  uint64_t version, size_t node) {
+std::optional<size_t> pick_source(const std::vector<recovery_source>& sources,
+                                  uint64_t layer, uint64_t version, size_t node) {
   std::optional<size_t> best;
   int best_rank = 3;
   for (size_t h = 0; h < sources.size(); ++h) {
@@ -139,8 +140,8 @@ int64_t moved_bytes(const layer_ranges& before, const std::vector<size_t>& befor
   return moved;
 }
 
-size_t chain_holder_node(size_t stage, const std::vector<size_t>& on_nodes, bool data_parallel,
-                         size_t central) {
+size_t chain_holder_node(size_t stage, const std::vector<size_t>& on_nodes,
+                         bool data_parallel, size_t central) {
   if (data_parallel) {
     return on_nodes.size() > 1 ? on_nodes[1] : central;
   }
@@ -158,10 +159,10 @@ size_t member_of_micro(const std::vector<int>& split, size_t micro) {
   return split.empty() ? 0 : split.size() - 1;
 }
 
-std::vector<std::pair<size_t, size_t>> pairs_to_dial(
-    const std::vector<size_t>& on_nodes, bool data_parallel,
-    const std::set<std::pair<size_t, size_t>>& peered, const std::vector<bool>& can_dial,
-    const std::vector<bool>& dialable) {
+std::vector<std::pair<size_t, size_t>>
+pairs_to_dial(const std::vector<size_t>& on_nodes, bool data_parallel,
+              const std::set<std::pair<size_t, size_t>>& peered,
+              const std::vector<bool>& can_dial, const std::vector<bool>& dialable) {
   std::vector<std::pair<size_t, size_t>> out;
   if (data_parallel) {
     return out;

@@ -49,7 +49,9 @@ uint64_t rollback_version(const std::vector<recovery_source>& sources, size_t la
 struct layer_pick {
   size_t source = 0;
   uint64_t version = 0;
-  bool operator==(const layer_pick& o) const { return source == o.source && version == o.version; }
+  bool operator==(const layer_pick& o) const {
+    return source == o.source && version == o.version;
+  }
 };
 
 /// Fast policy: per layer, a surviving stage that ran it (its current
@@ -70,8 +72,8 @@ int64_t missed_updates(const std::vector<layer_pick>& picks, uint64_t committed)
 /// `node`: one on that node first (no bytes on the wire), then any other
 /// node's holder or stage, then the central holder; the lowest index within
 /// each rank. nullopt when none holds it.
-std::optional<size_t> pick_source(const std::vector<recovery_source>& sources, uint64_t layer,
-                                  uint64_t version, size_t node);
+std::optional<size_t> pick_source(const std::vector<recovery_source>& sources,
+                                  uint64_t layer, uint64_t version, size_t node);
 
 /// A stage's pulls: consecutive layers from one source at one version.
 struct pull {
@@ -96,8 +98,8 @@ int64_t moved_bytes(const layer_ranges& before, const std::vector<size_t>& befor
 /// the next stage's node; the last stage's (and a single stage's) on
 /// `central`. In a data-parallel plan the members hold the same layers and
 /// the first member's replica goes to the second member's node.
-size_t chain_holder_node(size_t stage, const std::vector<size_t>& on_nodes, bool data_parallel,
-                         size_t central);
+size_t chain_holder_node(size_t stage, const std::vector<size_t>& on_nodes,
+                         bool data_parallel, size_t central);
 
 /// Data parallelism: member k runs the block of `split[k]` consecutive
 /// micro-batches after those of members 0..k-1. Which member runs `micro`;
@@ -110,9 +112,9 @@ size_t member_of_micro(const std::vector<int>& split, size_t micro);
 /// to (`can_dial`: a node process, not one inside the supervisor's), and the
 /// higher one must have an address to be dialled at (`dialable`). None for a
 /// data-parallel plan (its members exchange nothing with each other).
-std::vector<std::pair<size_t, size_t>> pairs_to_dial(
-    const std::vector<size_t>& on_nodes, bool data_parallel,
-    const std::set<std::pair<size_t, size_t>>& peered, const std::vector<bool>& can_dial,
-    const std::vector<bool>& dialable);
+std::vector<std::pair<size_t, size_t>>
+pairs_to_dial(const std::vector<size_t>& on_nodes, bool data_parallel,
+              const std::set<std::pair<size_t, size_t>>& peered,
+              const std::vector<bool>& can_dial, const std::vector<bool>& dialable);
 
 } // namespace salamander::algorithms

@@ -14,8 +14,8 @@
 namespace salamander::algorithms {
 
 struct replan_inputs {
-  double current_s = 0;  ///< predicted batch time of the plan that runs
-  double best_s = 0;     ///< predicted batch time of the best plan found (0: none)
+  double current_s = 0;   ///< predicted batch time of the plan that runs
+  double best_s = 0;      ///< predicted batch time of the best plan found (0: none)
   double min_gain = 0.15; ///< 0 or less: never re-plan
   uint64_t committed = 0;
   uint64_t last_replan_batch = 0;

@@ -37,7 +37,8 @@ void save_checkpoint(const std::string& path, const checkpoint& ckpt);
 /// Throws codec_error naming the path and what is wrong: missing, not a
 /// checkpoint, newer format, truncated, checksum mismatch, corrupt body,
 /// larger than `max_bytes`, or (when given) a different model fingerprint.
-checkpoint load_checkpoint(const std::string& path, const std::string& expect_fingerprint = "",
+checkpoint load_checkpoint(const std::string& path,
+                           const std::string& expect_fingerprint = "",
                            uint64_t max_bytes = max_frame_bytes);
 
 /// The same, from bytes in memory (what load_checkpoint reads).

@@ -49,7 +49,7 @@ struct node_info {
   /// actors/auth.hpp), and the node's own challenge for the supervisor.
   std::string proof;
   std::string challenge;
-  double cpu_share = 1;       ///< emulated share in force now, 1 on real devices
+  double cpu_share = 1;        ///< emulated share in force now, 1 on real devices
   double link_bytes_per_s = 0; ///< emulated link rate, 0: not known
   caf::actor profiler;         ///< this node's (link probes go profiler to profiler)
   uint16_t port = 0;           ///< where it listens (0: inside the supervisor's process)
@@ -58,16 +58,17 @@ struct node_info {
 /// One node as the console's `nodes` shows it.
 struct node_row {
   std::string name;
-  std::string health;   ///< ok, late, dead, refused
-  std::string role;     ///< "stage 1", or "spare" when the plan leaves it out
+  std::string health;    ///< ok, late, dead, refused
+  std::string role;      ///< "stage 1", or "spare" when the plan leaves it out
   std::string emulation; ///< "none" on real devices
   double cpu_share = 1;
   /// Relative compute speed from its profile and measured stage times
   /// (1: as profiled), 0 when not profiled.
   double speed = 0;
   double memory_bytes = 0;
-  double link_bytes_per_s = 0; ///< measured to its peers (median), else emulated; 0: unknown
-  double link_latency_s = 0;   ///< measured, one way (median over peers); 0: unknown
+  double link_bytes_per_s =
+      0; ///< measured to its peers (median), else emulated; 0: unknown
+  double link_latency_s = 0;    ///< measured, one way (median over peers); 0: unknown
   double last_heartbeat_s = -1; ///< seconds since it last answered; -1: never
   double capacity = 1; ///< its profiler's last report: compute capacity vs the start
 };
@@ -105,9 +106,9 @@ struct cluster_profile {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_row& x) {
-  return f(caf::meta::type_name("node_row"), x.name, x.health, x.role, x.emulation, x.cpu_share,
-           x.speed, x.memory_bytes, x.link_bytes_per_s, x.link_latency_s, x.last_heartbeat_s,
-           x.capacity);
+  return f(caf::meta::type_name("node_row"), x.name, x.health, x.role, x.emulation,
+           x.cpu_share, x.speed, x.memory_bytes, x.link_bytes_per_s, x.link_latency_s,
+           x.last_heartbeat_s, x.capacity);
 }
 
 template <class Inspector>
@@ -132,8 +133,8 @@ typename Inspector::result_type inspect(Inspector& f, device_report& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cluster_member& x) {
-  return f(caf::meta::type_name("cluster_member"), x.index, x.name, x.node, x.host, x.port,
-           x.info, x.refused, x.lost, x.why);
+  return f(caf::meta::type_name("cluster_member"), x.index, x.name, x.node, x.host,
+           x.port, x.info, x.refused, x.lost, x.why);
 }
 
 template <class Inspector>

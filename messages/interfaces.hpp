@@ -44,8 +44,7 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<backward_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<labels_atom, uint64_t, uint32_t, double, tensor_payload>,
     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
-    caf::reacts_to<replicate_atom, uint64_t>,
-    caf::reacts_to<pause_atom>,
+    caf::reacts_to<replicate_atom, uint64_t>, caf::reacts_to<pause_atom>,
     caf::reacts_to<reduce_atom, uint64_t, tensor_payload>,
     caf::replies_to<snapshot_atom>::with<snapshot_payload>,
     caf::replies_to<snapshot_atom, uint64_t, uint64_t, uint64_t>::with<snapshot_payload>,
@@ -77,12 +76,12 @@ using replica_holder_actor = caf::typed_actor<
 ///                         (capacity, node, factor) to the supervisor every
 ///                         30 s, and at once when the factor drifts by 20%
 ///   tick                               its own timer for that probe
-using profiler_actor =
-    caf::typed_actor<caf::replies_to<profile_atom, std::string, uint32_t>::with<device_report>,
-                     caf::replies_to<probe_atom, caf::actor, std::string>::with<link_report>,
-                     caf::replies_to<echo_atom, int64_t>::with<int64_t>,
-                     caf::replies_to<echo_atom, tensor_payload>::with<int64_t>,
-                     caf::reacts_to<capacity_atom, caf::actor>, caf::reacts_to<tick_atom>>;
+using profiler_actor = caf::typed_actor<
+    caf::replies_to<profile_atom, std::string, uint32_t>::with<device_report>,
+    caf::replies_to<probe_atom, caf::actor, std::string>::with<link_report>,
+    caf::replies_to<echo_atom, int64_t>::with<int64_t>,
+    caf::replies_to<echo_atom, tensor_payload>::with<int64_t>,
+    caf::reacts_to<capacity_atom, caf::actor>, caf::reacts_to<tick_atom>>;
 
 /// One per device process. hello(protocol, challenge) checks the protocol
 /// and proves the cluster secret (actors/auth.hpp); auth(proof, why) is the
@@ -98,17 +97,15 @@ using profiler_actor =
 /// factor of its share from now on (1 restores it); kill makes a node
 /// process kill itself with SIGKILL (chaos; refused by in-process nodes);
 /// leave stops everything.
-using node_actor = caf::typed_actor<caf::replies_to<hello_atom, uint32_t, std::string>::with<node_info>,
-                                    caf::reacts_to<auth_atom, std::string, std::string>,
-                                    caf::replies_to<spawn_atom, stage_spec>::with<caf::actor>,
-                                    caf::replies_to<profile_atom, std::string, uint32_t>::with<
-                                        device_report>,
-                                    caf::replies_to<probe_atom, caf::actor, std::string>::with<
-                                        link_report>,
-                                    caf::replies_to<peer_atom, std::string, uint16_t>::with<bool>,
-                                    caf::replies_to<slow_atom, double>::with<std::string>,
-                                    caf::replies_to<kill_atom>::with<std::string>,
-                                    caf::reacts_to<leave_atom>>;
+using node_actor = caf::typed_actor<
+    caf::replies_to<hello_atom, uint32_t, std::string>::with<node_info>,
+    caf::reacts_to<auth_atom, std::string, std::string>,
+    caf::replies_to<spawn_atom, stage_spec>::with<caf::actor>,
+    caf::replies_to<profile_atom, std::string, uint32_t>::with<device_report>,
+    caf::replies_to<probe_atom, caf::actor, std::string>::with<link_report>,
+    caf::replies_to<peer_atom, std::string, uint16_t>::with<bool>,
+    caf::replies_to<slow_atom, double>::with<std::string>,
+    caf::replies_to<kill_atom>::with<std::string>, caf::reacts_to<leave_atom>>;
 
 // ---- the job protocol: what every job supervisor answers, whatever its mode
 
@@ -159,7 +156,8 @@ using job_actor = caf::typed_actor<
 ///                          version all of them reach
 ///   snapshot -> weights    every stage's weights merged (after the job)
 using train_job_actor = job_actor::extend<
-    caf::reacts_to<done_atom, batch_stats>, caf::reacts_to<failed_atom, uint32_t, std::string>,
+    caf::reacts_to<done_atom, batch_stats>,
+    caf::reacts_to<failed_atom, uint32_t, std::string>,
     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<ready_atom, uint32_t>,
     caf::reacts_to<reduce_atom, uint64_t, uint32_t, uint64_t, tensor_payload>,
@@ -226,6 +224,7 @@ using recovery_round_actor =
 /// A launcher (actors/train/launcher.hpp): connects pipeline neighbours,
 /// spawns one stage per spec on its node, and answers launch -> the stages
 /// (or which one failed and why). It does not wire them: the job does.
-using launcher_actor = caf::typed_actor<caf::replies_to<launch_atom>::with<launch_result>>;
+using launcher_actor =
+    caf::typed_actor<caf::replies_to<launch_atom>::with<launch_result>>;
 
 } // namespace salamander

@@ -27,12 +27,12 @@ struct job_status {
   int64_t plan_version = 0;  ///< 1 for the first plan, +1 per re-plan
   std::string plan;          ///< "node1[0,2) node2[2,4)"
   int64_t replans = 0;
-  double last_replan_s = 0;  ///< pause of the last re-plan, drain to resume
+  double last_replan_s = 0;            ///< pause of the last re-plan, drain to resume
   int64_t last_replan_moved_bytes = 0; ///< snapshot bytes that changed node
   int64_t recoveries = 0;
-  int64_t rollback_version = -1;  ///< of the last recovery
-  double last_recovery_s = 0;     ///< failure noticed -> training resumed
-  int64_t redone_batches = 0;     ///< committed work rolled back, summed
+  int64_t rollback_version = -1; ///< of the last recovery
+  double last_recovery_s = 0;    ///< failure noticed -> training resumed
+  int64_t redone_batches = 0;    ///< committed work rolled back, summed
   std::vector<std::string> dead_nodes;
   /// The batch ids in the lineage of the current weights, in order.
   std::vector<uint64_t> lineage;
@@ -62,14 +62,14 @@ struct job_status {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_status& x) {
-  return f(caf::meta::type_name("job_status"), x.phase, x.epoch, x.epochs, x.batch, x.batches,
-           x.committed, x.samples_per_s, x.loss, x.test_accuracy, x.plan_version, x.plan,
-           x.replans, x.last_replan_s, x.last_replan_moved_bytes, x.recoveries, x.rollback_version,
-           x.last_recovery_s, x.redone_batches, x.dead_nodes, x.lineage, x.elapsed_s, x.train_s,
-           x.plan_batches, x.stage_compute_s, x.stage_wait_s, x.stage_send_s, x.error,
-           x.recent_samples_per_s,
-           x.paused_by_user, x.health, x.metrics_path, x.replicated_version, x.exact,
-           x.missed_layer_updates, x.nodes, x.stages);
+  return f(caf::meta::type_name("job_status"), x.phase, x.epoch, x.epochs, x.batch,
+           x.batches, x.committed, x.samples_per_s, x.loss, x.test_accuracy,
+           x.plan_version, x.plan, x.replans, x.last_replan_s, x.last_replan_moved_bytes,
+           x.recoveries, x.rollback_version, x.last_recovery_s, x.redone_batches,
+           x.dead_nodes, x.lineage, x.elapsed_s, x.train_s, x.plan_batches,
+           x.stage_compute_s, x.stage_wait_s, x.stage_send_s, x.error,
+           x.recent_samples_per_s, x.paused_by_user, x.health, x.metrics_path,
+           x.replicated_version, x.exact, x.missed_layer_updates, x.nodes, x.stages);
 }
 
 } // namespace salamander

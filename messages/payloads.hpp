@@ -29,8 +29,8 @@ namespace detail {
 // memory; reads it back into an aligned frame that decoded tensors alias.
 // Only binary (de)serialisers see the bytes; to_string sees a summary.
 template <class Inspector, class Prepare, class Decode>
-typename Inspector::result_type inspect_frame(Inspector& f, const char* name, Prepare&& prepare,
-                                              Decode&& decode) {
+typename Inspector::result_type inspect_frame(Inspector& f, const char* name,
+                                              Prepare&& prepare, Decode&& decode) {
   if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
     messages::outgoing msg = prepare();
     uint64_t n = msg.byte_size();
@@ -50,8 +50,9 @@ typename Inspector::result_type inspect_frame(Inspector& f, const char* name, Pr
       return err;
     }
     if (n % sizeof(capnp::word) != 0 || n > messages::max_frame_bytes) {
-      return caf::make_error(caf::sec::invalid_argument,
-                             std::string(name) + ": bad frame length " + std::to_string(n));
+      return caf::make_error(caf::sec::invalid_argument, std::string(name) +
+                                                             ": bad frame length " +
+                                                             std::to_string(n));
     }
     auto storage = messages::acquire_words(n / sizeof(capnp::word));
     if (n > 0) {
@@ -62,7 +63,8 @@ typename Inspector::result_type inspect_frame(Inspector& f, const char* name, Pr
     try {
       decode(messages::frame(std::move(storage), n / sizeof(capnp::word)));
     } catch (const std::exception& e) {
-      return caf::make_error(caf::sec::invalid_argument, std::string(name) + ": " + e.what());
+      return caf::make_error(caf::sec::invalid_argument,
+                             std::string(name) + ": " + e.what());
     }
     return caf::error{};
   } else {

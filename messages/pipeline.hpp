@@ -87,11 +87,11 @@ struct stage_row {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   return f(caf::meta::type_name("stage_spec"), x.model, x.fingerprint, x.seed, x.index,
-           x.stages, x.begin, x.end, x.micro_batches, x.schedule, x.optimizer, x.lr, x.momentum,
-           x.threads, x.micro_batch_size, x.start_batch, x.sources, x.source_begin, x.source_end,
-           x.source_version,
-           x.replicate_every, x.global_every, x.chain_holder, x.global_holder, x.member,
-           x.members, x.micro_begin, x.micro_end);
+           x.stages, x.begin, x.end, x.micro_batches, x.schedule, x.optimizer, x.lr,
+           x.momentum, x.threads, x.micro_batch_size, x.start_batch, x.sources,
+           x.source_begin, x.source_end, x.source_version, x.replicate_every,
+           x.global_every, x.chain_holder, x.global_holder, x.member, x.members,
+           x.micro_begin, x.micro_end);
 }
 
 template <class Inspector>
@@ -102,8 +102,8 @@ typename Inspector::result_type inspect(Inspector& f, batch_stats& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_row& x) {
-  return f(caf::meta::type_name("stage_row"), x.index, x.node, x.begin, x.end, x.predicted_s,
-           x.measured_s, x.wait_s, x.send_s);
+  return f(caf::meta::type_name("stage_row"), x.index, x.node, x.begin, x.end,
+           x.predicted_s, x.measured_s, x.wait_s, x.send_s);
 }
 
 /// What a launcher (actors/train/launcher.hpp) hands back: the stages it
@@ -119,8 +119,8 @@ struct launch_result {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, launch_result& x) {
-  return f(caf::meta::type_name("launch_result"), x.stages, x.peered, x.ok, x.failed_stage,
-           x.error);
+  return f(caf::meta::type_name("launch_result"), x.stages, x.peered, x.ok,
+           x.failed_stage, x.error);
 }
 
 } // namespace salamander

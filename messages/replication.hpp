@@ -21,10 +21,10 @@ struct replica_inventory {
 struct recovery_source_info {
   caf::actor handle;
   uint64_t node = ~uint64_t{0}; ///< node index; ~0: not known (an older plan's stage)
-  bool central = false;          ///< the central holder beside the supervisor
-  bool stage = false;            ///< a surviving stage
-  uint64_t begin = 0, end = 0;   ///< a stage of the failed plan: the layers it ran
-  replica_inventory inventory;   ///< empty when it did not answer in time
+  bool central = false;         ///< the central holder beside the supervisor
+  bool stage = false;           ///< a surviving stage
+  uint64_t begin = 0, end = 0;  ///< a stage of the failed plan: the layers it ran
+  replica_inventory inventory;  ///< empty when it did not answer in time
 };
 
 /// What a recovery round decided, as data: the policy used, the rollback
@@ -48,14 +48,14 @@ typename Inspector::result_type inspect(Inspector& f, replica_inventory& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recovery_source_info& x) {
-  return f(caf::meta::type_name("recovery_source_info"), x.handle, x.node, x.central, x.stage,
-           x.begin, x.end, x.inventory);
+  return f(caf::meta::type_name("recovery_source_info"), x.handle, x.node, x.central,
+           x.stage, x.begin, x.end, x.inventory);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recovery_decision& x) {
-  return f(caf::meta::type_name("recovery_decision"), x.fast, x.fallback, x.version, x.sources,
-           x.pick_source, x.pick_version);
+  return f(caf::meta::type_name("recovery_decision"), x.fast, x.fallback, x.version,
+           x.sources, x.pick_source, x.pick_version);
 }
 
 } // namespace salamander

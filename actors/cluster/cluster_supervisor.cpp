@@ -28,7 +28,8 @@ bool live(const cluster_entry& e) {
 // The cluster's own events go to the job's metrics log.
 void tell_job(self_ptr self, const std::string& kind, const nlohmann::json& fields) {
   if (self->state.job) {
-    self->send(caf::actor_cast<job_actor>(self->state.job), event_atom_v, kind, fields.dump());
+    self->send(caf::actor_cast<job_actor>(self->state.job), event_atom_v, kind,
+               fields.dump());
   }
 }
 
@@ -64,7 +65,8 @@ struct admission {
 void admit(self_ptr self, node_actor handle, const std::string& name,
            std::function<void(admission)> done) {
   auto challenge = make_challenge();
-  self->request(handle, self->state.cfg.hello_timeout, hello_atom_v, protocol_version, challenge)
+  self->request(handle, self->state.cfg.hello_timeout, hello_atom_v, protocol_version,
+                challenge)
       .then(
           [=](node_info info) {
             auto& st = self->state;
@@ -77,22 +79,26 @@ void admit(self_ptr self, node_actor handle, const std::string& name,
               return;
             }
             if (!verify(st.cfg.secret, "node", name, challenge, info.proof)) {
-              auto why = "node " + name + " did not prove the cluster secret (wrong or missing "
-                                          "secret on that node); it is refused and gets no work";
+              auto why = "node " + name +
+                         " did not prove the cluster secret (wrong or missing "
+                         "secret on that node); it is refused and gets no work";
               log()->error("REFUSED {}", why);
-              self->send(handle, auth_atom_v, std::string{},
-                         std::string("this node did not prove the cluster secret (wrong or "
-                                     "missing --secret-file / SALAMANDER_SECRET)"));
+              self->send(
+                  handle, auth_atom_v, std::string{},
+                  std::string("this node did not prove the cluster secret (wrong or "
+                              "missing --secret-file / SALAMANDER_SECRET)"));
               done({std::nullopt, errc::unauthorized, why, false});
               return;
             }
-            self->send(handle, auth_atom_v, prove(st.cfg.secret, "supervisor", name, info.challenge),
+            self->send(handle, auth_atom_v,
+                       prove(st.cfg.secret, "supervisor", name, info.challenge),
                        std::string{});
             done({std::move(info), errc::none, "", false});
           },
           [=](caf::error& err) {
             done({std::nullopt, errc::unreachable,
-                  "node " + name + " did not answer hello: " + self->system().render(err), true});
+                  "node " + name + " did not answer hello: " + self->system().render(err),
+                  true});
           });
 }
 
@@ -115,9 +121,10 @@ void admission_done(self_ptr self) {
   st.admitted = true;
   bool any = std::any_of(st.nodes.begin(), st.nodes.end(), live);
   if (st.fatal.empty() && !any) {
-    st.fatal = st.nodes.empty() ? "no nodes to run the job on"
-                                : "no node proved the cluster secret; check --secret-file / "
-                                  "SALAMANDER_SECRET on the nodes and here";
+    st.fatal = st.nodes.empty()
+                   ? "no nodes to run the job on"
+                   : "no node proved the cluster secret; check --secret-file / "
+                     "SALAMANDER_SECRET on the nodes and here";
   }
   auto answer = members(st);
   for (auto& rp : st.submits) {
@@ -143,27 +150,27 @@ void hello_all(self_ptr self) {
   }
   for (size_t n = 0; n < st.nodes.size(); ++n) {
     admit(self, st.nodes[n].handle, st.nodes[n].name, [=](admission a) {
-            auto& st = self->state;
-            auto& e = st.nodes[n];
-            if (e.answered) {
-              return; // it went away first
-            }
-            e.answered = true;
-            if (a.info) {
-              e.info = std::move(*a.info);
-              e.last_seen = clock::now();
-            } else {
-              e.refused = true;
-              e.why = a.why;
-              self->demonitor(e.handle.address());
-              if (a.fatal && st.fatal.empty()) {
-                st.fatal = a.why;
-              }
-            }
-            if (--st.hello_pending == 0) {
-              admission_done(self);
-            }
-          });
+      auto& st = self->state;
+      auto& e = st.nodes[n];
+      if (e.answered) {
+        return; // it went away first
+      }
+      e.answered = true;
+      if (a.info) {
+        e.info = std::move(*a.info);
+        e.last_seen = clock::now();
+      } else {
+        e.refused = true;
+        e.why = a.why;
+        self->demonitor(e.handle.address());
+        if (a.fatal && st.fatal.empty()) {
+          st.fatal = a.why;
+        }
+      }
+      if (--st.hello_pending == 0) {
+        admission_done(self);
+      }
+    });
   }
 }
 
@@ -175,8 +182,8 @@ void heartbeat(self_ptr self) {
     if (!live(st.nodes[n])) {
       continue;
     }
-    self->request(st.nodes[n].handle, st.cfg.heartbeat_timeout, hello_atom_v, protocol_version,
-                  std::string{})
+    self->request(st.nodes[n].handle, st.cfg.heartbeat_timeout, hello_atom_v,
+                  protocol_version, std::string{})
         .then(
             [=](node_info& info) {
               auto& e = self->state.nodes[n];
@@ -258,9 +265,10 @@ void profile_round(self_ptr self, const std::string& model, uint32_t mbs,
             [=](caf::error& err) mutable {
               if (!*failed) {
                 *failed = true;
-                rp.deliver(caf::make_error(errc::stage_failed,
-                                           "node " + name + " could not profile the model: " +
-                                               self->system().render(err)));
+                rp.deliver(caf::make_error(
+                    errc::stage_failed,
+                    "node " + name +
+                        " could not profile the model: " + self->system().render(err)));
               }
             });
   }
@@ -278,9 +286,10 @@ std::optional<caf::error> console_refused(self_ptr self) {
   if (sender && st.consoles.count(sender) > 0) {
     return std::nullopt;
   }
-  return caf::make_error(errc::unauthorized,
-                         "this job has a cluster secret: prove it first (salamander console "
-                         "with --secret-file or SALAMANDER_SECRET)");
+  return caf::make_error(
+      errc::unauthorized,
+      "this job has a cluster secret: prove it first (salamander console "
+      "with --secret-file or SALAMANDER_SECRET)");
 }
 
 caf::error no_job() {
@@ -293,8 +302,7 @@ train_job_actor job_of(self_ptr self) {
 
 // A job command from a console: refused unless the console may give it,
 // else passed on to the job, which answers the console itself.
-template <class R, class... Ts>
-caf::result<R> pass_on(self_ptr self, Ts... xs) {
+template <class R, class... Ts> caf::result<R> pass_on(self_ptr self, Ts... xs) {
   if (auto refused = console_refused(self)) {
     return *refused;
   }
@@ -326,7 +334,10 @@ void fill_rows(const cluster_state& st, job_status& s) {
                        ? std::chrono::duration<double>(now - e.last_seen).count()
                        : -1;
       r.last_heartbeat_s = ago;
-      r.health = e.refused ? "refused" : e.lost ? "dead" : ago > st.cfg.late_after_s ? "late" : "ok";
+      r.health = e.refused                   ? "refused"
+                 : e.lost                    ? "dead"
+                 : ago > st.cfg.late_after_s ? "late"
+                                             : "ok";
       r.emulation = e.info.emulation;
       r.cpu_share = e.info.cpu_share;
       r.memory_bytes = e.info.memory_bytes;
@@ -334,7 +345,8 @@ void fill_rows(const cluster_state& st, job_status& s) {
         r.link_bytes_per_s = e.info.link_bytes_per_s;
       }
       if (s.health == "ok" && r.health == "late") {
-        s.health = "node " + r.name + " late (" + std::to_string(static_cast<int>(ago)) + " s)";
+        s.health =
+            "node " + r.name + " late (" + std::to_string(static_cast<int>(ago)) + " s)";
       }
     }
   }
@@ -356,8 +368,9 @@ caf::result<std::string> node_command(self_ptr self, const std::string& name, Ts
       names += (names.empty() ? "" : ", ") + e.name;
     }
   }
-  return caf::make_error(errc::bad_config, "no live node named " + name + " (live nodes: " +
-                                               (names.empty() ? "none" : names) + ")");
+  return caf::make_error(errc::bad_config,
+                         "no live node named " + name +
+                             " (live nodes: " + (names.empty() ? "none" : names) + ")");
 }
 
 caf::result<std::string> console_proves(self_ptr self, const std::string& proof) {
@@ -414,7 +427,8 @@ void on_join(self_ptr self, node_actor handle, const std::string& name,
       }
     }
     if (n < st.nodes.size() && live(st.nodes[n])) {
-      rp.deliver(caf::make_error(errc::bad_config, "a node named " + name + " is already running"));
+      rp.deliver(caf::make_error(errc::bad_config,
+                                 "a node named " + name + " is already running"));
       return;
     }
     if (n == st.nodes.size()) {
@@ -445,8 +459,9 @@ void on_join(self_ptr self, node_actor handle, const std::string& name,
 
 } // namespace
 
-cluster_actor::behavior_type cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
-                                                cluster_config cfg, std::vector<remote_node> nodes) {
+cluster_actor::behavior_type
+cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
+                   cluster_config cfg, std::vector<remote_node> nodes) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   for (auto& n : nodes) {
@@ -458,8 +473,9 @@ cluster_actor::behavior_type cluster_supervisor(cluster_actor::stateful_pointer<
     st.nodes.push_back(std::move(e));
   }
   if (st.cfg.secret.empty()) {
-    log()->warn("no cluster secret set (--secret-file or SALAMANDER_SECRET): any node that can "
-                "reach this supervisor can take part");
+    log()->warn(
+        "no cluster secret set (--secret-file or SALAMANDER_SECRET): any node that can "
+        "reach this supervisor can take part");
   }
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
@@ -488,8 +504,8 @@ cluster_actor::behavior_type cluster_supervisor(cluster_actor::stateful_pointer<
         return;
       }
       if (st.job) {
-        self->send(caf::actor_cast<job_actor>(st.job), lost_atom_v, static_cast<uint32_t>(n),
-                   e.why);
+        self->send(caf::actor_cast<job_actor>(st.job), lost_atom_v,
+                   static_cast<uint32_t>(n), e.why);
       }
       return;
     }
@@ -515,7 +531,8 @@ cluster_actor::behavior_type cluster_supervisor(cluster_actor::stateful_pointer<
         st.submits.push_back(rp);
         return rp;
       },
-      [=](profile_atom, std::string& model, uint32_t mbs) -> caf::result<cluster_profile> {
+      [=](profile_atom, std::string& model,
+          uint32_t mbs) -> caf::result<cluster_profile> {
         auto rp = self->make_response_promise<cluster_profile>();
         profile_round(self, model, mbs, rp);
         return rp;

@@ -5,7 +5,8 @@
 //       |                                          |
 //       |  hello: protocol check, both sides       |  heartbeats every second
 //       |  prove the cluster secret                |  node down_msg -> job: lost(n, why)
-//       '------------------------------------------'  join: the same admission -> job: join
+//       '------------------------------------------'  join: the same admission -> job:
+//       join
 //
 // Jobs attach with submit(job) and get the admitted members once admission
 // is done; a job asks it for profiling rounds (every live node profiles
@@ -77,7 +78,8 @@ struct cluster_state {
 };
 
 /// `nodes` are connected (or in this process) and named already.
-cluster_actor::behavior_type cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
-                                                cluster_config cfg, std::vector<remote_node> nodes);
+cluster_actor::behavior_type
+cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
+                   cluster_config cfg, std::vector<remote_node> nodes);
 
 } // namespace salamander::actors

@@ -12,7 +12,8 @@ cluster_config cluster_config_for(const job_config& cfg) {
   return c;
 }
 
-job_result run_job(caf::actor_system& sys, const job_config& cfg, std::vector<remote_node> nodes,
+job_result run_job(caf::actor_system& sys, const job_config& cfg,
+                   std::vector<remote_node> nodes,
                    std::shared_ptr<const models::dataset> train,
                    std::shared_ptr<const models::dataset> test, const job_options& opts) {
   job_result result;
@@ -37,7 +38,8 @@ job_result run_job(caf::actor_system& sys, const job_config& cfg, std::vector<re
                 // several request timeouts, something is badly wrong
                 if (++silent_polls >= 3) {
                   result.status.phase = "failed";
-                  result.status.error = "the supervisor stopped answering: " + sys.render(err);
+                  result.status.error =
+                      "the supervisor stopped answering: " + sys.render(err);
                 }
               });
       if (opts.on_status) {
@@ -49,7 +51,8 @@ job_result run_job(caf::actor_system& sys, const job_config& cfg, std::vector<re
           .receive([&](snapshot_payload& p) { result.weights = std::move(p.snapshot); },
                    [&](caf::error& err) {
                      result.status.phase = "failed";
-                     result.status.error = "could not fetch the final weights: " + sys.render(err);
+                     result.status.error =
+                         "could not fetch the final weights: " + sys.render(err);
                    });
     }
     self->send(job, leave_atom_v);

@@ -31,8 +31,10 @@ struct job_options {
 /// The cluster supervisor's settings for a training job's configuration.
 cluster_config cluster_config_for(const job_config& cfg);
 
-job_result run_job(caf::actor_system& sys, const job_config& cfg, std::vector<remote_node> nodes,
+job_result run_job(caf::actor_system& sys, const job_config& cfg,
+                   std::vector<remote_node> nodes,
                    std::shared_ptr<const models::dataset> train,
-                   std::shared_ptr<const models::dataset> test, const job_options& opts = {});
+                   std::shared_ptr<const models::dataset> test,
+                   const job_options& opts = {});
 
 } // namespace salamander::actors

@@ -13,9 +13,9 @@
 
 #include <caf/io/middleman.hpp>
 
+#include "messages/errors.hpp"
 #include <csignal>
 #include <thread>
-#include "messages/errors.hpp"
 
 namespace salamander::actors {
 
@@ -23,18 +23,19 @@ std::string check_stage_spec(const stage_spec& spec, double memory_cap) {
   try {
     auto desc = models::describe(models::model_spec::parse(spec.model));
     if (desc.fingerprint != spec.fingerprint) {
-      return "this node describes model " + spec.model + " with fingerprint " + desc.fingerprint +
-             ", the supervisor with " + spec.fingerprint +
+      return "this node describes model " + spec.model + " with fingerprint " +
+             desc.fingerprint + ", the supervisor with " + spec.fingerprint +
              " (different salamander builds?)";
     }
     if (spec.begin >= spec.end || spec.end > desc.layers.size()) {
-      return "layer range [" + std::to_string(spec.begin) + ", " + std::to_string(spec.end) +
-             ") is not within the " + std::to_string(desc.layers.size()) + " layers of " +
-             spec.model;
+      return "layer range [" + std::to_string(spec.begin) + ", " +
+             std::to_string(spec.end) + ") is not within the " +
+             std::to_string(desc.layers.size()) + " layers of " + spec.model;
     }
     if (spec.index >= spec.stages || spec.micro_batches < 1) {
-      return "stage " + std::to_string(spec.index) + " of " + std::to_string(spec.stages) +
-             " with " + std::to_string(spec.micro_batches) + " micro-batches is not valid";
+      return "stage " + std::to_string(spec.index) + " of " +
+             std::to_string(spec.stages) + " with " + std::to_string(spec.micro_batches) +
+             " micro-batches is not valid";
     }
     auto schedule = algorithms::parse_schedule(spec.schedule);
     models::optimizer_config ocfg{spec.optimizer, spec.lr, spec.momentum, 0.0};
@@ -44,12 +45,13 @@ std::string check_stage_spec(const stage_spec& spec, double memory_cap) {
       // the activations the schedule keeps in flight
       auto req = make_plan_request(desc, spec.schedule, spec.micro_batch_size,
                                    static_cast<int>(spec.micro_batches), spec.optimizer);
-      double need = algorithms::stage_memory(req, spec.begin, spec.end,
-                                             algorithms::in_flight(req, spec.index, spec.stages));
+      double need = algorithms::stage_memory(
+          req, spec.begin, spec.end, algorithms::in_flight(req, spec.index, spec.stages));
       if (need > memory_cap) {
         return "layers " + std::to_string(spec.begin) + ".." + std::to_string(spec.end) +
                " need " + std::to_string(static_cast<int64_t>(need / 1e6)) +
-               " MB but this node has " + std::to_string(static_cast<int64_t>(memory_cap / 1e6)) +
+               " MB but this node has " +
+               std::to_string(static_cast<int64_t>(memory_cap / 1e6)) +
                " MB (emulated cap)";
       }
     }
@@ -63,12 +65,171 @@ namespace {
 
 caf::error unauthorized(const std::string& name) {
   return caf::make_error(errc::unauthorized,
-                         "node " + name + " has not authenticated this supervisor (cluster secret)");
+                         "node " + name +
+                             " has not authenticated this supervisor (cluster secret)");
+}
+
+caf::result<node_info> on_hello(node_actor::stateful_pointer<node_state> self,
+                                uint32_t protocol, const std::string& challenge) {
+  auto& c = self->state.config;
+  if (protocol != protocol_version) {
+    return caf::make_error(errc::protocol_mismatch,
+                           "node " + c.name + " speaks protocol " +
+                               std::to_string(protocol_version) + ", the supervisor " +
+                               std::to_string(protocol));
+  }
+  node_info info;
+  info.name = c.name;
+  info.protocol = protocol_version;
+  info.host = c.host;
+  info.threads = c.threads;
+  info.zoo_fingerprint = models::describe(models::model_spec::parse("cnn")).fingerprint;
+  info.emulation = c.emulation.config.describe();
+  info.replica_holder = caf::actor_cast<caf::actor>(self->state.holder);
+  info.profiler = caf::actor_cast<caf::actor>(self->state.profiler);
+  info.port = c.port ? c.port->load() : 0;
+  info.memory_bytes = c.emulation.config.mem_mb > 0
+                          ? static_cast<double>(c.emulation.config.mem_mb) * 1024 * 1024
+                          : memory_available();
+  info.cpu_share = c.emulation.limiter ? c.emulation.limiter->share_now() : 1.0;
+  info.link_bytes_per_s = c.emulation.config.link_mbps * 1e6 / 8;
+  if (!challenge.empty()) {
+    info.proof = prove(c.secret, "node", c.name, challenge);
+    self->state.challenge = make_challenge();
+    info.challenge = self->state.challenge;
+  }
+  return info;
+}
+
+void on_auth(node_actor::stateful_pointer<node_state> self, const std::string& proof,
+             const std::string& why) {
+  auto& st = self->state;
+  auto& c = st.config;
+  if (proof.empty()) {
+    subsystem_log("node")->error("node {}: REFUSED by the supervisor: {}", c.name, why);
+    return;
+  }
+  if (st.challenge.empty() ||
+      !verify(c.secret, "supervisor", c.name, st.challenge, proof)) {
+    subsystem_log("node")->error(
+        "node {}: REFUSED a supervisor that did not prove the cluster secret "
+        "(wrong or missing secret there); it gets no work from this node",
+        c.name);
+    st.authenticated = false;
+    return;
+  }
+  st.challenge.clear();
+  // capacity reports go to this supervisor from now on
+  self->send(st.profiler, capacity_atom_v,
+             caf::actor_cast<caf::actor>(self->current_sender()));
+  if (!st.authenticated) {
+    subsystem_log("node")->info("node {}: supervisor authenticated{}", c.name,
+                                c.secret.empty() ? " (open cluster: no secret set)" : "");
+  }
+  st.authenticated = true;
+}
+
+caf::result<device_report> on_profile(node_actor::stateful_pointer<node_state> self,
+                                      const std::string& model,
+                                      uint32_t micro_batch_size) {
+  if (!self->state.authenticated) {
+    return unauthorized(self->state.config.name);
+  }
+  return self->delegate(self->state.profiler, profile_atom_v, model, micro_batch_size);
+}
+
+caf::result<bool> on_peer(node_actor::stateful_pointer<node_state> self,
+                          const std::string& host, uint16_t port) {
+  if (!self->state.authenticated) {
+    return unauthorized(self->state.config.name);
+  }
+  auto rp = self->make_response_promise<bool>();
+  auto mm = self->system().middleman().actor_handle();
+  self->request(mm, tuning::connect_timeout, caf::connect_atom_v, host, port)
+      .then([=](const caf::node_id&, caf::strong_actor_ptr&,
+                std::set<std::string>&) mutable { rp.deliver(true); },
+            [=](caf::error&) mutable { rp.deliver(false); });
+  return rp;
+}
+
+caf::result<link_report> on_probe(node_actor::stateful_pointer<node_state> self,
+                                  caf::actor peer, const std::string& name) {
+  if (!self->state.authenticated) {
+    return unauthorized(self->state.config.name);
+  }
+  return self->delegate(self->state.profiler, probe_atom_v, std::move(peer), name);
+}
+
+caf::result<caf::actor> on_spawn(node_actor::stateful_pointer<node_state> self,
+                                 stage_spec spec) {
+  if (!self->state.authenticated) {
+    return unauthorized(self->state.config.name);
+  }
+  auto& emu = self->state.config.emulation.config;
+  auto why = check_stage_spec(spec, emu.mem_mb > 0 ? emu.mem_mb * 1024.0 * 1024.0 : 0.0);
+  if (!why.empty()) {
+    return caf::make_error(errc::model_mismatch,
+                           "node " + self->state.config.name + ": " + why);
+  }
+  try {
+    auto s = self->spawn(stage, std::move(spec), self->state.config.emulation);
+    auto handle = caf::actor_cast<caf::actor>(s);
+    self->state.stages.push_back(handle);
+    return handle;
+  } catch (const std::exception& e) {
+    return caf::make_error(errc::stage_failed,
+                           "node " + self->state.config.name + ": " + e.what());
+  }
+}
+
+caf::result<std::string> on_slow(node_actor::stateful_pointer<node_state> self,
+                                 double factor) {
+  auto& c = self->state.config;
+  if (!self->state.authenticated) {
+    return unauthorized(c.name);
+  }
+  try {
+    c.emulation.limiter->set_factor(factor);
+  } catch (const std::exception& e) {
+    return caf::make_error(errc::bad_config, "node " + c.name + ": " + e.what());
+  }
+  return "node " + c.name + " now runs at " +
+         std::to_string(c.emulation.limiter->share_now()) + " of a core (EMULATED, via " +
+         c.emulation.limiter->method() + ")";
+}
+
+caf::result<std::string> on_kill(node_actor::stateful_pointer<node_state> self) {
+  auto& c = self->state.config;
+  if (!self->state.authenticated) {
+    return unauthorized(c.name);
+  }
+  if (c.host == "embedded") {
+    return caf::make_error(errc::bad_config, "node " + c.name +
+                                                 " runs inside the supervisor's process "
+                                                 "and cannot be killed alone");
+  }
+  // answer first, then die as kill -9 would
+  std::thread([] {
+    std::this_thread::sleep_for(tuning::kill_delay);
+    std::raise(SIGKILL);
+  }).detach();
+  return "node " + c.name + " is killing itself (SIGKILL)";
+}
+
+void on_leave(node_actor::stateful_pointer<node_state> self) {
+  for (auto& s : self->state.stages) {
+    self->send_exit(s, caf::exit_reason::user_shutdown);
+  }
+  self->state.stages.clear();
+  self->send_exit(self->state.profiler, caf::exit_reason::user_shutdown);
+  self->send_exit(self->state.holder, caf::exit_reason::user_shutdown);
+  self->quit();
 }
 
 } // namespace
 
-node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_config cfg) {
+node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
+                               node_config cfg) {
   self->state.config = std::move(cfg);
   // nodes inside the supervisor's process (the embedded mode) trust it
   self->state.authenticated = self->state.config.host == "embedded";
@@ -87,144 +248,25 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
   self->state.holder = self->spawn(replica_holder, self->state.config.name);
   return {
       // challenge "": a heartbeat probe, no authentication
-      [=](hello_atom, uint32_t protocol, const std::string& challenge) -> caf::result<node_info> {
-        auto& c = self->state.config;
-        if (protocol != protocol_version) {
-          return caf::make_error(errc::protocol_mismatch,
-                                 "node " + c.name + " speaks protocol " +
-                                     std::to_string(protocol_version) + ", the supervisor " +
-                                     std::to_string(protocol));
-        }
-        node_info info;
-        info.name = c.name;
-        info.protocol = protocol_version;
-        info.host = c.host;
-        info.threads = c.threads;
-        info.zoo_fingerprint = models::describe(models::model_spec::parse("cnn")).fingerprint;
-        info.emulation = c.emulation.config.describe();
-        info.replica_holder = caf::actor_cast<caf::actor>(self->state.holder);
-        info.profiler = caf::actor_cast<caf::actor>(self->state.profiler);
-        info.port = c.port ? c.port->load() : 0;
-        info.memory_bytes = c.emulation.config.mem_mb > 0
-                                ? static_cast<double>(c.emulation.config.mem_mb) * 1024 * 1024
-                                : memory_available();
-        info.cpu_share = c.emulation.limiter ? c.emulation.limiter->share_now() : 1.0;
-        info.link_bytes_per_s = c.emulation.config.link_mbps * 1e6 / 8;
-        if (!challenge.empty()) {
-          info.proof = prove(c.secret, "node", c.name, challenge);
-          self->state.challenge = make_challenge();
-          info.challenge = self->state.challenge;
-        }
-        return info;
+      [=](hello_atom, uint32_t protocol, const std::string& challenge) {
+        return on_hello(self, protocol, challenge);
       },
       [=](auth_atom, const std::string& proof, const std::string& why) {
-        auto& st = self->state;
-        auto& c = st.config;
-        if (proof.empty()) {
-          subsystem_log("node")->error("node {}: REFUSED by the supervisor: {}", c.name, why);
-          return;
-        }
-        if (st.challenge.empty() || !verify(c.secret, "supervisor", c.name, st.challenge, proof)) {
-          subsystem_log("node")->error("node {}: REFUSED a supervisor that did not prove the cluster secret "
-                        "(wrong or missing secret there); it gets no work from this node",
-                        c.name);
-          st.authenticated = false;
-          return;
-        }
-        st.challenge.clear();
-        // capacity reports go to this supervisor from now on
-        self->send(st.profiler, capacity_atom_v,
-                   caf::actor_cast<caf::actor>(self->current_sender()));
-        if (!st.authenticated) {
-          subsystem_log("node")->info("node {}: supervisor authenticated{}", c.name,
-                       c.secret.empty() ? " (open cluster: no secret set)" : "");
-        }
-        st.authenticated = true;
+        on_auth(self, proof, why);
       },
-      [=](profile_atom, const std::string& model,
-          uint32_t micro_batch_size) -> caf::result<device_report> {
-        if (!self->state.authenticated) {
-          return unauthorized(self->state.config.name);
-        }
-        return self->delegate(self->state.profiler, profile_atom_v, model, micro_batch_size);
+      [=](profile_atom, const std::string& model, uint32_t micro_batch_size) {
+        return on_profile(self, model, micro_batch_size);
       },
-      [=](peer_atom, const std::string& host, uint16_t port) -> caf::result<bool> {
-        if (!self->state.authenticated) {
-          return unauthorized(self->state.config.name);
-        }
-        auto rp = self->make_response_promise<bool>();
-        auto mm = self->system().middleman().actor_handle();
-        self->request(mm, tuning::connect_timeout, caf::connect_atom_v, host, port)
-            .then([=](const caf::node_id&, caf::strong_actor_ptr&,
-                      std::set<std::string>&) mutable { rp.deliver(true); },
-                  [=](caf::error&) mutable { rp.deliver(false); });
-        return rp;
+      [=](peer_atom, const std::string& host, uint16_t port) {
+        return on_peer(self, host, port);
       },
-      [=](probe_atom, caf::actor peer, const std::string& name) -> caf::result<link_report> {
-        if (!self->state.authenticated) {
-          return unauthorized(self->state.config.name);
-        }
-        return self->delegate(self->state.profiler, probe_atom_v, std::move(peer), name);
+      [=](probe_atom, caf::actor peer, const std::string& name) {
+        return on_probe(self, peer, name);
       },
-      [=](spawn_atom, stage_spec spec) -> caf::result<caf::actor> {
-        if (!self->state.authenticated) {
-          return unauthorized(self->state.config.name);
-        }
-        auto& emu = self->state.config.emulation.config;
-        auto why = check_stage_spec(spec, emu.mem_mb > 0 ? emu.mem_mb * 1024.0 * 1024.0 : 0.0);
-        if (!why.empty()) {
-          return caf::make_error(errc::model_mismatch,
-                                 "node " + self->state.config.name + ": " + why);
-        }
-        try {
-          auto s = self->spawn(stage, std::move(spec), self->state.config.emulation);
-          auto handle = caf::actor_cast<caf::actor>(s);
-          self->state.stages.push_back(handle);
-          return handle;
-        } catch (const std::exception& e) {
-          return caf::make_error(errc::stage_failed,
-                                 "node " + self->state.config.name + ": " + e.what());
-        }
-      },
-      [=](slow_atom, double factor) -> caf::result<std::string> {
-        auto& c = self->state.config;
-        if (!self->state.authenticated) {
-          return unauthorized(c.name);
-        }
-        try {
-          c.emulation.limiter->set_factor(factor);
-        } catch (const std::exception& e) {
-          return caf::make_error(errc::bad_config, "node " + c.name + ": " + e.what());
-        }
-        return "node " + c.name + " now runs at " + std::to_string(c.emulation.limiter->share_now()) +
-               " of a core (EMULATED, via " + c.emulation.limiter->method() + ")";
-      },
-      [=](kill_atom) -> caf::result<std::string> {
-        auto& c = self->state.config;
-        if (!self->state.authenticated) {
-          return unauthorized(c.name);
-        }
-        if (c.host == "embedded") {
-          return caf::make_error(errc::bad_config, "node " + c.name +
-                                                       " runs inside the supervisor's process "
-                                                       "and cannot be killed alone");
-        }
-        // answer first, then die as kill -9 would
-        std::thread([] {
-          std::this_thread::sleep_for(tuning::kill_delay);
-          std::raise(SIGKILL);
-        }).detach();
-        return "node " + c.name + " is killing itself (SIGKILL)";
-      },
-      [=](leave_atom) {
-        for (auto& s : self->state.stages) {
-          self->send_exit(s, caf::exit_reason::user_shutdown);
-        }
-        self->state.stages.clear();
-        self->send_exit(self->state.profiler, caf::exit_reason::user_shutdown);
-        self->send_exit(self->state.holder, caf::exit_reason::user_shutdown);
-        self->quit();
-      },
+      [=](spawn_atom, stage_spec spec) { return on_spawn(self, spec); },
+      [=](slow_atom, double factor) { return on_slow(self, factor); },
+      [=](kill_atom) { return on_kill(self); },
+      [=](leave_atom) { on_leave(self); },
   };
 }
 

@@ -5,8 +5,9 @@
 namespace salamander::actors {
 
 algorithms::plan_request make_plan_request(const models::model_desc& desc,
-                                           const std::string& schedule, int64_t micro_batch_size,
-                                           int micro_batches, const std::string& optimizer) {
+                                           const std::string& schedule,
+                                           int64_t micro_batch_size, int micro_batches,
+                                           const std::string& optimizer) {
   algorithms::plan_request req;
   req.mode = algorithms::plan_mode::training;
   req.schedule = schedule == "gpipe" ? algorithms::plan_schedule::gpipe
@@ -41,8 +42,8 @@ void capacity_model::add_node() {
   capacity_.push_back(1.0);
 }
 
-std::pair<double, double> capacity_model::measured_link(size_t node,
-                                                        const std::vector<bool>& dead) const {
+std::pair<double, double>
+capacity_model::measured_link(size_t node, const std::vector<bool>& dead) const {
   // the planner gives each device one link rate; the median keeps one odd
   // pair from dominating
   std::vector<double> rates, latencies;
@@ -79,7 +80,7 @@ algorithms::plan_request capacity_model::request(algorithms::plan_request req,
     }
     d.memory_bytes = p.memory_bytes;
     auto [rate, latency] = measured_link(n, dead);
-    d.link_bytes_per_s = rate > 0                    ? rate
+    d.link_bytes_per_s = rate > 0                 ? rate
                          : p.link_bytes_per_s > 0 ? p.link_bytes_per_s
                                                   : default_link_bytes_per_s;
     d.link_latency_s = latency > 0 ? latency : 1e-4;
@@ -88,7 +89,8 @@ algorithms::plan_request capacity_model::request(algorithms::plan_request req,
   return req;
 }
 
-double capacity_model::predicted_s(size_t node, size_t begin, size_t end, double runs) const {
+double capacity_model::predicted_s(size_t node, size_t begin, size_t end,
+                                   double runs) const {
   if (node >= profiles_.size()) {
     return 0;
   }
@@ -102,17 +104,19 @@ double capacity_model::predicted_s(size_t node, size_t begin, size_t end, double
 
 void capacity_model::correct(const std::vector<batch_stats>& reports,
                              const algorithms::layer_ranges& ranges,
-                             const std::vector<size_t>& stage_nodes, const std::vector<int>& split,
-                             int micro_batches) {
+                             const std::vector<size_t>& stage_nodes,
+                             const std::vector<int>& split, int micro_batches) {
   for (auto& r : reports) {
     if (r.stage >= ranges.size() || r.stage >= stage_nodes.size()) {
       continue;
     }
     size_t n = stage_nodes[r.stage];
     double runs = split.empty() ? micro_batches : split.at(r.stage);
-    double predicted = predicted_s(n, ranges[r.stage].first, ranges[r.stage].second, runs);
+    double predicted =
+        predicted_s(n, ranges[r.stage].first, ranges[r.stage].second, runs);
     if (predicted > 0 && r.compute_s > 0 && n < scale_.size()) {
-      scale_[n] = (1 - correction_weight) * scale_[n] + correction_weight * (r.compute_s / predicted);
+      scale_[n] = (1 - correction_weight) * scale_[n] +
+                  correction_weight * (r.compute_s / predicted);
     }
   }
 }

@@ -24,8 +24,9 @@ namespace salamander::actors {
 /// batching into layer costs (the job's planner and a node's memory check
 /// both use it).
 algorithms::plan_request make_plan_request(const models::model_desc& desc,
-                                           const std::string& schedule, int64_t micro_batch_size,
-                                           int micro_batches, const std::string& optimizer);
+                                           const std::string& schedule,
+                                           int64_t micro_batch_size, int micro_batches,
+                                           const std::string& optimizer);
 
 class capacity_model {
 public:
@@ -45,18 +46,21 @@ public:
   void add_node();
 
   /// Median outgoing rate and latency to live peers (0, 0: not measured).
-  std::pair<double, double> measured_link(size_t node, const std::vector<bool>& dead) const;
+  std::pair<double, double> measured_link(size_t node,
+                                          const std::vector<bool>& dead) const;
 
   /// The planner's request over the live nodes (device d of it is
   /// `live[d]`), with every profile scaled by its correction.
-  algorithms::plan_request request(algorithms::plan_request base, const std::vector<size_t>& live,
+  algorithms::plan_request request(algorithms::plan_request base,
+                                   const std::vector<size_t>& live,
                                    const std::vector<bool>& dead,
                                    const std::vector<std::string>& names,
                                    double default_link_bytes_per_s) const;
 
   /// Corrects each staged node by its stage's measured compute over what
   /// its profile predicts for that range (`runs` micro-batches each).
-  void correct(const std::vector<batch_stats>& reports, const algorithms::layer_ranges& ranges,
+  void correct(const std::vector<batch_stats>& reports,
+               const algorithms::layer_ranges& ranges,
                const std::vector<size_t>& stage_nodes, const std::vector<int>& split,
                int micro_batches);
 
@@ -69,7 +73,9 @@ public:
   /// start. A spare node is re-rated by it (it may now be worth planning
   /// in); a staged one is corrected by its stage times instead.
   void report_capacity(size_t node, double factor, bool staged);
-  double capacity(size_t node) const { return node < capacity_.size() ? capacity_[node] : 1.0; }
+  double capacity(size_t node) const {
+    return node < capacity_.size() ? capacity_[node] : 1.0;
+  }
 
   /// Relative speed from the profile and corrections (1: as profiled).
   double speed(size_t node) const;

@@ -6,7 +6,8 @@ namespace salamander::actors {
 
 namespace {
 
-std::vector<algorithms::recovery_source> as_sources(const std::vector<recovery_source_info>& found) {
+std::vector<algorithms::recovery_source>
+as_sources(const std::vector<recovery_source_info>& found) {
   std::vector<algorithms::recovery_source> out;
   for (auto& f : found) {
     algorithms::recovery_source s;
@@ -15,7 +16,8 @@ std::vector<algorithms::recovery_source> as_sources(const std::vector<recovery_s
     s.stage = f.stage;
     s.begin = f.begin;
     s.end = f.end;
-    for (size_t i = 0; i < f.inventory.layers.size() && i < f.inventory.versions.size(); ++i) {
+    for (size_t i = 0; i < f.inventory.layers.size() && i < f.inventory.versions.size();
+         ++i) {
       s.held.emplace_back(f.inventory.layers[i], f.inventory.versions[i]);
     }
     out.push_back(std::move(s));
@@ -47,7 +49,8 @@ recovery_decision decide_recovery(const recovery_request& request,
   if (request.fast) {
     auto choice = algorithms::fast_sources(sources, request.layers);
     if (choice.missing) {
-      d.fallback = "layer " + std::to_string(*choice.missing) + " has no replica; recovering exactly";
+      d.fallback = "layer " + std::to_string(*choice.missing) +
+                   " has no replica; recovering exactly";
     } else {
       d.fast = true;
       for (auto& p : choice.picks) {
@@ -85,8 +88,8 @@ recovery_round(recovery_round_actor::stateful_pointer<recovery_round_state> self
                     caf::get_atom_v)
           .then(got, none);
     } else {
-      self->request(caf::actor_cast<replica_holder_actor>(src.handle), st.request.holder_timeout,
-                    caf::get_atom_v)
+      self->request(caf::actor_cast<replica_holder_actor>(src.handle),
+                    st.request.holder_timeout, caf::get_atom_v)
           .then(got, none);
     }
   }

@@ -9,6 +9,7 @@
 // pick one version that every layer has somewhere alive.
 #pragma once
 
+#include "actors/replication/replica_store.hpp"
 #include "messages/interfaces.hpp"
 
 #include <map>
@@ -18,15 +19,12 @@ namespace salamander::actors {
 struct replica_holder_state {
   static inline const char* name = "replica_holder";
   std::string node;
-  size_t keep_versions = 3;
-  /// layer index -> version -> weights (with optimizer state)
-  std::map<uint64_t, std::map<uint64_t, models::layer_weights>> layers;
-  std::string fingerprint;
-  std::string model;
-  std::string optimizer;
+  /// the last three versions of every layer it was sent
+  replica_store store{3};
 };
 
 replica_holder_actor::behavior_type
-replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self, std::string node);
+replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self,
+               std::string node);
 
 } // namespace salamander::actors

@@ -36,7 +36,8 @@ void spawn_all(self_ptr self) {
     return;
   }
   for (size_t i = 0; i < n; ++i) {
-    self->request(st.order.nodes[i], st.order.spawn_timeout, spawn_atom_v, st.order.specs[i])
+    self->request(st.order.nodes[i], st.order.spawn_timeout, spawn_atom_v,
+                  st.order.specs[i])
         .then(
             [=](caf::actor handle) {
               auto& st = self->state;
@@ -53,8 +54,9 @@ void spawn_all(self_ptr self) {
               if (st.result.ok) {
                 st.result.ok = false;
                 st.result.failed_stage = static_cast<uint32_t>(i);
-                st.result.error = "node " + st.order.node_names[i] + " could not start stage " +
-                                  std::to_string(i) + ": " + self->system().render(err);
+                st.result.error = "node " + st.order.node_names[i] +
+                                  " could not start stage " + std::to_string(i) + ": " +
+                                  self->system().render(err);
               }
               if (--st.spawns_pending == 0) {
                 finish(self);
@@ -65,8 +67,8 @@ void spawn_all(self_ptr self) {
 
 } // namespace
 
-launcher_actor::behavior_type launcher(launcher_actor::stateful_pointer<launcher_state> self,
-                                       launch_order order) {
+launcher_actor::behavior_type
+launcher(launcher_actor::stateful_pointer<launcher_state> self, launch_order order) {
   auto& st = self->state;
   st.order = std::move(order);
   st.dials_pending = st.order.dials.size();

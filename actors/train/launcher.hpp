@@ -46,7 +46,7 @@ struct launcher_state {
   std::vector<caf::typed_response_promise<launch_result>> waiting;
 };
 
-launcher_actor::behavior_type launcher(launcher_actor::stateful_pointer<launcher_state> self,
-                                       launch_order order);
+launcher_actor::behavior_type
+launcher(launcher_actor::stateful_pointer<launcher_state> self, launch_order order);
 
 } // namespace salamander::actors

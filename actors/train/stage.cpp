@@ -15,7 +15,8 @@ double seconds(clock::duration d) {
 }
 
 // Emulation: stretch a measured compute time to the device's share.
-double emulated(stage_actor::stateful_pointer<stage_state> self, clock::duration measured) {
+double emulated(stage_actor::stateful_pointer<stage_state> self,
+                clock::duration measured) {
   auto& lim = self->state.emulation.limiter;
   if (lim) {
     lim->after_compute(measured);
@@ -42,7 +43,8 @@ void send_on_link(stage_actor::stateful_pointer<stage_state> self, const stage_a
 void replicate(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
-  snapshot_payload snap{models::capture(*st.model, st.opt.get(), spec.optimizer, st.version)};
+  snapshot_payload snap{
+      models::capture(*st.model, st.opt.get(), spec.optimizer, st.version)};
   auto chain = caf::actor_cast<replica_holder_actor>(spec.chain_holder);
   auto global = caf::actor_cast<replica_holder_actor>(spec.global_holder);
   if (chain) {
@@ -54,10 +56,7 @@ void replicate(stage_actor::stateful_pointer<stage_state> self) {
   if (global && global != chain && global_turn) {
     self->send(global, replicate_atom_v, snap);
   }
-  st.kept.push_back(std::make_shared<const models::weight_snapshot>(snap.snapshot));
-  while (st.kept.size() > stage_state::keep_snapshots) {
-    st.kept.pop_front();
-  }
+  st.kept.add(snap.snapshot);
 }
 
 // Runs as many operations of the stage's row as have their inputs.
@@ -184,15 +183,14 @@ void finish_batch(stage_actor::stateful_pointer<stage_state> self) {
 
 // Runs `fn`; a LibTorch or validation error becomes a failure report to the
 // supervisor and the end of this stage, never an exception across actors.
-template <class F>
-void guarded(stage_actor::stateful_pointer<stage_state> self, F&& fn) {
+template <class F> void guarded(stage_actor::stateful_pointer<stage_state> self, F&& fn) {
   try {
     fn();
   } catch (const std::exception& e) {
     auto& st = self->state;
     std::string what = "stage " + std::to_string(st.spec.index) + " (layers " +
-                       std::to_string(st.spec.begin) + ".." + std::to_string(st.spec.end) +
-                       "): " + e.what();
+                       std::to_string(st.spec.begin) + ".." +
+                       std::to_string(st.spec.end) + "): " + e.what();
     subsystem_log("stage")->error("{}", what);
     if (st.supervisor) {
       self->send(st.supervisor, failed_atom_v, st.spec.index, what);
@@ -218,14 +216,17 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
   st.link = link_shaper(st.emulation.config.link_mbps);
   auto desc = models::describe(models::model_spec::parse(spec.model));
   if (desc.fingerprint != spec.fingerprint) {
-    throw std::invalid_argument("model " + spec.model + " has fingerprint " + desc.fingerprint +
-                                " here, the supervisor expects " + spec.fingerprint);
+    throw std::invalid_argument("model " + spec.model + " has fingerprint " +
+                                desc.fingerprint + " here, the supervisor expects " +
+                                spec.fingerprint);
   }
-  st.model = std::make_unique<models::layered_model>(desc, spec.seed, spec.begin, spec.end);
+  st.model =
+      std::make_unique<models::layered_model>(desc, spec.seed, spec.begin, spec.end);
   // Data-parallel members each hold the whole pipeline (one position).
   if (spec.members > 1 && (spec.begin != 0 || spec.end != desc.layers.size())) {
     throw std::invalid_argument("a data-parallel stage must hold every layer, not " +
-                                std::to_string(spec.begin) + ".." + std::to_string(spec.end));
+                                std::to_string(spec.begin) + ".." +
+                                std::to_string(spec.end));
   }
   int position = spec.members > 1 ? 0 : static_cast<int>(spec.index);
   int positions = spec.members > 1 ? 1 : static_cast<int>(spec.stages);
@@ -236,13 +237,16 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
   st.opt = models::make_optimizer(ocfg, st.model->all()->parameters());
   auto micro_end = spec.micro_end > 0 ? spec.micro_end : spec.micro_batches;
   if (spec.micro_begin > micro_end || micro_end > spec.micro_batches) {
-    throw std::invalid_argument("micro-batches " + std::to_string(spec.micro_begin) + ".." +
-                                std::to_string(micro_end) + " are not within the batch's " +
+    throw std::invalid_argument("micro-batches " + std::to_string(spec.micro_begin) +
+                                ".." + std::to_string(micro_end) +
+                                " are not within the batch's " +
                                 std::to_string(spec.micro_batches));
   }
-  for (auto op : algorithms::stage_order(algorithms::parse_schedule(spec.schedule), positions,
-                                         static_cast<int>(spec.micro_batches), position)) {
-    if (op.micro >= static_cast<int>(spec.micro_begin) && op.micro < static_cast<int>(micro_end)) {
+  for (auto op :
+       algorithms::stage_order(algorithms::parse_schedule(spec.schedule), positions,
+                               static_cast<int>(spec.micro_batches), position)) {
+    if (op.micro >= static_cast<int>(spec.micro_begin) &&
+        op.micro < static_cast<int>(micro_end)) {
       st.order.push_back(op);
     }
   }
@@ -254,12 +258,13 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
     // its current owner (a stage on this node answers locally, no bytes on
     // the wire), then tell the supervisor.
     st.ready = false;
-    auto parts = std::make_shared<std::vector<models::weight_snapshot>>(st.spec.sources.size());
+    auto parts =
+        std::make_shared<std::vector<models::weight_snapshot>>(st.spec.sources.size());
     auto pending = std::make_shared<size_t>(st.spec.sources.size());
     for (size_t i = 0; i < st.spec.sources.size(); ++i) {
       auto src = caf::actor_cast<stage_actor>(st.spec.sources[i]);
       auto version = i < st.spec.source_version.size() ? st.spec.source_version[i]
-                                                        : st.spec.start_batch;
+                                                       : st.spec.start_batch;
       self->request(src, tuning::pull_timeout, snapshot_atom_v, st.spec.source_begin[i],
                     st.spec.source_end[i], version)
           .then(
@@ -278,9 +283,10 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
                     }
                   }
                   if (merged.layers.size() != st.spec.end - st.spec.begin) {
-                    throw std::invalid_argument("received " + std::to_string(merged.layers.size()) +
-                                                " layers for a range of " +
-                                                std::to_string(st.spec.end - st.spec.begin));
+                    throw std::invalid_argument(
+                        "received " + std::to_string(merged.layers.size()) +
+                        " layers for a range of " +
+                        std::to_string(st.spec.end - st.spec.begin));
                   }
                   models::restore(*st.model, st.opt.get(), merged);
                   st.ready = true;
@@ -292,10 +298,11 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
               },
               [=](caf::error& err) {
                 guarded(self, [&] {
-                  throw std::runtime_error("could not pull layers " +
-                                           std::to_string(self->state.spec.source_begin[i]) + ".." +
-                                           std::to_string(self->state.spec.source_end[i]) + ": " +
-                                           self->system().render(err));
+                  throw std::runtime_error(
+                      "could not pull layers " +
+                      std::to_string(self->state.spec.source_begin[i]) + ".." +
+                      std::to_string(self->state.spec.source_end[i]) + ": " +
+                      self->system().render(err));
                 });
               });
     }
@@ -371,17 +378,7 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
           finish_batch(self);
         });
       },
-      [=](caf::get_atom) {
-        auto& st = self->state;
-        replica_inventory inv;
-        for (auto& k : st.kept) {
-          for (auto& l : k->layers) {
-            inv.layers.push_back(l.index);
-            inv.versions.push_back(k->version);
-          }
-        }
-        return inv;
-      },
+      [=](caf::get_atom) { return self->state.kept.inventory(); },
       [=](replicate_atom, uint64_t version) {
         guarded(self, [&] {
           auto& st = self->state;
@@ -405,24 +402,14 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
           uint64_t version) -> caf::result<snapshot_payload> {
         auto& st = self->state;
         if (version != st.version && version != current_version) {
-          // the snapshot it kept from its last replication, if that is the one
-          auto found = std::find_if(st.kept.begin(), st.kept.end(),
-                                    [&](const auto& k) { return k->version == version; });
-          if (found != st.kept.end()) {
-            auto& kept = *found;
-            models::weight_snapshot part = *kept;
-            part.layers.clear();
-            for (auto& l : kept->layers) {
-              if (l.index >= begin && l.index < end) {
-                part.layers.push_back(l);
-              }
-            }
-            return snapshot_payload{std::move(part)};
+          // the snapshot it kept from its last replications, if that is the one
+          if (auto kept = st.kept.get(begin, end, version); kept.snapshot) {
+            return snapshot_payload{std::move(*kept.snapshot)};
           }
-          return caf::make_error(errc::node_lost, "stage " + std::to_string(st.spec.index) +
-                                                      " is at version " +
-                                                      std::to_string(st.version) + ", not " +
-                                                      std::to_string(version));
+          return caf::make_error(errc::node_lost,
+                                 "stage " + std::to_string(st.spec.index) +
+                                     " is at version " + std::to_string(st.version) +
+                                     ", not " + std::to_string(version));
         }
         try {
           return snapshot_payload{models::capture(*st.model, begin, end, st.opt.get(),

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "actors/node/emulation.hpp"
+#include "actors/replication/replica_store.hpp"
 #include "algorithms/schedule.hpp"
 #include "messages/interfaces.hpp"
 #include "models/layered_model.hpp"
@@ -39,7 +40,7 @@ struct stage_state {
 
   std::vector<algorithms::stage_op> order;
   size_t cursor = 0;
-  uint64_t batch = 0; ///< the batch being executed
+  uint64_t batch = 0;   ///< the batch being executed
   uint64_t version = 0; ///< batches stepped into the weights
 
   using key = std::pair<uint64_t, uint32_t>;
@@ -47,7 +48,7 @@ struct stage_state {
   std::map<key, torch::Tensor> grads;
   std::map<key, std::pair<double, torch::Tensor>> labels;
 
-  bool ready = true; ///< false while pulling state from re-plan sources
+  bool ready = true;  ///< false while pulling state from re-plan sources
   bool wired = false; ///< the supervisor has named the neighbours
   node_emulation emulation;
   link_shaper link;
@@ -56,8 +57,7 @@ struct stage_state {
   /// of its neighbours by at most `window` batches, so with K >= window one
   /// of them is at the version the others' replicas have (recovery pulls it
   /// when the holder of its chain replica died).
-  std::deque<std::shared_ptr<const models::weight_snapshot>> kept;
-  static constexpr size_t keep_snapshots = 2;
+  replica_store kept{2};
   /// A replication the console asked for: at this version (0: none).
   uint64_t replicate_at = 0;
   /// Recovery froze this stage: it computes nothing more.
@@ -79,7 +79,7 @@ struct stage_state {
 
 /// Builds the stage's layers from `spec` (weights from the spec's seed).
 /// Throws std::invalid_argument when the spec does not describe a valid range.
-stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self, stage_spec spec,
-                                 node_emulation emulation = {});
+stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self,
+                                 stage_spec spec, node_emulation emulation = {});
 
 } // namespace salamander::actors

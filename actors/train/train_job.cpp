@@ -88,8 +88,8 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
     return; // never part of the job, or the job is over
   }
   bool running = algorithms::is_running(st.phase);
-  auto what = "node " + st.nodes[n].name + " went away" + (running ? ": " : " during start-up: ") +
-              why;
+  auto what = "node " + st.nodes[n].name + " went away" +
+              (running ? ": " : " during start-up: ") + why;
   if (!running) {
     fail(self, what);
     return;
@@ -105,7 +105,8 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
 }
 
 // A node joined the cluster (new, or back after a failure).
-caf::result<std::string> on_node_joined(self_ptr self, uint32_t n, const cluster_member& m) {
+caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
+                                        const cluster_member& m) {
   auto& st = self->state;
   if (algorithms::is_over(st.phase)) {
     return ended();
@@ -119,7 +120,8 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n, const cluster
     dead.erase(std::remove(dead.begin(), dead.end(), m.name), dead.end());
     st.nodes[n] = node_of(m);
   } else {
-    return caf::make_error(errc::bad_config, "node index " + std::to_string(n) + " is unknown");
+    return caf::make_error(errc::bad_config,
+                           "node index " + std::to_string(n) + " is unknown");
   }
   log_event(self, "join", {{"node", m.name}});
   if (st.phase == job_phase::waiting) {
@@ -143,7 +145,8 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
       continue;
     }
     st.dead_stages.insert(dm.source); // recovery does not ask it (a request would hang)
-    auto what = "stage " + std::to_string(i) + " on node " + st.nodes[st.plan.nodes[i]].name +
+    auto what = "stage " + std::to_string(i) + " on node " +
+                st.nodes[st.plan.nodes[i]].name +
                 " went down: " + self->system().render(dm.reason);
     if (!algorithms::is_running(st.phase)) {
       fail(self, what);
@@ -160,8 +163,9 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
     }
     st.dead_stages.insert(dm.source);
     auto node = i < st.old_plan.nodes.size() ? st.nodes[st.old_plan.nodes[i]].name : "?";
-    on_failure(self, "stage " + std::to_string(i) + " of the old plan on node " + node +
-                         " went down during a re-plan: " + self->system().render(dm.reason));
+    on_failure(self,
+               "stage " + std::to_string(i) + " of the old plan on node " + node +
+                   " went down during a re-plan: " + self->system().render(dm.reason));
     return;
   }
 }
@@ -181,7 +185,8 @@ void on_reduce(self_ptr self, uint64_t batch, uint32_t member, uint64_t grad_val
   auto& st = self->state;
   if (algorithms::is_over(st.phase) || recovering(st) || st.plan.split.empty() ||
       member >= st.stages.size() ||
-      caf::actor_cast<caf::strong_actor_ptr>(st.stages[member]) != self->current_sender()) {
+      caf::actor_cast<caf::strong_actor_ptr>(st.stages[member]) !=
+          self->current_sender()) {
     return; // a stage of a plan that was replaced
   }
   auto& parts = st.reduce_parts[batch];
@@ -209,14 +214,15 @@ caf::result<std::string> on_replicate(self_ptr self) {
     return ended();
   }
   if (recovering(st) || st.phase == job_phase::replanning || st.stages.empty()) {
-    return caf::make_error(errc::bad_config,
-                           "the job is " + st.status.phase + "; replicate once it trains again");
+    return caf::make_error(errc::bad_config, "the job is " + st.status.phase +
+                                                 "; replicate once it trains again");
   }
   // every stage reaches version `fed` once the batches in flight are
   // stepped (at a flush it is there already)
   auto version = st.fed;
   if (version == 0) {
-    return caf::make_error(errc::bad_config, "nothing trained yet; the seed needs no replica");
+    return caf::make_error(errc::bad_config,
+                           "nothing trained yet; the seed needs no replica");
   }
   for (auto& s : st.stages) {
     self->send(s, replicate_atom_v, version);
@@ -242,7 +248,8 @@ caf::result<std::string> on_pause(self_ptr self) {
   }
   log_event(self, "pause", {{"committed", st.committed}});
   auto in_flight = st.fed - st.committed;
-  return "paused at batch " + std::to_string(st.committed) + ": " + std::to_string(in_flight) +
+  return "paused at batch " + std::to_string(st.committed) + ": " +
+         std::to_string(in_flight) +
          " batch(es) in flight finish, no new ones start; resume carries on";
 }
 
@@ -270,7 +277,8 @@ caf::result<std::string> on_resume(self_ptr self) {
 caf::result<std::string> on_checkpoint(self_ptr self, const std::string& path) {
   auto& st = self->state;
   if (algorithms::is_over(st.phase)) {
-    return caf::make_error(errc::bad_config, "the job has ended; use --save for the final weights");
+    return caf::make_error(errc::bad_config,
+                           "the job has ended; use --save for the final weights");
   }
   if (path.empty()) {
     return caf::make_error(errc::bad_config, "checkpoint save needs a PATH");
@@ -289,7 +297,8 @@ void on_capacity(self_ptr self, const std::string& name, double factor) {
       continue;
     }
     log_event(self, "capacity", {{"node", name}, {"factor", factor}});
-    bool staged = std::find(st.plan.nodes.begin(), st.plan.nodes.end(), n) != st.plan.nodes.end();
+    bool staged =
+        std::find(st.plan.nodes.begin(), st.plan.nodes.end(), n) != st.plan.nodes.end();
     st.capacity.report_capacity(n, factor, staged);
   }
 }
@@ -311,8 +320,8 @@ void on_stage_failed(self_ptr self, uint32_t stage, const std::string& what) {
   if (!from_current_stage(self) || stage >= st.plan.nodes.size()) {
     return; // a stage of a replaced plan
   }
-  auto text = "stage " + std::to_string(stage) + " on node " + st.nodes[st.plan.nodes[stage]].name +
-              " failed: " + what;
+  auto text = "stage " + std::to_string(stage) + " on node " +
+              st.nodes[st.plan.nodes[stage]].name + " failed: " + what;
   if (st.phase == job_phase::replanning || st.phase == job_phase::recovering) {
     // it could not pull its layers: a source went away, which recovery
     // handles (the stage's own down message follows and joins this failure)
@@ -326,7 +335,8 @@ void on_stage_failed(self_ptr self, uint32_t stage, const std::string& what) {
 void on_ready(self_ptr self) {
   auto& st = self->state;
   bool waiting = st.phase == job_phase::replanning || st.phase == job_phase::recovering;
-  if (waiting && st.ready_pending > 0 && from_current_stage(self) && --st.ready_pending == 0) {
+  if (waiting && st.ready_pending > 0 && from_current_stage(self) &&
+      --st.ready_pending == 0) {
     resume_after_replan(self);
   }
 }
@@ -337,17 +347,18 @@ void on_tick(self_ptr self) {
     return;
   }
   auto limit_s = std::to_string(st.cfg.progress_timeout.count() / 1000);
-  if (st.phase == job_phase::training && clock::now() - st.last_progress > st.cfg.progress_timeout) {
-    fail(self, "no batch committed for " + limit_s + " s (batch " + std::to_string(st.committed) +
-                   ")");
+  if (st.phase == job_phase::training &&
+      clock::now() - st.last_progress > st.cfg.progress_timeout) {
+    fail(self, "no batch committed for " + limit_s + " s (batch " +
+                   std::to_string(st.committed) + ")");
     return;
   }
   // a re-plan or recovery that cannot finish ends the job with a reason
   // rather than holding it forever (waiting for capacity is another matter)
   bool moving = st.phase == job_phase::replanning || st.phase == job_phase::recovering;
   if (moving && clock::now() - st.phase_entered > st.cfg.progress_timeout) {
-    fail(self, "the " + st.status.phase + " phase did not complete in " + limit_s + " s (batch " +
-                   std::to_string(st.committed) + ")");
+    fail(self, "the " + st.status.phase + " phase did not complete in " + limit_s +
+                   " s (batch " + std::to_string(st.committed) + ")");
     return;
   }
   if (st.metrics) {
@@ -359,13 +370,13 @@ void on_tick(self_ptr self) {
 caf::result<std::string> on_kill_stage(self_ptr self, uint32_t stage) {
   auto& st = self->state;
   if (stage >= st.stages.size() || !st.stages[stage]) {
-    return caf::make_error(errc::bad_config, "there is no stage " + std::to_string(stage) +
-                                                 " (the plan has " +
-                                                 std::to_string(st.stages.size()) + ")");
+    return caf::make_error(
+        errc::bad_config, "there is no stage " + std::to_string(stage) +
+                              " (the plan has " + std::to_string(st.stages.size()) + ")");
   }
   self->send_exit(st.stages[stage], caf::exit_reason::kill);
-  return "stage " + std::to_string(stage) + " on node " + st.nodes[st.plan.nodes[stage]].name +
-         " killed";
+  return "stage " + std::to_string(stage) + " on node " +
+         st.nodes[st.plan.nodes[stage]].name + " killed";
 }
 
 caf::result<std::string> on_replan(self_ptr self, const std::string& balance) {
@@ -435,16 +446,17 @@ std::vector<size_t> parse_balance(const std::string& text) {
       }
       out.push_back(static_cast<size_t>(v));
     } catch (const std::exception&) {
-      throw std::invalid_argument("balance '" + text + "' is not a list of layer counts like 1,1,2");
+      throw std::invalid_argument("balance '" + text +
+                                  "' is not a list of layer counts like 1,1,2");
     }
   }
   return out;
 }
 
-train_job_actor::behavior_type train_job(train_job_actor::stateful_pointer<train_job_state> self,
-                                         job_config cfg, cluster_actor cluster,
-                                         std::shared_ptr<const models::dataset> train,
-                                         std::shared_ptr<const models::dataset> test) {
+train_job_actor::behavior_type
+train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cfg,
+          cluster_actor cluster, std::shared_ptr<const models::dataset> train,
+          std::shared_ptr<const models::dataset> test) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.cluster = std::move(cluster);
@@ -454,7 +466,8 @@ train_job_actor::behavior_type train_job(train_job_actor::stateful_pointer<train
   st.status.epochs = st.cfg.epochs;
   st.started = clock::now();
   st.last_progress = clock::now();
-  st.batches_per_epoch = algorithms::batches_per_epoch(st.train->size(), st.cfg.batch_size, false);
+  st.batches_per_epoch =
+      algorithms::batches_per_epoch(st.train->size(), st.cfg.batch_size, false);
   if (st.cfg.max_batches > 0) {
     st.batches_per_epoch = std::min(st.batches_per_epoch, st.cfg.max_batches);
   }
@@ -494,7 +507,9 @@ train_job_actor::behavior_type train_job(train_job_actor::stateful_pointer<train
       [=](resume_atom) { return on_resume(self); },
       [=](checkpoint_atom, std::string& path) { return on_checkpoint(self, path); },
       [=](lost_atom, uint32_t node, std::string& why) { on_node_lost(self, node, why); },
-      [=](join_atom, uint32_t node, cluster_member& m) { return on_node_joined(self, node, m); },
+      [=](join_atom, uint32_t node, cluster_member& m) {
+        return on_node_joined(self, node, m);
+      },
       [=](capacity_atom, const std::string& name, double factor) {
         on_capacity(self, name, factor);
       },
@@ -504,13 +519,17 @@ train_job_actor::behavior_type train_job(train_job_actor::stateful_pointer<train
       [=](leave_atom) { leave(self); },
       // ---- from the stages
       [=](done_atom, batch_stats& s) { on_done(self, s); },
-      [=](failed_atom, uint32_t stage, std::string& what) { on_stage_failed(self, stage, what); },
+      [=](failed_atom, uint32_t stage, std::string& what) {
+        on_stage_failed(self, stage, what);
+      },
       [=](eval_atom, uint64_t round, uint32_t chunk, tensor_payload& logits) {
         on_eval(self, round, chunk, logits.tensor);
       },
       [=](ready_atom, uint32_t) { on_ready(self); },
       [=](reduce_atom, uint64_t batch, uint32_t member, uint64_t grad_values,
-          tensor_payload& part) { on_reduce(self, batch, member, grad_values, part.tensor); },
+          tensor_payload& part) {
+        on_reduce(self, batch, member, grad_values, part.tensor);
+      },
       // ---- its own timers
       [=](tick_atom) { on_tick(self); },
       [=](recover_atom, uint64_t attempt) { recover(self, attempt); },

@@ -234,9 +234,9 @@ std::vector<size_t> parse_balance(const std::string& text);
 /// `train` and `test` are shared with the caller (the embedded mode loads
 /// them once). The job submits itself to `cluster` and runs on the nodes
 /// it admitted.
-train_job_actor::behavior_type train_job(train_job_actor::stateful_pointer<train_job_state> self,
-                                         job_config cfg, cluster_actor cluster,
-                                         std::shared_ptr<const models::dataset> train,
-                                         std::shared_ptr<const models::dataset> test);
+train_job_actor::behavior_type
+train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cfg,
+          cluster_actor cluster, std::shared_ptr<const models::dataset> train,
+          std::shared_ptr<const models::dataset> test);
 
 } // namespace salamander::actors

@@ -62,7 +62,8 @@ void track_capacity(self_ptr self);
 void resume_after_replan(self_ptr self);
 std::string describe_plan(const train_job_state& st);
 algorithms::plan_request planner_request(const train_job_state& st);
-stage_plan plan_to_stages(const algorithms::partition_plan& plan, const std::vector<size_t>& live);
+stage_plan plan_to_stages(const algorithms::partition_plan& plan,
+                          const std::vector<size_t>& live);
 /// The user's balance (or an even split) over the first live nodes; the
 /// error says why it cannot be (and nothing changes).
 caf::expected<stage_plan> balanced_plan(const train_job_state& st,

@@ -26,7 +26,8 @@ bool enter(self_ptr self, job_event e) {
   auto& st = self->state;
   auto next = algorithms::next_phase(st.phase, e);
   if (!next) {
-    subsystem_log("job")->debug("event {} does not apply while {}", algorithms::to_string(e),
+    subsystem_log("job")->debug("event {} does not apply while {}",
+                                algorithms::to_string(e),
                                 algorithms::to_string(st.phase));
     return false;
   }
@@ -81,8 +82,8 @@ void finish(self_ptr self) {
   }
   st.status.elapsed_s = since(st.started);
   for (auto& c : st.checkpoints) {
-    c.promise.deliver(caf::make_error(errc::bad_config,
-                                      "the job finished first; use --save for the final weights"));
+    c.promise.deliver(caf::make_error(
+        errc::bad_config, "the job finished first; use --save for the final weights"));
   }
   st.checkpoints.clear();
   log_end(self);
@@ -96,8 +97,8 @@ void evaluate(self_ptr self) {
   auto chunk = st.cfg.eval_chunk;
   for (int64_t begin = 0; begin < st.test->size(); begin += chunk) {
     auto b = models::get_range(*st.test, begin, std::min(st.test->size(), begin + chunk));
-    self->send(st.stages.front(), eval_atom_v, st.eval_round, static_cast<uint32_t>(begin / chunk),
-               tensor_payload{b.x.contiguous()});
+    self->send(st.stages.front(), eval_atom_v, st.eval_round,
+               static_cast<uint32_t>(begin / chunk), tensor_payload{b.x.contiguous()});
     st.eval_pending++;
   }
 }
@@ -125,8 +126,10 @@ void track_rate(train_job_state& st, int64_t samples) {
     for (size_t i = 1; i < st.recent.size(); ++i) {
       n += st.recent[i].second;
     }
-    auto span = std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
-    st.status.recent_samples_per_s = span.count() > 0 ? static_cast<double>(n) / span.count() : 0;
+    auto span =
+        std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
+    st.status.recent_samples_per_s =
+        span.count() > 0 ? static_cast<double>(n) / span.count() : 0;
   }
 }
 
@@ -232,8 +235,8 @@ void feed(self_ptr self) {
     return;
   }
   auto epoch_end = (st.committed / st.batches_per_epoch + 1) * st.batches_per_epoch;
-  while (st.fed < st.committed + static_cast<uint64_t>(st.cfg.window) && st.fed < epoch_end &&
-         st.fed < total_batches(st)) {
+  while (st.fed < st.committed + static_cast<uint64_t>(st.cfg.window) &&
+         st.fed < epoch_end && st.fed < total_batches(st)) {
     uint64_t g = st.fed++;
     auto epoch = g / st.batches_per_epoch;
     auto id = static_cast<int64_t>(g % st.batches_per_epoch);
@@ -244,7 +247,8 @@ void feed(self_ptr self) {
     bool dp = !st.plan.split.empty();
     for (int64_t i = 0; i < m; ++i) {
       auto k = static_cast<size_t>(i);
-      double weight = static_cast<double>(xs[k].size(0)) / static_cast<double>(b.x.size(0));
+      double weight =
+          static_cast<double>(xs[k].size(0)) / static_cast<double>(b.x.size(0));
       // data parallelism: micro-batch i goes to the member whose block has it
       auto member = dp ? algorithms::member_of_micro(st.plan.split, k) : 0;
       auto& first = dp ? st.stages[member] : st.stages.front();
@@ -314,7 +318,8 @@ void commit(self_ptr self, uint64_t g) {
     st.replan_reason = "forced (--replan-at)";
   }
   st.status.batch = static_cast<int64_t>((st.committed - 1) % st.batches_per_epoch) + 1;
-  st.status.samples_per_s = static_cast<double>(st.epoch_samples) / since(st.epoch_started);
+  st.status.samples_per_s =
+      static_cast<double>(st.epoch_samples) / since(st.epoch_started);
   st.status.elapsed_s = since(st.started);
   track_rate(st, samples);
   log_batch(self, g);

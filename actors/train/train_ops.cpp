@@ -65,7 +65,8 @@ void refresh_rows(self_ptr self) {
 void collect_weights(self_ptr self, weights_done done) {
   auto& st = self->state;
   // data parallel: the members hold the same weights; the first answers
-  size_t asked = st.plan.split.empty() ? st.stages.size() : std::min<size_t>(1, st.stages.size());
+  size_t asked =
+      st.plan.split.empty() ? st.stages.size() : std::min<size_t>(1, st.stages.size());
   auto parts = std::make_shared<std::vector<models::weight_snapshot>>(asked);
   auto pending = std::make_shared<size_t>(asked);
   auto failed = std::make_shared<bool>(false);
@@ -102,16 +103,17 @@ void take_checkpoints(self_ptr self) {
     return;
   }
   auto attempt = self->state.attempt;
-  collect_weights(self, [=](caf::expected<models::weight_snapshot> all, size_t failed_stage) {
+  collect_weights(self, [=](caf::expected<models::weight_snapshot> all,
+                            size_t failed_stage) {
     auto& st = self->state;
     auto requests = std::move(st.checkpoints);
     st.checkpoints.clear();
     for (auto& r : requests) {
       if (!all) {
         r.promise.deliver(caf::make_error(
-            errc::stage_failed, "stage " + std::to_string(failed_stage) +
-                                    " did not hand over its weights: " +
-                                    self->system().render(all.error())));
+            errc::stage_failed,
+            "stage " + std::to_string(failed_stage) +
+                " did not hand over its weights: " + self->system().render(all.error())));
         continue;
       }
       try {
@@ -119,9 +121,10 @@ void take_checkpoints(self_ptr self) {
         ckpt.snapshot = *all;
         ckpt.seed = st.cfg.seed;
         ckpt.epoch = st.committed / static_cast<uint64_t>(st.batches_per_epoch);
-        ckpt.batches_in_epoch = st.committed % static_cast<uint64_t>(st.batches_per_epoch);
-        ckpt.note = "console checkpoint at batch " + std::to_string(st.committed) + ", plan " +
-                    st.status.plan;
+        ckpt.batches_in_epoch =
+            st.committed % static_cast<uint64_t>(st.batches_per_epoch);
+        ckpt.note = "console checkpoint at batch " + std::to_string(st.committed) +
+                    ", plan " + st.status.plan;
         messages::save_checkpoint(r.path, ckpt);
         log_event(self, "checkpoint", {{"path", r.path}, {"version", all->version}});
         r.promise.deliver("saved checkpoint " + r.path + " (version " +

@@ -51,15 +51,16 @@ std::vector<stage_spec> make_specs(const train_job_state& st, const stage_plan& 
       spec.micro_begin = static_cast<uint32_t>(begin);
       spec.micro_end = static_cast<uint32_t>(begin + plan.split[i]);
       if (i > 0) {
-        spec.replicate_every = 0; // the members' weights are the same: the first replicates
+        spec.replicate_every =
+            0; // the members' weights are the same: the first replicates
       }
     }
     auto central = st.nodes.size();
     auto holder_node = algorithms::chain_holder_node(i, plan.nodes, dp, central);
-    spec.chain_holder = caf::actor_cast<caf::actor>(
-        holder_node < st.nodes.size() && st.nodes[holder_node].holder
-            ? st.nodes[holder_node].holder
-            : st.central_holder);
+    spec.chain_holder = caf::actor_cast<caf::actor>(holder_node < st.nodes.size() &&
+                                                            st.nodes[holder_node].holder
+                                                        ? st.nodes[holder_node].holder
+                                                        : st.central_holder);
     spec.global_holder = caf::actor_cast<caf::actor>(st.central_holder);
   }
   return specs;
@@ -86,16 +87,18 @@ int state_factor(const job_config& cfg) {
 }
 
 // The launcher came back: wire the stages and start (or resume) training.
-void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, launch_kind kind, bool pulls,
-                 std::vector<std::pair<size_t, size_t>> dials, launch_result& r) {
+void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, launch_kind kind,
+                 bool pulls, std::vector<std::pair<size_t, size_t>> dials,
+                 launch_result& r) {
   auto& st = self->state;
   for (size_t k = 0; k + 1 < r.peered.size(); k += 2) {
     st.peered.insert({r.peered[k], r.peered[k + 1]});
   }
   for (auto [a, b] : dials) {
-    log_event(self, "peer", {{"from", st.nodes[a].name},
-                             {"to", st.nodes[b].name},
-                             {"direct", st.peered.count({a, b}) > 0}});
+    log_event(self, "peer",
+              {{"from", st.nodes[a].name},
+               {"to", st.nodes[b].name},
+               {"direct", st.peered.count({a, b}) > 0}});
   }
   if (algorithms::is_over(st.phase) || attempt != st.attempt) {
     // the job ended, or a newer failure superseded this attempt
@@ -110,7 +113,8 @@ void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, launch_kind k
       // refuses (memory) means too little capacity
       auto n = r.failed_stage < plan.nodes.size() ? plan.nodes[r.failed_stage] : 0;
       if (n < st.nodes.size() && !st.nodes[n].dead) {
-        wait_for_capacity(self, "node " + st.nodes[n].name + " refused a stage: " + r.error);
+        wait_for_capacity(self,
+                          "node " + st.nodes[n].name + " refused a stage: " + r.error);
       }
       return;
     }
@@ -126,9 +130,11 @@ void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, launch_kind k
   }
   bool dp = !st.plan.split.empty();
   for (size_t k = 0; k < st.stages.size(); ++k) {
-    auto prev = k > 0 && !dp ? caf::actor_cast<caf::actor>(st.stages[k - 1]) : caf::actor{};
-    auto next = k + 1 < st.stages.size() && !dp ? caf::actor_cast<caf::actor>(st.stages[k + 1])
-                                                : caf::actor{};
+    auto prev =
+        k > 0 && !dp ? caf::actor_cast<caf::actor>(st.stages[k - 1]) : caf::actor{};
+    auto next = k + 1 < st.stages.size() && !dp
+                    ? caf::actor_cast<caf::actor>(st.stages[k + 1])
+                    : caf::actor{};
     self->send(st.stages[k], wire_atom_v, prev, next, caf::actor_cast<caf::actor>(self));
   }
   st.status.plan_version++;
@@ -171,8 +177,9 @@ std::string describe_plan(const train_job_state& st) {
            std::to_string(p.ranges.empty() ? 0 : p.ranges[0].second) + ")";
   }
   for (size_t i = 0; i < p.ranges.size(); ++i) {
-    out += (i ? " " : "") + st.nodes[p.nodes[i]].name + "[" + std::to_string(p.ranges[i].first) +
-           "," + std::to_string(p.ranges[i].second) + ")";
+    out += (i ? " " : "") + st.nodes[p.nodes[i]].name + "[" +
+           std::to_string(p.ranges[i].first) + "," + std::to_string(p.ranges[i].second) +
+           ")";
   }
   return out;
 }
@@ -185,8 +192,9 @@ std::string describe_plan(const train_job_state& st) {
 void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources) {
   auto& st = self->state;
   if (!plan.split.empty() && plan.split.size() != plan.ranges.size()) {
-    fail(self, "internal: a data-parallel split for " + std::to_string(plan.split.size()) +
-                   " members and " + std::to_string(plan.ranges.size()) + " stages");
+    fail(self, "internal: a data-parallel split for " +
+                   std::to_string(plan.split.size()) + " members and " +
+                   std::to_string(plan.ranges.size()) + " stages");
     return;
   }
   auto specs = make_specs(st, plan);
@@ -203,8 +211,9 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
     for (auto& l : desc.layers) {
       bytes.push_back(l.param_bytes);
     }
-    st.status.last_replan_moved_bytes = algorithms::moved_bytes(
-        st.plan.ranges, st.plan.nodes, plan.ranges, plan.nodes, bytes, state_factor(st.cfg));
+    st.status.last_replan_moved_bytes =
+        algorithms::moved_bytes(st.plan.ranges, st.plan.nodes, plan.ranges, plan.nodes,
+                                bytes, state_factor(st.cfg));
     st.old_stages = st.stages;
     st.old_plan = st.plan;
   }
@@ -213,8 +222,8 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
     can_dial.push_back(n.port != 0);
     dialable.push_back(n.port != 0 && !n.host.empty());
   }
-  auto dials = algorithms::pairs_to_dial(plan.nodes, !plan.split.empty(), st.peered, can_dial,
-                                         dialable);
+  auto dials = algorithms::pairs_to_dial(plan.nodes, !plan.split.empty(), st.peered,
+                                         can_dial, dialable);
   launch_order order;
   order.specs = specs;
   for (auto n : plan.nodes) {
@@ -232,13 +241,16 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
   // the launcher bounds each step; this bounds the whole
   auto limit = st.cfg.peer_timeout + st.cfg.request_timeout + tuning::helper_margin;
   self->request(l, limit, launch_atom_v)
-      .then([=](launch_result& r) { on_launched(self, attempt, plan, kind, pulls, dials, r); },
-            [=](caf::error& err) {
-              launch_result r;
-              r.ok = false;
-              r.error = "launching the plan failed: " + self->system().render(err);
-              on_launched(self, attempt, plan, kind, pulls, dials, r);
-            });
+      .then(
+          [=](launch_result& r) {
+            on_launched(self, attempt, plan, kind, pulls, dials, r);
+          },
+          [=](caf::error& err) {
+            launch_result r;
+            r.ok = false;
+            r.error = "launching the plan failed: " + self->system().render(err);
+            on_launched(self, attempt, plan, kind, pulls, dials, r);
+          });
 }
 
 algorithms::plan_request planner_request(const train_job_state& st) {
@@ -246,11 +258,12 @@ algorithms::plan_request planner_request(const train_job_state& st) {
   auto req = make_plan_request(desc, st.cfg.schedule, micro_batch_size(st.cfg),
                                static_cast<int>(st.cfg.micro_batches), st.cfg.optimizer);
   req.allow_data_parallel = st.cfg.allow_data_parallel;
-  return st.capacity.request(std::move(req), live_nodes(st), dead_mask(st), node_names(st),
-                             st.cfg.default_link_bytes_per_s);
+  return st.capacity.request(std::move(req), live_nodes(st), dead_mask(st),
+                             node_names(st), st.cfg.default_link_bytes_per_s);
 }
 
-stage_plan plan_to_stages(const algorithms::partition_plan& plan, const std::vector<size_t>& live) {
+stage_plan plan_to_stages(const algorithms::partition_plan& plan,
+                          const std::vector<size_t>& live) {
   stage_plan out;
   out.split = plan.micro_split;
   for (auto& s : plan.stages) {
@@ -267,7 +280,8 @@ caf::expected<stage_plan> balanced_plan(const train_job_state& st,
   stage_plan p;
   if (st.cfg.data_parallel && balance.empty()) {
     // every node holds the model and runs an even share of the micro-batches
-    auto members = std::min<size_t>(live.size(), static_cast<size_t>(st.cfg.micro_batches));
+    auto members =
+        std::min<size_t>(live.size(), static_cast<size_t>(st.cfg.micro_batches));
     if (members == 0) {
       return caf::make_error(errc::bad_config, "no node to run on");
     }
@@ -289,11 +303,13 @@ caf::expected<stage_plan> balanced_plan(const train_job_state& st,
     return caf::make_error(errc::bad_config, e.what());
   }
   if (p.ranges.size() > live.size()) {
-    return caf::make_error(errc::bad_config, "the balance names " + std::to_string(p.ranges.size()) +
-                                                 " stages but only " + std::to_string(live.size()) +
-                                                 " nodes are available");
+    return caf::make_error(errc::bad_config,
+                           "the balance names " + std::to_string(p.ranges.size()) +
+                               " stages but only " + std::to_string(live.size()) +
+                               " nodes are available");
   }
-  p.nodes.assign(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(p.ranges.size()));
+  p.nodes.assign(live.begin(),
+                 live.begin() + static_cast<std::ptrdiff_t>(p.ranges.size()));
   return p;
 }
 
@@ -302,7 +318,8 @@ void first_plan(self_ptr self) {
   if (st.cfg.auto_plan) {
     enter(self, job_event::profile);
     auto mbs = static_cast<uint32_t>(micro_batch_size(st.cfg));
-    auto timeout = st.cfg.profile_timeout + 2 * tuning::link_probe_timeout; // + the probes
+    auto timeout =
+        st.cfg.profile_timeout + 2 * tuning::link_probe_timeout; // + the probes
     self->request(st.cluster, timeout, profile_atom_v, st.cfg.model, mbs)
         .then([=](cluster_profile& round) { on_profiles(self, round); },
               [=](caf::error& err) { fail(self, self->system().render(err)); });
@@ -314,8 +331,8 @@ void first_plan(self_ptr self) {
     return;
   }
   if (!st.cfg.balance.empty() && plan->ranges.size() != st.nodes.size()) {
-    fail(self, "the balance names " + std::to_string(plan->ranges.size()) + " stages but " +
-                   std::to_string(st.nodes.size()) + " nodes are given");
+    fail(self, "the balance names " + std::to_string(plan->ranges.size()) +
+                   " stages but " + std::to_string(st.nodes.size()) + " nodes are given");
     return;
   }
   launch(self, std::move(*plan), launch_kind::first);
@@ -345,8 +362,12 @@ void on_profiles(self_ptr self, cluster_profile& round) {
   }
   for (auto& l : round.links) {
     auto& r = l.report;
-    log_event(self, "link", {{"from", r.from}, {"to", r.to}, {"latency_s", r.latency_s},
-                             {"bytes_per_s", r.bytes_per_s}, {"method", r.method}});
+    log_event(self, "link",
+              {{"from", r.from},
+               {"to", r.to},
+               {"latency_s", r.latency_s},
+               {"bytes_per_s", r.bytes_per_s},
+               {"method", r.method}});
   }
   st.capacity.set_profiles(round);
   try {
@@ -377,7 +398,8 @@ void on_profiles(self_ptr self, cluster_profile& round) {
 // re-plan when the planner then predicts enough gain.
 void track_capacity(self_ptr self) {
   auto& st = self->state;
-  if (!st.capacity.profiled() || st.phase == job_phase::replanning || st.replan_requested) {
+  if (!st.capacity.profiled() || st.phase == job_phase::replanning ||
+      st.replan_requested) {
     return;
   }
   st.capacity.correct(st.last_reports, st.plan.ranges, st.plan.nodes, st.plan.split,
@@ -403,11 +425,13 @@ void track_capacity(self_ptr self) {
       devices.push_back(d);
     }
     int kind = st.plan.split.empty() ? 0 : 1;
-    auto current = kind == 0 ? algorithms::evaluate_plan(req, now)
-                             : algorithms::evaluate_data_parallel(req, devices, st.plan.split);
+    auto current = kind == 0
+                       ? algorithms::evaluate_plan(req, now)
+                       : algorithms::evaluate_data_parallel(req, devices, st.plan.split);
     // how far the whole batch runs behind the model, for this kind of plan
     if (st.recent.size() >= 6 && current.objective_s > 0) {
-      auto span = std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
+      auto span =
+          std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
       double period = span.count() / static_cast<double>(st.recent.size() - 1);
       st.capacity.set_kind_ratio(kind, period / current.objective_s);
     }
@@ -474,7 +498,8 @@ void begin_replan(self_ptr self) {
     st.pending_plan.reset();
   } else if (balance.empty() && st.capacity.profiled()) {
     try {
-      plan = plan_to_stages(algorithms::plan_partition(planner_request(st)), live_nodes(st));
+      plan =
+          plan_to_stages(algorithms::plan_partition(planner_request(st)), live_nodes(st));
     } catch (const std::exception& e) {
       fail(self, std::string("cannot re-plan: ") + e.what());
       return;
@@ -516,8 +541,9 @@ void resume_after_replan(self_ptr self) {
                {"redone_batches",
                 st.rollback_from - static_cast<uint64_t>(st.status.rollback_version)},
                {"plan", st.status.plan}});
-    subsystem_log("recovery")->info("recovered in {:.3f} s: plan {}", st.status.last_recovery_s,
-                                    st.status.plan);
+    subsystem_log("recovery")
+        ->info("recovered in {:.3f} s: plan {}", st.status.last_recovery_s,
+               st.status.plan);
     back_to_training(self, job_event::recovered);
   } else {
     st.status.replans++;

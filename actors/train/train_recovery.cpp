@@ -63,7 +63,8 @@ caf::expected<stage_plan> survivor_plan(self_ptr self) {
     return plan_to_stages(algorithms::plan_partition(req), live);
   } catch (const std::exception& e) {
     return caf::make_error(errc::bad_config,
-                           std::string("the surviving nodes cannot hold the model: ") + e.what());
+                           std::string("the surviving nodes cannot hold the model: ") +
+                               e.what());
   }
 }
 
@@ -276,7 +277,8 @@ void recover(self_ptr self, uint64_t attempt) {
   bool stages_match = st.stages.size() == st.plan.ranges.size();
   for (size_t i = 0; i < st.stages.size(); ++i) {
     consider(st.stages[i], stages_match ? st.plan.nodes[i] : ~uint64_t{0},
-             stages_match ? st.plan.ranges[i].first : 0, stages_match ? st.plan.ranges[i].second : 0);
+             stages_match ? st.plan.ranges[i].first : 0,
+             stages_match ? st.plan.ranges[i].second : 0);
   }
   for (auto& s : st.old_stages) {
     // a previous plan's stages (an interrupted re-plan or recovery): their
@@ -298,7 +300,8 @@ void recover(self_ptr self, uint64_t attempt) {
   self->request(st.round, limit, recover_atom_v)
       .then([=](recovery_decision& d) { recover_with(self, attempt, std::move(d)); },
             [=](caf::error& err) {
-              if (attempt == self->state.attempt && !algorithms::is_over(self->state.phase)) {
+              if (attempt == self->state.attempt &&
+                  !algorithms::is_over(self->state.phase)) {
                 fail(self, "recovery failed: " + self->system().render(err));
               }
             });

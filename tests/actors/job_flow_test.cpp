@@ -28,8 +28,7 @@ caf::actor_system_config& deterministic(caf::actor_system_config& cfg) {
   return cfg;
 }
 
-template <class State, class Handle>
-State& deref(const Handle& h) {
+template <class State, class Handle> State& deref(const Handle& h) {
   auto* ptr = caf::actor_cast<caf::abstract_actor*>(h);
   auto* typed = dynamic_cast<typename Handle::template stateful_pointer<State>>(ptr);
   REQUIRE(typed != nullptr);
@@ -167,10 +166,12 @@ TEST_CASE("a node lost during a re-plan is recovered from, exactly", "[actor][fl
   auto jc = flow_job(12);
   jc.replan_at[4] = "1,1,2";
   flow f(3, jc);
-  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::replanning; }));
+  REQUIRE(f.step_until(
+      [](auto& st) { return st.phase == algorithms::job_phase::replanning; }));
   CHECK(f.state().committed >= 4); // at the first flush after batch 4
-  f.kill_node(2); // holds a stage of the old plan and one of the new
-  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
+  f.kill_node(2);                  // holds a stage of the old plan and one of the new
+  REQUIRE(f.step_until(
+      [](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
   REQUIRE(f.run_to_end());
   CHECK(f.state().status.recoveries == 1);
   CHECK(f.state().status.plan.find("local2") == std::string::npos);
@@ -206,7 +207,8 @@ TEST_CASE("a node lost while the console paused the job recovers and stays pause
   f.kill_node(0);
   REQUIRE(f.step_until([](auto& st) { return st.status.recoveries == 1; }));
   // recovered, but still paused: nothing is fed until the console resumes
-  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::paused; }));
+  REQUIRE(
+      f.step_until([](auto& st) { return st.phase == algorithms::job_phase::paused; }));
   auto at = f.state().committed;
   for (int i = 0; i < 200 && (f.sched.try_run_once() || f.sched.trigger_timeout()); ++i) {
   }
@@ -223,10 +225,12 @@ TEST_CASE("a node that joins during a recovery is planned with the survivors, ex
   flow f(3, flow_job(14));
   REQUIRE(f.step_until([](auto& st) { return committed_at_least(st, 5); }));
   f.kill_node(1);
-  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
+  REQUIRE(f.step_until(
+      [](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
   auto fresh = f.spawn_node("fresh");
   f.nodes.push_back(fresh);
-  caf::anon_send(f.cluster, join_atom_v, caf::actor_cast<caf::actor>(fresh), std::string("fresh"));
+  caf::anon_send(f.cluster, join_atom_v, caf::actor_cast<caf::actor>(fresh),
+                 std::string("fresh"));
   // admitted by the cluster and known to the job before the recovery plans
   REQUIRE(f.step_until([](auto& st) { return st.nodes.size() == 4; }));
   CHECK(f.state().phase == algorithms::job_phase::recovering);
@@ -241,9 +245,10 @@ TEST_CASE("a node that joins during a recovery is planned with the survivors, ex
   f.check_exact();
 }
 
-TEST_CASE("a stage of the old plan that dies while the new stages pull from it is recovered "
-          "from, exactly",
-          "[actor][flow]") {
+TEST_CASE(
+    "a stage of the old plan that dies while the new stages pull from it is recovered "
+    "from, exactly",
+    "[actor][flow]") {
   // The old supervisor could stall here: the old stage's death was ignored
   // (it was no longer in the plan) and the new stages, unable to pull,
   // either failed the job or never reported ready, with no timeout in the
@@ -252,14 +257,17 @@ TEST_CASE("a stage of the old plan that dies while the new stages pull from it i
   jc.replan_at[4] = "1,1,2";
   flow f(3, jc);
   // the launcher has just asked for the new stages; they will pull from the old
-  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::replanning; }));
+  REQUIRE(f.step_until(
+      [](auto& st) { return st.phase == algorithms::job_phase::replanning; }));
   REQUIRE(f.state().old_stages.size() == 3);
   caf::anon_send_exit(f.state().old_stages[0], caf::exit_reason::kill);
-  REQUIRE(f.step_until([](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
+  REQUIRE(f.step_until(
+      [](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
   REQUIRE(f.run_to_end());
   CHECK(f.state().status.recoveries == 1);
   INFO("last failure: " << f.state().status.error);
-  CHECK_THAT(f.state().status.error,
-             Catch::Contains("old plan") || Catch::Contains("pull") || Catch::Contains("went down"));
+  CHECK_THAT(f.state().status.error, Catch::Contains("old plan") ||
+                                         Catch::Contains("pull") ||
+                                         Catch::Contains("went down"));
   f.check_exact();
 }

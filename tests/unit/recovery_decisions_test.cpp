@@ -86,14 +86,16 @@ TEST_CASE("a layer comes from the stage's own node first, the central holder las
   };
   CHECK(pick_source(found, 0, 10, 1) == std::optional<size_t>(1));
   CHECK(pick_source(found, 1, 10, 2) == std::optional<size_t>(2));
-  CHECK(pick_source(found, 1, 10, 5) == std::optional<size_t>(1)); // a neighbour before central
+  CHECK(pick_source(found, 1, 10, 5) ==
+        std::optional<size_t>(1)); // a neighbour before central
   CHECK(pick_source({found[0]}, 1, 10, 5) == std::optional<size_t>(0));
   CHECK_FALSE(pick_source(found, 1, 20, 1));
 }
 
 TEST_CASE("pulls merge consecutive layers from one source at one version",
           "[unit][recovery]") {
-  std::vector<layer_pick> picks = {{0, 10}, {0, 10}, {1, 10}, {1, version_now}, {1, version_now}};
+  std::vector<layer_pick> picks = {
+      {0, 10}, {0, 10}, {1, 10}, {1, version_now}, {1, version_now}};
   std::vector<pull> expect = {{0, 4, 6, 10}, {1, 6, 7, 10}, {1, 7, 9, version_now}};
   CHECK(merge_pulls(picks, 4) == expect);
   CHECK(merge_pulls({}, 0).empty());
@@ -106,7 +108,8 @@ TEST_CASE("moved bytes count the layers whose node changes", "[unit][recovery]")
   CHECK(moved == (300 + 400) * 3);
   CHECK(moved_bytes({{0, 4}}, {0}, {{0, 4}}, {0}, bytes, 2) == 0);
   // same ranges, stages swapped between nodes: everything moves
-  CHECK(moved_bytes({{0, 2}, {2, 4}}, {0, 1}, {{0, 2}, {2, 4}}, {1, 0}, bytes, 2) == 2000);
+  CHECK(moved_bytes({{0, 2}, {2, 4}}, {0, 1}, {{0, 2}, {2, 4}}, {1, 0}, bytes, 2) ==
+        2000);
 }
 
 TEST_CASE("chain replicas go to the next stage's node, the last to the central holder",
@@ -134,7 +137,8 @@ TEST_CASE("data-parallel micro-batches go to the member whose block has them",
   CHECK(member_of_micro({0, 3}, 0) == 1); // a member with no share runs nothing
 }
 
-TEST_CASE("neighbours dial once, lower node first, only where they can", "[unit][recovery]") {
+TEST_CASE("neighbours dial once, lower node first, only where they can",
+          "[unit][recovery]") {
   std::vector<bool> yes(5, true);
   using pairs = std::vector<std::pair<size_t, size_t>>;
   CHECK(pairs_to_dial({2, 0, 3}, false, {}, yes, yes) == pairs{{0, 2}, {0, 3}});
@@ -158,8 +162,8 @@ TEST_CASE("re-plans are weighed every few commits, once measurements settled",
   in.check_every = 5;
   in.last_replan_batch = 0;
   // committed -> re-plan?
-  std::vector<std::pair<uint64_t, bool>> table = {
-      {5, false}, {19, false}, {20, true}, {21, false}, {25, true}, {40, true}};
+  std::vector<std::pair<uint64_t, bool>> table = {{5, false},  {19, false}, {20, true},
+                                                  {21, false}, {25, true},  {40, true}};
   for (auto [committed, expect] : table) {
     in.committed = committed;
     INFO("committed " << committed);
