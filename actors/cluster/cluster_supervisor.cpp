@@ -457,6 +457,62 @@ void on_join(self_ptr self, node_actor handle, const std::string& name,
   });
 }
 
+// A node went away (connection lost, heartbeat timeout, killed), or the
+// job ended.
+void on_down(self_ptr self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  if (st.job && dm.source == st.job.address()) {
+    st.job = caf::actor{};
+    return;
+  }
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    auto& e = st.nodes[n];
+    if (e.handle.address() != dm.source || e.refused || e.lost) {
+      continue;
+    }
+    e.lost = true;
+    e.why = self->system().render(dm.reason);
+    log()->warn("node {} went away: {}", e.name, e.why);
+    if (!e.answered) {
+      // its hello would wait for its whole timeout (CAF does not fail
+      // requests to a peer that died): admission goes on without it
+      e.answered = true;
+      if (st.fatal.empty()) {
+        st.fatal = "node " + e.name + " went away during start-up: " + e.why;
+      }
+      if (--st.hello_pending == 0) {
+        admission_done(self);
+      }
+      return;
+    }
+    if (st.job) {
+      self->send(caf::actor_cast<job_actor>(st.job), lost_atom_v,
+                 static_cast<uint32_t>(n), e.why);
+    }
+    return;
+  }
+}
+
+// A job attaches: it gets the members once admission is done.
+caf::result<std::vector<cluster_member>> on_submit(self_ptr self, caf::actor job) {
+  auto& st = self->state;
+  if (st.job && st.job != job) {
+    return caf::make_error(errc::bad_config, "another job runs on this cluster");
+  }
+  st.job = job;
+  self->monitor(job);
+  if (st.admitted) {
+    auto answer = members(st);
+    if (answer) {
+      return *answer;
+    }
+    return answer.error();
+  }
+  auto rp = self->make_response_promise<std::vector<cluster_member>>();
+  st.submits.push_back(rp);
+  return rp;
+}
+
 } // namespace
 
 cluster_actor::behavior_type
@@ -477,60 +533,11 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
         "no cluster secret set (--secret-file or SALAMANDER_SECRET): any node that can "
         "reach this supervisor can take part");
   }
-  self->set_down_handler([=](caf::down_msg& dm) {
-    auto& st = self->state;
-    if (st.job && dm.source == st.job.address()) {
-      st.job = caf::actor{};
-      return;
-    }
-    for (size_t n = 0; n < st.nodes.size(); ++n) {
-      auto& e = st.nodes[n];
-      if (e.handle.address() != dm.source || e.refused || e.lost) {
-        continue;
-      }
-      e.lost = true;
-      e.why = self->system().render(dm.reason);
-      log()->warn("node {} went away: {}", e.name, e.why);
-      if (!e.answered) {
-        // its hello would wait for its whole timeout (CAF does not fail
-        // requests to a peer that died): admission goes on without it
-        e.answered = true;
-        if (st.fatal.empty()) {
-          st.fatal = "node " + e.name + " went away during start-up: " + e.why;
-        }
-        if (--st.hello_pending == 0) {
-          admission_done(self);
-        }
-        return;
-      }
-      if (st.job) {
-        self->send(caf::actor_cast<job_actor>(st.job), lost_atom_v,
-                   static_cast<uint32_t>(n), e.why);
-      }
-      return;
-    }
-  });
+  self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   hello_all(self);
   auto job = [=]() { return job_of(self); };
   return {
-      [=](submit_atom, caf::actor job) -> caf::result<std::vector<cluster_member>> {
-        auto& st = self->state;
-        if (st.job && st.job != job) {
-          return caf::make_error(errc::bad_config, "another job runs on this cluster");
-        }
-        st.job = job;
-        self->monitor(job);
-        if (st.admitted) {
-          auto answer = members(st);
-          if (answer) {
-            return *answer;
-          }
-          return answer.error();
-        }
-        auto rp = self->make_response_promise<std::vector<cluster_member>>();
-        st.submits.push_back(rp);
-        return rp;
-      },
+      [=](submit_atom, caf::actor job) { return on_submit(self, std::move(job)); },
       [=](profile_atom, std::string& model,
           uint32_t mbs) -> caf::result<cluster_profile> {
         auto rp = self->make_response_promise<cluster_profile>();

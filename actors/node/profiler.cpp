@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <time.h>
 
 namespace salamander::actors {
@@ -106,8 +106,9 @@ device_report measure(const std::string& node, const node_emulation& emu,
     r.backward_s.push_back(median(bwd));
     x = out.detach();
   }
-  r.memory_bytes = emu.config.mem_mb > 0 ? static_cast<double>(emu.config.mem_mb) * 1024 * 1024
-                                         : memory_available();
+  r.memory_bytes = emu.config.mem_mb > 0
+                       ? static_cast<double>(emu.config.mem_mb) * 1024 * 1024
+                       : memory_available();
   r.link_bytes_per_s = emu.config.link_mbps > 0 ? emu.config.link_mbps * 1e6 / 8 : 0.0;
   r.cpu_share = emu.limiter ? emu.limiter->share_now() : 1.0;
   r.emulation = emu.config.describe();
@@ -139,10 +140,73 @@ double capacity_sample(const node_emulation& emu, int n = 3) {
   return median(v);
 }
 
+// Times pings and 256 KB transfers to a peer profiler: the link's latency
+// and rate (an emulated rate is added on top of the measured one).
+caf::result<link_report> probe_link(profiler_actor::stateful_pointer<profiler_state> self,
+                                    caf::actor peer, const std::string& peer_name) {
+  auto rp = self->make_response_promise<link_report>();
+  auto target = caf::actor_cast<profiler_actor>(peer);
+  auto rtts = std::make_shared<std::vector<double>>();
+  auto transfers = std::make_shared<std::vector<double>>();
+  auto payload = private_randn({64 * 1024}, 0x11c); // 256 KB
+  auto step = std::make_shared<std::function<void(int)>>();
+  auto fail = [=](caf::error& err) mutable {
+    rp.deliver(caf::make_error(errc::unreachable, "link probe " + self->state.node +
+                                                      " -> " + peer_name + ": " +
+                                                      self->system().render(err)));
+    *step = nullptr; // break the cycle
+  };
+  // rounds 0-4: pings; 5-7: transfers; then the report
+  *step = [=](int round) mutable {
+    auto t0 = clock::now();
+    auto elapsed = [t0] {
+      return std::chrono::duration<double>(clock::now() - t0).count();
+    };
+    if (round < 5) {
+      self->request(target, tuning::ping_timeout, echo_atom_v, int64_t{round})
+          .then(
+              [=](int64_t) {
+                rtts->push_back(elapsed());
+                (*step)(round + 1);
+              },
+              fail);
+    } else if (round < 8) {
+      self->request(target, tuning::transfer_timeout, echo_atom_v,
+                    tensor_payload{payload})
+          .then(
+              [=](int64_t) {
+                transfers->push_back(elapsed());
+                (*step)(round + 1);
+              },
+              fail);
+    } else {
+      link_report r;
+      r.from = self->state.node;
+      r.to = peer_name;
+      r.latency_s = median(*rtts) / 2;
+      double bytes = static_cast<double>(payload.nbytes());
+      double t = std::max(median(*transfers) - median(*rtts), 1e-6);
+      r.bytes_per_s = bytes / t;
+      r.method = "measured";
+      auto& emu = self->state.emulation.config;
+      if (emu.link_mbps > 0) {
+        // the emulated link on top of the real one
+        r.bytes_per_s = 1.0 / (1.0 / r.bytes_per_s + 8.0 / (emu.link_mbps * 1e6));
+        r.method = "measured + EMULATED rate";
+      }
+      rp.deliver(r);
+      *step = nullptr;
+    }
+  };
+  (*step)(0);
+  return rp;
+}
+
 } // namespace
 
-profiler_actor::behavior_type profiler(profiler_actor::stateful_pointer<profiler_state> self,
-                                       std::string node, node_emulation emulation) {
+profiler_actor::behavior_type
+profiler(profiler_actor::stateful_pointer<profiler_state> self, std::string node,
+         node_emulation emulation) {
   self->state.node = std::move(node);
   self->state.emulation = std::move(emulation);
   // the supervisor gone, reports stop (and the timer with them: a profiler
@@ -159,68 +223,19 @@ profiler_actor::behavior_type profiler(profiler_actor::stateful_pointer<profiler
           if (micro_batch_size == 0) {
             throw std::invalid_argument("micro-batch size must be > 0");
           }
-          return measure(self->state.node, self->state.emulation, model, micro_batch_size);
+          return measure(self->state.node, self->state.emulation, model,
+                         micro_batch_size);
         } catch (const std::exception& e) {
           return caf::make_error(errc::bad_config,
                                  "profiler on " + self->state.node + ": " + e.what());
         }
       },
       [=](echo_atom, int64_t n) { return n; },
-      [=](echo_atom, const tensor_payload& t) { return static_cast<int64_t>(t.tensor.numel()); },
-      [=](probe_atom, caf::actor peer, const std::string& peer_name) -> caf::result<link_report> {
-        auto rp = self->make_response_promise<link_report>();
-        auto target = caf::actor_cast<profiler_actor>(peer);
-        auto rtts = std::make_shared<std::vector<double>>();
-        auto transfers = std::make_shared<std::vector<double>>();
-        auto payload = private_randn({64 * 1024}, 0x11c); // 256 KB
-        auto step = std::make_shared<std::function<void(int)>>();
-        auto fail = [=](caf::error& err) mutable {
-          rp.deliver(caf::make_error(errc::unreachable, "link probe " + self->state.node + " -> " +
-                                                           peer_name + ": " +
-                                                           self->system().render(err)));
-          *step = nullptr; // break the cycle
-        };
-        // rounds 0-4: pings; 5-7: transfers; then the report
-        *step = [=](int round) mutable {
-          auto t0 = clock::now();
-          auto elapsed = [t0] { return std::chrono::duration<double>(clock::now() - t0).count(); };
-          if (round < 5) {
-            self->request(target, tuning::ping_timeout, echo_atom_v, int64_t{round})
-                .then(
-                    [=](int64_t) {
-                      rtts->push_back(elapsed());
-                      (*step)(round + 1);
-                    },
-                    fail);
-          } else if (round < 8) {
-            self->request(target, tuning::transfer_timeout, echo_atom_v, tensor_payload{payload})
-                .then(
-                    [=](int64_t) {
-                      transfers->push_back(elapsed());
-                      (*step)(round + 1);
-                    },
-                    fail);
-          } else {
-            link_report r;
-            r.from = self->state.node;
-            r.to = peer_name;
-            r.latency_s = median(*rtts) / 2;
-            double bytes = static_cast<double>(payload.nbytes());
-            double t = std::max(median(*transfers) - median(*rtts), 1e-6);
-            r.bytes_per_s = bytes / t;
-            r.method = "measured";
-            auto& emu = self->state.emulation.config;
-            if (emu.link_mbps > 0) {
-              // the emulated link on top of the real one
-              r.bytes_per_s = 1.0 / (1.0 / r.bytes_per_s + 8.0 / (emu.link_mbps * 1e6));
-              r.method = "measured + EMULATED rate";
-            }
-            rp.deliver(r);
-            *step = nullptr;
-          }
-        };
-        (*step)(0);
-        return rp;
+      [=](echo_atom, const tensor_payload& t) {
+        return static_cast<int64_t>(t.tensor.numel());
+      },
+      [=](probe_atom, caf::actor peer, const std::string& peer_name) {
+        return probe_link(self, std::move(peer), peer_name);
       },
       [=](capacity_atom, caf::actor supervisor) {
         auto& st = self->state;
@@ -246,8 +261,8 @@ profiler_actor::behavior_type profiler(profiler_actor::stateful_pointer<profiler
         double factor = st.baseline_s / capacity_sample(st.emulation);
         bool drifted = std::abs(factor / st.last_sent - 1.0) > tuning::capacity_drift;
         if (drifted || clock::now() - st.sent_at > tuning::capacity_report_every) {
-          self->send(caf::actor_cast<cluster_actor>(st.supervisor), capacity_atom_v, st.node,
-                     factor);
+          self->send(caf::actor_cast<cluster_actor>(st.supervisor), capacity_atom_v,
+                     st.node, factor);
           st.last_sent = factor;
           st.sent_at = clock::now();
         }

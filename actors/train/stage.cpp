@@ -207,10 +207,10 @@ void check_batch(stage_actor::stateful_pointer<stage_state> self, uint64_t batch
   }
 }
 
-} // namespace
-
-stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self,
-                                 stage_spec spec, node_emulation emulation) {
+// Builds the stage's layers, optimizer and schedule row from `spec`;
+// throws std::invalid_argument when the spec does not describe a valid range.
+void build(stage_actor::stateful_pointer<stage_state> self, stage_spec spec,
+           node_emulation emulation) {
   auto& st = self->state;
   st.emulation = std::move(emulation);
   st.link = link_shaper(st.emulation.config.link_mbps);
@@ -253,59 +253,140 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
   st.batch = spec.start_batch;
   st.version = spec.start_batch;
   st.spec = std::move(spec);
-  if (!st.spec.sources.empty()) {
-    // Re-planned: pull the weights and optimizer state of every layer from
-    // its current owner (a stage on this node answers locally, no bytes on
-    // the wire), then tell the supervisor.
-    st.ready = false;
-    auto parts =
-        std::make_shared<std::vector<models::weight_snapshot>>(st.spec.sources.size());
-    auto pending = std::make_shared<size_t>(st.spec.sources.size());
-    for (size_t i = 0; i < st.spec.sources.size(); ++i) {
-      auto src = caf::actor_cast<stage_actor>(st.spec.sources[i]);
-      auto version = i < st.spec.source_version.size() ? st.spec.source_version[i]
-                                                       : st.spec.start_batch;
-      self->request(src, tuning::pull_timeout, snapshot_atom_v, st.spec.source_begin[i],
-                    st.spec.source_end[i], version)
-          .then(
-              [=](snapshot_payload& part) {
-                (*parts)[i] = std::move(part.snapshot);
-                if (--*pending > 0) {
-                  return;
+}
+
+// A re-planned or recovering stage: pull the weights and optimizer state of
+// every layer from its source (a stage on this node answers locally, no
+// bytes on the wire), then tell the supervisor.
+void pull_sources(stage_actor::stateful_pointer<stage_state> self) {
+  auto& st = self->state;
+  st.ready = false;
+  auto parts =
+      std::make_shared<std::vector<models::weight_snapshot>>(st.spec.sources.size());
+  auto pending = std::make_shared<size_t>(st.spec.sources.size());
+  for (size_t i = 0; i < st.spec.sources.size(); ++i) {
+    auto src = caf::actor_cast<stage_actor>(st.spec.sources[i]);
+    auto version = i < st.spec.source_version.size() ? st.spec.source_version[i]
+                                                     : st.spec.start_batch;
+    self->request(src, tuning::pull_timeout, snapshot_atom_v, st.spec.source_begin[i],
+                  st.spec.source_end[i], version)
+        .then(
+            [=](snapshot_payload& part) {
+              (*parts)[i] = std::move(part.snapshot);
+              if (--*pending > 0) {
+                return;
+              }
+              guarded(self, [&] {
+                auto& st = self->state;
+                auto merged = (*parts)[0];
+                merged.layers.clear();
+                for (auto& p : *parts) {
+                  for (auto& l : p.layers) {
+                    merged.layers.push_back(std::move(l));
+                  }
                 }
-                guarded(self, [&] {
-                  auto& st = self->state;
-                  auto merged = (*parts)[0];
-                  merged.layers.clear();
-                  for (auto& p : *parts) {
-                    for (auto& l : p.layers) {
-                      merged.layers.push_back(std::move(l));
-                    }
-                  }
-                  if (merged.layers.size() != st.spec.end - st.spec.begin) {
-                    throw std::invalid_argument(
-                        "received " + std::to_string(merged.layers.size()) +
-                        " layers for a range of " +
-                        std::to_string(st.spec.end - st.spec.begin));
-                  }
-                  models::restore(*st.model, st.opt.get(), merged);
-                  st.ready = true;
-                  if (st.supervisor) {
-                    self->send(st.supervisor, ready_atom_v, st.spec.index);
-                  } // else: reported when wired
-                  pump(self);
-                });
-              },
-              [=](caf::error& err) {
-                guarded(self, [&] {
-                  throw std::runtime_error(
-                      "could not pull layers " +
-                      std::to_string(self->state.spec.source_begin[i]) + ".." +
-                      std::to_string(self->state.spec.source_end[i]) + ": " +
-                      self->system().render(err));
-                });
+                if (merged.layers.size() != st.spec.end - st.spec.begin) {
+                  throw std::invalid_argument(
+                      "received " + std::to_string(merged.layers.size()) +
+                      " layers for a range of " +
+                      std::to_string(st.spec.end - st.spec.begin));
+                }
+                models::restore(*st.model, st.opt.get(), merged);
+                st.ready = true;
+                if (st.supervisor) {
+                  self->send(st.supervisor, ready_atom_v, st.spec.index);
+                } // else: reported when wired
+                pump(self);
               });
+            },
+            [=](caf::error& err) {
+              guarded(self, [&] {
+                throw std::runtime_error(
+                    "could not pull layers " +
+                    std::to_string(self->state.spec.source_begin[i]) + ".." +
+                    std::to_string(self->state.spec.source_end[i]) + ": " +
+                    self->system().render(err));
+              });
+            });
+  }
+}
+
+// An input for `batch` (activations, gradients, labels): buffered by
+// `store`, and run as soon as the stage's row reaches it.
+template <class F>
+void take_input(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
+                F&& store) {
+  guarded(self, [&] {
+    check_batch(self, batch);
+    store();
+    if (batch == self->state.batch) {
+      pump(self);
     }
+  });
+}
+
+// Forward only, for the test set: the last stage returns the logits.
+void evaluate(stage_actor::stateful_pointer<stage_state> self, uint64_t id,
+              uint32_t micro, const torch::Tensor& x) {
+  auto& st = self->state;
+  auto net = st.exec->net();
+  net->eval();
+  auto out = st.exec->infer(x);
+  net->train();
+  if (st.last) {
+    self->send(st.supervisor, eval_atom_v, id, micro, tensor_payload{out});
+  } else {
+    self->send(st.next, eval_atom_v, id, micro, tensor_payload{out});
+  }
+}
+
+// Data parallelism: the members' summed gradients are in; step with them.
+void apply_reduce(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
+                  const torch::Tensor& merged) {
+  auto& st = self->state;
+  if (!st.reducing || batch != st.batch || st.frozen) {
+    return; // late, or recovery froze this stage where it was
+  }
+  auto start = clock::now();
+  st.stats.wait_s += seconds(start - st.reduce_sent);
+  auto own = static_cast<int64_t>(st.order.size() / 2);
+  models::dp_apply(*st.exec->net(), merged,
+                   static_cast<int64_t>(st.spec.micro_batches) - own);
+  st.stats.compute_s += emulated(self, clock::now() - start);
+  st.reducing = false;
+  finish_batch(self);
+}
+
+// Layers [begin, end) at `version` for a stage that pulls them: as they are
+// now, or from the snapshots this stage kept of its last replications.
+caf::result<snapshot_payload>
+serve_layers(stage_actor::stateful_pointer<stage_state> self, uint64_t begin,
+             uint64_t end, uint64_t version) {
+  auto& st = self->state;
+  if (version != st.version && version != current_version) {
+    if (auto kept = st.kept.get(begin, end, version); kept.snapshot) {
+      return snapshot_payload{std::move(*kept.snapshot)};
+    }
+    return caf::make_error(errc::node_lost, "stage " + std::to_string(st.spec.index) +
+                                                " is at version " +
+                                                std::to_string(st.version) + ", not " +
+                                                std::to_string(version));
+  }
+  try {
+    return snapshot_payload{models::capture(*st.model, begin, end, st.opt.get(),
+                                            st.spec.optimizer, st.version)};
+  } catch (const std::exception& e) {
+    return caf::make_error(errc::stage_failed, e.what());
+  }
+}
+
+} // namespace
+
+stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self,
+                                 stage_spec spec, node_emulation emulation) {
+  build(self, std::move(spec), std::move(emulation));
+  if (!self->state.spec.sources.empty()) {
+    pull_sources(self);
   }
   return {
       [=](wire_atom, caf::actor prev, caf::actor next, caf::actor supervisor) {
@@ -321,62 +402,26 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
         guarded(self, [&] { pump(self); }); // inputs that came before the wiring
       },
       [=](forward_atom, uint64_t batch, uint32_t micro, tensor_payload& x) {
-        guarded(self, [&] {
-          check_batch(self, batch);
+        take_input(self, batch, [&] {
           self->state.inputs[{batch, micro}] = std::move(x.tensor);
-          if (batch == self->state.batch) {
-            pump(self);
-          }
         });
       },
       [=](backward_atom, uint64_t batch, uint32_t micro, tensor_payload& g) {
-        guarded(self, [&] {
-          check_batch(self, batch);
+        take_input(self, batch, [&] {
           self->state.grads[{batch, micro}] = std::move(g.tensor);
-          if (batch == self->state.batch) {
-            pump(self);
-          }
         });
       },
       [=](labels_atom, uint64_t batch, uint32_t micro, double weight, tensor_payload& y) {
-        guarded(self, [&] {
-          check_batch(self, batch);
+        take_input(self, batch, [&] {
           self->state.labels[{batch, micro}] = {weight, std::move(y.tensor)};
-          if (batch == self->state.batch) {
-            pump(self);
-          }
         });
       },
       [=](eval_atom, uint64_t id, uint32_t micro, tensor_payload& x) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          auto net = st.exec->net();
-          net->eval();
-          auto out = st.exec->infer(x.tensor);
-          net->train();
-          if (st.last) {
-            self->send(st.supervisor, eval_atom_v, id, micro, tensor_payload{out});
-          } else {
-            self->send(st.next, eval_atom_v, id, micro, tensor_payload{out});
-          }
-        });
+        guarded(self, [&] { evaluate(self, id, micro, x.tensor); });
       },
       [=](pause_atom) { self->state.frozen = true; },
       [=](reduce_atom, uint64_t batch, tensor_payload& merged) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          if (!st.reducing || batch != st.batch || st.frozen) {
-            return; // late, or recovery froze this stage where it was
-          }
-          auto start = clock::now();
-          st.stats.wait_s += seconds(start - st.reduce_sent);
-          auto own = static_cast<int64_t>(st.order.size() / 2);
-          models::dp_apply(*st.exec->net(), merged.tensor,
-                           static_cast<int64_t>(st.spec.micro_batches) - own);
-          st.stats.compute_s += emulated(self, clock::now() - start);
-          st.reducing = false;
-          finish_batch(self);
-        });
+        guarded(self, [&] { apply_reduce(self, batch, merged.tensor); });
       },
       [=](caf::get_atom) { return self->state.kept.inventory(); },
       [=](replicate_atom, uint64_t version) {
@@ -398,25 +443,8 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
           return caf::make_error(errc::stage_failed, e.what());
         }
       },
-      [=](snapshot_atom, uint64_t begin, uint64_t end,
-          uint64_t version) -> caf::result<snapshot_payload> {
-        auto& st = self->state;
-        if (version != st.version && version != current_version) {
-          // the snapshot it kept from its last replications, if that is the one
-          if (auto kept = st.kept.get(begin, end, version); kept.snapshot) {
-            return snapshot_payload{std::move(*kept.snapshot)};
-          }
-          return caf::make_error(errc::node_lost,
-                                 "stage " + std::to_string(st.spec.index) +
-                                     " is at version " + std::to_string(st.version) +
-                                     ", not " + std::to_string(version));
-        }
-        try {
-          return snapshot_payload{models::capture(*st.model, begin, end, st.opt.get(),
-                                                  st.spec.optimizer, st.version)};
-        } catch (const std::exception& e) {
-          return caf::make_error(errc::stage_failed, e.what());
-        }
+      [=](snapshot_atom, uint64_t begin, uint64_t end, uint64_t version) {
+        return serve_layers(self, begin, end, version);
       },
   };
 }

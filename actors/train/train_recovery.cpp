@@ -85,28 +85,14 @@ std::vector<algorithms::recovery_source> as_sources(const recovery_decision& d) 
   return out;
 }
 
-// Step 2, once the round decided: re-plan, roll back (exact) or keep going
-// (fast), and launch stages that pull each layer from its source.
-void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
+// The counters after a recovery decision. Exact: roll back to v, the
+// batches after it are replayed. Fast: no rollback; the lost layers miss the
+// updates since their replica (not exact, and the audit says so). Returns
+// the fast policy's per-layer sources.
+std::vector<algorithms::layer_pick> roll_back(self_ptr self, const recovery_decision& d) {
   auto& st = self->state;
-  if (attempt != st.attempt || st.phase != job_phase::recovering) {
-    return;
-  }
-  st.round = recovery_round_actor{};
-  if (!d.fallback.empty()) {
-    log_event(self, "policy_fallback", {{"why", d.fallback}});
-  }
-  auto plan = survivor_plan(self);
-  if (!plan) {
-    wait_for_capacity(self, self->system().render(plan.error()));
-    return;
-  }
-  st.rollback_from = st.committed;
-  st.recovery_planned_at = clock::now();
   std::vector<algorithms::layer_pick> fast_picks;
   if (d.fast) {
-    // no rollback: training resumes where it was; the lost layers miss the
-    // updates since their replica (not exact, and the audit says so)
     auto stale = nlohmann::json::array();
     for (size_t l = 0; l < d.pick_source.size(); ++l) {
       fast_picks.push_back({static_cast<size_t>(d.pick_source[l]), d.pick_version[l]});
@@ -127,7 +113,6 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
                {"detect_to_plan_s", since(st.failure_at)},
                {"live_nodes", live_nodes(st).size()}});
   } else {
-    // exact: roll back to v; batches after it are replayed
     log_event(self, "recovery_plan",
               {{"policy", "exact"},
                {"rollback_version", d.version},
@@ -139,6 +124,28 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
     st.status.lineage.resize(d.version);
     st.committed = d.version;
   }
+  return fast_picks;
+}
+
+// Step 2, once the round decided: re-plan, roll back (exact) or keep going
+// (fast), and launch stages that pull each layer from its source.
+void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
+  auto& st = self->state;
+  if (attempt != st.attempt || st.phase != job_phase::recovering) {
+    return;
+  }
+  st.round = recovery_round_actor{};
+  if (!d.fallback.empty()) {
+    log_event(self, "policy_fallback", {{"why", d.fallback}});
+  }
+  auto plan = survivor_plan(self);
+  if (!plan) {
+    wait_for_capacity(self, self->system().render(plan.error()));
+    return;
+  }
+  st.rollback_from = st.committed;
+  st.recovery_planned_at = clock::now();
+  auto fast_picks = roll_back(self, d);
   log()->info("rolling back to version {} over {} live node(s), plan {} stage(s)",
               st.status.rollback_version, live_nodes(st).size(), plan->ranges.size());
   st.fed = st.committed;
