@@ -6,8 +6,23 @@ namespace salamander::actors {
 
 namespace {
 
+void decide(recovery_round_actor::stateful_pointer<recovery_round_state> self) {
+  auto& st = self->state;
+  st.decision = decide_recovery(st.request, st.found);
+  st.decided = true;
+  if (!st.waiting.empty()) {
+    for (auto& rp : st.waiting) {
+      rp.deliver(st.decision);
+    }
+    st.waiting.clear();
+    self->quit(); // one round, one decision
+  }
+}
+
+} // namespace
+
 std::vector<algorithms::recovery_source>
-as_sources(const std::vector<recovery_source_info>& found) {
+as_recovery_sources(const std::vector<recovery_source_info>& found) {
   std::vector<algorithms::recovery_source> out;
   for (auto& f : found) {
     algorithms::recovery_source s;
@@ -25,26 +40,11 @@ as_sources(const std::vector<recovery_source_info>& found) {
   return out;
 }
 
-void decide(recovery_round_actor::stateful_pointer<recovery_round_state> self) {
-  auto& st = self->state;
-  st.decision = decide_recovery(st.request, st.found);
-  st.decided = true;
-  if (!st.waiting.empty()) {
-    for (auto& rp : st.waiting) {
-      rp.deliver(st.decision);
-    }
-    st.waiting.clear();
-    self->quit(); // one round, one decision
-  }
-}
-
-} // namespace
-
 recovery_decision decide_recovery(const recovery_request& request,
                                   const std::vector<recovery_source_info>& found) {
   recovery_decision d;
   d.sources = found;
-  auto sources = as_sources(found);
+  auto sources = as_recovery_sources(found);
   d.version = algorithms::rollback_version(sources, request.layers, request.committed);
   if (request.fast) {
     auto choice = algorithms::fast_sources(sources, request.layers);

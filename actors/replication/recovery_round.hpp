@@ -17,6 +17,7 @@
 // supersedes a round: the job kills it and starts another.
 #pragma once
 
+#include "algorithms/recovery.hpp"
 #include "messages/interfaces.hpp"
 
 #include <chrono>
@@ -46,6 +47,10 @@ struct recovery_round_state {
 recovery_round_actor::behavior_type
 recovery_round(recovery_round_actor::stateful_pointer<recovery_round_state> self,
                recovery_request request);
+
+/// What was found, as the pure recovery functions take it.
+std::vector<algorithms::recovery_source>
+as_recovery_sources(const std::vector<recovery_source_info>& found);
 
 /// The pure decision on what was found (exposed for tests).
 recovery_decision decide_recovery(const recovery_request& request,

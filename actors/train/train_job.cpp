@@ -385,7 +385,14 @@ caf::result<std::string> on_replan(self_ptr self, const std::string& balance) {
     return ended();
   }
   try {
-    parse_balance(balance);
+    // a balance that cannot be planned is refused now, and the job goes on
+    if (auto layers = parse_balance(balance); !layers.empty()) {
+      if (auto plan = balanced_plan(st, layers, true); !plan) {
+        return caf::make_error(errc::bad_config,
+                               "repartition " + balance + " refused: " +
+                                   plan.error().context().get_as<std::string>(0));
+      }
+    }
   } catch (const std::exception& e) {
     return caf::make_error(errc::bad_config, e.what());
   }

@@ -485,11 +485,20 @@ void track_capacity(self_ptr self) {
 void begin_replan(self_ptr self) {
   auto& st = self->state;
   st.replan_requested = false;
+  // a re-plan that cannot be made keeps the plan that runs: it never costs
+  // the job (the console refuses a bad balance before it gets here)
+  auto keep = [&](const std::string& why) {
+    subsystem_log("job")->warn("re-plan ({}) not made, the plan stays: {}",
+                               st.replan_reason, why);
+    log_event(self, "replan_refused", {{"reason", st.replan_reason}, {"why", why}});
+    st.last_replan_batch = st.committed;
+    feed(self);
+  };
   std::vector<size_t> balance;
   try {
     balance = parse_balance(st.replan_balance);
   } catch (const std::exception& e) {
-    fail(self, e.what());
+    keep(e.what());
     return;
   }
   stage_plan plan;
@@ -501,13 +510,13 @@ void begin_replan(self_ptr self) {
       plan =
           plan_to_stages(algorithms::plan_partition(planner_request(st)), live_nodes(st));
     } catch (const std::exception& e) {
-      fail(self, std::string("cannot re-plan: ") + e.what());
+      keep(e.what());
       return;
     }
   } else {
     auto chosen = balanced_plan(st, balance, true);
     if (!chosen) {
-      fail(self, self->system().render(chosen.error()));
+      keep(chosen.error().context().get_as<std::string>(0));
       return;
     }
     plan = std::move(*chosen);

@@ -68,23 +68,6 @@ caf::expected<stage_plan> survivor_plan(self_ptr self) {
   }
 }
 
-std::vector<algorithms::recovery_source> as_sources(const recovery_decision& d) {
-  std::vector<algorithms::recovery_source> out;
-  for (auto& f : d.sources) {
-    algorithms::recovery_source s;
-    s.node = static_cast<size_t>(f.node);
-    s.central = f.central;
-    s.stage = f.stage;
-    s.begin = f.begin;
-    s.end = f.end;
-    for (size_t i = 0; i < f.inventory.layers.size(); ++i) {
-      s.held.emplace_back(f.inventory.layers[i], f.inventory.versions[i]);
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 // The counters after a recovery decision. Exact: roll back to v, the
 // batches after it are replayed. Fast: no rollback; the lost layers miss the
 // updates since their replica (not exact, and the audit says so). Returns
@@ -156,7 +139,7 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
   st.stages.clear();
   // each layer from a source on the stage's own node when it has the
   // layer, else a neighbour, else the central holder
-  auto sources = as_sources(d);
+  auto sources = as_recovery_sources(d.sources);
   auto handles = std::make_shared<std::vector<caf::actor>>();
   for (auto& f : d.sources) {
     handles->push_back(f.handle);

@@ -271,3 +271,27 @@ TEST_CASE(
                                          Catch::Contains("went down"));
   f.check_exact();
 }
+
+TEST_CASE("a repartition that cannot be planned is refused and the job goes on",
+          "[actor][flow]") {
+  flow f(3, flow_job(8));
+  REQUIRE(f.step_until([](auto& st) { return committed_at_least(st, 2); }));
+  for (std::string balance : {"1,1", "0,2,2", "1,1,1,1"}) {
+    INFO("repartition " << balance);
+    auto reply = std::make_shared<std::string>();
+    auto job = f.job;
+    f.sys.spawn([=](caf::event_based_actor* self) {
+      self->request(job, std::chrono::seconds(10), replan_atom_v, balance)
+          .then([=](std::string& ok) { *reply = "accepted: " + ok; },
+                [=](caf::error& err) {
+                  *reply = "refused: " + self->system().render(err);
+                });
+    });
+    REQUIRE(f.step_until([&](auto&) { return !reply->empty(); }));
+    CHECK_THAT(*reply, Catch::StartsWith("refused: ") && Catch::Contains("refused"));
+    CHECK_FALSE(f.state().replan_requested);
+  }
+  REQUIRE(f.run_to_end());
+  CHECK(f.state().status.replans == 0);
+  f.check_exact();
+}
