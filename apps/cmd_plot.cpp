@@ -25,7 +25,9 @@ struct run_log {
   std::vector<nlohmann::json> events; ///< everything but batches
   nlohmann::json start;
   nlohmann::json end;
+  size_t lines = 0;
   size_t bad_lines = 0;
+  size_t first_bad_line = 0; ///< 1-based; 0: none
 };
 
 run_log read_log(const std::string& path) {
@@ -35,13 +37,21 @@ run_log read_log(const std::string& path) {
   }
   run_log r;
   std::string line;
+  size_t number = 0;
   while (std::getline(in, line)) {
+    ++number;
     if (line.empty()) {
       continue;
     }
+    r.lines++;
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("event") || !j.contains("t")) {
-      r.bad_lines++; // e.g. the last line of a run that was killed mid-write
+    if (j.is_discarded() || !j.is_object() || !j.contains("event") || !j["event"].is_string() ||
+        !j.contains("t") || !j["t"].is_number()) {
+      // e.g. the last line of a run that was killed mid-write
+      r.bad_lines++;
+      if (r.first_bad_line == 0) {
+        r.first_bad_line = number;
+      }
       continue;
     }
     auto kind = j["event"].get<std::string>();
@@ -85,7 +95,7 @@ const marker markers[] = {
 
 } // namespace
 
-int run_plot(const plot_cli& cli) {
+int plot_log(const plot_cli& cli) {
   auto log = logger("plot");
   auto r = read_log(cli.metrics);
   if (r.bad_lines > 0) {
@@ -197,9 +207,27 @@ int run_plot(const plot_cli& cli) {
   return 0;
 }
 
-int run_audit(const audit_cli& cli) {
+int run_plot(const plot_cli& cli) {
+  try {
+    return plot_log(cli);
+  } catch (const nlohmann::json::exception& e) {
+    logger("plot")->error("{}: a metrics event has a field of the wrong type: {}", cli.metrics,
+                          e.what());
+    return 2;
+  }
+}
+
+int audit_log(const audit_cli& cli) {
   auto log = logger("audit");
   auto r = read_log(cli.metrics);
+  if (r.bad_lines > 0) {
+    log->warn("{}: {} line(s) are not metrics events and were skipped (the first is line {})",
+              cli.metrics, r.bad_lines, r.first_bad_line);
+  }
+  if (r.lines == 0) {
+    log->error("{} is empty: no job wrote to it", cli.metrics);
+    return 2;
+  }
   if (!r.end.is_object()) {
     log->error("{} has no end line: the job did not end (still running, or its supervisor "
                "died)",
@@ -231,7 +259,23 @@ int run_audit(const audit_cli& cli) {
     return 1;
   }
   std::printf("lineage: %zu batches, each exactly once: yes\n", lineage.size());
+  if (r.end.value("phase", std::string()) != "finished") {
+    // a job that failed trained what its lineage says, but not what was asked
+    std::printf("the job did NOT finish: %s\n", r.end.value("error", std::string("?")).c_str());
+    return 1;
+  }
   return 0;
+}
+
+int run_audit(const audit_cli& cli) {
+  try {
+    return audit_log(cli);
+  } catch (const nlohmann::json::exception& e) {
+    // a field of the wrong type (hand-edited or foreign file): say which file
+    logger("audit")->error("{}: a metrics event has a field of the wrong type: {}", cli.metrics,
+                           e.what());
+    return 2;
+  }
 }
 
 } // namespace salamander::apps

@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
       "salamander - fault-tolerant training and inference of deep networks across "
       "heterogeneous edge devices (CAF actors + LibTorch)"};
   app.require_subcommand(1);
+  // global options may also come after the subcommand (salamander train --log-level debug)
+  app.fallthrough();
+  app.set_version_flag("--version", std::string("salamander ") + SALAMANDER_VERSION);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();

@@ -101,6 +101,18 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
   for (auto it = st.peered.begin(); it != st.peered.end();) {
     it = it->first == n || it->second == n ? st.peered.erase(it) : std::next(it);
   }
+  // a spare node (no stage of the plan, so none of its replicas either: a
+  // stage's chain replica lives on the next stage's node) is dropped as it
+  // is, with no rollback, while the plan runs undisturbed
+  bool steady = st.phase == job_phase::training || st.phase == job_phase::paused ||
+                st.phase == job_phase::evaluating || st.phase == job_phase::checkpointing;
+  bool staged = std::find(st.plan.nodes.begin(), st.plan.nodes.end(), n) != st.plan.nodes.end();
+  if (steady && !staged) {
+    subsystem_log("job")->warn("{} (it held no stage: nothing to recover)", what);
+    log_event(self, "spare_lost", {{"node", st.nodes[n].name}, {"why", why}});
+    st.pending_plan.reset(); // it may have planned the spare in
+    return;
+  }
   on_failure(self, what);
 }
 

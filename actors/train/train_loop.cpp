@@ -62,7 +62,9 @@ void log_end(self_ptr self) {
   auto problem = check_lineage(st.status.lineage);
   log_event(self, "end",
             {{"phase", st.status.phase},
-             {"error", st.status.error},
+             // why it failed; a finished job's last (recovered) failure is history
+             {"error", st.phase == job_phase::failed ? st.status.error : std::string()},
+             {"last_failure", st.status.error},
              {"committed", st.status.committed},
              {"accuracy", st.status.test_accuracy},
              {"recoveries", st.status.recoveries},

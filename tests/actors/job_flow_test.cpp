@@ -295,3 +295,24 @@ TEST_CASE("a repartition that cannot be planned is refused and the job goes on",
   CHECK(f.state().status.replans == 0);
   f.check_exact();
 }
+
+TEST_CASE("a node that holds no stage is dropped without a rollback", "[actor][flow]") {
+  auto jc = flow_job(10);
+  jc.replan_at[2] = "2,2"; // two stages on local0 and local1; local2 is spare
+  flow f(3, jc);
+  REQUIRE(f.step_until(
+      [](auto& st) { return st.status.replans == 1 && committed_at_least(st, 4); }));
+  REQUIRE(f.state().status.plan == "local0[0,2) local1[2,4)");
+  auto before = f.state().committed;
+  f.kill_node(2);
+  REQUIRE(f.step_until([](auto& st) { return st.nodes[2].dead; }));
+  CHECK(f.state().phase == algorithms::job_phase::training);
+  REQUIRE(f.run_to_end());
+  auto& st = f.state();
+  CHECK(st.committed > before);
+  CHECK(st.status.recoveries == 0);
+  CHECK(st.status.redone_batches == 0);
+  CHECK(st.status.rollback_version == -1);
+  CHECK(st.status.dead_nodes == std::vector<std::string>{"local2"});
+  f.check_exact();
+}

@@ -33,6 +33,25 @@ eval_acc=$("$bin" eval --load "$work/m.ckpt" --dataset synthetic 2>/dev/null | g
 [ "$train_acc" = "$eval_acc" ] || fail "train said '$train_acc', eval said '$eval_acc'"
 "$bin" describe vit:size=huge,image=224,channels=3,classes=1000 | grep -q "block32" || fail "describe"
 
+# --version, and global options after the subcommand
+"$bin" --version | grep -qE "^salamander [0-9]+\.[0-9]+\.[0-9]+" || fail "--version: $("$bin" --version 2>&1)"
+"$bin" describe cnn --log-level warn | grep -q "conv1" || fail "--log-level after the subcommand"
+
+# audit: an empty log, a wrong-typed line, a failed job
+: >"$work/empty.jsonl"
+if out=$("$bin" audit "$work/empty.jsonl" 2>&1); then fail "audit of an empty log passed"; else rc=$?; fi
+[ "$rc" = 2 ] && grep -q "is empty" <<<"$out" || fail "audit of an empty log: $rc $out"
+printf '%s\n' '{"t":0,"event":"start"}' '{"t":"x","event":5}' \
+  '{"t":1,"event":"end","phase":"failed","error":"node n2 went away","committed":3,"lineage":[0,1,2]}' \
+  >"$work/failed.jsonl"
+if out=$("$bin" audit "$work/failed.jsonl" 2>&1); then fail "audit of a failed job passed"; else rc=$?; fi
+[ "$rc" = 1 ] && grep -q "did NOT finish: node n2 went away" <<<"$out" && grep -q "line 2" <<<"$out" \
+  || fail "audit of a failed job: $rc $out"
+printf '%s\n' '{"t":1,"event":"end","phase":"finished","committed":"three","lineage":[0]}' \
+  >"$work/typed.jsonl"
+if out=$("$bin" audit "$work/typed.jsonl" 2>&1); then fail "audit of a wrong-typed field passed"; else rc=$?; fi
+[ "$rc" = 2 ] && grep -q "typed.jsonl" <<<"$out" || fail "audit of a wrong-typed field: $rc $out"
+
 # pipelines: embedded, and over node processes started by the local-cluster script
 "$bin" train --model mlp --dataset synthetic --stages 3 --epochs 1 >"$work/emb.out" 2>"$work/emb.err" \
   || fail "embedded pipeline: $(tail -5 "$work/emb.err")"
