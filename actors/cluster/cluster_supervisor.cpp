@@ -102,8 +102,6 @@ void admit(self_ptr self, node_actor handle, const std::string& name,
           });
 }
 
-// Once every node of the cluster file answered: jobs that waited get the
-// members, or the reason no job can run.
 // The members a job gets, or why no job can run here.
 caf::expected<std::vector<cluster_member>> members(const cluster_state& st) {
   if (!st.fatal.empty()) {
@@ -116,6 +114,8 @@ caf::expected<std::vector<cluster_member>> members(const cluster_state& st) {
   return out;
 }
 
+// Once every node of the cluster file answered: jobs that waited get the
+// members, or the reason no job can run.
 void admission_done(self_ptr self) {
   auto& st = self->state;
   st.admitted = true;
@@ -535,7 +535,6 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
   }
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   hello_all(self);
-  auto job = [=]() { return job_of(self); };
   return {
       [=](submit_atom, caf::actor job) { return on_submit(self, std::move(job)); },
       [=](profile_atom, std::string& model,
@@ -562,7 +561,7 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
       [=](auth_atom, const std::string& proof) { return console_proves(self, proof); },
       [=](capacity_atom, std::string& name, double factor) {
         if (self->state.job) {
-          self->send(job(), capacity_atom_v, std::move(name), factor);
+          self->send(job_of(self), capacity_atom_v, std::move(name), factor);
         }
       },
       [=](caf::get_atom) { return status_with_rows(self); },
@@ -581,7 +580,7 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
         if (!self->state.job) {
           return no_job();
         }
-        return self->delegate(job(), a);
+        return self->delegate(job_of(self), a);
       },
       [=](tick_atom) {
         heartbeat(self);
@@ -589,7 +588,7 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
       },
       [=](leave_atom) {
         if (self->state.job) {
-          self->send(job(), leave_atom_v);
+          self->send(job_of(self), leave_atom_v);
         }
         self->quit();
       },

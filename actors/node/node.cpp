@@ -37,7 +37,7 @@ std::string check_stage_spec(const stage_spec& spec, double memory_cap) {
              std::to_string(spec.stages) + " with " + std::to_string(spec.micro_batches) +
              " micro-batches is not valid";
     }
-    auto schedule = algorithms::parse_schedule(spec.schedule);
+    algorithms::parse_schedule(spec.schedule); // throws on an unknown schedule
     models::optimizer_config ocfg{spec.optimizer, spec.lr, spec.momentum, 0.0};
     models::make_optimizer(ocfg, {}); // validates kind and rate
     if (memory_cap > 0) {

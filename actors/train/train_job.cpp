@@ -106,9 +106,10 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
   // is, with no rollback, while the plan runs undisturbed
   bool steady = st.phase == job_phase::training || st.phase == job_phase::paused ||
                 st.phase == job_phase::evaluating || st.phase == job_phase::checkpointing;
-  bool staged = std::find(st.plan.nodes.begin(), st.plan.nodes.end(), n) != st.plan.nodes.end();
+  bool staged =
+      std::find(st.plan.nodes.begin(), st.plan.nodes.end(), n) != st.plan.nodes.end();
   if (steady && !staged) {
-    subsystem_log("job")->warn("{} (it held no stage: nothing to recover)", what);
+    log()->warn("{} (it held no stage: nothing to recover)", what);
     log_event(self, "spare_lost", {{"node", st.nodes[n].name}, {"why", why}});
     st.pending_plan.reset(); // it may have planned the spare in
     return;
@@ -491,9 +492,7 @@ train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cf
     st.batches_per_epoch = std::min(st.batches_per_epoch, st.cfg.max_batches);
   }
   st.status.batches = st.batches_per_epoch;
-  auto desc = models::describe(models::model_spec::parse(st.cfg.model));
-  st.fingerprint = desc.fingerprint;
-  st.layers = desc.layers.size();
+  st.desc = models::describe(models::model_spec::parse(st.cfg.model));
   st.central_holder = self->spawn(replica_holder, std::string("central"));
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   bool ok = true;

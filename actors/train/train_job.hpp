@@ -159,8 +159,10 @@ struct train_job_state {
   /// The console paused the job: it returns to `paused` after whatever
   /// it is doing (evaluation, re-plan, recovery) until resumed.
   bool user_paused = false;
-  std::string fingerprint;
-  size_t layers = 0;
+  /// The model, described once: its layers' costs for every plan, its
+  /// fingerprint for every stage spec.
+  models::model_desc desc;
+  size_t layers() const { return desc.layers.size(); }
 
   std::chrono::steady_clock::time_point phase_entered{};
 

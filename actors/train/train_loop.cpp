@@ -1,7 +1,7 @@
 // The training loop of the job supervisor: phases, feeding batches,
 // committing them, epochs, evaluation, and how the job ends.
 //
-// One batch, from here to the loss and back (README, "Following a batch"):
+// One batch, from here to the loss and back (README, "Following one batch"):
 // feed() cuts batch (seed, epoch, id) into M micro-batches and sends each to
 // stage 0 (forward) and its labels to the last stage; the stages pass
 // activations forward and gradients back (actors/train/stage.cpp); after

@@ -18,7 +18,7 @@ namespace {
 // The stage specs of a plan; the chain replica of stage i goes to the next
 // stage's node, the last stage's to the central holder.
 std::vector<stage_spec> make_specs(const train_job_state& st, const stage_plan& plan) {
-  auto desc = models::describe(models::model_spec::parse(st.cfg.model));
+  auto& desc = st.desc;
   auto n = plan.ranges.size();
   bool dp = !plan.split.empty();
   std::vector<stage_spec> specs(n);
@@ -87,9 +87,8 @@ int state_factor(const job_config& cfg) {
 }
 
 // The launcher came back: wire the stages and start (or resume) training.
-void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, launch_kind kind,
-                 bool pulls, std::vector<std::pair<size_t, size_t>> dials,
-                 launch_result& r) {
+void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
+                 std::vector<std::pair<size_t, size_t>> dials, launch_result& r) {
   auto& st = self->state;
   for (size_t k = 0; k + 1 < r.peered.size(); k += 2) {
     st.peered.insert({r.peered[k], r.peered[k + 1]});
@@ -206,9 +205,8 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
     }
   }
   if (kind == launch_kind::replan) {
-    auto desc = models::describe(models::model_spec::parse(st.cfg.model));
     std::vector<int64_t> bytes;
-    for (auto& l : desc.layers) {
+    for (auto& l : st.desc.layers) {
       bytes.push_back(l.param_bytes);
     }
     st.status.last_replan_moved_bytes =
@@ -241,21 +239,17 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
   // the launcher bounds each step; this bounds the whole
   auto limit = st.cfg.peer_timeout + st.cfg.request_timeout + tuning::helper_margin;
   self->request(l, limit, launch_atom_v)
-      .then(
-          [=](launch_result& r) {
-            on_launched(self, attempt, plan, kind, pulls, dials, r);
-          },
-          [=](caf::error& err) {
-            launch_result r;
-            r.ok = false;
-            r.error = "launching the plan failed: " + self->system().render(err);
-            on_launched(self, attempt, plan, kind, pulls, dials, r);
-          });
+      .then([=](launch_result& r) { on_launched(self, attempt, plan, pulls, dials, r); },
+            [=](caf::error& err) {
+              launch_result r;
+              r.ok = false;
+              r.error = "launching the plan failed: " + self->system().render(err);
+              on_launched(self, attempt, plan, pulls, dials, r);
+            });
 }
 
 algorithms::plan_request planner_request(const train_job_state& st) {
-  auto desc = models::describe(models::model_spec::parse(st.cfg.model));
-  auto req = make_plan_request(desc, st.cfg.schedule, micro_batch_size(st.cfg),
+  auto req = make_plan_request(st.desc, st.cfg.schedule, micro_batch_size(st.cfg),
                                static_cast<int>(st.cfg.micro_batches), st.cfg.optimizer);
   req.allow_data_parallel = st.cfg.allow_data_parallel;
   return st.capacity.request(std::move(req), live_nodes(st), dead_mask(st),
@@ -275,7 +269,7 @@ stage_plan plan_to_stages(const algorithms::partition_plan& plan,
 
 caf::expected<stage_plan> balanced_plan(const train_job_state& st,
                                         const std::vector<size_t>& balance, bool strict) {
-  auto layers = st.layers;
+  auto layers = st.layers();
   auto live = live_nodes(st);
   stage_plan p;
   if (st.cfg.data_parallel && balance.empty()) {

@@ -43,14 +43,13 @@ caf::expected<stage_plan> survivor_plan(self_ptr self) {
     if (st.cfg.data_parallel) {
       return balanced_plan(st, {}, false);
     }
-    auto desc = models::describe(models::model_spec::parse(st.cfg.model));
     auto req = planner_request(st);
     req.allow_data_parallel = false; // the job is a pipeline; it stays one
     req.devices.clear();
     for (auto n : live) {
       algorithms::device_profile d;
       d.name = st.nodes[n].name;
-      for (auto& l : desc.layers) {
+      for (auto& l : st.desc.layers) {
         d.forward_s.push_back(l.flops * 1e-9);
         d.backward_s.push_back(2 * l.flops * 1e-9);
       }
@@ -136,7 +135,6 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
   st.status.committed = static_cast<int64_t>(st.committed);
   st.evaluated_epochs = std::min<int64_t>(
       st.evaluated_epochs, static_cast<int64_t>(st.committed / st.batches_per_epoch));
-  st.stages.clear();
   // each layer from a source on the stage's own node when it has the
   // layer, else a neighbour, else the central holder
   auto sources = as_recovery_sources(d.sources);
@@ -223,7 +221,7 @@ void recover(self_ptr self, uint64_t attempt) {
     return;
   }
   recovery_request req;
-  req.layers = st.layers;
+  req.layers = st.layers();
   req.committed = st.committed;
   req.fast = st.cfg.recovery_policy == "fast" && st.committed > 0;
   req.stage_timeout = st.cfg.stage_inventory_timeout;
