@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <time.h>
 
 namespace salamander::actors {
@@ -130,14 +131,16 @@ double compute_probe(const node_emulation& emu) {
   return t / std::max(share, 1e-3);
 }
 
-// The median of n probes (one can land on a frequency change or a busy
-// sibling hyperthread).
-double capacity_sample(const node_emulation& emu, int n = 3) {
-  std::vector<double> v;
+// The fastest of n probes. Contention (a busy sibling hyperthread, a
+// frequency change, cache pressure from other work) only ever adds time, so
+// the minimum is the steadiest estimate of what the device can do; a median
+// still moves when most of the probes land on a loaded moment.
+double capacity_sample(const node_emulation& emu, int n = 5) {
+  double best = std::numeric_limits<double>::infinity();
   for (int i = 0; i < n; ++i) {
-    v.push_back(compute_probe(emu));
+    best = std::min(best, compute_probe(emu));
   }
-  return median(v);
+  return best;
 }
 
 // Times pings and 256 KB transfers to a peer profiler: the link's latency
