@@ -56,6 +56,11 @@ inline constexpr int64_t eval_chunk = 500;
 inline constexpr double replan_gain = 0.15;
 inline constexpr int64_t replan_min_batches = 20;
 inline constexpr int64_t replan_check_every = 5;
+/// Looks in a row that must each predict a candidate plan faster by the
+/// gain before it is taken (algorithms/replan.hpp).
+inline constexpr int replan_window = 8;
+/// What a re-plan is taken to cost before one has been measured.
+inline constexpr double replan_pause_estimate_s = 0.25;
 
 // ---- stages
 /// A re-planned or recovering stage pulling its layers from one source.

@@ -60,7 +60,8 @@ struct cost_model {
 
   double memory(size_t p, size_t q, int in_flight) const {
     double weights = param_prefix[q] - param_prefix[p];
-    double factor = req.mode == plan_mode::training ? 2.0 + req.optimizer_state_factor : 1.0;
+    double factor =
+        req.mode == plan_mode::training ? 2.0 + req.optimizer_state_factor : 1.0;
     return weights * factor + (act_prefix[q] - act_prefix[p]) *
                                   static_cast<double>(req.micro_batch_size) * in_flight;
   }
@@ -74,16 +75,22 @@ struct cost_model {
     auto& da = req.devices[a];
     auto& db = req.devices[b];
     double rate = std::min(da.link_bytes_per_s, db.link_bytes_per_s);
-    double bytes = req.layers[q - 1].output_bytes * static_cast<double>(req.micro_batch_size);
+    double bytes =
+        req.layers[q - 1].output_bytes * static_cast<double>(req.micro_batch_size);
     double directions = req.mode == plan_mode::training ? 2.0 : 1.0;
     return directions * (bytes / rate + std::max(da.link_latency_s, db.link_latency_s));
   }
 
+  // Whether a plan of k stages may be chosen (the request's fixed count).
+  bool count_allowed(size_t k) const {
+    return req.stages == 0 || req.mode != plan_mode::training || k == req.stages;
+  }
+
   // Bottleneck steps per batch for `stages` stages (see partition_plan).
   double steps(size_t stages) const {
-    return req.mode == plan_mode::training
-               ? static_cast<double>(req.micro_batches) + static_cast<double>(stages) - 1.0
-               : 1.0;
+    return req.mode == plan_mode::training ? static_cast<double>(req.micro_batches) +
+                                                 static_cast<double>(stages) - 1.0
+                                           : 1.0;
   }
 
   // Micro-batches in flight for a stage with `from_end` stages from it to the
@@ -109,19 +116,28 @@ void validate(const plan_request& req) {
   if (req.micro_batch_size < 1 || req.micro_batches < 1) {
     throw std::invalid_argument("micro-batch size and count must be >= 1");
   }
+  if (req.stages > req.devices.size() || req.stages > req.layers.size()) {
+    throw std::invalid_argument(
+        std::to_string(req.stages) + " stages were asked for, but there are only " +
+        std::to_string(req.devices.size()) + " devices and " +
+        std::to_string(req.layers.size()) + " layers (a stage needs one of each)");
+  }
   for (auto& d : req.devices) {
-    if (d.forward_s.size() != req.layers.size() || d.backward_s.size() != req.layers.size()) {
-      throw std::invalid_argument("device " + d.name + " has timings for " +
-                                  std::to_string(d.forward_s.size()) + " layers, the model has " +
-                                  std::to_string(req.layers.size()));
+    if (d.forward_s.size() != req.layers.size() ||
+        d.backward_s.size() != req.layers.size()) {
+      throw std::invalid_argument(
+          "device " + d.name + " has timings for " + std::to_string(d.forward_s.size()) +
+          " layers, the model has " + std::to_string(req.layers.size()));
     }
     if (!(d.link_bytes_per_s > 0)) {
       throw std::invalid_argument("device " + d.name + " has no positive link rate");
     }
     for (size_t l = 0; l < req.layers.size(); ++l) {
       if (!(d.forward_s[l] >= 0) || !(d.backward_s[l] >= 0)) {
-        throw std::invalid_argument("device " + d.name + " has a negative or missing time for "
-                                    "layer " + req.layers[l].name);
+        throw std::invalid_argument("device " + d.name +
+                                    " has a negative or missing time for "
+                                    "layer " +
+                                    req.layers[l].name);
       }
     }
   }
@@ -139,11 +155,11 @@ void validate(const plan_request& req) {
   for (size_t l = 0; l < req.layers.size(); ++l) {
     double need = cm.memory(l, l + 1, cm.flight(1));
     if (need > big.memory_bytes) {
-      throw plan_error("layer " + req.layers[l].name + " alone needs " + mb(need) +
-                       " (weights" +
-                       (req.mode == plan_mode::training ? ", gradients, optimizer state" : "") +
-                       " and activations) but the largest device, " + big.name + ", has " +
-                       mb(big.memory_bytes));
+      throw plan_error(
+          "layer " + req.layers[l].name + " alone needs " + mb(need) + " (weights" +
+          (req.mode == plan_mode::training ? ", gradients, optimizer state" : "") +
+          " and activations) but the largest device, " + big.name + ", has " +
+          mb(big.memory_bytes));
     }
   }
   double total = 0, need = cm.memory(0, req.layers.size(), 1);
@@ -152,11 +168,14 @@ void validate(const plan_request& req) {
   }
   if (need > total) {
     throw plan_error("the model needs at least " + mb(need) + " but all " +
-                     std::to_string(req.devices.size()) + " devices together have " + mb(total));
+                     std::to_string(req.devices.size()) + " devices together have " +
+                     mb(total));
   }
-  throw plan_error("no split of the model into contiguous ranges fits the devices' memory ("
-                   "model " + mb(need) + " before activations in flight, devices " + mb(total) +
-                   " together); add a device or lower the micro-batch size");
+  throw plan_error(
+      "no split of the model into contiguous ranges fits the devices' memory ("
+      "model " +
+      mb(need) + " before activations in flight, devices " + mb(total) +
+      " together); add a device or lower the micro-batch size");
 }
 
 // --- ordered search: a fixed device order, devices may be skipped ----------
@@ -219,6 +238,9 @@ ordered_result search_ordered(const cost_model& cm, const std::vector<size_t>& o
   size_t bi = n, bk = 0;
   for (size_t i = 0; i < n; ++i) {
     for (size_t k = 1; k <= K; ++k) {
+      if (!cm.count_allowed(k)) {
+        continue;
+      }
       double v = best[at(i, 0, k)] * cm.steps(k);
       if (v < out.bottleneck) {
         out.bottleneck = v;
@@ -309,6 +331,9 @@ struct exact_search {
     size_t bj = n, bk = 0;
     for (size_t j = 0; j < n; ++j) {
       for (size_t k = 1; k <= K; ++k) {
+        if (!cm.count_allowed(k)) {
+          continue;
+        }
         double v = solve(0, j, all & ~(1u << j), k) * cm.steps(k);
         if (v < out.bottleneck) {
           out.bottleneck = v;
@@ -349,7 +374,8 @@ double stage_memory(const plan_request& req, size_t begin, size_t end, int fligh
   return cost_model(req).memory(begin, end, flight);
 }
 
-partition_plan evaluate_plan(const plan_request& req, std::vector<stage_assignment> stages) {
+partition_plan evaluate_plan(const plan_request& req,
+                             std::vector<stage_assignment> stages) {
   validate(req);
   cost_model cm(req);
   partition_plan plan;
@@ -370,7 +396,8 @@ partition_plan evaluate_plan(const plan_request& req, std::vector<stage_assignme
   return plan;
 }
 
-std::vector<int> split_micro_batches(const std::vector<double>& per_micro_s, int micro_batches) {
+std::vector<int> split_micro_batches(const std::vector<double>& per_micro_s,
+                                     int micro_batches) {
   if (per_micro_s.empty()) {
     throw std::invalid_argument("no devices to split micro-batches over");
   }
@@ -395,7 +422,8 @@ namespace {
 // Per member: its block's compute, its share of the gradient sum (its
 // weights' size to the supervisor and back), memory for the whole model.
 partition_plan data_parallel_plan(const plan_request& req, const cost_model& cm,
-                                  const std::vector<size_t>& devices, std::vector<int> split) {
+                                  const std::vector<size_t>& devices,
+                                  std::vector<int> split) {
   if (split.empty()) {
     std::vector<double> t;
     for (auto d : devices) {
@@ -404,8 +432,9 @@ partition_plan data_parallel_plan(const plan_request& req, const cost_model& cm,
     split = split_micro_batches(t, req.micro_batches);
   }
   if (split.size() != devices.size()) {
-    throw std::invalid_argument("the micro-batch split names " + std::to_string(split.size()) +
-                                " members for " + std::to_string(devices.size()) + " devices");
+    throw std::invalid_argument("the micro-batch split names " +
+                                std::to_string(split.size()) + " members for " +
+                                std::to_string(devices.size()) + " devices");
   }
   int total = 0;
   for (int k : split) {
@@ -443,8 +472,8 @@ partition_plan data_parallel_plan(const plan_request& req, const cost_model& cm,
   plan.micro_split = std::move(split);
   plan.objective_s = slowest + reduce;
   plan.bottleneck_s = plan.objective_s / req.micro_batches;
-  plan.samples_per_s = static_cast<double>(req.micro_batch_size * req.micro_batches) /
-                       plan.objective_s;
+  plan.samples_per_s =
+      static_cast<double>(req.micro_batch_size * req.micro_batches) / plan.objective_s;
   return plan;
 }
 
@@ -456,7 +485,8 @@ partition_plan best_data_parallel(const plan_request& req, const cost_model& cm)
   best.objective_s = inf;
   std::vector<size_t> fits;
   for (size_t d = 0; d < req.devices.size(); ++d) {
-    if (cm.memory(0, cm.layers, req.schedule == plan_schedule::gpipe ? req.micro_batches : 1) <=
+    if (cm.memory(0, cm.layers,
+                  req.schedule == plan_schedule::gpipe ? req.micro_batches : 1) <=
         req.devices[d].memory_bytes) {
       fits.push_back(d);
     }
@@ -464,8 +494,10 @@ partition_plan best_data_parallel(const plan_request& req, const cost_model& cm)
   std::stable_sort(fits.begin(), fits.end(), [&](size_t a, size_t b) {
     return cm.compute(a, 0, cm.layers) < cm.compute(b, 0, cm.layers);
   });
-  for (size_t k = 2; k <= fits.size() && k <= static_cast<size_t>(req.micro_batches); ++k) {
-    std::vector<size_t> members(fits.begin(), fits.begin() + static_cast<std::ptrdiff_t>(k));
+  for (size_t k = 2; k <= fits.size() && k <= static_cast<size_t>(req.micro_batches);
+       ++k) {
+    std::vector<size_t> members(fits.begin(),
+                                fits.begin() + static_cast<std::ptrdiff_t>(k));
     std::vector<double> t;
     for (auto d : members) {
       t.push_back(cm.compute(d, 0, cm.layers));
@@ -492,7 +524,8 @@ partition_plan best_data_parallel(const plan_request& req, const cost_model& cm)
 
 } // namespace
 
-partition_plan evaluate_data_parallel(const plan_request& req, const std::vector<size_t>& devices,
+partition_plan evaluate_data_parallel(const plan_request& req,
+                                      const std::vector<size_t>& devices,
                                       std::vector<int> split) {
   validate(req);
   if (devices.empty()) {
@@ -515,8 +548,9 @@ partition_plan plan_data_parallel(const plan_request& req) {
   }
   auto dp = best_data_parallel(req, cm);
   if (!dp.data_parallel()) {
-    throw plan_error("no two devices can share the micro-batches (memory, or fewer than two "
-                     "micro-batches)");
+    throw plan_error(
+        "no two devices can share the micro-batches (memory, or fewer than two "
+        "micro-batches)");
   }
   return dp;
 }
@@ -562,7 +596,8 @@ partition_plan plan_partition(const plan_request& req) {
   }
   auto plan = evaluate_plan(req, std::move(best.stages));
   plan.exact = exact;
-  if (req.mode == plan_mode::training && req.allow_data_parallel && n >= 2) {
+  if (req.mode == plan_mode::training && req.allow_data_parallel && req.stages == 0 &&
+      n >= 2) {
     auto dp = best_data_parallel(req, cm);
     if (dp.objective_s < plan.objective_s) {
       dp.exact = exact;

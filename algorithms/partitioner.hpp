@@ -77,14 +77,17 @@ struct plan_request {
   size_t exact_device_limit = 6;
   /// Training: also consider data-parallel plans.
   bool allow_data_parallel = true;
+  /// Training: exactly this many pipeline stages (the user's `--stages N`);
+  /// 0: whatever count is fastest. A count rules out data parallelism.
+  size_t stages = 0;
 };
 
 struct stage_assignment {
   size_t device = 0; ///< index into plan_request::devices
   size_t begin = 0;
   size_t end = 0;
-  double compute_s = 0;   ///< per micro-batch
-  double link_in_s = 0;   ///< transfer across the cut before this stage
+  double compute_s = 0; ///< per micro-batch
+  double link_in_s = 0; ///< transfer across the cut before this stage
   double memory_bytes = 0;
 };
 
@@ -118,12 +121,14 @@ partition_plan plan_partition(const plan_request& req);
 /// The bottleneck and memory of a given plan under the request's cost model
 /// (the same arithmetic the planner uses; for tests, benchmarks and the
 /// supervisor's predicted-vs-measured view). Fills the per-stage figures.
-partition_plan evaluate_plan(const plan_request& req, std::vector<stage_assignment> stages);
+partition_plan evaluate_plan(const plan_request& req,
+                             std::vector<stage_assignment> stages);
 
 /// A data-parallel plan over `devices` (member order) with the given split
 /// (empty: the best split for their speeds), under the request's cost
 /// model. Throws plan_error when a member cannot hold the model.
-partition_plan evaluate_data_parallel(const plan_request& req, const std::vector<size_t>& devices,
+partition_plan evaluate_data_parallel(const plan_request& req,
+                                      const std::vector<size_t>& devices,
                                       std::vector<int> split = {});
 
 /// The best data-parallel plan alone (what plan_partition weighs against
@@ -135,7 +140,8 @@ partition_plan plan_data_parallel(const plan_request& req);
 /// taking per_micro_s[i] each, so that the slowest block is as short as it
 /// can be (greedy earliest finish, optimal for identical jobs on machines of
 /// different speeds). Ties go to the earlier device.
-std::vector<int> split_micro_batches(const std::vector<double>& per_micro_s, int micro_batches);
+std::vector<int> split_micro_batches(const std::vector<double>& per_micro_s,
+                                     int micro_batches);
 
 /// Memory a stage needs: weights (+ gradients and optimizer state when
 /// training) and activations for `in_flight` micro-batches.

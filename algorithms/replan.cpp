@@ -1,9 +1,13 @@
 #include "algorithms/replan.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
 namespace salamander::algorithms {
 
 bool replan_check_due(const replan_inputs& in) {
-  if (in.min_gain <= 0) {
+  if (in.min_gain <= 0 || in.user_plan) {
     return false;
   }
   if (in.committed < in.last_replan_batch + static_cast<uint64_t>(in.min_batches)) {
@@ -12,13 +16,90 @@ bool replan_check_due(const replan_inputs& in) {
   return in.check_every <= 1 || in.committed % static_cast<uint64_t>(in.check_every) == 0;
 }
 
-replan_verdict decide_replan(const replan_inputs& in) {
+namespace {
+
+std::string words(const char* format, double a, double b = 0, double c = 0) {
+  char out[200];
+  std::snprintf(out, sizeof out, format, a, b, c);
+  return out;
+}
+
+} // namespace
+
+replan_verdict decide_replan(const replan_inputs& in, replan_memory& memory) {
   replan_verdict v;
-  if (in.current_s <= 0 || in.best_s <= 0) {
+  if (in.user_plan) {
+    v.why = "the user's plan holds";
     return v;
   }
-  v.gain = 1.0 - in.best_s / in.current_s;
-  v.replan = replan_check_due(in) && in.best_s < in.current_s * (1.0 - in.min_gain);
+  if (!replan_check_due(in)) {
+    v.why = "not due";
+    return v;
+  }
+  if (in.replaced_measured_s > 0 && in.measured_s > 0 &&
+      in.measured_s > in.replaced_measured_s * (1.0 + in.min_gain)) {
+    v.action = replan_action::revert;
+    v.why = words("the new plan measured %.3f s per batch, the one it replaced %.3f s",
+                  in.measured_s, in.replaced_measured_s);
+    return v;
+  }
+  if (in.current_s <= 0) {
+    v.why = "no prediction for the plan that runs";
+    return v;
+  }
+  v.gain = in.best_s > 0 ? 1.0 - in.best_s / in.current_s : 0.0;
+  // a new candidate, when there is none (or it no longer fits): the look
+  // that picks it does not count for it
+  auto pick_new = [&](const char* why) {
+    memory.clear();
+    if (in.best_s > 0) {
+      memory.candidate = in.best_plan;
+      v.why = std::string(why) + "; a new candidate: " + in.best_plan;
+    } else {
+      v.why = std::string(why) + "; no better plan";
+    }
+  };
+  if (memory.candidate.empty() || in.candidate_s <= 0) {
+    pick_new("no candidate");
+    return v;
+  }
+  // every look after that predicts its gain afresh, whatever plan is best
+  // now: a window of fresh predictions, judged when full (a window cut
+  // short by what it shows would be as biased as the pick)
+  double fresh = 1.0 - in.candidate_s / in.current_s;
+  memory.gains.push_back(fresh);
+  auto window = static_cast<size_t>(std::max(1, in.window));
+  double n = static_cast<double>(memory.gains.size());
+  double mean = 0;
+  v.lower_gain = memory.gains.front();
+  for (double g : memory.gains) {
+    mean += g / n;
+    v.lower_gain = std::min(v.lower_gain, g);
+  }
+  if (memory.gains.size() < window) {
+    v.why = words("%.0f of %.0f looks at the candidate", n, static_cast<double>(window));
+    return v;
+  }
+  if (v.lower_gain < in.min_gain) {
+    pick_new(words("the candidate's gain (mean %.0f%%, %.0f%% at its worst look) is not "
+                   "enough",
+                   100 * mean, 100 * v.lower_gain)
+                 .c_str());
+    return v;
+  }
+  double batches = static_cast<double>(std::min(in.horizon_batches, in.batches_left));
+  double saved = (in.current_s - in.candidate_s) * batches;
+  if (saved < in.payback * in.move_cost_s) {
+    pick_new(
+        words("saves %.2f s over the batches ahead, moving costs %.2f s (x%.0f needed)",
+              saved, in.move_cost_s, in.payback)
+            .c_str());
+    return v;
+  }
+  v.action = replan_action::replan;
+  v.gain = fresh;
+  v.why = words("%.0f%% faster predicted, at least %.0f%% at each of %.0f looks",
+                100 * fresh, 100 * v.lower_gain, n);
   return v;
 }
 

@@ -4,34 +4,91 @@
 // and of the best plan of each kind; this decides whether the difference is
 // worth a pause at the next flush.
 //
-// The rule: look only every `check_every` commits and at least
-// `min_batches` after the last re-plan (measurements settle), and re-plan
-// when the best plan is predicted at least `min_gain` faster.
+// The rule, in order:
+//  - a plan the user chose (`--balance`, `--stages N`, console
+//    `repartition`) holds: capacity never replaces it;
+//  - look only every `check_every` commits and at least `min_batches` after
+//    the last re-plan (measurements settle);
+//  - a plan measured slower than the one it replaced goes back to that one
+//    (a prediction the devices contradicted);
+//  - otherwise the best plan a look finds becomes the candidate, and the
+//    looks after it predict the candidate's gain afresh. A plan picked as
+//    the best of many noisy predictions looks better than it is (the
+//    minimum of noisy numbers is biased low); predicted again from newer
+//    measurements it is not. The job re-plans only when each of the
+//    `window` looks after the pick predicts the candidate at least
+//    `min_gain` faster: noise of +/-30% passes one look in four, not eight
+//    in a row; a sustained slow-down passes every look. A window is judged
+//    when full (cut short by what it shows, it would be as biased as the
+//    pick); a candidate that fails is replaced by the newest best;
+//  - and the gain over the next `horizon_batches` (or the batches left, if
+//    fewer) repays the measured cost of moving `payback` times.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <string>
 
 namespace salamander::algorithms {
 
 struct replan_inputs {
-  double current_s = 0;   ///< predicted batch time of the plan that runs
-  double best_s = 0;      ///< predicted batch time of the best plan found (0: none)
+  double current_s = 0;  ///< predicted batch time of the plan that runs
+  double best_s = 0;     ///< predicted batch time of the best plan found (0: none)
+  std::string best_plan; ///< which plan that is (its description)
+  /// Predicted batch time, at this look, of the candidate in
+  /// `replan_memory` (0: there is none, or it no longer fits).
+  double candidate_s = 0;
   double min_gain = 0.15; ///< 0 or less: never re-plan
   uint64_t committed = 0;
   uint64_t last_replan_batch = 0;
   int64_t min_batches = 20;
   int64_t check_every = 5;
+  /// Fresh looks at a candidate that must each show `min_gain`.
+  int window = 8;
+  /// Seconds a re-plan costs the job (the pause of the last one, measured,
+  /// or an estimate from the bytes it moves), the batches its gain is
+  /// counted over, and how many times the gain must repay it.
+  double move_cost_s = 0;
+  uint64_t horizon_batches = 200;
+  uint64_t batches_left = UINT64_MAX;
+  double payback = 3.0;
+  /// The user chose the plan that runs.
+  bool user_plan = false;
+  /// Measured batch time of the plan that runs (0: not measured yet), and of
+  /// the plan it replaced when that was a capacity re-plan (0: none).
+  double measured_s = 0;
+  double replaced_measured_s = 0;
+};
+
+/// What the job remembers between looks: the candidate plan and its fresh
+/// predicted gains since it was found, newest last (at most `window`).
+struct replan_memory {
+  std::string candidate;
+  std::deque<double> gains;
+  void clear() {
+    candidate.clear();
+    gains.clear();
+  }
 };
 
 /// True when the job is due to look again at its plan at this commit.
 bool replan_check_due(const replan_inputs& in);
 
-struct replan_verdict {
-  bool replan = false;
-  double gain = 0; ///< 1 - best/current, when there is a best plan
+enum class replan_action {
+  keep,
+  replan, ///< to the best plan found
+  revert, ///< back to the plan this one replaced
 };
 
-/// Whether to re-plan now (and by how much the best plan is faster).
-replan_verdict decide_replan(const replan_inputs& in);
+struct replan_verdict {
+  replan_action action = replan_action::keep;
+  bool replan() const { return action != replan_action::keep; }
+  double gain = 0;       ///< 1 - best/current at this look, when there is a best plan
+  double lower_gain = 0; ///< the candidate's smallest fresh gain in the window
+  std::string why;       ///< in words, for the log
+};
+
+/// Whether to re-plan at this look; records the look in `memory`.
+replan_verdict decide_replan(const replan_inputs& in, replan_memory& memory);
 
 } // namespace salamander::algorithms

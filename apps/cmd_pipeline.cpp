@@ -3,8 +3,10 @@
 #include "actors/cluster/auth.hpp"
 #include "actors/cluster/cluster_file.hpp"
 #include "actors/job/runner.hpp"
+#include "actors/node/profiler.hpp"
 #include "actors/node/system.hpp"
 #include "apps/commands.hpp"
+#include "apps/preflight.hpp"
 #include "apps/progress.hpp"
 #include "apps/runtime_env.hpp"
 #include "messages/checkpoint.hpp"
@@ -55,10 +57,12 @@ std::string default_metrics_path() {
 
 int run_pipeline(const train_cli& cli) {
   auto log = logger("supervisor");
+  auto desc = check_job(cli, cli.cluster.empty() ? job_place::here : job_place::cluster,
+                        actors::memory_available());
   set_threads(cli.threads);
   check_blas();
   actors::job_config jc;
-  jc.model = models::model_spec::parse(cli.model).canonical();
+  jc.model = desc.spec.canonical();
   jc.seed = cli.seed;
   jc.epochs = cli.epochs;
   jc.batch_size = cli.batch_size;
@@ -76,6 +80,9 @@ int run_pipeline(const train_cli& cli) {
   jc.auto_plan = (cli.plan == "auto" || cli.plan == "pipeline") && jc.balance.empty();
   jc.allow_data_parallel = cli.plan == "auto";
   jc.data_parallel = cli.plan == "dp";
+  if (cli.stages > 0 && cli.cluster.empty() && jc.auto_plan) {
+    jc.stages = static_cast<size_t>(cli.stages); // `--stages N` means N stages
+  }
   if (jc.data_parallel && !jc.balance.empty()) {
     throw std::invalid_argument("--plan dp and --balance contradict each other: data-parallel "
                                 "members hold every layer");
@@ -95,7 +102,6 @@ int run_pipeline(const train_cli& cli) {
       }
     }
   }
-  auto desc = models::describe(models::model_spec::parse(jc.model));
   auto train = std::make_shared<models::dataset>(
       models::load_dataset(cli.dataset, true, desc, cli.data_dir));
   auto test = std::make_shared<models::dataset>(

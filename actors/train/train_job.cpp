@@ -112,6 +112,9 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
     log()->warn("{} (it held no stage: nothing to recover)", what);
     log_event(self, "spare_lost", {{"node", st.nodes[n].name}, {"why", why}});
     st.pending_plan.reset(); // it may have planned the spare in
+    st.replaced_plan.reset();
+    st.replan_looks.clear();
+    st.replan_candidate.reset();
     return;
   }
   on_failure(self, what);
@@ -412,6 +415,10 @@ caf::result<std::string> on_replan(self_ptr self, const std::string& balance) {
   st.replan_requested = true;
   st.replan_balance = balance;
   st.replan_reason = balance.empty() ? "console" : "console, balance " + balance;
+  // a balance is the user's plan and holds; a bare repartition hands the
+  // plan back to the planner
+  st.user_plan = !balance.empty();
+  st.replaced_plan.reset();
   feed(self); // starts it now if nothing is in flight
   return std::string("re-plan scheduled at the next flush") +
          (st.user_paused ? " (the job is paused: it happens after resume)" : "");

@@ -35,6 +35,7 @@
 #include "actors/tuning.hpp"
 #include "algorithms/job_phase.hpp"
 #include "algorithms/partitioner.hpp"
+#include "algorithms/replan.hpp"
 #include "algorithms/schedule.hpp"
 #include "messages/interfaces.hpp"
 #include "models/data.hpp"
@@ -71,6 +72,10 @@ struct job_config {
   std::map<uint64_t, std::string> replan_at;
   /// Profile every node and plan with the partitioner (else an even split).
   bool auto_plan = false;
+  /// The planner must make exactly this many pipeline stages (`--stages N`
+  /// with the planner); 0: as many as are fastest. A count, like a balance,
+  /// is the user's plan: capacity re-plans never replace it.
+  size_t stages = 0;
   /// The planner may choose data parallelism (every device holds the whole
   /// model and runs its share of each batch's micro-batches).
   bool allow_data_parallel = true;
@@ -84,6 +89,8 @@ struct job_config {
   int64_t replan_min_batches = tuning::replan_min_batches;
   /// Commits between two looks at the plan.
   int64_t replan_check_every = tuning::replan_check_every;
+  /// Looks in a row that must find the same plan best before it is taken.
+  int replan_window = tuning::replan_window;
   /// A link whose rate no profile reports (no emulation, not measured).
   double default_link_bytes_per_s = 1e9;
   std::chrono::milliseconds profile_timeout = tuning::profile_timeout;
@@ -201,6 +208,15 @@ struct train_job_state {
   capacity_model capacity;
   uint64_t last_replan_batch = 0;
   double predicted_bottleneck_s = 0;
+  /// Live re-planning (algorithms/replan.hpp): the looks at the best plan,
+  /// whether the user chose the plan that runs, and the plan a capacity
+  /// re-plan replaced with its measured batch time (to go back to, if the
+  /// new one measures slower).
+  algorithms::replan_memory replan_looks;
+  std::optional<stage_plan> replan_candidate; ///< the plan `replan_looks` names
+  bool user_plan = false;
+  std::optional<stage_plan> replaced_plan;
+  double replaced_measured_s = 0;
   std::shared_ptr<const models::dataset> train;
   std::shared_ptr<const models::dataset> test;
 

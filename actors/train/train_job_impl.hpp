@@ -61,6 +61,7 @@ void begin_replan(self_ptr self);
 void track_capacity(self_ptr self);
 void resume_after_replan(self_ptr self);
 std::string describe_plan(const train_job_state& st);
+std::string describe_plan(const train_job_state& st, const stage_plan& plan);
 algorithms::plan_request planner_request(const train_job_state& st);
 stage_plan plan_to_stages(const algorithms::partition_plan& plan,
                           const std::vector<size_t>& live);

@@ -318,6 +318,8 @@ void commit(self_ptr self, uint64_t g) {
     st.replan_requested = true;
     st.replan_balance = it->second;
     st.replan_reason = "forced (--replan-at)";
+    st.user_plan = !it->second.empty();
+    st.replaced_plan.reset();
   }
   st.status.batch = static_cast<int64_t>((st.committed - 1) % st.batches_per_epoch) + 1;
   st.status.samples_per_s =

@@ -163,7 +163,10 @@ void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
 } // namespace
 
 std::string describe_plan(const train_job_state& st) {
-  auto& p = st.plan;
+  return describe_plan(st, st.plan);
+}
+
+std::string describe_plan(const train_job_state& st, const stage_plan& p) {
   std::string out;
   if (!p.split.empty()) {
     // data parallel: "dp(dev1:5 dev2:2 dev3:1)[0,8)", micro-batches per member
@@ -252,8 +255,12 @@ algorithms::plan_request planner_request(const train_job_state& st) {
   auto req = make_plan_request(st.desc, st.cfg.schedule, micro_batch_size(st.cfg),
                                static_cast<int>(st.cfg.micro_batches), st.cfg.optimizer);
   req.allow_data_parallel = st.cfg.allow_data_parallel;
-  return st.capacity.request(std::move(req), live_nodes(st), dead_mask(st),
-                             node_names(st), st.cfg.default_link_bytes_per_s);
+  auto live = live_nodes(st);
+  // the user's stage count, as far as the live nodes and the layers allow
+  // (after a failure there may be fewer nodes than stages asked for)
+  req.stages = std::min({st.cfg.stages, live.size(), st.layers()});
+  return st.capacity.request(std::move(req), live, dead_mask(st), node_names(st),
+                             st.cfg.default_link_bytes_per_s);
 }
 
 stage_plan plan_to_stages(const algorithms::partition_plan& plan,
@@ -309,6 +316,7 @@ caf::expected<stage_plan> balanced_plan(const train_job_state& st,
 
 void first_plan(self_ptr self) {
   auto& st = self->state;
+  st.user_plan = !st.cfg.balance.empty() || st.cfg.stages > 0;
   if (st.cfg.auto_plan) {
     enter(self, job_event::profile);
     auto mbs = static_cast<uint32_t>(micro_batch_size(st.cfg));
@@ -390,6 +398,54 @@ void on_profiles(self_ptr self, cluster_profile& round) {
 
 // Corrects each node's profile by what its stage measured, and asks for a
 // re-plan when the planner then predicts enough gain.
+// What a re-plan costs the job: the pause of the last one, measured, plus
+// the flush it waits for (about a batch); before any, an estimate.
+double move_cost_s(const train_job_state& st, double batch_s) {
+  double pause =
+      st.status.replans > 0 ? st.status.last_replan_s : tuning::replan_pause_estimate_s;
+  return pause + batch_s;
+}
+
+// The predicted batch time of `p` on the live nodes under the request's
+// cost model, corrected by what its kind of plan measured (a single device
+// has no messages to pay: no correction); 0 when it names a node that is
+// gone or does not fit.
+double predicted_s(const train_job_state& st, const algorithms::plan_request& req,
+                   const std::vector<size_t>& live, const stage_plan& p) {
+  std::vector<algorithms::stage_assignment> stages;
+  std::vector<size_t> devices;
+  for (size_t i = 0; i < p.ranges.size(); ++i) {
+    auto it = std::find(live.begin(), live.end(), p.nodes[i]);
+    if (it == live.end()) {
+      return 0;
+    }
+    auto d = static_cast<size_t>(it - live.begin());
+    stages.push_back({d, p.ranges[i].first, p.ranges[i].second, 0, 0, 0});
+    devices.push_back(d);
+  }
+  if (stages.empty()) {
+    return 0;
+  }
+  try {
+    auto plan = p.split.empty()
+                    ? algorithms::evaluate_plan(req, stages)
+                    : algorithms::evaluate_data_parallel(req, devices, p.split);
+    for (auto& s : plan.stages) {
+      if (s.memory_bytes > req.devices[s.device].memory_bytes) {
+        return 0;
+      }
+    }
+    double ratio =
+        p.ranges.size() == 1 ? 1.0 : st.capacity.kind_ratio(p.split.empty() ? 0 : 1);
+    return plan.objective_s * ratio;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// At every commit: correct the capacity model by what the stages measured;
+// at every look (algorithms/replan.hpp) weigh the best plan against the one
+// that runs and ask for a re-plan (or to go back) at the next flush.
 void track_capacity(self_ptr self) {
   auto& st = self->state;
   if (!st.capacity.profiled() || st.phase == job_phase::replanning ||
@@ -404,43 +460,47 @@ void track_capacity(self_ptr self) {
   in.last_replan_batch = st.last_replan_batch;
   in.min_batches = st.cfg.replan_min_batches;
   in.check_every = st.cfg.replan_check_every;
-  if (in.min_gain <= 0) {
+  in.window = st.cfg.replan_window;
+  in.user_plan = st.user_plan;
+  auto total = total_batches(st);
+  in.batches_left = total > st.committed ? total - st.committed : 0;
+  if (in.min_gain <= 0 || in.user_plan) {
     return;
   }
   try {
     auto req = planner_request(st);
     auto live = live_nodes(st);
-    std::vector<algorithms::stage_assignment> now;
-    std::vector<size_t> devices;
-    for (size_t i = 0; i < st.plan.ranges.size(); ++i) {
-      auto d = static_cast<size_t>(std::find(live.begin(), live.end(), st.plan.nodes[i]) -
-                                   live.begin());
-      now.push_back({d, st.plan.ranges[i].first, st.plan.ranges[i].second, 0, 0, 0});
-      devices.push_back(d);
-    }
-    int kind = st.plan.split.empty() ? 0 : 1;
-    auto current = kind == 0
-                       ? algorithms::evaluate_plan(req, now)
-                       : algorithms::evaluate_data_parallel(req, devices, st.plan.split);
     // how far the whole batch runs behind the model, for this kind of plan
-    if (st.recent.size() >= 6 && current.objective_s > 0) {
+    // (a single device keeps its own ratio, 1)
+    int kind = st.plan.split.empty() ? 0 : 1;
+    if (st.recent.size() >= 6) {
       auto span =
           std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
-      double period = span.count() / static_cast<double>(st.recent.size() - 1);
-      st.capacity.set_kind_ratio(kind, period / current.objective_s);
+      in.measured_s = span.count() / static_cast<double>(st.recent.size() - 1);
+      double modelled = 0;
+      if (st.plan.ranges.size() > 1) {
+        double before = st.capacity.kind_ratio(kind);
+        modelled = predicted_s(st, req, live, st.plan) / before;
+      }
+      if (modelled > 0) {
+        st.capacity.set_kind_ratio(kind, in.measured_s / modelled);
+      }
     }
     if (!algorithms::replan_check_due(in)) {
       return;
     }
-    // the best of each kind, each corrected by what its kind measured
-    in.current_s = current.objective_s * st.capacity.kind_ratio(kind);
-    std::optional<algorithms::partition_plan> best;
+    in.current_s = predicted_s(st, req, live, st.plan);
+    in.replaced_measured_s = st.replaced_plan ? st.replaced_measured_s : 0;
+    // the best of each kind, and each device alone: a plan never loses to
+    // the fastest device
+    std::optional<stage_plan> best_plan;
     double best_cost = in.current_s;
-    auto consider = [&](algorithms::partition_plan p) {
-      double cost = p.objective_s * st.capacity.kind_ratio(p.data_parallel() ? 1 : 0);
-      if (cost < best_cost) {
+    auto consider = [&](const algorithms::partition_plan& p) {
+      auto staged = plan_to_stages(p, live);
+      double cost = predicted_s(st, req, live, staged);
+      if (cost > 0 && cost < best_cost) {
         best_cost = cost;
-        best = std::move(p);
+        best_plan = std::move(staged);
       }
     };
     auto pipelines = req;
@@ -455,20 +515,44 @@ void track_capacity(self_ptr self) {
       } catch (const algorithms::plan_error&) {
       }
     }
-    in.best_s = best ? best_cost : 0;
-    auto verdict = algorithms::decide_replan(in);
-    if (best && verdict.replan) {
-      st.pending_plan = plan_to_stages(*best, live);
-      st.predicted_bottleneck_s = best->bottleneck_s;
+    for (size_t d = 0; d < live.size(); ++d) {
+      consider(algorithms::evaluate_plan(req, {{d, 0, st.layers(), 0, 0, 0}}));
+    }
+    if (best_plan) {
+      in.best_s = best_cost;
+      in.best_plan = describe_plan(st, *best_plan);
+    }
+    if (st.replan_candidate && !st.replan_looks.candidate.empty()) {
+      in.candidate_s = predicted_s(st, req, live, *st.replan_candidate);
+    }
+    in.move_cost_s = move_cost_s(st, in.current_s);
+    auto before = st.replan_looks.candidate;
+    auto verdict = algorithms::decide_replan(in, st.replan_looks);
+    if (st.replan_looks.candidate != before || st.replan_looks.candidate.empty()) {
+      st.replan_candidate = st.replan_looks.candidate.empty() ? std::nullopt : best_plan;
+    }
+    if (verdict.action == algorithms::replan_action::revert) {
+      st.pending_plan = std::move(st.replaced_plan);
+      st.replaced_plan.reset();
+      st.replan_requested = true;
+      st.replan_balance.clear();
+      st.replan_reason =
+          "capacity: back to the plan before the last re-plan (" + verdict.why + ")";
+      return;
+    }
+    if (verdict.action == algorithms::replan_action::replan && st.replan_candidate) {
+      st.replaced_plan = st.plan;
+      st.replaced_measured_s = in.measured_s;
+      st.pending_plan = std::move(st.replan_candidate);
+      st.replan_candidate.reset();
       st.replan_requested = true;
       st.replan_balance.clear();
       char why[160];
-      std::snprintf(why, sizeof why,
-                    "capacity: %d%% faster predicted (measured/modelled batch time: "
-                    "pipelines x%.2f, data parallel x%.2f)",
-                    static_cast<int>(100 * verdict.gain), st.capacity.kind_ratio(0),
-                    st.capacity.kind_ratio(1));
-      st.replan_reason = why;
+      std::snprintf(
+          why, sizeof why,
+          " (measured/modelled batch time: pipelines x%.2f, data parallel x%.2f)",
+          st.capacity.kind_ratio(0), st.capacity.kind_ratio(1));
+      st.replan_reason = "capacity: " + verdict.why + why;
     }
   } catch (const std::exception&) {
     // no better plan fits; keep the current one
@@ -549,6 +633,8 @@ void resume_after_replan(self_ptr self) {
                st.status.plan);
     back_to_training(self, job_event::recovered);
   } else {
+    st.replan_looks.clear(); // the new plan is looked at afresh
+    st.replan_candidate.reset();
     st.status.replans++;
     st.status.last_replan_s = since(st.replan_started);
     log_event(self, "replan",

@@ -277,6 +277,9 @@ void recover(self_ptr self, uint64_t attempt) {
   st.stages.clear();
   st.replan_requested = false;
   st.pending_plan.reset();
+  st.replaced_plan.reset(); // (it has the lost node in it)
+  st.replan_looks.clear();
+  st.replan_candidate.reset();
   st.ready_pending = 0;
   st.eval_round++; // results of an interrupted evaluation are ignored
   if (live_nodes(st).empty()) {

@@ -2,8 +2,11 @@
 // algorithms/replan.hpp, against literal tables.
 #include "algorithms/recovery.hpp"
 #include "algorithms/replan.hpp"
+#include "algorithms/sampling.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <map>
 
 using namespace salamander::algorithms;
 
@@ -152,45 +155,198 @@ TEST_CASE("neighbours dial once, lower node first, only where they can",
   CHECK(pairs_to_dial({0, 1, 2}, false, {}, yes, no_address) == pairs{{0, 1}});
 }
 
-TEST_CASE("re-plans are weighed every few commits, once measurements settled",
-          "[unit][replan]") {
+namespace {
+
+// A look at commit `committed`: the plan that runs is predicted at
+// `current` s per batch, the alternatives the planner weighs at `alts`.
+// The job passes the best of them and the prediction, at this look, of the
+// candidate it remembers.
+replan_inputs look(uint64_t committed, double current,
+                   const std::map<std::string, double>& alts,
+                   const replan_memory& memory) {
   replan_inputs in;
-  in.current_s = 1.0;
-  in.best_s = 0.8; // 20% faster
+  in.committed = committed;
+  in.current_s = current;
   in.min_gain = 0.15;
   in.min_batches = 20;
   in.check_every = 5;
-  in.last_replan_batch = 0;
-  // committed -> re-plan?
+  for (auto& [name, t] : alts) {
+    if (t < current && (in.best_s == 0 || t < in.best_s)) {
+      in.best_s = t;
+      in.best_plan = name;
+    }
+  }
+  if (auto it = alts.find(memory.candidate); it != alts.end()) {
+    in.candidate_s = it->second;
+  }
+  return in;
+}
+
+// A uniform draw in [-width, width].
+double noise(splitmix64& g, double width) {
+  return width * (2 * g.unit() - 1);
+}
+
+} // namespace
+
+TEST_CASE("re-plans are weighed every few commits, once measurements settled",
+          "[unit][replan]") {
+  replan_memory none;
+  auto in = look(0, 1.0, {{"b", 0.8}}, none);
+  // committed -> due?
   std::vector<std::pair<uint64_t, bool>> table = {{5, false},  {19, false}, {20, true},
                                                   {21, false}, {25, true},  {40, true}};
   for (auto [committed, expect] : table) {
     in.committed = committed;
     INFO("committed " << committed);
-    CHECK(decide_replan(in).replan == expect);
+    CHECK(replan_check_due(in) == expect);
   }
   in.last_replan_batch = 20;
   in.committed = 35;
-  CHECK_FALSE(decide_replan(in).replan);
+  CHECK_FALSE(replan_check_due(in));
   in.committed = 40;
-  CHECK(decide_replan(in).replan);
+  CHECK(replan_check_due(in));
+  in.min_gain = 0; // off
+  CHECK_FALSE(replan_check_due(in));
+  in.min_gain = 0.15;
+  in.user_plan = true; // the user's plan holds
+  CHECK_FALSE(replan_check_due(in));
 }
 
-TEST_CASE("re-plans need the stated gain, and gain 0 turns them off", "[unit][replan]") {
-  replan_inputs in;
-  in.committed = 100;
-  in.current_s = 1.0;
-  // best -> re-plan at 15%?
+TEST_CASE(
+    "a steady gain re-plans after a window of fresh looks at the candidate, a small one "
+    "never",
+    "[unit][replan]") {
+  // best -> re-plan at the ninth look (one picks the candidate, eight judge it)?
   std::vector<std::pair<double, bool>> table = {
-      {0.9, false}, {0.86, false}, {0.84, true}, {0.5, true}, {1.2, false}, {0.0, false}};
+      {0.9, false}, {0.86, false}, {0.84, true}, {0.5, true}, {1.2, false}};
   for (auto [best, expect] : table) {
-    in.best_s = best;
     INFO("best " << best);
-    CHECK(decide_replan(in).replan == expect);
+    replan_memory memory;
+    for (int i = 0; i < 8; ++i) {
+      CHECK_FALSE(
+          decide_replan(look(20 + 5 * i, 1.0, {{"b", best}}, memory), memory).replan());
+    }
+    auto v = decide_replan(look(60, 1.0, {{"b", best}}, memory), memory);
+    CHECK(v.replan() == expect);
+    if (expect) {
+      CHECK(v.gain == Approx(1 - best));
+    }
   }
-  in.best_s = 0.5;
-  CHECK(decide_replan(in).gain == Approx(0.5));
-  in.min_gain = 0;
-  CHECK_FALSE(decide_replan(in).replan);
-  CHECK_FALSE(replan_check_due(in));
+  // a candidate that no longer fits (no prediction) is replaced
+  replan_memory memory;
+  for (int i = 0; i < 3; ++i) {
+    decide_replan(look(20 + 5 * i, 1.0, {{"b", 0.5}}, memory), memory);
+  }
+  CHECK(memory.gains.size() == 2);
+  decide_replan(look(35, 1.0, {{"c", 0.5}}, memory), memory);
+  CHECK(memory.candidate == "c");
+  CHECK(memory.gains.empty());
+  // the user's plan holds, whatever the gain
+  memory.clear();
+  for (int i = 0; i < 10; ++i) {
+    auto in = look(20 + 5 * i, 1.0, {{"b", 0.1}}, memory);
+    in.user_plan = true;
+    CHECK_FALSE(decide_replan(in, memory).replan());
+  }
+}
+
+TEST_CASE("a re-plan must repay its measured cost over the batches ahead",
+          "[unit][replan]") {
+  auto run = [](double move_cost_s, uint64_t batches_left) {
+    replan_memory memory;
+    replan_verdict v;
+    for (int i = 0; i < 9; ++i) {
+      auto in = look(20 + 5 * i, 1.0, {{"b", 0.7}}, memory); // saves 0.3 s a batch
+      in.move_cost_s = move_cost_s;
+      in.batches_left = batches_left;
+      v = decide_replan(in, memory);
+    }
+    return v.replan();
+  };
+  CHECK(run(0.05, 1000));
+  CHECK(run(15, 1000));       // 0.3 x 200 (the horizon) = 60 >= 3 x 15
+  CHECK_FALSE(run(25, 1000)); // 60 < 75
+  CHECK_FALSE(run(1, 5));     // 1.5 s saved in the 5 batches left < 3 s
+}
+
+TEST_CASE("constant capacity with 30% noise never re-plans over thousands of looks",
+          "[unit][replan]") {
+  // Every look predicts the plan that runs and three alternatives, each
+  // around the same true batch time (1 s) with independent +/-30% noise;
+  // the best of them (biased towards a gain, as a planner's choice is) is
+  // what the job sees.
+  for (uint64_t seed : {1u, 2u, 3u, 4u, 5u, 6u}) {
+    splitmix64 g(seed);
+    replan_memory memory;
+    int replans = 0, looks = 0;
+    double biggest_gain = 0;
+    for (uint64_t committed = 20; committed < 20 + 5 * 4000; committed += 5) {
+      double current = 1.0 + noise(g, 0.3);
+      std::map<std::string, double> alts;
+      for (int c = 0; c < 3; ++c) {
+        alts["alt" + std::to_string(c)] = 1.0 + noise(g, 0.3);
+      }
+      auto v = decide_replan(look(committed, current, alts, memory), memory);
+      biggest_gain = std::max(biggest_gain, v.gain);
+      replans += v.replan() ? 1 : 0;
+      looks++;
+    }
+    INFO("seed " << seed << ": largest single-look gain " << biggest_gain);
+    CHECK(looks == 4000);
+    CHECK(biggest_gain > 0.4); // the noise alone shows big gains at single looks
+    CHECK(replans == 0);
+  }
+}
+
+TEST_CASE("a sustained 5x slow-down re-plans within a bounded number of looks",
+          "[unit][replan]") {
+  // Before: as above. From commit 500 the plan that runs takes 5x longer
+  // (its fastest device slowed); the plan that moves work off it (alt0) is
+  // predicted at 1.6 s, the others keep the slow device busy; the same
+  // +/-30% noise on everything.
+  for (uint64_t seed : {5u, 6u, 7u, 8u, 9u, 10u}) {
+    splitmix64 g(seed);
+    replan_memory memory;
+    int64_t replanned_at = -1, replans_before = 0;
+    for (uint64_t committed = 20; committed < 1000 && replanned_at < 0; committed += 5) {
+      bool slow = committed >= 500;
+      double current = (slow ? 5.0 : 1.0) * (1.0 + noise(g, 0.3));
+      std::map<std::string, double> alts;
+      for (int c = 0; c < 3; ++c) {
+        double scale = !slow ? 1.0 : c == 0 ? 1.6 : 5.0;
+        alts["alt" + std::to_string(c)] = scale * (1.0 + noise(g, 0.3));
+      }
+      auto v = decide_replan(look(committed, current, alts, memory), memory);
+      if (v.replan()) {
+        if (slow) {
+          replanned_at = static_cast<int64_t>(committed);
+          CHECK(memory.candidate == "alt0");
+        } else {
+          replans_before++;
+        }
+      }
+    }
+    INFO("seed " << seed);
+    CHECK(replans_before == 0);
+    REQUIRE(replanned_at >= 500);
+    // at worst a window that began before the slow-down is judged, then a
+    // pick and a whole window after it: 2 x 8 + 1 looks, 5 commits apart
+    CHECK(replanned_at <= 500 + 5 * (2 * 8 + 1));
+  }
+}
+
+TEST_CASE("a plan measured slower than the one it replaced goes back", "[unit][replan]") {
+  replan_memory memory;
+  auto in = look(40, 1.0, {{"b", 0.9}}, memory);
+  in.last_replan_batch = 20;
+  in.replaced_measured_s = 1.0;
+  in.measured_s = 1.3; // predicted faster, measured 30% slower
+  auto v = decide_replan(in, memory);
+  CHECK(v.action == replan_action::revert);
+  in.measured_s = 1.1; // within the gain's margin: noise, it stays
+  CHECK(decide_replan(in, memory).action == replan_action::keep);
+  in.measured_s = 1.3;
+  in.replaced_measured_s = 0; // a plan the job started with: nothing to go back to
+  CHECK(decide_replan(in, memory).action == replan_action::keep);
 }
