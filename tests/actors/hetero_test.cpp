@@ -166,6 +166,37 @@ TEST_CASE("the automatic plan leaves a very slow device out and stays exact",
   CHECK(weight_diff_to_single_device(jc, *train, *r.weights) <= 1e-5);
 }
 
+TEST_CASE("a stage count the user asked for is what the planner makes, and it holds",
+          "[actor][planner][replan]") {
+  torch::set_num_threads(1);
+  auto train = synthetic_for("mlp:depth=5", 1, 4096);
+  actors::job_config jc;
+  jc.model = "mlp:depth=5";
+  jc.dataset = "synthetic";
+  jc.batch_size = 64;
+  jc.max_batches = 40;
+  jc.evaluate = false;
+  jc.auto_plan = true;
+  jc.stages = 3; // `train --stages 3`
+  jc.replan_gain = 0.15;
+  jc.replan_min_batches = 5;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{many_threads(cfg)};
+  // a slow node that a free planner would leave out, or give little
+  auto nodes = actors::local_nodes(sys, 3, 1, {share(1.0), share(0.25), share(1.0)});
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(20);
+  auto r = actors::run_job(sys, jc, nodes, train, train, opts);
+  REQUIRE(r.status.error == "");
+  INFO("plan " << r.status.plan);
+  CHECK(r.status.plan.rfind("dp(", 0) == std::string::npos);
+  CHECK(std::count(r.status.plan.begin(), r.status.plan.end(), '[') == 3);
+  CHECK(r.status.replans == 0);
+  REQUIRE(r.weights);
+  CHECK(weight_diff_to_single_device(jc, *train, *r.weights) <= 1e-5);
+}
+
 TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
           "[actor][planner][replan]") {
   torch::set_num_threads(1);
