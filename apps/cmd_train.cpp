@@ -1,5 +1,7 @@
 // `salamander train` (one device) and `salamander eval`.
+#include "actors/node/profiler.hpp"
 #include "apps/commands.hpp"
+#include "apps/preflight.hpp"
 #include "apps/progress.hpp"
 #include "apps/runtime_env.hpp"
 #include "messages/checkpoint.hpp"
@@ -8,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <optional>
 
 namespace salamander::apps {
 
@@ -34,11 +37,13 @@ int run_train(const train_cli& cli) {
   auto log = logger("train");
   set_threads(cli.threads);
   check_blas();
-  auto spec = models::model_spec::parse(cli.model);
-  models::layered_model model(models::describe(spec), cli.seed);
+  auto desc = check_job(cli, job_place::here, actors::memory_available());
+  auto spec = desc.spec;
+  models::layered_model model(desc, cli.seed);
   auto train = models::load_dataset(cli.dataset, true, model.desc(), cli.data_dir);
   auto test = models::load_dataset(cli.dataset, false, model.desc(), cli.data_dir);
-  log->info("model {} ({} layers, {} parameters, fingerprint {}), data {} ({} train / {} test), "
+  log->info("model {} ({} layers, {} parameters, fingerprint {}), data {} ({} train / {} "
+            "test), "
             "{} thread(s)",
             spec.canonical(), model.desc().layers.size(), model.desc().total_params(),
             model.desc().fingerprint, cli.dataset, train.size(), test.size(),
@@ -64,33 +69,33 @@ int run_train(const train_cli& cli) {
     auto start = std::chrono::steady_clock::now();
     int64_t samples = 0;
     double ema_loss = -1.0;
-    auto stats = models::train_epoch(exec, *opt, train, static_cast<uint64_t>(epoch), opts,
-                                     [&](const models::batch_report& r) {
-                                       samples += r.samples;
-                                       ema_loss = ema_loss < 0 ? r.loss
-                                                               : 0.95 * ema_loss + 0.05 * r.loss;
-                                       double secs = std::chrono::duration<double>(
-                                                         std::chrono::steady_clock::now() - start)
-                                                         .count();
-                                       double rate = secs > 0 ? samples / secs : 0.0;
-                                       double bps = secs > 0 ? (r.batch + 1) / secs : 0.0;
-                                       progress.update(fmt::format(
-                                           "epoch {}/{}  batch {}/{}  {:.1f} batches/s  {:.0f} "
-                                           "samples/s  loss {:.4f}  eta {}",
-                                           epoch + 1, cli.epochs, r.batch + 1, r.batches, bps,
-                                           rate, ema_loss,
-                                           format_eta(bps > 0 ? (r.batches - r.batch - 1) / bps
-                                                              : -1)),
-                                                       r.batch + 1 == r.batches);
-                                     });
+    auto stats = models::train_epoch(
+        exec, *opt, train, static_cast<uint64_t>(epoch), opts,
+        [&](const models::batch_report& r) {
+          samples += r.samples;
+          ema_loss = ema_loss < 0 ? r.loss : 0.95 * ema_loss + 0.05 * r.loss;
+          double secs =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                  .count();
+          double rate = secs > 0 ? samples / secs : 0.0;
+          double bps = secs > 0 ? (r.batch + 1) / secs : 0.0;
+          progress.update(
+              fmt::format("epoch {}/{}  batch {}/{}  {:.1f} batches/s  {:.0f} "
+                          "samples/s  loss {:.4f}  eta {}",
+                          epoch + 1, cli.epochs, r.batch + 1, r.batches, bps, rate,
+                          ema_loss,
+                          format_eta(bps > 0 ? (r.batches - r.batch - 1) / bps : -1)),
+              r.batch + 1 == r.batches);
+        });
     progress.finish();
     committed += static_cast<uint64_t>(stats.batches);
     result = models::evaluate(net, test);
-    log->info("epoch {} done: {} batches in {:.1f} s ({:.0f} samples/s), train loss {:.4f}, "
-              "test accuracy {:.2f}% ({} / {}), test loss {:.4f}",
-              epoch + 1, stats.batches, stats.seconds, stats.samples / stats.seconds,
-              stats.mean_loss, 100.0 * result.accuracy(), result.correct, result.samples,
-              result.mean_loss);
+    log->info(
+        "epoch {} done: {} batches in {:.1f} s ({:.0f} samples/s), train loss {:.4f}, "
+        "test accuracy {:.2f}% ({} / {}), test loss {:.4f}",
+        epoch + 1, stats.batches, stats.seconds, stats.samples / stats.seconds,
+        stats.mean_loss, 100.0 * result.accuracy(), result.correct, result.samples,
+        result.mean_loss);
   }
   std::printf("test accuracy: %.4f\n", result.accuracy());
 
@@ -114,16 +119,22 @@ int run_eval(const eval_cli& cli) {
   set_threads(cli.threads);
   check_blas();
   auto ckpt = messages::load_checkpoint(cli.load);
-  auto spec = models::model_spec::parse(ckpt.snapshot.model);
-  models::layered_model model(models::describe(spec));
-  models::restore(model, nullptr, ckpt.snapshot);
-  auto test = models::load_dataset(cli.dataset, false, model.desc(), cli.data_dir);
-  auto net = model.all();
+  models::model_spec spec;
+  std::optional<models::layered_model> model;
+  try {
+    spec = models::model_spec::parse(ckpt.snapshot.model);
+    model.emplace(models::describe(spec));
+    models::restore(*model, nullptr, ckpt.snapshot);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("checkpoint " + cli.load + ": " + e.what());
+  }
+  auto test = models::load_dataset(cli.dataset, false, model->desc(), cli.data_dir);
+  auto net = model->all();
   auto result = models::evaluate(net, test);
   log->info("checkpoint {}: model {}, version {} (batches trained), {}", cli.load,
             spec.canonical(), ckpt.snapshot.version, ckpt.note);
-  log->info("test accuracy {:.2f}% ({} / {}), test loss {:.4f}", 100.0 * result.accuracy(),
-            result.correct, result.samples, result.mean_loss);
+  log->info("test accuracy {:.2f}% ({} / {}), test loss {:.4f}",
+            100.0 * result.accuracy(), result.correct, result.samples, result.mean_loss);
   std::printf("test accuracy: %.4f\n", result.accuracy());
   return 0;
 }

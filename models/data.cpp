@@ -17,6 +17,8 @@ namespace {
 // Fashion-MNIST training-set statistics (Xiao et al. 2017).
 constexpr double fmnist_mean = 0.2860;
 constexpr double fmnist_std = 0.3530;
+const shape fmnist_sample = {1, 28, 28};
+constexpr int64_t fmnist_classes = 10;
 // Large enough for any IDX file we read; a header claiming more is corrupt.
 constexpr int64_t max_idx_bytes = int64_t{1} << 31;
 
@@ -98,8 +100,8 @@ torch::Tensor read_idx(const std::string& path) {
   }
   size_t dims = bytes[3];
   if (dims == 0 || dims > 4 || bytes.size() < 4 + 4 * dims) {
-    throw data_error(path + " has a bad or truncated IDX header (" + std::to_string(dims) +
-                     " dimensions)");
+    throw data_error(path + " has a bad or truncated IDX header (" +
+                     std::to_string(dims) + " dimensions)");
   }
   std::vector<int64_t> sizes;
   int64_t count = 1;
@@ -114,8 +116,9 @@ torch::Tensor read_idx(const std::string& path) {
   if (bytes.size() - header != static_cast<size_t>(count)) {
     throw data_error(path + " holds " + std::to_string(bytes.size() - header) +
                      " data bytes but its header says " + std::to_string(count) +
-                     (bytes.size() - header < static_cast<size_t>(count) ? " (truncated)"
-                                                                          : " (trailing data)"));
+                     (bytes.size() - header < static_cast<size_t>(count)
+                          ? " (truncated)"
+                          : " (trailing data)"));
   }
   auto t = torch::empty(sizes, torch::kUInt8);
   std::memcpy(t.data_ptr(), bytes.data() + header, static_cast<size_t>(count));
@@ -143,15 +146,18 @@ dataset load_fashion_mnist(bool train, const std::string& dir) {
   auto labels = read_idx(labels_path);
   if (images.dim() != 3 || labels.dim() != 1 || images.size(0) != labels.size(0)) {
     throw data_error("Fashion-MNIST files disagree: " + images_path + " has shape " +
-                     to_string(images.sizes().vec()) + ", " + labels_path + " has shape " +
-                     to_string(labels.sizes().vec()));
+                     to_string(images.sizes().vec()) + ", " + labels_path +
+                     " has shape " + to_string(labels.sizes().vec()));
   }
   dataset d;
   d.name = "fashion-mnist/" + prefix;
-  d.images = images.unsqueeze(1).to(torch::kFloat32).div_(255.0).sub_(fmnist_mean).div_(
-      fmnist_std);
+  d.images = images.unsqueeze(1)
+                 .to(torch::kFloat32)
+                 .div_(255.0)
+                 .sub_(fmnist_mean)
+                 .div_(fmnist_std);
   d.labels = labels.to(torch::kInt64);
-  d.classes = 10;
+  d.classes = fmnist_classes;
   if (d.labels.max().item<int64_t>() >= d.classes) {
     throw data_error(labels_path + " has a label outside 0..9");
   }
@@ -178,13 +184,38 @@ dataset make_synthetic(uint64_t seed, int64_t n, const shape& sample, int64_t cl
   return d;
 }
 
+void check_fits(const std::string& name, const model_desc& desc) {
+  if (name == "synthetic") {
+    return;
+  }
+  if (name != "fashion-mnist") {
+    throw std::invalid_argument("unknown data set '" + name +
+                                "'; use fashion-mnist or synthetic");
+  }
+  auto model = desc.spec.canonical();
+  if (desc.input != fmnist_sample) {
+    throw data_error(
+        "model " + model + " takes " + to_string(desc.input) +
+        " inputs but Fashion-MNIST images are " + to_string(fmnist_sample) +
+        ": drop the image and channels options (or train on --dataset synthetic)");
+  }
+  if (desc.classes != fmnist_classes) {
+    throw data_error(
+        "model " + model + " has " + std::to_string(desc.classes) +
+        " classes but Fashion-MNIST has " + std::to_string(fmnist_classes) +
+        ": drop the classes option (default 10), or train on --dataset synthetic");
+  }
+}
+
 dataset load_dataset(const std::string& name, bool train, const model_desc& desc,
                      const std::string& dir) {
+  check_fits(name, desc);
   if (name == "fashion-mnist") {
     auto d = load_fashion_mnist(train, dir);
     if (d.sample_shape() != desc.input) {
-      throw data_error("model " + desc.spec.canonical() + " takes " + to_string(desc.input) +
-                       " inputs but Fashion-MNIST is " + to_string(d.sample_shape()));
+      throw data_error("model " + desc.spec.canonical() + " takes " +
+                       to_string(desc.input) + " inputs but Fashion-MNIST is " +
+                       to_string(d.sample_shape()));
     }
     return d;
   }
@@ -205,7 +236,8 @@ batch get_batch(const dataset& data, uint64_t seed, uint64_t epoch, int64_t batc
                 int64_t batch_size, bool drop_last) {
   auto idx = algorithms::batch_indices(seed, epoch, batch_id, data.size(), batch_size,
                                        drop_last);
-  auto index = torch::from_blob(idx.data(), {static_cast<int64_t>(idx.size())}, torch::kInt64);
+  auto index =
+      torch::from_blob(idx.data(), {static_cast<int64_t>(idx.size())}, torch::kInt64);
   return {data.images.index_select(0, index), data.labels.index_select(0, index)};
 }
 

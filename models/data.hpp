@@ -50,6 +50,12 @@ torch::Tensor read_idx(const std::string& path);
 dataset make_synthetic(uint64_t seed, int64_t n, const shape& sample, int64_t classes,
                        double noise = 1.0);
 
+/// Throws when `desc` cannot train on the data set `name` (data_error, naming
+/// the model option to change) or the name is unknown (std::invalid_argument).
+/// Reads no data: a job checks this before it builds anything. Synthetic
+/// data is shaped for the model, so every model fits it.
+void check_fits(const std::string& name, const model_desc& desc);
+
 /// Loads "fashion-mnist" (train or test split) or "synthetic" (shaped for
 /// `desc`, 4096 training / 1024 test examples).
 dataset load_dataset(const std::string& name, bool train, const model_desc& desc,

@@ -76,6 +76,33 @@ struct model_desc {
   size_t index_of(const std::string& layer_name) const;
 };
 
+/// How two specs differ, for messages: "hidden=64 vs hidden=128", "mlp vs
+/// cnn", "depth=3 vs depth not given (its default)"; "" when equal.
+std::string spec_difference(const model_spec& a, const model_spec& b);
+
+/// What training a model takes in memory, in bytes (float32), estimated from
+/// its description: nothing is allocated, so a model too large for the host
+/// can be refused before it is built.
+struct memory_estimate {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;   ///< adam keeps 2 values per parameter, sgd 1 (momentum)
+  double activations = 0; ///< what one batch keeps alive for its backward pass
+  std::string optimizer_kind;
+  int64_t batch_size = 0;
+
+  double total() const { return weights + gradients + optimizer + activations; }
+  /// "3.1 GB (weights 784 MB, gradients 784 MB, adam state 1.6 GB,
+  /// activations 12 MB for a batch of 64)"
+  std::string describe() const;
+};
+
+memory_estimate training_memory(const model_desc& desc, const std::string& optimizer,
+                                int64_t batch_size);
+
+/// Bytes for people: "812 KB", "512 MB", "39.2 GB", "3.1 TB".
+std::string format_bytes(double bytes);
+
 /// Names accepted by describe() and layered_model::build().
 std::vector<std::string> zoo_names();
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
@@ -22,10 +23,26 @@ constexpr int64_t float_bytes = 4;
   throw std::invalid_argument(what);
 }
 
-int64_t positive(const model_spec& spec, const std::string& key, int64_t fallback) {
+// Upper bounds on the options keep every count below in int64 (the largest,
+// a dense layer of 2^20 x 2^20 weights, is 2^40 parameters); a model near
+// them is refused for its memory long before (see training_memory).
+constexpr int64_t max_image = 4096;
+constexpr int64_t max_channels = 1024;
+constexpr int64_t max_classes = 1000000;
+constexpr int64_t max_width = 1 << 20; ///< hidden, c1, c2
+constexpr int64_t max_resnet_width = 4096;
+constexpr int64_t max_depth = 100000; ///< layers, blocks
+
+int64_t positive(const model_spec& spec, const std::string& key, int64_t fallback,
+                 int64_t max) {
   int64_t v = spec.get_int(key, fallback);
   if (v <= 0) {
-    bad("model option " + key + "=" + std::to_string(v) + " must be positive");
+    bad("model option " + key + "=" + std::to_string(v) + " must be positive (1 to " +
+        std::to_string(max) + ")");
+  }
+  if (v > max) {
+    bad("model option " + key + "=" + std::to_string(v) + " is too large (at most " +
+        std::to_string(max) + ")");
   }
   return v;
 }
@@ -47,7 +64,8 @@ layer_info dense(const std::string& name, const shape& in, int64_t out, bool rel
   int64_t fan_in = elements(in);
   l.output = {out};
   l.params = fan_in * out + out;
-  l.flops = 2.0 * static_cast<double>(fan_in * out) + (relu ? static_cast<double>(out) : 0.0);
+  l.flops =
+      2.0 * static_cast<double>(fan_in * out) + (relu ? static_cast<double>(out) : 0.0);
   l.activation_bytes = (fan_in + (relu ? 2 : 1) * out) * float_bytes;
   l.attrs = {{"in", fan_in}, {"out", out}, {"relu", relu ? 1 : 0}};
   finish(l);
@@ -70,16 +88,19 @@ layer_info conv_block(const std::string& name, const shape& in, int64_t out_ch,
   int64_t conv_elems = out_ch * ho * wo;
   l.output = pool ? shape{out_ch, ho / 2, wo / 2} : shape{out_ch, ho, wo};
   l.params = c * out_ch * kernel * kernel + out_ch;
-  l.flops = 2.0 * static_cast<double>(c * kernel * kernel) * static_cast<double>(conv_elems) +
-            2.0 * static_cast<double>(conv_elems);
+  l.flops =
+      2.0 * static_cast<double>(c * kernel * kernel) * static_cast<double>(conv_elems) +
+      2.0 * static_cast<double>(conv_elems);
   l.activation_bytes = (elements(in) + 2 * conv_elems + elements(l.output)) * float_bytes;
-  l.attrs = {{"in_ch", c}, {"out_ch", out_ch}, {"kernel", kernel}, {"pool", pool ? 1 : 0}};
+  l.attrs = {
+      {"in_ch", c}, {"out_ch", out_ch}, {"kernel", kernel}, {"pool", pool ? 1 : 0}};
   finish(l);
   return l;
 }
 
 // ResNet basic block (He et al. 2016): conv-bn-relu-conv-bn + shortcut, relu.
-layer_info residual(const std::string& name, const shape& in, int64_t out_ch, int64_t stride) {
+layer_info residual(const std::string& name, const shape& in, int64_t out_ch,
+                    int64_t stride) {
   layer_info l;
   l.name = name;
   l.kind = "residual";
@@ -91,8 +112,9 @@ layer_info residual(const std::string& name, const shape& in, int64_t out_ch, in
   l.output = {out_ch, ho, wo};
   l.params = c * out_ch * 9 + 2 * out_ch + out_ch * out_ch * 9 + 2 * out_ch +
              (project ? c * out_ch + 2 * out_ch : 0);
-  l.flops = 2.0 * static_cast<double>(c * 9 * e) + 2.0 * static_cast<double>(out_ch * 9 * e) +
-            (project ? 2.0 * static_cast<double>(c * e) : 0.0) + 12.0 * static_cast<double>(e);
+  l.flops =
+      2.0 * static_cast<double>(c * 9 * e) + 2.0 * static_cast<double>(out_ch * 9 * e) +
+      (project ? 2.0 * static_cast<double>(c * e) : 0.0) + 12.0 * static_cast<double>(e);
   l.activation_bytes = (elements(in) + (project ? 8 : 6) * e) * float_bytes;
   l.attrs = {{"in_ch", c}, {"out_ch", out_ch}, {"stride", stride}};
   finish(l);
@@ -100,8 +122,8 @@ layer_info residual(const std::string& name, const shape& in, int64_t out_ch, in
 }
 
 model_desc describe_mlp(const model_spec& spec, const shape& input, int64_t classes) {
-  int64_t hidden = positive(spec, "hidden", 256);
-  int64_t depth = positive(spec, "depth", 2);
+  int64_t hidden = positive(spec, "hidden", 256, max_width);
+  int64_t depth = positive(spec, "depth", 2, max_depth);
   model_desc d;
   shape cur = input;
   for (int64_t i = 0; i < depth; ++i) {
@@ -113,11 +135,11 @@ model_desc describe_mlp(const model_spec& spec, const shape& input, int64_t clas
 }
 
 model_desc describe_cnn(const model_spec& spec, const shape& input, int64_t classes) {
-  int64_t c1 = positive(spec, "c1", 8);
-  int64_t c2 = positive(spec, "c2", 16);
+  int64_t c1 = positive(spec, "c1", 8, max_width);
+  int64_t c2 = positive(spec, "c2", 16, max_width);
   // Narrow on purpose: 87-88% on Fashion-MNIST after one epoch at ~7,500
   // samples/s on one thread; wider variants gain little and cost 3-5x.
-  int64_t hidden = positive(spec, "hidden", 64);
+  int64_t hidden = positive(spec, "hidden", 64, max_width);
   model_desc d;
   d.layers.push_back(conv_block("conv1", input, c1, 5, true));
   d.layers.push_back(conv_block("conv2", d.layers.back().output, c2, 5, true));
@@ -127,8 +149,8 @@ model_desc describe_cnn(const model_spec& spec, const shape& input, int64_t clas
 }
 
 model_desc describe_resnet(const model_spec& spec, const shape& input, int64_t classes) {
-  int64_t width = positive(spec, "width", 16);
-  int64_t blocks = positive(spec, "blocks", 2);
+  int64_t width = positive(spec, "width", 16, max_resnet_width);
+  int64_t blocks = positive(spec, "blocks", 2, max_depth);
   model_desc d;
   if (input.size() != 3) {
     bad("resnet needs a CxHxW input, got " + to_string(input));
@@ -150,8 +172,9 @@ model_desc describe_resnet(const model_spec& spec, const shape& input, int64_t c
     int64_t ch = width << group;
     for (int64_t b = 0; b < blocks; ++b) {
       int64_t stride = (group > 0 && b == 0) ? 2 : 1;
-      d.layers.push_back(residual("res" + std::to_string(group + 1) + "_" + std::to_string(b + 1),
-                                  cur, ch, stride));
+      d.layers.push_back(
+          residual("res" + std::to_string(group + 1) + "_" + std::to_string(b + 1), cur,
+                   ch, stride));
       cur = d.layers.back().output;
     }
   }
@@ -161,7 +184,8 @@ model_desc describe_resnet(const model_spec& spec, const shape& input, int64_t c
   head.input = cur;
   head.output = {classes};
   head.params = cur[0] * classes + classes;
-  head.flops = static_cast<double>(elements(cur)) + 2.0 * static_cast<double>(cur[0] * classes);
+  head.flops =
+      static_cast<double>(elements(cur)) + 2.0 * static_cast<double>(cur[0] * classes);
   head.activation_bytes = (elements(cur) + cur[0] + classes) * float_bytes;
   head.attrs = {{"in_ch", cur[0]}, {"classes", classes}};
   finish(head);
@@ -174,21 +198,27 @@ struct vit_config {
 };
 
 vit_config vit_size(const std::string& size) {
-  if (size == "tiny") return {192, 12, 3, 768};
-  if (size == "small") return {384, 12, 6, 1536};
-  if (size == "base") return {768, 12, 12, 3072};
-  if (size == "large") return {1024, 24, 16, 4096};
-  if (size == "huge") return {1280, 32, 16, 5120};
+  if (size == "tiny")
+    return {192, 12, 3, 768};
+  if (size == "small")
+    return {384, 12, 6, 1536};
+  if (size == "base")
+    return {768, 12, 12, 3072};
+  if (size == "large")
+    return {1024, 24, 16, 4096};
+  if (size == "huge")
+    return {1280, 32, 16, 5120};
   bad("vit size '" + size + "' is not one of tiny, small, base, large, huge");
 }
 
 model_desc describe_vit(const model_spec& spec, const shape& input, int64_t classes) {
   vit_config cfg = vit_size(spec.get("size", "tiny"));
-  cfg.depth = positive(spec, "depth", cfg.depth);
-  int64_t patch = positive(spec, "patch", input[1] >= 224 ? 16 : 7);
+  cfg.depth = positive(spec, "depth", cfg.depth, max_depth);
+  int64_t patch = positive(spec, "patch", input[1] >= 224 ? 16 : 7, max_image);
   if (input.size() != 3 || input[1] % patch != 0 || input[2] % patch != 0) {
-    bad("vit needs a CxHxW input divisible by patch=" + std::to_string(patch) + ", got " +
-        to_string(input));
+    bad("vit cuts its image into patch x patch squares: image=" +
+        std::to_string(input[1]) + " is not a multiple of patch=" +
+        std::to_string(patch) + " (give a patch that divides the image)");
   }
   if (cfg.dim % cfg.heads != 0) {
     bad("vit dim " + std::to_string(cfg.dim) + " is not divisible by heads");
@@ -220,13 +250,15 @@ model_desc describe_vit(const model_spec& spec, const shape& input, int64_t clas
     b.params = 4 * dim + (dim * 3 * dim + 3 * dim) + (dim * dim + dim) +
                (dim * cfg.mlp + cfg.mlp) + (cfg.mlp * dim + dim);
     auto td = static_cast<double>(t * dim);
-    b.flops = 2.0 * td * static_cast<double>(3 * dim) + 4.0 * static_cast<double>(t) * td +
-              2.0 * td * static_cast<double>(dim) + 4.0 * td * static_cast<double>(cfg.mlp) +
+    b.flops = 2.0 * td * static_cast<double>(3 * dim) +
+              4.0 * static_cast<double>(t) * td + 2.0 * td * static_cast<double>(dim) +
+              4.0 * td * static_cast<double>(cfg.mlp) +
               5.0 * static_cast<double>(cfg.heads * t * t) + 20.0 * td;
     // saved for backward: two norms, qkv, attention weights, context, MLP
     // hidden (pre and post GELU), residual sums
     b.activation_bytes =
-        (8 * t * dim + 3 * t * dim + 2 * cfg.heads * t * t + 2 * t * cfg.mlp) * float_bytes;
+        (8 * t * dim + 3 * t * dim + 2 * cfg.heads * t * t + 2 * t * cfg.mlp) *
+        float_bytes;
     b.attrs = {{"dim", dim}, {"heads", cfg.heads}, {"mlp", cfg.mlp}};
     finish(b);
     d.layers.push_back(b);
@@ -267,7 +299,8 @@ std::string to_string(const shape& s) {
 int64_t layer_info::attr(const std::string& key) const {
   auto i = attrs.find(key);
   if (i == attrs.end()) {
-    throw std::invalid_argument("layer " + name + " (" + kind + ") has no attribute " + key);
+    throw std::invalid_argument("layer " + name + " (" + kind + ") has no attribute " +
+                                key);
   }
   return i->second;
 }
@@ -348,7 +381,68 @@ size_t model_desc::index_of(const std::string& layer_name) const {
       return i;
     }
   }
-  throw std::invalid_argument("model " + spec.canonical() + " has no layer " + layer_name);
+  throw std::invalid_argument("model " + spec.canonical() + " has no layer " +
+                              layer_name);
+}
+
+std::string spec_difference(const model_spec& a, const model_spec& b) {
+  if (a.name != b.name) {
+    return a.name + " vs " + b.name;
+  }
+  std::string out;
+  auto side = [](const model_spec& s, const std::string& key) {
+    auto i = s.options.find(key);
+    return i == s.options.end() ? key + " not given (its default)"
+                                : key + "=" + i->second;
+  };
+  std::map<std::string, int> keys;
+  for (auto* s : {&a, &b}) {
+    for (auto& kv : s->options) {
+      keys[kv.first]++;
+    }
+  }
+  for (auto& kv : keys) {
+    if (a.get(kv.first, "\n") != b.get(kv.first, "\n")) {
+      out += (out.empty() ? "" : ", ") + side(a, kv.first) + " vs " + side(b, kv.first);
+    }
+  }
+  return out;
+}
+
+memory_estimate training_memory(const model_desc& desc, const std::string& optimizer,
+                                int64_t batch_size) {
+  memory_estimate m;
+  double activations = 0;
+  for (auto& l : desc.layers) {
+    m.weights += static_cast<double>(l.param_bytes);
+    activations += static_cast<double>(l.activation_bytes);
+  }
+  m.gradients = m.weights;
+  m.optimizer = (optimizer == "adam" ? 2.0 : 1.0) * m.weights;
+  m.activations = activations * static_cast<double>(batch_size);
+  m.optimizer_kind = optimizer;
+  m.batch_size = batch_size;
+  return m;
+}
+
+std::string memory_estimate::describe() const {
+  return format_bytes(total()) + " (weights " + format_bytes(weights) + ", gradients " +
+         format_bytes(gradients) + ", " + optimizer_kind + " state " +
+         format_bytes(optimizer) + ", activations " + format_bytes(activations) +
+         " for a batch of " + std::to_string(batch_size) + ")";
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"bytes", "KB", "MB", "GB", "TB", "PB", "EB"};
+  size_t u = 0;
+  while (bytes >= 1000 && u + 1 < std::size(units)) {
+    bytes /= 1000;
+    ++u;
+  }
+  char out[32];
+  std::snprintf(out, sizeof out, u == 0 || bytes >= 100 ? "%.0f %s" : "%.1f %s", bytes,
+                units[u]);
+  return out;
 }
 
 std::vector<std::string> zoo_names() {
@@ -364,11 +458,14 @@ uint64_t fnv1a(const void* data, size_t size, uint64_t hash) {
   return hash;
 }
 
-model_desc describe(const model_spec& spec) {
+namespace {
+
+// The layers of `spec`, unchecked for sizes that shrink to nothing.
+model_desc describe_layers(const model_spec& spec) {
   static const std::vector<std::string> known_common = {"image", "channels", "classes"};
-  shape input = {positive(spec, "channels", 1), positive(spec, "image", 28),
-                 positive(spec, "image", 28)};
-  int64_t classes = positive(spec, "classes", 10);
+  int64_t image = positive(spec, "image", 28, max_image);
+  shape input = {positive(spec, "channels", 1, max_channels), image, image};
+  int64_t classes = positive(spec, "classes", 10, max_classes);
   model_desc d;
   std::vector<std::string> known;
   if (spec.name == "mlp") {
@@ -395,6 +492,48 @@ model_desc describe(const model_spec& spec) {
   d.spec = spec;
   d.input = input;
   d.classes = classes;
+  return d;
+}
+
+// The first layer whose output has a side of zero (an image too small for
+// its convolutions and pools), or nullptr.
+const layer_info* vanishing_layer(const model_desc& d) {
+  for (auto& l : d.layers) {
+    if (std::any_of(l.output.begin(), l.output.end(), [](int64_t x) { return x <= 0; })) {
+      return &l;
+    }
+  }
+  return nullptr;
+}
+
+// The smallest image `spec` takes, searched upwards (a few steps for the
+// zoo's pools); 0 if none up to the bound.
+int64_t smallest_image(model_spec spec) {
+  for (int64_t image = spec.get_int("image", 28) + 1; image <= max_image; ++image) {
+    spec.options["image"] = std::to_string(image);
+    try {
+      if (!vanishing_layer(describe_layers(spec))) {
+        return image;
+      }
+    } catch (const std::invalid_argument&) {
+      // e.g. not divisible by a patch: try the next size
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+model_desc describe(const model_spec& spec) {
+  auto d = describe_layers(spec);
+  if (auto* l = vanishing_layer(d)) {
+    auto smallest = smallest_image(spec);
+    bad("model " + spec.canonical() + ": image=" + std::to_string(d.input[1]) +
+        " is too small, layer " + l->name + " would output " + to_string(l->output) +
+        (smallest > 0
+             ? " (" + spec.name + " takes image=" + std::to_string(smallest) + " or more)"
+             : ""));
+  }
   std::string key = spec.canonical();
   uint64_t h = fnv1a(key.data(), key.size());
   for (auto& l : d.layers) {

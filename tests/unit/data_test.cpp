@@ -65,7 +65,8 @@ TEST_CASE("bad IDX files are clear errors", "[unit][data]") {
   CHECK_THROWS_WITH(read_idx(dir.file("absent")), Catch::Contains("cannot open"));
 }
 
-TEST_CASE("missing Fashion-MNIST names the paths searched and the package", "[unit][data]") {
+TEST_CASE("missing Fashion-MNIST names the paths searched and the package",
+          "[unit][data]") {
   temp_dir dir;
   try {
     load_fashion_mnist(true, dir.path().string());
@@ -88,7 +89,8 @@ TEST_CASE("a Fashion-MNIST directory of our own is read", "[unit][data]") {
   CHECK(d.sample_shape() == shape{1, 28, 28});
   CHECK(d.label_vector() == std::vector<int64_t>{0, 9, 4});
   write_raw(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({2}, {0, 9}));
-  CHECK_THROWS_WITH(load_fashion_mnist(false, dir.path().string()), Catch::Contains("disagree"));
+  CHECK_THROWS_WITH(load_fashion_mnist(false, dir.path().string()),
+                    Catch::Contains("disagree"));
 }
 
 TEST_CASE("Debian's Fashion-MNIST has the expected size and balance", "[unit][data]") {
@@ -121,7 +123,8 @@ TEST_CASE("batches are a pure function of seed, epoch and batch id", "[unit][dat
   CHECK_THROWS_AS(make_synthetic(1, 0, {2}, 2), std::invalid_argument);
 }
 
-TEST_CASE("the synthetic test split shares the training split's classes", "[unit][data]") {
+TEST_CASE("the synthetic test split shares the training split's classes",
+          "[unit][data]") {
   auto d = describe(model_spec::parse("mlp"));
   auto train = load_dataset("synthetic", true, d);
   auto test = load_dataset("synthetic", false, d);
@@ -135,4 +138,23 @@ TEST_CASE("the synthetic test split shares the training split's classes", "[unit
   auto dist = torch::cdist(test.images.flatten(1), means);
   auto acc = dist.argmin(1).eq(test.labels).to(torch::kFloat64).mean().item<double>();
   CHECK(acc > 0.9);
+}
+
+TEST_CASE("a model that does not fit Fashion-MNIST is refused before any data is read",
+          "[unit][data]") {
+  auto fits = [](const std::string& data, const std::string& model) {
+    check_fits(data, describe(model_spec::parse(model)));
+  };
+  CHECK_NOTHROW(fits("fashion-mnist", "cnn"));
+  CHECK_THROWS_WITH(fits("fashion-mnist", "cnn:classes=3"),
+                    Catch::Contains("3 classes") &&
+                        Catch::Contains("Fashion-MNIST has 10") &&
+                        Catch::Contains("classes option"));
+  CHECK_THROWS_WITH(fits("fashion-mnist", "mlp:image=32"),
+                    Catch::Contains("1x32x32") && Catch::Contains("1x28x28") &&
+                        Catch::Contains("image and channels options"));
+  CHECK_THROWS_AS(fits("fashion-mnist", "mlp:channels=3"), data_error);
+  // synthetic data is drawn in the model's shape
+  CHECK_NOTHROW(fits("synthetic", "cnn:classes=3,image=32,channels=3"));
+  CHECK_THROWS_WITH(fits("cifar", "cnn"), Catch::Contains("unknown data set 'cifar'"));
 }

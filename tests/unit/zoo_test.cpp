@@ -17,12 +17,21 @@ TEST_CASE("model specs parse and print canonically", "[unit][zoo]") {
 TEST_CASE("bad model specs are rejected with the bad part named", "[unit][zoo]") {
   CHECK_THROWS_WITH(model_spec::parse(":a=1"), Catch::Contains("no model name"));
   CHECK_THROWS_WITH(model_spec::parse("cnn:c1"), Catch::Contains("'c1'"));
-  CHECK_THROWS_WITH(describe(model_spec::parse("lstm")), Catch::Contains("unknown model 'lstm'"));
-  CHECK_THROWS_WITH(describe(model_spec::parse("cnn:width=3")), Catch::Contains("'width'"));
+  CHECK_THROWS_WITH(describe(model_spec::parse("lstm")),
+                    Catch::Contains("unknown model 'lstm'"));
+  CHECK_THROWS_WITH(describe(model_spec::parse("cnn:width=3")),
+                    Catch::Contains("'width'"));
   CHECK_THROWS_WITH(describe(model_spec::parse("cnn:c1=x")), Catch::Contains("c1=x"));
-  CHECK_THROWS_WITH(describe(model_spec::parse("mlp:hidden=0")), Catch::Contains("positive"));
-  CHECK_THROWS_WITH(describe(model_spec::parse("vit:size=giant")), Catch::Contains("giant"));
-  CHECK_THROWS_WITH(describe(model_spec::parse("vit:patch=5")), Catch::Contains("patch=5"));
+  CHECK_THROWS_WITH(describe(model_spec::parse("mlp:hidden=0")),
+                    Catch::Contains("positive"));
+  CHECK_THROWS_WITH(describe(model_spec::parse("mlp:hidden=1000000000")),
+                    Catch::Contains("hidden=1000000000 is too large (at most 1048576)"));
+  CHECK_THROWS_WITH(describe(model_spec::parse("cnn:image=-3")),
+                    Catch::Contains("image=-3 must be positive"));
+  CHECK_THROWS_WITH(describe(model_spec::parse("vit:size=giant")),
+                    Catch::Contains("giant"));
+  CHECK_THROWS_WITH(describe(model_spec::parse("vit:patch=5")),
+                    Catch::Contains("patch=5"));
 }
 
 TEST_CASE("shapes chain from layer to layer", "[unit][zoo]") {
@@ -49,8 +58,9 @@ TEST_CASE("ViT configurations match the published parameter counts", "[unit][zoo
   // (ImageNet head, 224x224 input, patch 16; ViT-H counted at patch 14).
   auto count = [](const std::string& size, int patch) {
     return static_cast<double>(
-        describe(model_spec::parse("vit:size=" + size + ",image=224,channels=3,classes=1000,patch=" +
-                                   std::to_string(patch)))
+        describe(model_spec::parse(
+                     "vit:size=" + size +
+                     ",image=224,channels=3,classes=1000,patch=" + std::to_string(patch)))
             .total_params());
   };
   CHECK(count("base", 16) == Approx(86.6e6).epsilon(0.01));
@@ -58,7 +68,8 @@ TEST_CASE("ViT configurations match the published parameter counts", "[unit][zoo
   CHECK(count("huge", 14) == Approx(632e6).epsilon(0.01));
   CHECK(count("tiny", 16) == Approx(5.7e6).epsilon(0.01));
   CHECK(count("small", 16) == Approx(22.1e6).epsilon(0.01));
-  auto huge = describe(model_spec::parse("vit:size=huge,image=224,channels=3,classes=1000"));
+  auto huge =
+      describe(model_spec::parse("vit:size=huge,image=224,channels=3,classes=1000"));
   CHECK(huge.layers.size() == 34); // embed + 32 blocks + head
   CHECK(huge.total_flops() > 1e11);
 }
@@ -71,4 +82,48 @@ TEST_CASE("fingerprints identify architecture and options", "[unit][zoo]") {
   CHECK(a.fingerprint != describe(model_spec::parse("mlp")).fingerprint);
   CHECK(a.index_of("fc1") == 2);
   CHECK_THROWS_AS(a.index_of("nope"), std::invalid_argument);
+}
+
+TEST_CASE("an image too small for a model's layers is refused, naming the option",
+          "[unit][zoo]") {
+  // cnn pools twice: 1 -> 0 would leave conv1 with an 8x0x0 output
+  CHECK_THROWS_WITH(describe(model_spec::parse("cnn:image=1")),
+                    Catch::Contains("image=1 is too small") && Catch::Contains("conv1") &&
+                        Catch::Contains("8x0x0") && Catch::Contains("image=4 or more"));
+  CHECK_THROWS_WITH(describe(model_spec::parse("cnn:image=3")), Catch::Contains("conv2"));
+  CHECK(describe(model_spec::parse("cnn:image=4")).layers[1].output == shape{16, 1, 1});
+  CHECK_THROWS_WITH(describe(model_spec::parse("vit:image=30")),
+                    Catch::Contains("image=30 is not a multiple of patch=7"));
+  // resnet's strided blocks round up: any image works
+  CHECK_NOTHROW(describe(model_spec::parse("resnet:image=1")));
+}
+
+TEST_CASE("training memory is estimated from the description, without weights",
+          "[unit][zoo]") {
+  auto mlp = describe(model_spec::parse("mlp"));
+  // 784*256+256 + 256*256+256 + 256*10+10 parameters of 4 bytes
+  double weights = 4.0 * 269322;
+  REQUIRE(mlp.total_params() == 269322);
+  auto adam = training_memory(mlp, "adam", 64);
+  CHECK(adam.weights == weights);
+  CHECK(adam.gradients == weights);
+  CHECK(adam.optimizer == 2 * weights);
+  double per_sample = 0;
+  for (auto& l : mlp.layers) {
+    per_sample += static_cast<double>(l.activation_bytes);
+  }
+  CHECK(adam.activations == 64 * per_sample);
+  CHECK(training_memory(mlp, "sgd", 64).optimizer == weights);
+  CHECK(adam.describe().find("adam state 2.2 MB") != std::string::npos);
+  // 100000 blocks per group: 9.7 G parameters, described in a moment
+  auto deep = describe(model_spec::parse("resnet:blocks=100000"));
+  CHECK(training_memory(deep, "adam", 1).weights > 38e9);
+}
+
+TEST_CASE("byte counts read as KB, MB, GB and TB", "[unit][zoo]") {
+  CHECK(format_bytes(999) == "999 bytes");
+  CHECK(format_bytes(812e3) == "812 KB");
+  CHECK(format_bytes(512e6) == "512 MB");
+  CHECK(format_bytes(38.9e9) == "38.9 GB");
+  CHECK(format_bytes(3.1e12) == "3.1 TB");
 }
