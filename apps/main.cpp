@@ -5,9 +5,15 @@
 #include "apps/runtime_env.hpp"
 
 #include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstdio>
 #include <exception>
+#include <limits>
+#include <string>
 
 using namespace salamander::apps;
 
@@ -18,6 +24,73 @@ const char* model_help =
     "cnn, mlp:hidden=512, resnet:width=16,blocks=2, vit:size=tiny, "
     "vit:size=base,image=224,patch=16,channels=3,classes=1000";
 
+// Numeric ranges in words. CLI11's own (PositiveNumber, Range) print
+// "Value 0 not in range 0.000000 to 1797693...": these say "must be at
+// least 1, got 0", and main() puts the option's name in front.
+
+std::string number_text(double x) {
+  return fmt::format("{}", x);
+}
+
+std::string range_desc(double min, double max, bool above) {
+  auto low = (above ? ">" : ">=") + number_text(min);
+  return max < std::numeric_limits<double>::max() ? low + ",<=" + number_text(max) : low;
+}
+
+/// A whole number of type T, at least `min`.
+template <class T> CLI::Validator whole(int64_t min) {
+  auto max = static_cast<long double>(std::numeric_limits<T>::max());
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        size_t sign = !text.empty() && text[0] == '-' ? 1 : 0;
+        if (text.size() == sign ||
+            text.find_first_not_of("0123456789", sign) != std::string::npos) {
+          return "must be a whole number, got '" + text + "'";
+        }
+        long double v = std::stold(text);
+        if (v < static_cast<long double>(min)) {
+          return "must be at least " + std::to_string(min) + ", got " + text;
+        }
+        if (v > max) {
+          return fmt::format("must be at most {}, got {}", static_cast<uint64_t>(max),
+                             text);
+        }
+        return "";
+      },
+      ">=" + std::to_string(min));
+}
+
+/// A number in [min, max] (or (min, max] with `above`); `unit` follows the bounds.
+CLI::Validator number(double min, double max, bool above = false,
+                      const std::string& unit = "") {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || !std::isfinite(v)) {
+          return "must be a number, got '" + text + "'";
+        }
+        auto u = unit.empty() ? std::string() : " " + unit;
+        bool bounded = max < std::numeric_limits<double>::max();
+        if ((above && v <= min) || (!above && v < min) || v > max) {
+          if (bounded) {
+            return fmt::format("must be {} {} and at most {}{}, got {}",
+                               above ? "more than" : "at least", number_text(min),
+                               number_text(max), u, text);
+          }
+          return fmt::format("must be {} {}{}, got {}", above ? "more than" : "at least",
+                             number_text(min), u, text);
+        }
+        return "";
+      },
+      range_desc(min, max, above));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -25,7 +98,8 @@ int main(int argc, char** argv) {
       "salamander - fault-tolerant training and inference of deep networks across "
       "heterogeneous edge devices (CAF actors + LibTorch)"};
   app.require_subcommand(1);
-  // global options may also come after the subcommand (salamander train --log-level debug)
+  // global options may also come after the subcommand (salamander train --log-level
+  // debug)
   app.fallthrough();
   app.set_version_flag("--version", std::string("salamander ") + SALAMANDER_VERSION);
   std::string log_level = "info";
@@ -45,34 +119,35 @@ int main(int argc, char** argv) {
         "directory with the Fashion-MNIST IDX files (default: $SALAMANDER_DATA, then "
         "/usr/share/datasets/fashion-mnist)");
     sub->add_option("--epochs", train.epochs, "epochs to train")
-        ->check(CLI::PositiveNumber)
+        ->check(whole<int64_t>(1))
         ->capture_default_str();
     sub->add_option("--batch-size", train.batch_size,
                     "examples per batch (one optimizer step)")
-        ->check(CLI::PositiveNumber)
+        ->check(whole<int64_t>(1))
         ->capture_default_str();
     sub->add_option(
            "--micro-batches", train.micro_batches,
            "micro-batches per batch (gradients accumulate; same maths as a pipeline); "
            "default 1 on one device, 4 in a pipeline")
-        ->check(CLI::PositiveNumber);
+        ->check(whole<int64_t>(1));
     sub->add_option("--max-batches", train.max_batches,
                     "stop each epoch after N batches (0: all)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(whole<int64_t>(0))
         ->capture_default_str();
     sub->add_option("--optimizer", train.optimizer, "adam or sgd")
         ->check(CLI::IsMember({"adam", "sgd"}))
         ->capture_default_str();
     sub->add_option("--lr", train.lr, "learning rate")
-        ->check(CLI::PositiveNumber)
+        ->check(number(0, std::numeric_limits<double>::max(), true))
         ->capture_default_str();
     sub->add_option("--seed", train.seed, "seed for weights and data order")
+        ->check(whole<uint64_t>(0))
         ->capture_default_str();
     sub->add_option(
            "--threads", train.threads,
            "compute threads for this process (0: LibTorch's default; on 2 cores one "
            "thread trains the CNN fastest)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(whole<int>(0))
         ->capture_default_str();
     sub->add_option("--save", train.save, "write a checkpoint here when training ends");
   };
@@ -86,7 +161,7 @@ int main(int argc, char** argv) {
     sub->add_option("--balance", train.balance,
                     "layers per stage, e.g. 1,1,2 (default: an even split)");
     sub->add_option("--window", train.window, "batches in flight in the pipeline")
-        ->check(CLI::PositiveNumber)
+        ->check(whole<int>(1))
         ->capture_default_str();
     sub->add_option(
            "--plan", train.plan,
@@ -100,47 +175,52 @@ int main(int argc, char** argv) {
     sub->add_option(
            "--replan-gain", train.replan_gain,
            "re-plan live when profiles predict at least this throughput gain (0: never)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(number(0, std::numeric_limits<double>::max()))
         ->capture_default_str();
     sub->add_option(
-        "--replan-at", train.replan_at,
-        "force a re-plan after this many batches (with --replan-balance, or by the "
-        "planner)");
+           "--replan-at", train.replan_at,
+           "force a re-plan after this many batches (with --replan-balance, or by the "
+           "planner)")
+        ->check(whole<int64_t>(0));
     sub->add_option("--replan-balance", train.replan_balance,
                     "layers per stage for the forced re-plan, e.g. 1,1,2");
     sub->add_option(
            "--replicate-every", train.replicate_every,
            "replicate every stage's weights (chain + global) every K batches; 0: "
            "never (recovery then restarts from the seed)")
+        ->check(whole<uint32_t>(0))
         ->capture_default_str();
     sub->add_option(
            "--hang-timeout", train.hang_timeout_s,
            "seconds without a heartbeat after which a node counts as hung or cut off "
            "and is recovered from (nodes send one every second)")
-        ->check(CLI::Range(1.5, 3600.0))
+        ->check(number(1.5, 3600.0, false, "seconds"))
         ->capture_default_str();
     sub->add_option("--global-every", train.global_every,
                     "of the replications, every G-th also goes to the central (global) "
                     "holder; the others only along the chain (FTPipeHD)")
-        ->check(CLI::PositiveNumber)
+        ->check(whole<uint32_t>(1))
         ->capture_default_str();
-    sub->add_option("--recovery-policy", train.recovery_policy,
-                    "exact: roll back to a replicated version and replay (equals a "
-                    "fault-free run); fast: survivors keep their newer weights, lost layers "
-                    "come back from their newest replica, nothing replays (not exact)")
+    sub->add_option(
+           "--recovery-policy", train.recovery_policy,
+           "exact: roll back to a replicated version and replay (equals a "
+           "fault-free run); fast: survivors keep their newer weights, lost layers "
+           "come back from their newest replica, nothing replays (not exact)")
         ->check(CLI::IsMember({"exact", "fast"}))
         ->capture_default_str();
-    sub->add_option("--metrics", train.metrics,
-                    "JSON-lines metrics log of the job (default: "
-                    "runs/job-DATE-TIME-PID/metrics.jsonl; none: off); see README, Metrics");
-    sub->add_option("--secret-file", train.secret_file,
-                    "cluster secret the nodes must prove (default: $SALAMANDER_SECRET; none: "
-                    "an open cluster)");
+    sub->add_option(
+        "--metrics", train.metrics,
+        "JSON-lines metrics log of the job (default: "
+        "runs/job-DATE-TIME-PID/metrics.jsonl; none: off); see README, Metrics");
+    sub->add_option(
+        "--secret-file", train.secret_file,
+        "cluster secret the nodes must prove (default: $SALAMANDER_SECRET; none: "
+        "an open cluster)");
   };
   t->add_option("--stages", train.stages,
                 "run a pipeline of N stages on N local nodes in this process (embedded "
                 "mode); without it, train on one device")
-      ->check(CLI::PositiveNumber);
+      ->check(whole<int>(1));
   t->add_option("--cluster", train.cluster,
                 "run a pipeline on the nodes of this cluster file (see deploy/)");
   add_pipeline_options(t);
@@ -170,20 +250,20 @@ int main(int argc, char** argv) {
                  "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str();
   nd->add_option("--threads", node.threads, "compute threads on this device")
-      ->check(CLI::PositiveNumber)
+      ->check(whole<int>(1))
       ->capture_default_str();
   nd->add_option("--cpu-share", node.cpu_share,
                  "EMULATION: run at this share of one core (cgroup quota where writable, "
                  "else compute-time dilation)")
-      ->check(CLI::Range(0.001, 1.0));
+      ->check(number(0.001, 1.0));
   nd->add_option(
         "--mem-mb", node.mem_mb,
         "EMULATION: memory cap; the planner plans with it and stages that would not "
         "fit are refused")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole<int64_t>(0));
   nd->add_option("--link-mbps", node.link_mbps,
                  "EMULATION: link rate in Mbit/s; sends are spaced to it")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number(0, std::numeric_limits<double>::max(), false, "Mbit/s"));
   nd->add_option(
       "--capacity-trace", node.capacity_trace,
       "EMULATION: SECONDS:FACTOR,... e.g. 30:0.2 runs at 0.2 of the share from 30 s "
@@ -199,9 +279,10 @@ int main(int argc, char** argv) {
   nd->add_flag(
       "--dilate", node.dilate,
       "EMULATION: use compute-time dilation even where a cgroup quota is possible");
-  nd->add_option("--secret-file", node.secret_file,
-                 "cluster secret to prove to the supervisor (default: $SALAMANDER_SECRET); "
-                 "a supervisor that cannot prove it gets no work from this node");
+  nd->add_option(
+      "--secret-file", node.secret_file,
+      "cluster secret to prove to the supervisor (default: $SALAMANDER_SECRET); "
+      "a supervisor that cannot prove it gets no work from this node");
 
   eval_cli eval;
   auto* e = app.add_subcommand("eval", "report the test accuracy of a checkpoint");
@@ -210,7 +291,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   e->add_option("--data", eval.data_dir, "directory with the Fashion-MNIST IDX files");
   e->add_option("--threads", eval.threads, "compute threads (0: LibTorch's default)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole<int>(0))
       ->capture_default_str();
 
   describe_cli describe;
@@ -237,16 +318,19 @@ int main(int argc, char** argv) {
       "attach to a running job (supervisor --listen HOST:PORT): status, nodes, plan, "
       "metrics, kill, slow, repartition, replicate, checkpoint save, pause, resume; "
       "interactive, or --exec 'cmd; cmd' for scripts");
-  co->add_option("supervisor", console.supervisor, "HOST:PORT of the supervisor")->required();
-  co->add_option("--exec,-e", console.exec,
-                 "run these commands (separated by ';') and exit; exit code 1 if one failed, "
-                 "2 if one does not parse (then none runs)");
-  co->add_option("--secret-file", console.secret_file,
-                 "cluster secret, to be allowed to change the job (default: "
-                 "$SALAMANDER_SECRET; without it only status, nodes, plan and metrics work on "
-                 "a job that has a secret)");
+  co->add_option("supervisor", console.supervisor, "HOST:PORT of the supervisor")
+      ->required();
+  co->add_option(
+      "--exec,-e", console.exec,
+      "run these commands (separated by ';') and exit; exit code 1 if one failed, "
+      "2 if one does not parse (then none runs)");
+  co->add_option(
+      "--secret-file", console.secret_file,
+      "cluster secret, to be allowed to change the job (default: "
+      "$SALAMANDER_SECRET; without it only status, nodes, plan and metrics work on "
+      "a job that has a secret)");
   co->add_option("--timeout", console.timeout_s, "seconds to wait for each answer")
-      ->check(CLI::PositiveNumber)
+      ->check(number(0, 86400, true, "seconds"))
       ->capture_default_str();
 
   plot_cli plot;
@@ -261,12 +345,25 @@ int main(int argc, char** argv) {
 
   audit_cli audit;
   auto* au = app.add_subcommand(
-      "audit", "check from a metrics log that the final weights saw every batch exactly once");
+      "audit",
+      "check from a metrics log that the final weights saw every batch exactly once");
   au->add_option("metrics", audit.metrics, "the job's metrics.jsonl")
       ->required()
       ->check(CLI::ExistingFile);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ValidationError& e) {
+    // "--epochs: must be at least 1, got 0" -> "--epochs must be at least 1, got 0"
+    std::string what = e.what();
+    if (auto colon = what.find(": must "); colon != std::string::npos) {
+      what.erase(colon, 1);
+    }
+    std::fprintf(stderr, "error: %s\n", what.c_str());
+    return e.get_exit_code();
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
   setup_logging(log_level);
 
   try {
@@ -305,6 +402,10 @@ int main(int argc, char** argv) {
     if (*d) {
       return run_describe(describe);
     }
+  } catch (const c10::Error& ex) {
+    // a LibTorch error the checks before did not foresee: its message, not its stack
+    logger("salamander")->error("{}", ex.what_without_backtrace());
+    return 1;
   } catch (const std::exception& ex) {
     logger("salamander")->error("{}", ex.what());
     return 1;
