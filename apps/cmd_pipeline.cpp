@@ -59,6 +59,11 @@ int run_pipeline(const train_cli& cli) {
   auto log = logger("supervisor");
   auto desc = check_job(cli, cli.cluster.empty() ? job_place::here : job_place::cluster,
                         actors::memory_available());
+  std::vector<actors::cluster_node> listed;
+  if (!cli.cluster.empty()) {
+    listed =
+        actors::read_cluster_file(cli.cluster); // its mistakes before any data is read
+  }
   set_threads(cli.threads);
   check_blas();
   actors::job_config jc;
@@ -119,7 +124,6 @@ int run_pipeline(const train_cli& cli) {
   caf::actor_system sys{cfg};
   std::vector<actors::remote_node> nodes;
   if (!cli.cluster.empty()) {
-    auto listed = actors::read_cluster_file(cli.cluster);
     log->info("connecting to {} nodes from {}", listed.size(), cli.cluster);
     auto connected = actors::connect_nodes(sys, listed);
     if (!connected) {

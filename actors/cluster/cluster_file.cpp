@@ -5,7 +5,8 @@
 #include <caf/io/middleman.hpp>
 #include <toml++/toml.h>
 
-#include <set>
+#include <map>
+#include <sstream>
 
 namespace salamander::actors {
 
@@ -29,6 +30,57 @@ std::pair<std::string, uint16_t> parse_address(const std::string& address) {
   return {host, static_cast<uint16_t>(port)};
 }
 
+namespace {
+
+// What a TOML value is, for messages: "the integer 7101", "a table".
+std::string what_is(const toml::node& n) {
+  std::ostringstream text;
+  switch (n.type()) {
+  case toml::node_type::string:
+    return "the string \"" + std::string(*n.as_string()) + "\"";
+  case toml::node_type::integer:
+    return "the integer " + std::to_string(n.as_integer()->get());
+  case toml::node_type::floating_point:
+    text << n.as_floating_point()->get();
+    return "the number " + text.str();
+  case toml::node_type::boolean:
+    return n.as_boolean()->get() ? "true" : "false";
+  case toml::node_type::array:
+    return "an array";
+  case toml::node_type::table:
+    return "a table";
+  default:
+    return "a date or time";
+  }
+}
+
+// "cluster file PATH:LINE" for a value (toml++ counts lines from 1).
+std::string at(const std::string& path, const toml::node& n) {
+  auto line = n.source().begin.line;
+  return "cluster file " + path + (line > 0 ? ":" + std::to_string(line) : "");
+}
+
+// The string under `key` of a node's table, or an error naming the file,
+// the line, the node and what was there instead.
+std::string string_field(const std::string& path, const toml::table& t,
+                         const std::string& key, const std::string& node,
+                         const std::string& example) {
+  auto* n = t.get(key);
+  if (!n) {
+    throw std::invalid_argument(at(path, t) + ": " + node + " has no " + key +
+                                " (write " + key + " = \"" + example + "\")");
+  }
+  auto* text = n->as_string();
+  if (!text) {
+    throw std::invalid_argument(at(path, *n) + ": " + node + ": " + key +
+                                " must be a string like \"" + example + "\", got " +
+                                what_is(*n));
+  }
+  return text->get();
+}
+
+} // namespace
+
 std::vector<cluster_node> read_cluster_file(const std::string& path) {
   toml::table tbl;
   try {
@@ -36,64 +88,91 @@ std::vector<cluster_node> read_cluster_file(const std::string& path) {
   } catch (const toml::parse_error& e) {
     std::ostringstream where;
     where << e.source().begin;
-    throw std::invalid_argument("cluster file " + path + ": " + std::string(e.description()) +
-                                " at " + where.str());
+    throw std::invalid_argument("cluster file " + path + ": " +
+                                std::string(e.description()) + " at " + where.str());
   }
-  auto* nodes = tbl["node"].as_array();
+  for (auto& [key, value] : tbl) {
+    if (key != "node") {
+      throw std::invalid_argument(at(path, value) + ": unknown key '" +
+                                  std::string(key.str()) +
+                                  "' (a cluster file holds [[node]] tables)");
+    }
+  }
+  auto* entry = tbl.get("node");
+  if (entry && !entry->is_array()) {
+    throw std::invalid_argument(
+        at(path, *entry) + ": node must be a list of [[node]] tables, " + "got " +
+        what_is(*entry) + " (write [[node]], with two brackets, before each node)");
+  }
+  auto* nodes = entry ? entry->as_array() : nullptr;
   if (!nodes || nodes->empty()) {
     throw std::invalid_argument("cluster file " + path +
                                 " names no nodes (expected [[node]] tables with name and "
                                 "address)");
   }
   std::vector<cluster_node> out;
-  std::set<std::string> names;
+  std::map<std::string, uint32_t> lines; // name -> where it was first given
   for (size_t i = 0; i < nodes->size(); ++i) {
-    auto* t = nodes->get(i)->as_table();
-    std::string where = "cluster file " + path + ", node " + std::to_string(i + 1);
+    auto* n = nodes->get(i);
+    std::string node = "node " + std::to_string(i + 1);
+    auto* t = n->as_table();
     if (!t) {
-      throw std::invalid_argument(where + " is not a table");
+      throw std::invalid_argument(at(path, *n) + ": " + node + " is " + what_is(*n) +
+                                  ", not a [[node]] table");
     }
-    auto name = (*t)["name"].value<std::string>();
-    auto address = (*t)["address"].value<std::string>();
-    if (!name || name->empty()) {
-      throw std::invalid_argument(where + " has no name");
+    auto name = string_field(path, *t, "name", node, "board-1");
+    if (name.empty()) {
+      throw std::invalid_argument(at(path, *t->get("name")) + ": " + node +
+                                  " has an empty name");
     }
-    if (!address) {
-      throw std::invalid_argument(where + " (" + *name + ") has no address");
+    node = "node '" + name + "'";
+    for (auto& [key, value] : *t) {
+      if (key != "name" && key != "address") {
+        throw std::invalid_argument(at(path, value) + ": " + node + ": unknown key '" +
+                                    std::string(key.str()) +
+                                    "' (a node has a name and an address)");
+      }
     }
-    if (!names.insert(*name).second) {
-      throw std::invalid_argument(where + ": the name " + *name + " is used twice");
+    auto address = string_field(path, *t, "address", node, "127.0.0.1:7101");
+    auto line = t->get("name")->source().begin.line;
+    if (auto [first, fresh] = lines.emplace(name, line); !fresh) {
+      throw std::invalid_argument(at(path, *t->get("name")) + ": the name " + name +
+                                  " is used twice (first on line " +
+                                  std::to_string(first->second) + ")");
     }
-    cluster_node n;
-    n.name = *name;
+    cluster_node c;
+    c.name = name;
     try {
-      std::tie(n.host, n.port) = parse_address(*address);
+      std::tie(c.host, c.port) = parse_address(address);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(where + " (" + *name + "): " + e.what());
+      throw std::invalid_argument(at(path, *t->get("address")) + ": " + node + ": " +
+                                  e.what());
     }
-    out.push_back(n);
+    out.push_back(c);
   }
   return out;
 }
 
-caf::expected<std::vector<remote_node>> connect_nodes(caf::actor_system& sys,
-                                                      const std::vector<cluster_node>& nodes) {
+caf::expected<std::vector<remote_node>>
+connect_nodes(caf::actor_system& sys, const std::vector<cluster_node>& nodes) {
   std::vector<remote_node> out;
   for (auto& n : nodes) {
     auto h = sys.middleman().remote_actor<node_actor>(n.host, n.port);
     if (!h) {
-      return caf::make_error(errc::unreachable, "node " + n.name + " at " + n.host + ":" +
-                                                    std::to_string(n.port) +
-                                                    " is unreachable: " + sys.render(h.error()));
+      return caf::make_error(errc::unreachable,
+                             "node " + n.name + " at " + n.host + ":" +
+                                 std::to_string(n.port) +
+                                 " is unreachable: " + sys.render(h.error()));
     }
     out.push_back({n.name, *h, n.host, n.port});
   }
   return out;
 }
 
-std::vector<remote_node> local_nodes(caf::actor_system& sys, int n, int32_t threads,
-                                     const std::vector<emulation_config>& emulation,
-                                     std::vector<std::shared_ptr<cpu_limiter>>* limiters) {
+std::vector<remote_node>
+local_nodes(caf::actor_system& sys, int n, int32_t threads,
+            const std::vector<emulation_config>& emulation,
+            std::vector<std::shared_ptr<cpu_limiter>>* limiters) {
   std::vector<remote_node> out;
   for (int i = 0; i < n; ++i) {
     node_config cfg;
