@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <unistd.h>
 
 namespace salamander::messages {
@@ -20,13 +21,11 @@ namespace {
 constexpr char magic[8] = {'S', 'A', 'L', 'M', 'C', 'K', 'P', 'T'};
 constexpr size_t header_bytes = 32;
 
-template <class T>
-void put(std::string& out, size_t at, T v) {
+template <class T> void put(std::string& out, size_t at, T v) {
   std::memcpy(&out[at], &v, sizeof v);
 }
 
-template <class T>
-T get(const std::string& in, size_t at) {
+template <class T> T get(const std::string& in, size_t at) {
   T v;
   std::memcpy(&v, &in[at], sizeof v);
   return v;
@@ -43,13 +42,37 @@ uint32_t crc(const char* p, size_t n) {
   return static_cast<uint32_t>(c);
 }
 
+// The length of the Cap'n Proto message at `p` by its segment table (a
+// count, then each segment's size in words, padded to a word), or nullopt
+// when not even the table is there.
+std::optional<uint64_t> message_bytes(const char* p, uint64_t n) {
+  if (n < 8) {
+    return std::nullopt;
+  }
+  uint32_t count = 0;
+  std::memcpy(&count, p, sizeof count);
+  uint64_t segments = uint64_t{count} + 1;
+  uint64_t table = (4 + 4 * segments + 7) / 8 * 8;
+  if (segments > 512 || table > n) {
+    return std::nullopt;
+  }
+  uint64_t words = 0;
+  for (uint64_t i = 0; i < segments; ++i) {
+    uint32_t size = 0;
+    std::memcpy(&size, p + 4 + 4 * i, sizeof size);
+    words += size;
+  }
+  return table + 8 * words;
+}
+
 } // namespace
 
 std::string serialize_checkpoint(const checkpoint& ckpt) {
   capnp::MallocMessageBuilder message;
   std::vector<torch::Tensor> keep;
   auto root = message.initRoot<wire::Checkpoint>();
-  detail::write_snapshot(message.getOrphanage(), root.initSnapshot(), ckpt.snapshot, keep);
+  detail::write_snapshot(message.getOrphanage(), root.initSnapshot(), ckpt.snapshot,
+                         keep);
   root.setCreatedUnixMs(ckpt.created_unix_ms);
   root.setSeed(ckpt.seed);
   root.setEpoch(ckpt.epoch);
@@ -82,17 +105,33 @@ checkpoint parse_checkpoint(const std::string& bytes, const std::string& origin,
                       std::to_string(checkpoint_format_version));
   }
   auto body_len = get<uint64_t>(bytes, 16);
+  uint64_t present = bytes.size() - header_bytes;
+  if (body_len != present) {
+    // The body's own segment table says how long it is: it tells a file cut
+    // short (or with bytes appended) from a damaged length field.
+    auto own = message_bytes(bytes.data() + header_bytes, present);
+    if (own && *own == present) {
+      throw codec_error(
+          origin + " is corrupt: its header gives the body length as " +
+          std::to_string(body_len) + " bytes, but the body holds " +
+          std::to_string(present) +
+          " bytes, as its own segment table says (the length field is damaged)");
+    }
+    if (present < body_len) {
+      throw codec_error(origin + " is truncated: " + std::to_string(present) + " of " +
+                        std::to_string(body_len) + " body bytes present");
+    }
+    if (own && *own == body_len) {
+      throw codec_error(origin + " has " + std::to_string(present - body_len) +
+                        " bytes of trailing data after the checkpoint");
+    }
+    throw codec_error(origin + " is inconsistent: its header gives the body length as " +
+                      std::to_string(body_len) + " bytes, the file holds " +
+                      std::to_string(present) + " (trailing data, or a damaged header)");
+  }
   if (body_len > max_bytes) {
-    throw codec_error(origin + " claims a body of " + std::to_string(body_len) +
+    throw codec_error(origin + " has a body of " + std::to_string(body_len) +
                       " bytes, more than the limit of " + std::to_string(max_bytes));
-  }
-  if (bytes.size() - header_bytes < body_len) {
-    throw codec_error(origin + " is truncated: " + std::to_string(bytes.size() - header_bytes) +
-                      " of " + std::to_string(body_len) + " body bytes present");
-  }
-  if (bytes.size() - header_bytes > body_len) {
-    throw codec_error(origin + " has " + std::to_string(bytes.size() - header_bytes - body_len) +
-                      " bytes of trailing data after the checkpoint");
   }
   if (crc(bytes.data() + header_bytes, body_len) != get<uint32_t>(bytes, 24)) {
     throw codec_error(origin + " fails its checksum: the file is corrupt");
@@ -104,7 +143,8 @@ checkpoint parse_checkpoint(const std::string& bytes, const std::string& origin,
     auto root = reader.getRoot<wire::Checkpoint>();
     checkpoint ckpt;
     try {
-      ckpt.snapshot = detail::read_snapshot(root.getSnapshot(), expect_fingerprint, nullptr);
+      ckpt.snapshot =
+          detail::read_snapshot(root.getSnapshot(), expect_fingerprint, nullptr);
     } catch (const codec_error& e) {
       throw codec_error(origin + ": " + e.what());
     }

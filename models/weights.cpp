@@ -17,7 +17,8 @@ torch::Tensor copy_of(const torch::Tensor& t) {
 }
 
 std::vector<named_tensor> optimizer_slots(const torch::optim::Optimizer& opt,
-                                          const std::string& kind, const std::string& name,
+                                          const std::string& kind,
+                                          const std::string& name,
                                           const torch::Tensor& p) {
   std::vector<named_tensor> out;
   auto it = opt.state().find(state_key(p));
@@ -47,15 +48,17 @@ const torch::Tensor* find_slot(const layer_weights& lw, const std::string& key) 
   return nullptr;
 }
 
-void check_same(const std::string& where, const torch::Tensor& have, const torch::Tensor& got) {
+void check_same(const std::string& where, const torch::Tensor& have,
+                const torch::Tensor& got) {
   if (have.scalar_type() != got.scalar_type()) {
-    throw std::invalid_argument(where + ": dtype " + std::string(c10::toString(got.scalar_type())) +
-                                " does not match the model's " +
-                                std::string(c10::toString(have.scalar_type())));
+    throw std::invalid_argument(
+        where + ": dtype " + std::string(c10::toString(got.scalar_type())) +
+        " does not match the model's " + std::string(c10::toString(have.scalar_type())));
   }
   if (have.sizes() != got.sizes()) {
     throw std::invalid_argument(where + ": shape " + to_string(got.sizes().vec()) +
-                                " does not match the model's " + to_string(have.sizes().vec()));
+                                " does not match the model's " +
+                                to_string(have.sizes().vec()));
   }
 }
 
@@ -74,6 +77,47 @@ void check_names(const std::string& where, const std::vector<named_tensor>& got,
   }
 }
 
+// Why `snap` is not for `model`'s architecture, as specific as we can say:
+// the specs that differ, else the first tensor whose shape does not match.
+std::string fingerprint_mismatch(const layered_model& model,
+                                 const weight_snapshot& snap) {
+  const auto& desc = model.desc();
+  auto ours = desc.spec.canonical();
+  if (snap.model != ours) {
+    std::string diff;
+    try {
+      diff = spec_difference(model_spec::parse(snap.model), desc.spec);
+    } catch (const std::invalid_argument&) {
+      // a label that is no spec: the two names say enough
+    }
+    return "weights are for model " + snap.model + ", not " + ours +
+           (diff.empty() ? "" : " (" + diff + ")");
+  }
+  // the same label, another architecture: the label was changed, or the
+  // weights were written for another model
+  for (auto& lw : snap.layers) {
+    if (lw.index < model.begin() || lw.index >= model.end()) {
+      continue;
+    }
+    auto params = model.layer(lw.index).ptr()->named_parameters();
+    for (auto& nt : lw.params) {
+      auto* t = params.find(nt.name);
+      if (!t || t->sizes() != nt.tensor.sizes()) {
+        return "weights labelled " + ours + " do not fit " + ours + ": layer " + lw.name +
+               "'s " + nt.name + " is " + to_string(nt.tensor.sizes().vec()) +
+               " in them, " + (t ? to_string(t->sizes().vec()) : std::string("absent")) +
+               " in " + ours + " (fingerprint " + snap.fingerprint + ", " + ours +
+               "'s is " + desc.fingerprint + "): their model label is wrong";
+      }
+    }
+  }
+  return "weights labelled " + ours + " carry fingerprint " + snap.fingerprint +
+         ", but " + ours + "'s is " + desc.fingerprint +
+         " (every tensor's shape matches: the fingerprint was changed, or this build "
+         "describes " +
+         ours + " differently)";
+}
+
 } // namespace
 
 int64_t weight_snapshot::bytes() const {
@@ -88,20 +132,22 @@ int64_t weight_snapshot::bytes() const {
   return n;
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const optimizer_config& cfg,
-                                                        std::vector<torch::Tensor> params) {
+std::unique_ptr<torch::optim::Optimizer>
+make_optimizer(const optimizer_config& cfg, std::vector<torch::Tensor> params) {
   if (!(cfg.lr > 0.0)) {
-    throw std::invalid_argument("learning rate must be > 0, got " + std::to_string(cfg.lr));
+    throw std::invalid_argument("learning rate must be > 0, got " +
+                                std::to_string(cfg.lr));
   }
   if (cfg.kind == "adam") {
     return std::make_unique<torch::optim::Adam>(
-        std::move(params), torch::optim::AdamOptions(cfg.lr).weight_decay(cfg.weight_decay));
+        std::move(params),
+        torch::optim::AdamOptions(cfg.lr).weight_decay(cfg.weight_decay));
   }
   if (cfg.kind == "sgd") {
-    return std::make_unique<torch::optim::SGD>(
-        std::move(params), torch::optim::SGDOptions(cfg.lr)
-                               .momentum(cfg.momentum)
-                               .weight_decay(cfg.weight_decay));
+    return std::make_unique<torch::optim::SGD>(std::move(params),
+                                               torch::optim::SGDOptions(cfg.lr)
+                                                   .momentum(cfg.momentum)
+                                                   .weight_decay(cfg.weight_decay));
   }
   throw std::invalid_argument("unknown optimizer '" + cfg.kind + "'; use adam or sgd");
 }
@@ -140,12 +186,11 @@ weight_snapshot capture(const layered_model& model, const torch::optim::Optimize
   return capture(model, model.begin(), model.end(), opt, opt_kind, version);
 }
 
-void restore(layered_model& model, torch::optim::Optimizer* opt, const weight_snapshot& snap) {
+void restore(layered_model& model, torch::optim::Optimizer* opt,
+             const weight_snapshot& snap) {
   const auto& desc = model.desc();
   if (snap.fingerprint != desc.fingerprint) {
-    throw std::invalid_argument("weights are for model " + snap.model + " (fingerprint " +
-                                snap.fingerprint + "), not " + desc.spec.canonical() +
-                                " (fingerprint " + desc.fingerprint + ")");
+    throw std::invalid_argument(fingerprint_mismatch(model, snap));
   }
   // Validate everything first: a failed restore must leave the model as it was.
   if (opt && !snap.optimizer.empty()) {
@@ -159,8 +204,9 @@ void restore(layered_model& model, torch::optim::Optimizer* opt, const weight_sn
   std::set<uint32_t> seen;
   for (auto& lw : snap.layers) {
     if (lw.index >= desc.layers.size() || desc.layers[lw.index].name != lw.name) {
-      throw std::invalid_argument("snapshot layer " + std::to_string(lw.index) + " '" + lw.name +
-                                  "' is not a layer of " + desc.spec.canonical());
+      throw std::invalid_argument("snapshot layer " + std::to_string(lw.index) + " '" +
+                                  lw.name + "' is not a layer of " +
+                                  desc.spec.canonical());
     }
     if (!seen.insert(lw.index).second) {
       throw std::invalid_argument("snapshot holds layer " + lw.name + " twice");
@@ -169,7 +215,8 @@ void restore(layered_model& model, torch::optim::Optimizer* opt, const weight_sn
       continue;
     }
     auto module = model.layer(lw.index).ptr();
-    check_names("layer " + lw.name + " parameters", lw.params, module->named_parameters());
+    check_names("layer " + lw.name + " parameters", lw.params,
+                module->named_parameters());
     check_names("layer " + lw.name + " buffers", lw.buffers, module->named_buffers());
     if (opt && !lw.optimizer_state.empty() && snap.optimizer.empty()) {
       throw std::invalid_argument("snapshot has optimizer state of no named kind");

@@ -19,9 +19,11 @@ struct trained {
 };
 
 trained train_a_little(const std::string& spec, int steps) {
-  trained t{models::layered_model(models::describe(models::model_spec::parse(spec)), 5), {}};
+  trained t{models::layered_model(models::describe(models::model_spec::parse(spec)), 5),
+            {}};
   t.opt = models::make_optimizer({}, t.model.all()->parameters());
-  auto data = models::make_synthetic(3, 256, t.model.desc().input, t.model.desc().classes);
+  auto data =
+      models::make_synthetic(3, 256, t.model.desc().input, t.model.desc().classes);
   models::range_executor e(t.model.all(), true, true);
   for (int i = 0; i < steps; ++i) {
     models::train_step(e, *t.opt, models::get_batch(data, 1, 0, i, 32), 2);
@@ -91,10 +93,12 @@ TEST_CASE("damaged checkpoint files are rejected with the reason", "[unit][check
   auto good = read_all(path);
 
   CHECK_THROWS_WITH(messages::load_checkpoint(dir.file("missing.ckpt")),
-                    Catch::Contains("cannot read checkpoint") && Catch::Contains("missing.ckpt"));
+                    Catch::Contains("cannot read checkpoint") &&
+                        Catch::Contains("missing.ckpt"));
 
   write_all(path, good.substr(0, 20));
-  CHECK_THROWS_WITH(messages::load_checkpoint(path), Catch::Contains("shorter than the header"));
+  CHECK_THROWS_WITH(messages::load_checkpoint(path),
+                    Catch::Contains("shorter than the header"));
 
   for (size_t keep : {size_t{32}, good.size() / 2, good.size() - 8}) {
     write_all(path, good.substr(0, keep));
@@ -128,14 +132,42 @@ TEST_CASE("damaged checkpoint files are rejected with the reason", "[unit][check
   CHECK_NOTHROW(messages::load_checkpoint(path, a.model.desc().fingerprint));
 }
 
+TEST_CASE("a damaged length field is called corrupt, not truncated",
+          "[unit][checkpoint]") {
+  temp_dir dir;
+  auto a = train_a_little("mlp", 1);
+  messages::checkpoint ckpt;
+  ckpt.snapshot = models::capture(a.model, a.opt.get(), "adam", 1);
+  auto path = dir.file("c.ckpt");
+  messages::save_checkpoint(path, ckpt);
+  auto good = read_all(path);
+  // bytes 16..23 hold the body length: a low bit (a few bytes off) and a
+  // high one (terabytes) flipped
+  for (size_t at : {size_t{16}, size_t{21}}) {
+    auto flipped = good;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
+    write_all(path, flipped);
+    CHECK_THROWS_WITH(messages::load_checkpoint(path),
+                      Catch::Contains(path) && Catch::Contains("is corrupt") &&
+                          Catch::Contains("length field is damaged") &&
+                          !Catch::Contains("truncated"));
+  }
+  // a cut file is still truncated, and appended bytes still trailing data
+  write_all(path, good.substr(0, good.size() - 16));
+  CHECK_THROWS_WITH(messages::load_checkpoint(path), Catch::Contains("truncated"));
+  write_all(path, good + std::string(8, '\0'));
+  CHECK_THROWS_WITH(messages::load_checkpoint(path),
+                    Catch::Contains("8 bytes of trailing data"));
+}
+
 TEST_CASE("a body that passes its checksum but is not a checkpoint is rejected",
           "[unit][checkpoint]") {
   // A writer bug, not disk damage: the CRC is right, the content is not.
   auto good = messages::serialize_checkpoint({});
   auto forged = good.substr(0, 32) + std::string(64, '\x7f');
   std::memcpy(&forged[16], "\x40\0\0\0\0\0\0\0", 8);
-  uint32_t c = static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0),
-                                           reinterpret_cast<const Bytef*>(forged.data() + 32), 64));
+  uint32_t c = static_cast<uint32_t>(crc32(
+      crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(forged.data() + 32), 64));
   std::memcpy(&forged[24], &c, 4);
   CHECK_THROWS_AS(messages::parse_checkpoint(forged, "forged"), codec_error);
 }
@@ -151,7 +183,8 @@ TEST_CASE("weights that do not fit are refused and nothing changes", "[unit][wei
   CHECK_THROWS_WITH(models::restore(b, nullptr, wrong_shape), Catch::Contains("shape"));
 
   auto wrong_dtype = snap;
-  wrong_dtype.layers[2].params[0].tensor = wrong_dtype.layers[2].params[0].tensor.to(torch::kFloat64);
+  wrong_dtype.layers[2].params[0].tensor =
+      wrong_dtype.layers[2].params[0].tensor.to(torch::kFloat64);
   CHECK_THROWS_WITH(models::restore(b, nullptr, wrong_dtype), Catch::Contains("dtype"));
 
   auto wrong_name = snap;
@@ -160,11 +193,34 @@ TEST_CASE("weights that do not fit are refused and nothing changes", "[unit][wei
 
   auto wrong_model = snap;
   wrong_model.fingerprint = "0000000000000000";
-  CHECK_THROWS_WITH(models::restore(b, nullptr, wrong_model), Catch::Contains("fingerprint"));
+  CHECK_THROWS_WITH(models::restore(b, nullptr, wrong_model),
+                    Catch::Contains("fingerprint"));
 
   auto sgd = models::make_optimizer({"sgd", 0.1, 0.9, 0.0}, b.all()->parameters());
   CHECK_THROWS_WITH(models::restore(b, sgd.get(), snap), Catch::Contains("does not fit"));
 
   // The first layers of `wrong_shape` were valid, yet nothing was written.
   CHECK(torch::equal(b.all()->parameters()[0], before));
+}
+
+TEST_CASE("weights of another model say which spec, option or tensor differs",
+          "[unit][weights]") {
+  auto a = train_a_little("mlp:hidden=64", 1);
+  auto snap = models::capture(a.model, a.opt.get(), "adam", 1);
+  models::layered_model wider(
+      models::describe(models::model_spec::parse("mlp:hidden=128")), 1);
+  CHECK_THROWS_WITH(models::restore(wider, nullptr, snap),
+                    Catch::Contains("for model mlp:hidden=64, not mlp:hidden=128") &&
+                        Catch::Contains("hidden=64 vs hidden=128"));
+  models::layered_model plain(models::describe(models::model_spec::parse("mlp")), 1);
+  CHECK_THROWS_WITH(models::restore(plain, nullptr, snap),
+                    Catch::Contains("hidden=64 vs hidden not given (its default)"));
+  // relabelled: the label says mlp:hidden=128, the tensors are hidden=64's
+  auto relabelled = snap;
+  relabelled.model = "mlp:hidden=128";
+  CHECK_THROWS_WITH(
+      models::restore(wider, nullptr, relabelled),
+      Catch::Contains("labelled mlp:hidden=128 do not fit") &&
+          Catch::Contains("layer fc1's fc.weight is 64x784 in them, 128x784 in "
+                          "mlp:hidden=128"));
 }
