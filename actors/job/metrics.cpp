@@ -23,12 +23,16 @@ metrics_log::metrics_log(const std::string& path)
 void metrics_log::write(const std::string& kind, nlohmann::json fields) {
   auto now = std::chrono::steady_clock::now();
   nlohmann::json line = nlohmann::json::object();
-  line["t"] = std::round(std::chrono::duration<double>(now - opened_).count() * 1e4) / 1e4;
+  line["t"] =
+      std::round(std::chrono::duration<double>(now - opened_).count() * 1e4) / 1e4;
   line["event"] = kind;
   for (auto& [k, v] : fields.items()) {
     line[k] = v;
   }
-  out_ << line.dump() << '\n';
+  // A path or a node name need not be UTF-8 (Linux file names are bytes);
+  // JSON must be. Replace what is not rather than lose the line (dump()
+  // would throw in the middle of a job's reply, e.g. `checkpoint save`).
+  out_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   if (kind != "batch" || now - flushed_ > std::chrono::seconds(1)) {
     flush();
   }
@@ -48,8 +52,9 @@ std::string check_lineage(const std::vector<uint64_t>& lineage) {
                  std::to_string(j) + " and " + std::to_string(i) + ")";
         }
       }
-      return "position " + std::to_string(i) + " holds batch " + std::to_string(lineage[i]) +
-             ", expected " + std::to_string(i) + " (a batch is missing or out of order)";
+      return "position " + std::to_string(i) + " holds batch " +
+             std::to_string(lineage[i]) + ", expected " + std::to_string(i) +
+             " (a batch is missing or out of order)";
     }
   }
   return "";

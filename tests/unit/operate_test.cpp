@@ -25,9 +25,10 @@ TEST_CASE("console lines parse into commands", "[unit][console]") {
     ops.push_back(c.op);
   }
   CHECK(ops == std::vector<console_op>{
-                   console_op::status, console_op::nodes, console_op::plan, console_op::metrics,
-                   console_op::kill_stage, console_op::kill_node, console_op::slow_node,
-                   console_op::repartition, console_op::repartition, console_op::replicate,
+                   console_op::status, console_op::nodes, console_op::plan,
+                   console_op::metrics, console_op::kill_stage, console_op::kill_node,
+                   console_op::slow_node, console_op::repartition,
+                   console_op::repartition, console_op::replicate,
                    console_op::checkpoint_save, console_op::pause, console_op::resume,
                    console_op::help, console_op::quit});
   CHECK(r.commands[4].stage == 2);
@@ -88,11 +89,12 @@ TEST_CASE("proofs verify only with the same secret, role, name and challenge",
 
   auto p = actors::prove("s3cret", "node", "pi", c);
   CHECK(actors::verify("s3cret", "node", "pi", c, p));
-  CHECK_FALSE(actors::verify("s3cre", "node", "pi", c, p));         // wrong secret
-  CHECK_FALSE(actors::verify("", "node", "pi", c, p));              // missing secret
-  CHECK_FALSE(actors::verify("s3cret", "supervisor", "pi", c, p));  // a reflected proof
-  CHECK_FALSE(actors::verify("s3cret", "node", "nuc", c, p));       // another node's
-  CHECK_FALSE(actors::verify("s3cret", "node", "pi", actors::make_challenge(), p)); // replayed
+  CHECK_FALSE(actors::verify("s3cre", "node", "pi", c, p));        // wrong secret
+  CHECK_FALSE(actors::verify("", "node", "pi", c, p));             // missing secret
+  CHECK_FALSE(actors::verify("s3cret", "supervisor", "pi", c, p)); // a reflected proof
+  CHECK_FALSE(actors::verify("s3cret", "node", "nuc", c, p));      // another node's
+  CHECK_FALSE(
+      actors::verify("s3cret", "node", "pi", actors::make_challenge(), p)); // replayed
   CHECK_FALSE(actors::verify("s3cret", "node", "pi", c, ""));
   // an open cluster: no secret on either side still pairs up
   CHECK(actors::verify("", "node", "pi", c, actors::prove("", "node", "pi", c)));
@@ -108,13 +110,15 @@ TEST_CASE("the cluster secret comes from a file or the environment", "[unit][aut
   CHECK_FALSE(actors::load_secret("").has_value());
   ::setenv("SALAMANDER_SECRET", "from env", 1);
   CHECK(actors::load_secret("") == std::optional<std::string>("from env"));
-  CHECK(actors::load_secret(file) == std::optional<std::string>("correct horse")); // file wins
+  CHECK(actors::load_secret(file) ==
+        std::optional<std::string>("correct horse")); // file wins
   ::setenv("SALAMANDER_SECRET", "", 1);
   CHECK_THROWS_WITH(actors::load_secret(""), Catch::Contains("empty"));
   ::unsetenv("SALAMANDER_SECRET");
   std::ofstream(file) << "\n";
   CHECK_THROWS_WITH(actors::load_secret(file), Catch::Contains("is empty"));
-  CHECK_THROWS_WITH(actors::load_secret((dir / "none").string()), Catch::Contains("cannot read"));
+  CHECK_THROWS_WITH(actors::load_secret((dir / "none").string()),
+                    Catch::Contains("cannot read"));
   std::filesystem::permissions(file, std::filesystem::perms::owner_read |
                                          std::filesystem::perms::owner_write |
                                          std::filesystem::perms::others_read);
@@ -128,8 +132,10 @@ TEST_CASE("the cluster secret comes from a file or the environment", "[unit][aut
 TEST_CASE("the lineage audit finds duplicates and gaps", "[unit][metrics]") {
   CHECK(actors::check_lineage({}).empty());
   CHECK(actors::check_lineage({0, 1, 2, 3}).empty());
-  CHECK_THAT(actors::check_lineage({0, 1, 1, 2}), Catch::Contains("batch 1 appears twice"));
-  CHECK_THAT(actors::check_lineage({0, 2, 3}), Catch::Contains("missing or out of order"));
+  CHECK_THAT(actors::check_lineage({0, 1, 1, 2}),
+             Catch::Contains("batch 1 appears twice"));
+  CHECK_THAT(actors::check_lineage({0, 2, 3}),
+             Catch::Contains("missing or out of order"));
   CHECK_THAT(actors::check_lineage({1, 0}), Catch::Contains("position 0 holds batch 1"));
 }
 
@@ -161,5 +167,23 @@ TEST_CASE("the metrics log writes one JSON object per line", "[unit][metrics]") 
   }
   CHECK_THROWS_WITH(actors::metrics_log("/proc/nope/metrics.jsonl"),
                     Catch::Contains("/proc/nope/metrics.jsonl"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a field that is not UTF-8 is logged with replacement characters, not thrown",
+          "[unit][metrics]") {
+  // `checkpoint save` to a Latin-1 file name logs the path; the save must not fail
+  auto dir = std::filesystem::temp_directory_path() / "salamander-metrics-utf8-test";
+  std::filesystem::remove_all(dir);
+  auto path = (dir / "metrics.jsonl").string();
+  {
+    actors::metrics_log log(path);
+    CHECK_NOTHROW(log.write("checkpoint", {{"path", std::string("/tmp/caf\xe9.ckpt")}}));
+  }
+  std::ifstream in(path);
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  auto j = nlohmann::json::parse(line);
+  CHECK(j["path"] == "/tmp/caf\xef\xbf\xbd.ckpt"); // U+FFFD
   std::filesystem::remove_all(dir);
 }
