@@ -17,7 +17,50 @@ if out=$("$bin" train --model lstm 2>&1); then fail "unknown model accepted"; fi
 grep -q "unknown model 'lstm'" <<<"$out" || fail "unknown model message: $out"
 if out=$("$bin" eval --load "$work/none.ckpt" 2>&1); then fail "missing checkpoint accepted"; fi
 grep -q "none.ckpt" <<<"$out" || fail "missing checkpoint message: $out"
-if out=$("$bin" train --epochs 0 2>&1); then fail "zero epochs accepted"; fi
+# refused ARGS... with a message holding PATTERN, at once (before any model is
+# built or node spawned), and with no LibTorch stack trace
+refused() {
+  local pattern="$1" out
+  shift
+  if out=$(timeout 20 "$bin" "$@" 2>&1); then fail "accepted: $*"; fi
+  grep -qF -- "$pattern" <<<"$out" || fail "$*: expected '$pattern', got: $out"
+  if grep -q "frame #" <<<"$out"; then fail "$*: a stack trace: $out"; fi
+}
+# model options against the data and against zero sizes
+refused "model cnn:classes=3 has 3 classes but Fashion-MNIST has 10" train --model cnn:classes=3
+refused "image=1 is too small, layer conv1 would output 8x0x0 (cnn takes image=4 or more)" \
+  train --model cnn:image=1 --dataset synthetic
+refused "image=1 is too small" describe cnn:image=1
+refused "model option hidden=1000000000 is too large (at most 1048576)" \
+  train --model mlp:hidden=1000000000
+# a model's memory, estimated before it is built
+refused "(weights 38.9 GB," train --model resnet:blocks=100000
+refused "this host has available" train --model mlp:hidden=1048576 --dataset synthetic --stages 2
+# micro-batches against the batch
+refused "--micro-batches 5 is more than --batch-size 4" \
+  train --stages 2 --batch-size 4 --micro-batches 5 --dataset synthetic
+# numeric ranges in words, on every subcommand
+refused "error: --epochs must be at least 1, got 0" train --epochs 0
+if out=$("$bin" train --epochs 0 2>&1); then :; fi
+if grep -q "not in range" <<<"$out"; then fail "CLI11's range message: $out"; fi
+refused "--epochs must be a whole number, got 'two'" train --epochs two
+refused "--lr must be more than 0, got 0" train --lr 0
+refused "--seed must be at least 0, got -1" train --seed -1
+refused "--hang-timeout must be at least 1.5 and at most 3600 seconds, got 1" \
+  supervisor --cluster /dev/null --hang-timeout 1
+refused "--cpu-share must be at least 0.001 and at most 1, got 2" node --name n --cpu-share 2
+refused "--threads must be at least 0, got -1" eval --load x.ckpt --threads -1
+refused "--timeout must be more than 0" console 127.0.0.1:1 --timeout 0
+# cluster files: the file, the line, the node and the problem
+printf '[[node]]\nname = "node1"\naddress = "127.0.0.1:7100"\n\n[[node]]\nname = "node2"\naddress = 7101\n' \
+  >"$work/typed.toml"
+refused "cluster file $work/typed.toml:7: node 'node2': address must be a string like \"127.0.0.1:7101\", got the integer 7101" \
+  supervisor --cluster "$work/typed.toml" --dataset synthetic
+printf '[node]\nname = "node1"\naddress = "127.0.0.1:7100"\n' >"$work/single.toml"
+refused "write [[node]], with two brackets" supervisor --cluster "$work/single.toml" --dataset synthetic
+printf '[[node]]\nname = "node1"\nadress = "127.0.0.1:7100"\n' >"$work/typo.toml"
+refused "typo.toml:3: node 'node1': unknown key 'adress'" \
+  supervisor --cluster "$work/typo.toml" --dataset synthetic
 if out=$("$bin" train --data "$work" --max-batches 1 2>&1); then fail "empty data dir accepted"; fi
 grep -q "dataset-fashion-mnist" <<<"$out" || fail "missing data message: $out"
 head -c 100 /dev/urandom >"$work/junk.ckpt"
