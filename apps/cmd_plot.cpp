@@ -2,6 +2,12 @@
 // with failures, recoveries, re-plans and joins marked, drawn by gnuplot.
 // `salamander audit metrics.jsonl`: checks that the final weights' lineage
 // holds every batch exactly once.
+//
+// Both read the log through one reader that keeps each event's line, so a
+// field of the wrong type is reported as FILE:LINE, the event, the field
+// and what was there. The plot's lines break where training did not run
+// (an evaluation between epochs, a pause, a recovery, a re-plan, a long
+// gap): a line drawn across them would show a rate nobody measured.
 #include "actors/job/metrics.hpp"
 #include "apps/commands.hpp"
 #include "apps/runtime_env.hpp"
@@ -14,28 +20,91 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <sys/wait.h>
 
 namespace salamander::apps {
 
 namespace {
 
+/// A metrics log that cannot be read as one: the message names the file and line.
+class log_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+struct entry {
+  nlohmann::json j;
+  size_t line = 0; ///< 1-based
+  std::string event;
+};
+
 struct run_log {
-  std::vector<nlohmann::json> batches;
-  std::vector<nlohmann::json> events; ///< everything but batches
-  nlohmann::json start;
-  nlohmann::json end;
+  std::string path;
+  std::vector<entry> batches;
+  std::vector<entry> events; ///< everything but batches
+  std::optional<entry> start;
+  std::optional<entry> end;
   size_t lines = 0;
   size_t bad_lines = 0;
   size_t first_bad_line = 0; ///< 1-based; 0: none
 };
 
+template <class T> const char* kind_of() {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return "a string";
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return "true or false";
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    return "a number";
+  } else {
+    return "a list of numbers";
+  }
+}
+
+/// `e`'s field `key` as a T (`fallback` when absent or null); a field of
+/// another type is a log_error naming the file, line, event and field.
+template <class T>
+T field(const run_log& r, const entry& e, const std::string& key, T fallback) {
+  auto it = e.j.find(key);
+  if (it == e.j.end() || it->is_null()) {
+    return fallback;
+  }
+  bool fits = false;
+  if constexpr (std::is_same_v<T, std::string>) {
+    fits = it->is_string();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    fits = it->is_boolean();
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    fits = it->is_number();
+  } else {
+    fits = it->is_array() &&
+           std::all_of(it->begin(), it->end(),
+                       [](const nlohmann::json& x) { return x.is_number(); });
+  }
+  if (!fits) {
+    auto shown = it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (shown.size() > 60) {
+      shown = shown.substr(0, 57) + "...";
+    }
+    throw log_error(fmt::format("{}:{}: the {} event's field '{}' should be {}, got {}",
+                                r.path, e.line, e.event, key, kind_of<T>(), shown));
+  }
+  return it->get<T>();
+}
+
+double time_of(const run_log& r, const entry& e) {
+  return field(r, e, "t", 0.0);
+}
+
 run_log read_log(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    throw std::invalid_argument("cannot read the metrics log " + path);
+    throw log_error("cannot read the metrics log " + path);
   }
   run_log r;
+  r.path = path;
   std::string line;
   size_t number = 0;
   while (std::getline(in, line)) {
@@ -45,8 +114,8 @@ run_log read_log(const std::string& path) {
     }
     r.lines++;
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("event") || !j["event"].is_string() ||
-        !j.contains("t") || !j["t"].is_number()) {
+    if (j.is_discarded() || !j.is_object() || !j.contains("event") ||
+        !j["event"].is_string() || !j.contains("t") || !j["t"].is_number()) {
       // e.g. the last line of a run that was killed mid-write
       r.bad_lines++;
       if (r.first_bad_line == 0) {
@@ -54,17 +123,18 @@ run_log read_log(const std::string& path) {
       }
       continue;
     }
-    auto kind = j["event"].get<std::string>();
-    if (kind == "batch") {
-      r.batches.push_back(std::move(j));
-    } else {
-      if (kind == "start") {
-        r.start = j;
-      } else if (kind == "end") {
-        r.end = j;
-      }
-      r.events.push_back(std::move(j));
+    entry e{std::move(j), number, ""};
+    e.event = e.j["event"].get<std::string>();
+    if (e.event == "batch") {
+      r.batches.push_back(std::move(e));
+      continue;
     }
+    if (e.event == "start") {
+      r.start = e;
+    } else if (e.event == "end") {
+      r.end = e;
+    }
+    r.events.push_back(std::move(e));
   }
   return r;
 }
@@ -84,14 +154,196 @@ struct marker {
   const char* kind;
   const char* color;
   const char* label;
+  const char* legend; ///< the key's entry for this colour
 };
 
 const marker markers[] = {
-    {"failure", "#d62728", "failure"},   {"recovered", "#2ca02c", "recovered"},
-    {"replan", "#1f77b4", "re-plan"},    {"join", "#ff7f0e", "join"},
-    {"paused", "#9467bd", "paused"},     {"pause", "#9467bd", "pause"},
-    {"resume", "#9467bd", "resume"},     {"checkpoint", "#7f7f7f", "checkpoint"},
+    {"failure", "#d62728", "failure", "failure"},
+    {"recovered", "#2ca02c", "recovered", "recovered"},
+    {"replan", "#1f77b4", "re-plan", "re-plan"},
+    {"join", "#ff7f0e", "join", "join"},
+    {"paused", "#9467bd", "paused", "pause / resume"},
+    {"pause", "#9467bd", "pause", "pause / resume"},
+    {"resume", "#9467bd", "resume", "pause / resume"},
+    {"checkpoint", "#7f7f7f", "checkpoint", "checkpoint"},
 };
+
+// Events after which the line of points starts anew: training stopped.
+bool stops_training(const std::string& kind) {
+  return kind == "failure" || kind == "pause" || kind == "paused" || kind == "replan" ||
+         kind == "recovery_plan" || kind == "recovered";
+}
+
+// breaks[i]: no line from batch point i-1 to i. A new epoch (an evaluation
+// ran between), an event that stopped training, or a gap far longer than
+// the usual spacing of points.
+std::vector<bool> line_breaks(const run_log& r) {
+  std::vector<double> t;
+  for (auto& b : r.batches) {
+    t.push_back(time_of(r, b));
+  }
+  std::vector<double> gaps;
+  for (size_t i = 1; i < t.size(); ++i) {
+    gaps.push_back(t[i] - t[i - 1]);
+  }
+  double usual = 0;
+  if (!gaps.empty()) {
+    auto mid = gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2);
+    std::nth_element(gaps.begin(), mid, gaps.end());
+    usual = *mid;
+  }
+  std::vector<double> stops;
+  for (auto& e : r.events) {
+    if (stops_training(e.event)) {
+      stops.push_back(time_of(r, e));
+    }
+  }
+  std::vector<bool> breaks(t.size(), false);
+  for (size_t i = 1; i < t.size(); ++i) {
+    bool gap = t[i] - t[i - 1] > std::max(1.0, 10 * usual);
+    bool epoch = field(r, r.batches[i], "epoch", int64_t{0}) !=
+                 field(r, r.batches[i - 1], "epoch", int64_t{0});
+    bool stopped = std::any_of(stops.begin(), stops.end(),
+                               [&](double s) { return s > t[i - 1] && s <= t[i]; });
+    breaks[i] = gap || epoch || stopped;
+  }
+  return breaks;
+}
+
+std::string shorten(const std::string& s, size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
+
+// The whole gnuplot script, data inline (a datablock), so that --script
+// gives a file that draws the same plot again.
+std::string gnuplot_script(const run_log& r, const plot_cli& cli,
+                           std::map<std::string, size_t>& counts) {
+  std::string data =
+      "$batches << EOD\n# t samples_per_s loss batch plan_version loss_smoothed\n";
+  auto breaks = line_breaks(r);
+  double smooth = 0;
+  for (size_t i = 0; i < r.batches.size(); ++i) {
+    auto& b = r.batches[i];
+    double loss = field(r, b, "loss", 0.0);
+    smooth = i == 0 ? loss : 0.9 * smooth + 0.1 * loss;
+    if (breaks[i]) {
+      data += "\n"; // a blank line: gnuplot lifts the pen
+    }
+    data += fmt::format("{:.10g} {:.6g} {:.6g} {} {} {:.6g}\n", time_of(r, b),
+                        field(r, b, "samples_per_s", 0.0), loss,
+                        field(r, b, "batch", int64_t{0}),
+                        field(r, b, "plan_version", int64_t{0}), smooth);
+  }
+  data += "EOD\n";
+
+  std::string phase, error;
+  double end_t = 0;
+  if (r.end) {
+    phase = field(r, *r.end, "phase", std::string("?"));
+    error = field(r, *r.end, "error", std::string());
+    end_t = time_of(r, *r.end);
+  }
+  std::string title = cli.title;
+  if (title.empty()) {
+    title = "salamander";
+    if (r.start) {
+      auto nodes = r.start->j.find("nodes");
+      title +=
+          fmt::format(": {} on {} nodes", field(r, *r.start, "model", std::string("?")),
+                      nodes != r.start->j.end() && nodes->is_array() ? nodes->size() : 0);
+    }
+    if (!r.end) {
+      title += ", NOT ENDED (no end line: still running, or its supervisor died)";
+    } else if (phase == "failed") {
+      title += fmt::format(", FAILED at {:.1f} s: {}", end_t, shorten(error, 70));
+    } else if (auto acc = field(r, *r.end, "accuracy", -1.0); acc >= 0) {
+      title += fmt::format(", test accuracy {:.2f}%", 100 * acc);
+    }
+  }
+
+  std::string arrows;
+  std::vector<const marker*> legend;
+  size_t shown = 0;
+  std::map<std::string, double> last_marked; // kind -> t
+  for (auto& e : r.events) {
+    for (auto& m : markers) {
+      if (e.event != m.kind) {
+        continue;
+      }
+      double t = time_of(r, e);
+      counts[e.event]++;
+      if (std::none_of(legend.begin(), legend.end(), [&](const marker* l) {
+            return std::string(l->legend) == m.legend;
+          })) {
+        legend.push_back(&m);
+      }
+      // a node's loss shows as its stages' and its own failure at once: one mark
+      if (auto it = last_marked.find(e.event);
+          it != last_marked.end() && t - it->second < 0.3) {
+        continue;
+      }
+      last_marked[e.event] = t;
+      arrows += fmt::format("set arrow from {t}, graph 0 to {t}, graph 1 nohead lw 1.5 "
+                            "lc rgb '{c}' dt 2\n",
+                            fmt::arg("t", t), fmt::arg("c", m.color));
+      std::string label = m.label;
+      if (e.event == "recovered") {
+        label += fmt::format(" {:.2f}s", field(r, e, "recovery_s", 0.0));
+      } else if (e.event == "join") {
+        label += " " + field(r, e, "node", std::string());
+      }
+      arrows += fmt::format(
+          "set label {} at {}, graph {:.2f} tc rgb '{}' font ',9' offset 0.3,0\n",
+          quote(label), t, 0.95 - 0.07 * static_cast<double>(shown % 4), m.color);
+      shown++;
+    }
+  }
+  // the end: a thick red line for a failed job, a dotted black one otherwise
+  std::string end_key;
+  if (r.end) {
+    bool failed = phase == "failed";
+    auto color = failed ? "#d62728" : "#000000";
+    arrows += fmt::format(
+        "set arrow from {t}, graph 0 to {t}, graph 1 nohead lw {w} lc rgb '{c}' "
+        "dt {d}\n",
+        fmt::arg("t", end_t), fmt::arg("w", failed ? 3 : 1.5), fmt::arg("c", color),
+        fmt::arg("d", failed ? 1 : 3));
+    arrows += fmt::format("set label {} at {}, graph 0.5 right tc rgb '{}' font ',10' "
+                          "offset -0.3,0\n",
+                          quote(failed ? "FAILED" : "end"), end_t, color);
+    end_key =
+        fmt::format(", NaN with lines lw {} dt {} lc rgb '{}' title {}", failed ? 3 : 1.5,
+                    failed ? 1 : 3, color, quote(failed ? "job failed" : "job ended"));
+  }
+  std::string key;
+  for (auto* m : legend) {
+    key += fmt::format(", NaN with lines lw 1.5 dt 2 lc rgb '{}' title {}", m->color,
+                       quote(m->legend));
+  }
+  key += end_key;
+
+  std::string gp;
+  gp += "set terminal pngcairo size 1200,800 font 'sans,10'\n";
+  gp += "set output " + quote(cli.output) + "\n";
+  gp += data;
+  gp += "set multiplot layout 2,1 title " + quote(title) + "\n";
+  // room right of the end marker
+  gp +=
+      "set grid\nset key below\nset xlabel 'time (s)'\nset offsets 0, graph 0.03, 0, 0\n";
+  gp += "set ylabel 'samples/s'\nset yrange [0:*]\n";
+  gp += arrows;
+  gp += "plot $batches using 1:($2 > 0 ? $2 : 1/0) with lines lw 2 lc rgb '#1f77b4' "
+        "title 'throughput (samples/s over the last 20 batches)'" +
+        key + "\n";
+  gp += "set ylabel 'loss'\nset yrange [*:*]\n";
+  gp += arrows;
+  gp +=
+      "plot $batches using 1:3 with points pt 7 ps 0.3 lc rgb '#555555' title 'loss (per "
+      "batch)', $batches using 1:6 with lines lw 2 lc rgb '#d62728' title 'loss "
+      "(smoothed)'\n";
+  gp += "unset multiplot\n";
+  return gp;
+}
 
 } // namespace
 
@@ -99,98 +351,36 @@ int plot_log(const plot_cli& cli) {
   auto log = logger("plot");
   auto r = read_log(cli.metrics);
   if (r.bad_lines > 0) {
-    log->warn("skipped {} unreadable line(s) in {}", r.bad_lines, cli.metrics);
+    log->warn("{}: skipped {} unreadable line(s) (the first is line {})", cli.metrics,
+              r.bad_lines, r.first_bad_line);
   }
   if (r.batches.empty()) {
     log->error("{} has no batch lines: nothing to plot", cli.metrics);
     return 1;
   }
+  std::map<std::string, size_t> counts;
+  auto gp = gnuplot_script(r, cli, counts);
+  if (!cli.script.empty()) {
+    std::ofstream(cli.script) << gp;
+  }
   auto tmp = std::filesystem::temp_directory_path() /
              fmt::format("salamander-plot-{}", ::getpid());
   std::filesystem::create_directories(tmp);
-  auto data = tmp / "batches.dat";
-  {
-    std::ofstream out(data);
-    out << "# t samples_per_s loss batch plan_version\n";
-    for (auto& b : r.batches) {
-      out << b.value("t", 0.0) << ' ' << b.value("samples_per_s", 0.0) << ' '
-          << b.value("loss", 0.0) << ' ' << b.value("batch", 0) << ' '
-          << b.value("plan_version", 0) << '\n';
-    }
-  }
-  std::string title = cli.title;
-  if (title.empty()) {
-    title = "salamander";
-    if (r.start.is_object()) {
-      title += fmt::format(": {} on {} nodes", r.start.value("model", std::string("?")),
-                           r.start.contains("nodes") ? r.start["nodes"].size() : 0);
-    }
-    if (r.end.is_object() && r.end.value("accuracy", -1.0) >= 0) {
-      title += fmt::format(", test accuracy {:.2f}%", 100 * r.end.value("accuracy", 0.0));
-    }
-  }
-  std::string arrows;
-  size_t shown = 0;
-  std::map<std::string, size_t> counts;
-  std::map<std::string, double> last_marked; // kind -> t
-  for (auto& e : r.events) {
-    auto kind = e["event"].get<std::string>();
-    for (auto& m : markers) {
-      if (kind == m.kind) {
-        double t = e.value("t", 0.0);
-        counts[kind]++;
-        // a node's loss shows as its stages' and its own failure at once: one mark
-        if (auto it = last_marked.find(kind); it != last_marked.end() && t - it->second < 0.3) {
-          continue;
-        }
-        last_marked[kind] = t;
-        arrows += fmt::format("set arrow from {t}, graph 0 to {t}, graph 1 nohead lw 1.5 "
-                              "lc rgb '{c}' dt 2\n",
-                              fmt::arg("t", t), fmt::arg("c", m.color));
-        std::string label = m.label;
-        if (kind == "recovered") {
-          label += fmt::format(" {:.2f}s", e.value("recovery_s", 0.0));
-        } else if (kind == "join") {
-          label += " " + e.value("node", std::string());
-        }
-        arrows += fmt::format("set label {} at {}, graph {:.2f} tc rgb '{}' font ',9' offset 0.3,0\n",
-                              quote(label), t, 0.95 - 0.07 * static_cast<double>(shown % 4),
-                              m.color);
-        shown++;
-      }
-    }
-  }
   auto script = tmp / "plot.gp";
-  {
-    std::ofstream gp(script);
-    gp << "set terminal pngcairo size 1200,800 font 'sans,10'\n";
-    gp << "set output " << quote(cli.output) << "\n";
-    gp << "set multiplot layout 2,1 title " << quote(title) << "\n";
-    gp << "set grid\nset key below\nset xlabel 'time (s)'\n";
-    gp << "set ylabel 'samples/s'\nset yrange [0:*]\n";
-    gp << arrows;
-    gp << "plot " << quote(data.string())
-       << " using 1:($2 > 0 ? $2 : 1/0) with lines lw 2 lc rgb '#1f77b4' "
-          "title 'throughput (samples/s over the last 20 batches)'\n";
-    gp << "set ylabel 'loss'\nset yrange [*:*]\n";
-    gp << arrows;
-    gp << "plot " << quote(data.string())
-       << " using 1:3 with points pt 7 ps 0.3 lc rgb '#555555' title 'loss (per batch)', "
-       << quote(data.string())
-       << " using 1:3 smooth bezier lw 2 lc rgb '#d62728' title 'loss (smoothed)'\n";
-    gp << "unset multiplot\n";
-  }
+  std::ofstream(script) << gp;
   auto cmd = fmt::format("gnuplot {} 2>{}", quote(script.string()),
                          quote((tmp / "gnuplot.err").string()));
   int rc = std::system(cmd.c_str());
   int code = rc == -1 ? -1 : WEXITSTATUS(rc);
   if (code != 0) {
     std::ifstream err(tmp / "gnuplot.err");
-    std::string why((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+    std::string why((std::istreambuf_iterator<char>(err)),
+                    std::istreambuf_iterator<char>());
     std::filesystem::remove_all(tmp);
     if (code == 127) {
-      log->error("gnuplot is not installed (apt install gnuplot-nox; deploy/install-deps.sh "
-                 "does)");
+      log->error(
+          "gnuplot is not installed (apt install gnuplot-nox; deploy/install-deps.sh "
+          "does)");
     } else {
       log->error("gnuplot failed ({}): {}", code, why);
     }
@@ -210,9 +400,8 @@ int plot_log(const plot_cli& cli) {
 int run_plot(const plot_cli& cli) {
   try {
     return plot_log(cli);
-  } catch (const nlohmann::json::exception& e) {
-    logger("plot")->error("{}: a metrics event has a field of the wrong type: {}", cli.metrics,
-                          e.what());
+  } catch (const log_error& e) {
+    logger("plot")->error("{}", e.what());
     return 2;
   }
 }
@@ -221,47 +410,56 @@ int audit_log(const audit_cli& cli) {
   auto log = logger("audit");
   auto r = read_log(cli.metrics);
   if (r.bad_lines > 0) {
-    log->warn("{}: {} line(s) are not metrics events and were skipped (the first is line {})",
-              cli.metrics, r.bad_lines, r.first_bad_line);
+    log->warn(
+        "{}: {} line(s) are not metrics events and were skipped (the first is line {})",
+        cli.metrics, r.bad_lines, r.first_bad_line);
   }
   if (r.lines == 0) {
     log->error("{} is empty: no job wrote to it", cli.metrics);
     return 2;
   }
-  if (!r.end.is_object()) {
-    log->error("{} has no end line: the job did not end (still running, or its supervisor "
-               "died)",
-               cli.metrics);
+  if (!r.end) {
+    log->error(
+        "{} has no end line: the job did not end (still running, or its supervisor "
+        "died)",
+        cli.metrics);
     return 2;
   }
-  auto lineage = r.end.value("lineage", std::vector<uint64_t>{});
+  auto& end = *r.end;
+  auto lineage = field(r, end, "lineage", std::vector<uint64_t>{});
+  auto phase = field(r, end, "phase", std::string("?"));
+  auto committed = field(r, end, "committed", int64_t{0});
+  auto redone = field(r, end, "redone_batches", int64_t{0});
+  auto exact = field(r, end, "exact", true);
+  auto missed = field(r, end, "missed_layer_updates", int64_t{0});
+  auto error = field(r, end, "error", std::string("?"));
   auto problem = actors::check_lineage(lineage);
   size_t failures = 0, recoveries = 0;
   for (auto& e : r.events) {
-    auto kind = e["event"].get<std::string>();
-    failures += kind == "failure";
-    recoveries += kind == "recovered";
+    failures += e.event == "failure";
+    recoveries += e.event == "recovered";
   }
-  std::printf("job ended: %s after %lld committed batches; %zu failure(s), %zu recovery(ies), "
-              "%lld batches redone\n",
-              r.end.value("phase", std::string("?")).c_str(),
-              static_cast<long long>(r.end.value("committed", 0)), failures, recoveries,
-              static_cast<long long>(r.end.value("redone_batches", 0)));
+  std::printf(
+      "job ended: %s after %lld committed batches; %zu failure(s), %zu recovery(ies), "
+      "%lld batches redone\n",
+      phase.c_str(), static_cast<long long>(committed), failures, recoveries,
+      static_cast<long long>(redone));
   if (!problem.empty()) {
     std::printf("lineage: %zu batches, NOT each exactly once: %s\n", lineage.size(),
                 problem.c_str());
     return 1;
   }
-  if (!r.end.value("exact", true)) {
-    std::printf("lineage: %zu batches, but NOT exact: the fast recovery policy kept "
-                "survivors' newer weights and lost layers missed %lld (layer, batch) updates\n",
-                lineage.size(), static_cast<long long>(r.end.value("missed_layer_updates", 0)));
+  if (!exact) {
+    std::printf(
+        "lineage: %zu batches, but NOT exact: the fast recovery policy kept "
+        "survivors' newer weights and lost layers missed %lld (layer, batch) updates\n",
+        lineage.size(), static_cast<long long>(missed));
     return 1;
   }
   std::printf("lineage: %zu batches, each exactly once: yes\n", lineage.size());
-  if (r.end.value("phase", std::string()) != "finished") {
+  if (phase != "finished") {
     // a job that failed trained what its lineage says, but not what was asked
-    std::printf("the job did NOT finish: %s\n", r.end.value("error", std::string("?")).c_str());
+    std::printf("the job did NOT finish: %s\n", error.c_str());
     return 1;
   }
   return 0;
@@ -270,10 +468,9 @@ int audit_log(const audit_cli& cli) {
 int run_audit(const audit_cli& cli) {
   try {
     return audit_log(cli);
-  } catch (const nlohmann::json::exception& e) {
-    // a field of the wrong type (hand-edited or foreign file): say which file
-    logger("audit")->error("{}: a metrics event has a field of the wrong type: {}", cli.metrics,
-                           e.what());
+  } catch (const log_error& e) {
+    // a field of the wrong type (hand-edited or foreign file): say where
+    logger("audit")->error("{}", e.what());
     return 2;
   }
 }

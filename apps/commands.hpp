@@ -70,7 +70,7 @@ struct node_cli {
 struct console_cli {
   std::string supervisor;
   std::string secret_file; ///< else $SALAMANDER_SECRET; none: look only
-  std::string exec; ///< "cmd; cmd": run these and exit (scripts, tests)
+  std::string exec;        ///< "cmd; cmd": run these and exit (scripts, tests)
   double timeout_s = 30;
 };
 
@@ -78,6 +78,7 @@ struct plot_cli {
   std::string metrics;
   std::string output;
   std::string title;
+  std::string script; ///< also write the gnuplot script (data inline) here
 };
 
 struct audit_cli {

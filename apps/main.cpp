@@ -341,7 +341,11 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingFile);
   pl->add_option("-o,--output", plot.output, "PNG file to write")->required();
-  pl->add_option("--title", plot.title, "title (default: model, nodes and accuracy)");
+  pl->add_option("--title", plot.title,
+                 "title (default: model, nodes, and the accuracy or why the job failed)");
+  pl->add_option(
+      "--script", plot.script,
+      "also write the gnuplot script here (its data inline), to adjust and re-run");
 
   audit_cli audit;
   auto* au = app.add_subcommand(

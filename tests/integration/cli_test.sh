@@ -93,7 +93,36 @@ if out=$("$bin" audit "$work/failed.jsonl" 2>&1); then fail "audit of a failed j
 printf '%s\n' '{"t":1,"event":"end","phase":"finished","committed":"three","lineage":[0]}' \
   >"$work/typed.jsonl"
 if out=$("$bin" audit "$work/typed.jsonl" 2>&1); then fail "audit of a wrong-typed field passed"; else rc=$?; fi
-[ "$rc" = 2 ] && grep -q "typed.jsonl" <<<"$out" || fail "audit of a wrong-typed field: $rc $out"
+[ "$rc" = 2 ] && grep -q "typed.jsonl:1: the end event's field 'committed' should be a number, got \"three\"" <<<"$out" \
+  || fail "audit of a wrong-typed field: $rc $out"
+
+# plot: a wrong-typed line is named by file:line; a failed job shows as failed,
+# with a key for the event colours and no line across a pause or an epoch's end
+printf '%s\n' '{"t":0,"event":"start","model":"mlp"}' '{"t":1,"event":"batch","loss":"x"}' >"$work/badplot.jsonl"
+if out=$("$bin" plot "$work/badplot.jsonl" -o "$work/bad.png" 2>&1); then fail "plot of a wrong-typed field passed"; else rc=$?; fi
+[ "$rc" = 2 ] && grep -q "badplot.jsonl:2: the batch event's field 'loss' should be a number, got \"x\"" <<<"$out" \
+  || fail "plot of a wrong-typed field: $rc $out"
+{
+  echo '{"t":0,"event":"start","model":"mlp","nodes":["n1","n2"]}'
+  for i in 1 2 3; do echo "{\"t\":$i,\"event\":\"batch\",\"batch\":$i,\"epoch\":0,\"samples_per_s\":100,\"loss\":1}"; done
+  echo '{"t":3.5,"event":"pause","committed":3}'
+  for i in 4 5; do echo "{\"t\":$((i + 1)),\"event\":\"batch\",\"batch\":$i,\"epoch\":0,\"samples_per_s\":90,\"loss\":0.8}"; done
+  for i in 6 7; do echo "{\"t\":$((i + 1)),\"event\":\"batch\",\"batch\":$i,\"epoch\":1,\"samples_per_s\":90,\"loss\":0.7}"; done
+  echo '{"t":8.5,"event":"failure","what":"node n2 went away","committed":8}'
+  echo '{"t":9,"event":"end","phase":"failed","error":"node n2 went away","committed":8,"lineage":[0]}'
+} >"$work/failed-run.jsonl"
+"$bin" plot "$work/failed-run.jsonl" -o "$work/failed.png" --script "$work/failed.gp" 2>/dev/null >/dev/null \
+  || fail "plot of a failed job: $("$bin" plot "$work/failed-run.jsonl" -o "$work/failed.png" 2>&1)"
+[ "$(head -c 4 "$work/failed.png" | tail -c 3)" = "PNG" ] || fail "plot of a failed job wrote no PNG"
+grep -q 'title "salamander: mlp on 2 nodes, FAILED at 9.0 s: node n2 went away"' "$work/failed.gp" \
+  || fail "plot title of a failed job: $(grep multiplot "$work/failed.gp")"
+grep -q 'set label "FAILED" at 9,' "$work/failed.gp" || fail "plot has no end marker"
+for k in '"pause / resume"' '"failure"' '"job failed"'; do
+  grep -q "title $k" "$work/failed.gp" || fail "plot key lacks $k: $(grep '^plot' "$work/failed.gp")"
+done
+# the points' lines break (a blank line) after the pause and at the new epoch
+breaks=$(sed -n '/^\$batches <</,/^EOD/p' "$work/failed.gp" | grep -c '^$')
+[ "$breaks" = 2 ] || fail "plot lines break $breaks times, not 2: $(sed -n '/^\$batches/,/^EOD/p' "$work/failed.gp")"
 
 # pipelines: embedded, and over node processes started by the local-cluster script
 "$bin" train --model mlp --dataset synthetic --stages 3 --epochs 1 >"$work/emb.out" 2>"$work/emb.err" \
