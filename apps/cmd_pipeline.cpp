@@ -15,15 +15,65 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
-#include <thread>
+#include <mutex>
 #include <sstream>
+#include <thread>
+#include <unistd.h>
 
 namespace salamander::apps {
 
 namespace {
+
+// SIGINT/SIGTERM -> a byte on a pipe (all a handler may safely do).
+int stop_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int sig) {
+  auto b = static_cast<unsigned char>(sig);
+  ssize_t ignored = ::write(stop_pipe[1], &b, 1);
+  (void)ignored;
+}
+
+void watch_stop_signals() {
+  if (stop_pipe[0] < 0 && ::pipe(stop_pipe) != 0) {
+    throw std::runtime_error("cannot make a pipe for signals");
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    sigaction(sig, nullptr, &old);
+    if (old.sa_handler != SIG_IGN) { // (nohup, a background job: left ignored)
+      sigaction(sig, &sa, nullptr);
+    }
+  }
+}
+
+// The next signal's number; 0 once end_stop_watch() was called.
+int next_stop_signal() {
+  unsigned char b = 0;
+  while (::read(stop_pipe[0], &b, 1) < 0 && errno == EINTR) {
+  }
+  return b;
+}
+
+void end_stop_watch() {
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    sigaction(sig, nullptr, &old);
+    if (old.sa_handler == on_stop_signal) {
+      signal(sig, SIG_DFL);
+    }
+  }
+  unsigned char zero = 0;
+  ssize_t ignored = ::write(stop_pipe[1], &zero, 1);
+  (void)ignored;
+}
 
 } // namespace
 
@@ -31,18 +81,19 @@ std::string status_line(const job_status& s) {
   double eta = -1;
   double rate = s.recent_samples_per_s > 0 ? s.recent_samples_per_s : s.samples_per_s;
   if (s.committed > 0 && s.batches > 0 && s.elapsed_s > 0) {
-    double left = static_cast<double>((s.epochs - s.epoch) * s.batches + (s.batches - s.batch));
+    double left =
+        static_cast<double>((s.epochs - s.epoch) * s.batches + (s.batches - s.batch));
     eta = left * s.elapsed_s / static_cast<double>(s.committed);
   }
   std::string health = s.health;
   if (health == "ok" && s.recoveries > 0) {
     health = fmt::format("ok, recovered {}x ({:.2f} s)", s.recoveries, s.last_recovery_s);
   }
-  return fmt::format("[{}] epoch {}/{}  batch {}/{}  {:.0f} samples/s  loss {:.4f}  eta {}  "
-                     "plan v{}  {}",
-                     s.phase, s.epoch, s.epochs, s.batch, s.batches, rate, s.loss,
-                     eta < 0 ? std::string("?") : fmt::format("{:.0f}s", eta), s.plan_version,
-                     health);
+  return fmt::format(
+      "[{}] epoch {}/{}  batch {}/{}  {:.0f} samples/s  loss {:.4f}  eta {}  "
+      "plan v{}  {}",
+      s.phase, s.epoch, s.epochs, s.batch, s.batches, rate, s.loss,
+      eta < 0 ? std::string("?") : fmt::format("{:.0f}s", eta), s.plan_version, health);
 }
 
 /// runs/job-YYYYmmdd-HHMMSS-PID/metrics.jsonl under the working directory.
@@ -89,15 +140,17 @@ int run_pipeline(const train_cli& cli) {
     jc.stages = static_cast<size_t>(cli.stages); // `--stages N` means N stages
   }
   if (jc.data_parallel && !jc.balance.empty()) {
-    throw std::invalid_argument("--plan dp and --balance contradict each other: data-parallel "
-                                "members hold every layer");
+    throw std::invalid_argument(
+        "--plan dp and --balance contradict each other: data-parallel "
+        "members hold every layer");
   }
   jc.replan_gain = cli.replan_gain;
   if (cli.replan_at > 0) {
     jc.replan_at[static_cast<uint64_t>(cli.replan_at)] = cli.replan_balance;
   }
-  jc.metrics_path = cli.metrics == "none" ? "" : cli.metrics.empty() ? default_metrics_path()
-                                                                     : cli.metrics;
+  jc.metrics_path = cli.metrics == "none" ? ""
+                    : cli.metrics.empty() ? default_metrics_path()
+                                          : cli.metrics;
   if (!cli.cluster.empty()) {
     // nodes in this process (--stages) are trusted; remote ones prove the secret
     if (auto secret = actors::load_secret(cli.secret_file)) {
@@ -134,7 +187,8 @@ int run_pipeline(const train_cli& cli) {
   } else {
     nodes = actors::local_nodes(sys, cli.stages, cli.threads);
   }
-  log->info("pipeline: model {} ({} layers), {} nodes from {}, schedule {}, {} micro-batches of "
+  log->info("pipeline: model {} ({} layers), {} nodes from {}, schedule {}, {} "
+            "micro-batches of "
             "a {}-example batch",
             jc.model, desc.layers.size(), nodes.size(),
             cli.cluster.empty() ? "local nodes (embedded)" : cli.cluster, jc.schedule,
@@ -146,9 +200,64 @@ int run_pipeline(const train_cli& cli) {
   int64_t shown_plan = 0;
   uint16_t listening = 0;
   cluster_actor sup_handle;
+  std::mutex sup_mutex; // sup_handle, for the signal watcher
+  // The first SIGINT or SIGTERM stops the job at the next flush (the final
+  // checkpoint is written, with --save, and the `end` event); a second one
+  // stops at once. The handler only writes the signal's number to a pipe
+  // (threads that OpenBLAS starts before main() would take a blocked
+  // signal's default action; a handler runs on any of them); this thread
+  // reads it and asks the job.
+  watch_stop_signals();
+  std::thread watcher([&] {
+    for (int count = 0;; ++count) {
+      int sig = next_stop_signal();
+      if (sig == 0) {
+        return; // the job is over
+      }
+      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+      progress.finish();
+      if (count > 0) {
+        log->error("{} again: stopping at once; nothing more is saved", name);
+        std::_Exit(128 + sig);
+      }
+      log->warn("{}: stopping at the next flush{}; {} again stops at once", name,
+                cli.save.empty() ? "" : ", then saving " + cli.save,
+                sig == SIGINT ? "Ctrl-C" : "SIGTERM");
+      cluster_actor sup;
+      {
+        std::lock_guard<std::mutex> lock(sup_mutex);
+        sup = sup_handle;
+      }
+      if (!sup) {
+        log->error("{} before the job started: stopping at once", name);
+        std::_Exit(128 + sig);
+      }
+      caf::scoped_actor self{sys};
+      self->request(sup, std::chrono::seconds(10), stop_atom_v, std::string(name))
+          .receive([&](std::string& answer) { log->info("{}", answer); },
+                   [&](caf::error& err) { log->warn("stop: {}", sys.render(err)); });
+    }
+  });
+  auto end_watcher = [&] {
+    if (watcher.joinable()) {
+      end_stop_watch();
+      watcher.join();
+    }
+  };
+  struct at_exit {
+    std::function<void()> f;
+    ~at_exit() { f(); }
+  } watcher_guard{end_watcher}; // (also when the job throws)
+  opts.on_start = [&](cluster_actor s) {
+    std::lock_guard<std::mutex> lock(sup_mutex);
+    sup_handle = s;
+  };
   if (!cli.listen.empty()) {
     opts.on_start = [&](cluster_actor s) {
-      sup_handle = s;
+      {
+        std::lock_guard<std::mutex> lock(sup_mutex);
+        sup_handle = s;
+      }
       auto [host, port] = actors::parse_address(cli.listen);
       auto bound = sys.middleman().publish(s, port, host.c_str());
       if (!bound) {
@@ -156,9 +265,10 @@ int run_pipeline(const train_cli& cli) {
         return;
       }
       listening = *bound;
-      log->info("supervisor listening on {}:{} (salamander console {}:{}; salamander node "
-                "--join {}:{})",
-                host, *bound, host, *bound, host, *bound);
+      log->info(
+          "supervisor listening on {}:{} (salamander console {}:{}; salamander node "
+          "--join {}:{})",
+          host, *bound, host, *bound, host, *bound);
     };
   }
   int64_t shown_recoveries = 0;
@@ -167,7 +277,8 @@ int run_pipeline(const train_cli& cli) {
   opts.on_status = [&](const job_status& s) {
     if (!shown_metrics && !s.metrics_path.empty()) {
       shown_metrics = true;
-      log->info("metrics: {} (salamander plot {} -o run.png)", s.metrics_path, s.metrics_path);
+      log->info("metrics: {} (salamander plot {} -o run.png)", s.metrics_path,
+                s.metrics_path);
     }
     // the last failure stays in the status after a recovery, so a failure
     // recovered from between two polls is still reported
@@ -179,8 +290,9 @@ int run_pipeline(const train_cli& cli) {
     if (s.recoveries != shown_recoveries) {
       shown_recoveries = s.recoveries;
       progress.finish();
-      log->info("RECOVERED in {:.2f} s: rolled back to version {}, {} batches redone so far",
-                s.last_recovery_s, s.rollback_version, s.redone_batches);
+      log->info(
+          "RECOVERED in {:.2f} s: rolled back to version {}, {} batches redone so far",
+          s.last_recovery_s, s.rollback_version, s.redone_batches);
     }
     if (s.plan_version != shown_plan && !s.plan.empty()) {
       shown_plan = s.plan_version;
@@ -190,6 +302,7 @@ int run_pipeline(const train_cli& cli) {
     progress.update(status_line(s), s.finished());
   };
   auto result = actors::run_job(sys, jc, nodes, train, test, opts);
+  end_watcher();
   progress.finish();
   if (listening != 0) {
     sys.middleman().unpublish(sup_handle, listening);
@@ -211,13 +324,18 @@ int run_pipeline(const train_cli& cli) {
   }
   auto& s = result.status;
   double samples = static_cast<double>(s.committed * jc.batch_size);
-  log->info("done: {} batches in {:.1f} s ({:.0f} samples/s overall), test accuracy {:.2f}%",
-            s.committed, s.elapsed_s, samples / s.elapsed_s, 100.0 * s.test_accuracy);
+  log->info("{}: {} batches in {:.1f} s ({:.0f} samples/s overall){}",
+            s.stopped.empty() ? "done" : "stopped", s.committed, s.elapsed_s,
+            samples / s.elapsed_s,
+            s.test_accuracy >= 0
+                ? fmt::format(", test accuracy {:.2f}%", 100.0 * s.test_accuracy)
+                : std::string());
   if (s.recoveries > 0) {
-    log->info("recovered from {} failure(s) without a restart (lost: {}); last rolled back to "
-              "version {} and took {:.2f} s; {} batches redone in all",
-              s.recoveries, fmt::join(s.dead_nodes, ", "), s.rollback_version,
-              s.last_recovery_s, s.redone_batches);
+    log->info(
+        "recovered from {} failure(s) without a restart (lost: {}); last rolled back to "
+        "version {} and took {:.2f} s; {} batches redone in all",
+        s.recoveries, fmt::join(s.dead_nodes, ", "), s.rollback_version,
+        s.last_recovery_s, s.redone_batches);
     if (!s.exact) {
       log->warn("fast recovery policy: the result is NOT exact; lost layers missed {} "
                 "(layer, batch) updates",
@@ -238,12 +356,20 @@ int run_pipeline(const train_cli& cli) {
     messages::checkpoint ckpt;
     ckpt.snapshot = std::move(*result.weights);
     ckpt.seed = cli.seed;
-    ckpt.epoch = static_cast<uint64_t>(cli.epochs);
+    // a stopped job saves the epochs it completed
+    ckpt.epoch = s.stopped.empty() || s.batches <= 0
+                     ? static_cast<uint64_t>(cli.epochs)
+                     : static_cast<uint64_t>(s.committed / s.batches);
     ckpt.note = fmt::format("pipeline {}, {}", result.status.plan, jc.schedule);
     messages::save_checkpoint(cli.save, ckpt);
     log->info("saved checkpoint {}", cli.save);
   }
   stop_local_nodes();
+  if (!s.stopped.empty()) {
+    log->warn("stopped by {} after {} batches{}", s.stopped, s.committed,
+              cli.save.empty() ? " (no --save: the weights were not kept)" : "");
+    return s.stopped == "SIGTERM" ? 128 + SIGTERM : 128 + SIGINT;
+  }
   return 0;
 }
 
@@ -298,7 +424,8 @@ int run_node(const node_cli& cli) {
   auto n = sys.spawn(actors::node, ncfg);
   auto bound = sys.middleman().publish(n, port, host.c_str());
   if (!bound) {
-    log->error("node {} cannot listen on {}: {}", cli.name, cli.listen, sys.render(bound.error()));
+    log->error("node {} cannot listen on {}: {}", cli.name, cli.listen,
+               sys.render(bound.error()));
     caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
     return 1;
   }
@@ -315,11 +442,12 @@ int run_node(const node_cli& cli) {
     std::string outcome;
     bool ok = false;
     if (!sup) {
-      outcome = "supervisor at " + cli.join + " is unreachable: " + sys.render(sup.error());
+      outcome =
+          "supervisor at " + cli.join + " is unreachable: " + sys.render(sup.error());
     } else {
       caf::scoped_actor self{sys};
-      self->request(*sup, std::chrono::seconds(30), join_atom_v, caf::actor_cast<caf::actor>(n),
-                    cli.name)
+      self->request(*sup, std::chrono::seconds(30), join_atom_v,
+                    caf::actor_cast<caf::actor>(n), cli.name)
           .receive(
               [&](std::string& reply) {
                 outcome = reply;

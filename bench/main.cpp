@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
       {"transfer", transfer},
       {"planner_speed", planner_speed},
       {"hetero", hetero},
+      {"replan_stability", replan_stability},
       {"recovery", recovery},
   };
   if (argc < 2 || benches.count(argv[1]) == 0) {

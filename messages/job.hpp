@@ -55,6 +55,9 @@ struct job_status {
   /// lineage then holds for the surviving layers only.
   bool exact = true;
   int64_t missed_layer_updates = 0; ///< fast policy: (layer, batch) updates lost
+  /// Why the job was stopped before its last batch (SIGINT, SIGTERM, the
+  /// console), "" if it was not. A stopped job ends `finished` at a flush.
+  std::string stopped;
   std::vector<node_row> nodes;
   std::vector<stage_row> stages;
   bool finished() const { return phase == "finished" || phase == "failed"; }
@@ -69,7 +72,8 @@ typename Inspector::result_type inspect(Inspector& f, job_status& x) {
            x.dead_nodes, x.lineage, x.elapsed_s, x.train_s, x.plan_batches,
            x.stage_compute_s, x.stage_wait_s, x.stage_send_s, x.error,
            x.recent_samples_per_s, x.paused_by_user, x.health, x.metrics_path,
-           x.replicated_version, x.exact, x.missed_layer_updates, x.nodes, x.stages);
+           x.replicated_version, x.exact, x.missed_layer_updates, x.stopped, x.nodes,
+           x.stages);
 }
 
 } // namespace salamander

@@ -283,7 +283,9 @@ std::optional<caf::error> console_refused(self_ptr self) {
     return std::nullopt;
   }
   auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  if (sender && st.consoles.count(sender) > 0) {
+  // an admitted console, or an actor of this very process (the CLI's
+  // signal handler, tests)
+  if (sender && (st.consoles.count(sender) > 0 || sender.node() == self->node())) {
     return std::nullopt;
   }
   return caf::make_error(
@@ -567,6 +569,9 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
       [=](caf::get_atom) { return status_with_rows(self); },
       // the job's commands, for consoles allowed to give them
       [=](pause_atom a) { return pass_on<std::string>(self, a); },
+      [=](stop_atom a, std::string& why) {
+        return pass_on<std::string>(self, a, std::move(why));
+      },
       [=](resume_atom a) { return pass_on<std::string>(self, a); },
       [=](checkpoint_atom a, std::string& path) {
         return pass_on<std::string>(self, a, std::move(path));

@@ -424,6 +424,32 @@ caf::result<std::string> on_replan(self_ptr self, const std::string& balance) {
          (st.user_paused ? " (the job is paused: it happens after resume)" : "");
 }
 
+// Stop at the next flush (SIGINT, SIGTERM): the job ends `finished` with
+// every stage at one version, so its weights can be saved. Where no stage
+// runs (start-up, no nodes left) there is no flush to wait for.
+caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  if (algorithms::is_over(st.phase)) {
+    return ended();
+  }
+  if (!st.stop_requested.empty()) {
+    return std::string("already stopping (" + st.stop_requested + ")");
+  }
+  st.stop_requested = why.empty() ? std::string("stop") : why;
+  log_event(self, "stop", {{"why", st.stop_requested}, {"committed", st.committed}});
+  bool staged = st.phase == job_phase::training || st.phase == job_phase::paused ||
+                st.phase == job_phase::evaluating || st.phase == job_phase::replanning ||
+                st.phase == job_phase::checkpointing ||
+                (st.phase == job_phase::recovering && !live_nodes(st).empty());
+  if (!staged) {
+    fail(self, "stopped (" + st.stop_requested + ") while " + st.status.phase +
+                   ", before any weights could be gathered");
+    return std::string("stopped at once: no stage runs (" + st.status.phase + ")");
+  }
+  feed(self); // at a flush already: ends now
+  return std::string("stopping at the next flush (after the batches in flight)");
+}
+
 caf::result<snapshot_payload> on_snapshot(self_ptr self) {
   if (self->state.stages.empty()) {
     return caf::make_error(errc::bad_config, "the job has no stages");
@@ -529,6 +555,7 @@ train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cf
         return self->state.status;
       },
       [=](pause_atom) { return on_pause(self); },
+      [=](stop_atom, const std::string& why) { return on_stop(self, why); },
       [=](resume_atom) { return on_resume(self); },
       [=](checkpoint_atom, std::string& path) { return on_checkpoint(self, path); },
       [=](lost_atom, uint32_t node, std::string& why) { on_node_lost(self, node, why); },

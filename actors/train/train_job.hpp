@@ -166,6 +166,9 @@ struct train_job_state {
   /// The console paused the job: it returns to `paused` after whatever
   /// it is doing (evaluation, re-plan, recovery) until resumed.
   bool user_paused = false;
+  /// Asked to stop (SIGINT, SIGTERM, the console): why. The job ends
+  /// `finished` at the next flush, with its weights there to be saved.
+  std::string stop_requested;
   /// The model, described once: its layers' costs for every plan, its
   /// fingerprint for every stage spec.
   models::model_desc desc;

@@ -62,6 +62,7 @@ void log_end(self_ptr self) {
   auto problem = check_lineage(st.status.lineage);
   log_event(self, "end",
             {{"phase", st.status.phase},
+             {"stopped", st.status.stopped},
              // why it failed; a finished job's last (recovered) failure is history
              {"error", st.phase == job_phase::failed ? st.status.error : std::string()},
              {"last_failure", st.status.error},
@@ -83,6 +84,11 @@ void finish(self_ptr self) {
     return;
   }
   st.status.elapsed_s = since(st.started);
+  st.status.stopped = st.stop_requested;
+  if (!st.stop_requested.empty()) {
+    subsystem_log("job")->warn("stopped ({}) at the flush after batch {}",
+                               st.stop_requested, st.committed);
+  }
   for (auto& c : st.checkpoints) {
     c.promise.deliver(caf::make_error(
         errc::bad_config, "the job finished first; use --save for the final weights"));
@@ -218,6 +224,14 @@ std::vector<std::string> node_names(const train_job_state& st) {
 void feed(self_ptr self) {
   auto& st = self->state;
   if (st.phase == job_phase::replanning || st.phase == job_phase::checkpointing) {
+    return;
+  }
+  if (!st.stop_requested.empty() && st.checkpoints.empty()) {
+    // asked to stop: nothing more is fed; at the flush the job ends
+    if (st.committed == st.fed &&
+        (st.phase == job_phase::training || st.phase == job_phase::paused)) {
+      finish(self);
+    }
     return;
   }
   if (!st.checkpoints.empty()) {

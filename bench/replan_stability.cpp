@@ -1,0 +1,192 @@
+// Live re-planning on a noisy host: three node processes on loopback, of
+// equal (unemulated) capacity, train while a CPU hog (a busy child process)
+// shares the host's cores with them. The capacity never changes, so every
+// re-plan is churn: `replans_per_min_constant_capacity` (goal <= 0.5).
+// Then the node running the first stage (or leading the data-parallel
+// members) is slowed 5x (an EMULATED slow-down: its CPU share drops to
+// 0.2), and `slowdown_to_replan_s` is the time until the job has re-planned
+// around it. For comparison, the same constant-capacity run with a window
+// of one look (the candidate taken at its first fresh prediction).
+#include "actors/job/runner.hpp"
+#include "actors/node/node_process.hpp"
+#include "actors/node/system.hpp"
+#include "bench/benches.hpp"
+#include "bench/report.hpp"
+
+#include <caf/io/middleman.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace salamander::bench {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double seconds_since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+// A busy child process for as long as this object lives.
+class cpu_hog {
+public:
+  cpu_hog() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      volatile unsigned long x = 0;
+      for (;;) {
+        x = x + 1;
+      }
+    }
+  }
+  ~cpu_hog() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  cpu_hog(const cpu_hog&) = delete;
+  cpu_hog& operator=(const cpu_hog&) = delete;
+
+private:
+  pid_t pid_ = -1;
+};
+
+// The node that runs the first stage of `plan` (or leads its members).
+std::string first_node(const std::string& plan) {
+  return plan.rfind("dp(", 0) == 0 ? plan.substr(3, plan.find(':') - 3)
+                                   : plan.substr(0, plan.find('['));
+}
+
+} // namespace
+
+int replan_stability(const bench_args& args) {
+  actors::process_cluster procs(3, "rs");
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
+  if (!nodes) {
+    throw std::runtime_error(sys.render(nodes.error()));
+  }
+  actors::job_config jc;
+  jc.model = "cnn";
+  jc.dataset = "synthetic";
+  jc.batch_size = 64;
+  jc.micro_batches = 4;
+  jc.evaluate = false;
+  jc.auto_plan = true; // the defaults of `train`: re-planning at a 15% gain
+  jc.epochs = 1000;    // stopped after the measured time
+  jc.progress_timeout = std::chrono::seconds(300);
+  auto desc = models::describe(models::model_spec::parse(jc.model));
+  auto train = std::make_shared<models::dataset>(
+      models::make_synthetic(1, jc.batch_size * 50, desc.input, desc.classes));
+  double run_s = args.quick ? 20 : 90;
+  report rep("replan_stability");
+  rep.detail("emulation",
+             "3 node processes on loopback, unemulated, equal; a busy child "
+             "process loads the host; the slow-down is emulated (CPU share 0.2)");
+  rep.detail("model", jc.model);
+  rep.detail("cores", static_cast<double>(::sysconf(_SC_NPROCESSORS_ONLN)));
+
+  // Constant capacity, under the hog: re-plans per minute.
+  auto constant = [&](int window, const std::string& key) {
+    auto c = jc;
+    c.replan_window = window;
+    cpu_hog hog;
+    cluster_actor sup;
+    auto start = clock::now();
+    int64_t replans = 0, committed = 0;
+    std::string plan;
+    bool stopped = false;
+    actors::job_options opts;
+    opts.poll = std::chrono::milliseconds(100);
+    opts.on_start = [&](cluster_actor s) { sup = s; };
+    opts.on_status = [&](const job_status& s) {
+      replans = s.replans;
+      committed = s.committed;
+      plan = s.plan;
+      if (!stopped && seconds_since(start) >= run_s) {
+        caf::anon_send(sup, leave_atom_v);
+        stopped = true;
+      }
+    };
+    actors::run_job(sys, c, *nodes, train, train, opts);
+    double minutes = seconds_since(start) / 60;
+    double per_min = static_cast<double>(replans) / minutes;
+    rep.detail(key + "_replans", static_cast<double>(replans));
+    rep.detail(key + "_batches", static_cast<double>(committed));
+    rep.detail(key + "_minutes", minutes);
+    rep.detail(key + "_last_plan", plan);
+    std::fprintf(stderr,
+                 "%s: %lld re-plans in %.1f min (%.2f/min), %lld batches, plan %s\n",
+                 key.c_str(), static_cast<long long>(replans), minutes, per_min,
+                 static_cast<long long>(committed), plan.c_str());
+    return per_min;
+  };
+  double one_look = constant(1, "window_1");
+  double steady =
+      constant(jc.replan_window, "window_" + std::to_string(jc.replan_window));
+
+  // A sustained 5x slow-down of the node with the first stage.
+  double to_replan = -1;
+  {
+    cpu_hog hog;
+    cluster_actor sup;
+    caf::scoped_actor self{sys};
+    auto start = clock::now();
+    clock::time_point slowed_at{};
+    bool slowed = false, stopped = false;
+    int64_t replans_at_slow = 0;
+    std::string plan_before, plan_after;
+    actors::job_options opts;
+    opts.poll = std::chrono::milliseconds(20);
+    opts.on_start = [&](cluster_actor s) { sup = s; };
+    opts.on_status = [&](const job_status& s) {
+      if (stopped || s.phase != "training") {
+        return;
+      }
+      // once the plan has settled (no re-plan for 10 s, or 30 s at most)
+      if (!slowed && s.committed >= 40 && seconds_since(start) >= (args.quick ? 5 : 15)) {
+        plan_before = s.plan;
+        for (auto& n : *nodes) {
+          if (n.name == first_node(s.plan)) {
+            self->request(n.handle, std::chrono::seconds(5), slow_atom_v, 0.2)
+                .receive([](std::string&) {}, [](caf::error&) {});
+          }
+        }
+        slowed = true;
+        slowed_at = clock::now();
+        replans_at_slow = s.replans;
+      } else if (slowed && s.replans > replans_at_slow) {
+        to_replan = seconds_since(slowed_at);
+        plan_after = s.plan;
+        caf::anon_send(sup, leave_atom_v);
+        stopped = true;
+      } else if (slowed && seconds_since(slowed_at) > 120) {
+        caf::anon_send(sup, leave_atom_v); // never re-planned
+        stopped = true;
+      }
+    };
+    actors::run_job(sys, jc, *nodes, train, train, opts);
+    for (auto& n : *nodes) {
+      self->request(n.handle, std::chrono::seconds(5), slow_atom_v, 1.0)
+          .receive([](std::string&) {}, [](caf::error&) {});
+    }
+    rep.detail("slowdown_plan_before", plan_before);
+    rep.detail("slowdown_plan_after", plan_after);
+    std::fprintf(stderr, "5x slow-down of %s: re-planned after %.1f s, %s -> %s\n",
+                 first_node(plan_before).c_str(), to_replan, plan_before.c_str(),
+                 plan_after.c_str());
+  }
+  rep.headline("replans_per_min_window_1", one_look);
+  rep.headline("replans_per_min_constant_capacity", steady);
+  rep.headline("slowdown_to_replan_s", to_replan);
+  rep.finish(args.out);
+  return 0;
+}
+
+} // namespace salamander::bench
