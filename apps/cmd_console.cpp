@@ -18,6 +18,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <unistd.h>
 
 namespace salamander::apps {
@@ -37,11 +39,14 @@ std::string rate(double bytes_per_s) {
   return fmt::format("{:.0f} Mbit/s", bytes_per_s * 8 / 1e6);
 }
 
-std::string ms(double s) { return s <= 0 ? std::string("-") : fmt::format("{:.1f} ms", s * 1e3); }
+std::string ms(double s) {
+  return s <= 0 ? std::string("-") : fmt::format("{:.1f} ms", s * 1e3);
+}
 
 std::string show_status(const job_status& s) {
   std::string out = status_line(s) + "\n";
-  out += fmt::format("plan v{}: {}\n", s.plan_version, s.plan.empty() ? "(none yet)" : s.plan);
+  out += fmt::format("plan v{}: {}\n", s.plan_version,
+                     s.plan.empty() ? "(none yet)" : s.plan);
   out += fmt::format("committed {} batches in {:.1f} s; {} recoveries, {} re-plans{}\n",
                      s.committed, s.elapsed_s, s.recoveries, s.replans,
                      s.test_accuracy >= 0
@@ -57,25 +62,27 @@ std::string show_status(const job_status& s) {
 }
 
 std::string show_nodes(const job_status& s) {
-  std::string out = fmt::format("{:<14} {:<8} {:<9} {:>6} {:>6} {:>8} {:>9} {:>22} {:>10}  {}\n",
-                                "node", "health", "role", "cpu", "speed", "capacity", "memory",
-                                "link", "heartbeat", "emulation");
+  std::string out = fmt::format(
+      "{:<14} {:<8} {:<9} {:>6} {:>6} {:>8} {:>9} {:>22} {:>10}  {}\n", "node", "health",
+      "role", "cpu", "speed", "capacity", "memory", "link", "heartbeat", "emulation");
   for (auto& n : s.nodes) {
     out += fmt::format(
-        "{:<14} {:<8} {:<9} {:>6} {:>6} {:>8} {:>9} {:>22} {:>10}  {}\n", n.name, n.health,
-        n.role, fmt::format("{:.2f}", n.cpu_share),
-        n.speed > 0 ? fmt::format("{:.2f}", n.speed) : "-", fmt::format("{:.2f}", n.capacity),
-        mb(n.memory_bytes),
+        "{:<14} {:<8} {:<9} {:>6} {:>6} {:>8} {:>9} {:>22} {:>10}  {}\n", n.name,
+        n.health, n.role, fmt::format("{:.2f}", n.cpu_share),
+        n.speed > 0 ? fmt::format("{:.2f}", n.speed) : "-",
+        fmt::format("{:.2f}", n.capacity), mb(n.memory_bytes),
         n.link_latency_s > 0
             ? fmt::format("{} {:.1f}ms", rate(n.link_bytes_per_s), n.link_latency_s * 1e3)
             : rate(n.link_bytes_per_s),
-        n.last_heartbeat_s < 0 ? std::string("never") : fmt::format("{:.1f} s ago", n.last_heartbeat_s),
+        n.last_heartbeat_s < 0 ? std::string("never")
+                               : fmt::format("{:.1f} s ago", n.last_heartbeat_s),
         n.emulation.empty() ? "none" : n.emulation);
   }
-  out += "speed: measured over profiled compute (1 = as profiled); capacity: the node's own "
-         "compute probe vs the start; cpu: emulated share "
-         "(1 on real devices); link: measured to the other nodes (median rate, one-way "
-         "latency), or the emulated rate\n";
+  out +=
+      "speed: measured over profiled compute (1 = as profiled); capacity: the node's own "
+      "compute probe vs the start; cpu: emulated share "
+      "(1 on real devices); link: measured to the other nodes (median rate, one-way "
+      "latency), or the emulated rate\n";
   return out;
 }
 
@@ -83,15 +90,17 @@ std::string show_plan(const job_status& s) {
   if (s.stages.empty()) {
     return "no plan yet (phase " + s.phase + ")\n";
   }
-  std::string out = fmt::format("plan v{} ({} re-plans so far)\n", s.plan_version, s.replans);
+  std::string out =
+      fmt::format("plan v{} ({} re-plans so far)\n", s.plan_version, s.replans);
   out += fmt::format("{:<6} {:<14} {:<10} {:>12} {:>12} {:>10} {:>10}\n", "stage", "node",
                      "layers", "predicted", "measured", "waiting", "sending");
   for (auto& r : s.stages) {
-    out += fmt::format("{:<6} {:<14} {:<10} {:>12} {:>12} {:>10} {:>10}\n", r.index, r.node,
-                       fmt::format("[{},{})", r.begin, r.end), ms(r.predicted_s),
+    out += fmt::format("{:<6} {:<14} {:<10} {:>12} {:>12} {:>10} {:>10}\n", r.index,
+                       r.node, fmt::format("[{},{})", r.begin, r.end), ms(r.predicted_s),
                        ms(r.measured_s), ms(r.wait_s), ms(r.send_s));
   }
-  out += "per batch; predicted from the profiles (- without), measured on the last committed "
+  out += "per batch; predicted from the profiles (- without), measured on the last "
+         "committed "
          "batch\n";
   return out;
 }
@@ -105,14 +114,15 @@ std::string show_metrics(const job_status& s) {
   for (size_t i = 0; i < s.lineage.size(); ++i) {
     once = once && s.lineage[i] == i;
   }
-  out += fmt::format("lineage        {} batches in the current weights, each exactly once: {}\n",
-                     s.lineage.size(), once ? "yes" : "NO");
+  out += fmt::format(
+      "lineage        {} batches in the current weights, each exactly once: {}\n",
+      s.lineage.size(), once ? "yes" : "NO");
   auto c = static_cast<double>(std::max<int64_t>(1, s.plan_batches));
   for (size_t i = 0; i < s.stage_compute_s.size(); ++i) {
-    out += fmt::format("stage {}        compute {} wait {} send {} (mean per batch of plan v{})\n",
-                       i,
-                       ms(s.stage_compute_s[i] / c), ms(s.stage_wait_s[i] / c),
-                       ms(s.stage_send_s[i] / c), s.plan_version);
+    out += fmt::format(
+        "stage {}        compute {} wait {} send {} (mean per batch of plan v{})\n", i,
+        ms(s.stage_compute_s[i] / c), ms(s.stage_wait_s[i] / c),
+        ms(s.stage_send_s[i] / c), s.plan_version);
   }
   out += fmt::format("recoveries     {}", s.recoveries);
   if (s.recoveries > 0) {
@@ -132,121 +142,215 @@ std::string show_metrics(const job_status& s) {
   if (!s.dead_nodes.empty()) {
     out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
   }
-  out += fmt::format("metrics log    {}\n", s.metrics_path.empty() ? "(none)" : s.metrics_path);
+  out += fmt::format("metrics log    {}\n",
+                     s.metrics_path.empty() ? "(none)" : s.metrics_path);
   return out;
 }
 
+// An error as a sentence: salamander's own errors carry it as their context
+// ("no live node named node9"), without the "bad_config:" category.
+std::string plain(caf::actor_system& sys, const caf::error& err) {
+  if (err.category() == caf::atom("salamander") &&
+      err.context().match_elements<std::string>()) {
+    return err.context().get_as<std::string>(0);
+  }
+  if (err == caf::sec::cannot_connect_to_node) {
+    return "nothing answers there (not listening, or not reachable)";
+  }
+  return sys.render(err);
+}
+
+/// How a command went: done, failed (the rest still run), or the supervisor
+/// is gone (nothing more can run).
+enum class outcome { ok, failed, gone };
+
+// The supervisor's down message, turned into an error for the request the
+// console is waiting on (the way CAF answers a request to an actor that is
+// already gone), and for every later one.
+struct supervisor_watch {
+  std::mutex mutex;
+  caf::strong_actor_ptr waiter; ///< the console's scoped actor
+  caf::message_id pending;      ///< the response it waits for, if any
+  bool down = false;
+
+  void await(caf::message_id id) {
+    std::lock_guard<std::mutex> lock(mutex);
+    pending = id;
+    if (down) {
+      bounce();
+    }
+  }
+
+  void on_down() {
+    std::lock_guard<std::mutex> lock(mutex);
+    down = true;
+    bounce();
+  }
+
+private:
+  // answers the awaited response id, as CAF's request bouncer would
+  void bounce() {
+    if (pending.is_response() && waiter) {
+      waiter->get()->enqueue(
+          nullptr, pending,
+          caf::make_message(caf::make_error(caf::sec::request_receiver_down)), nullptr);
+      pending = caf::message_id{};
+    }
+  }
+};
+
 class session {
 public:
-  session(caf::actor_system& sys, cluster_actor sup, std::chrono::milliseconds timeout)
-      : sys_(sys), sup_(std::move(sup)), timeout_(timeout), self_(sys) {}
+  session(caf::actor_system& sys, cluster_actor sup, std::string address,
+          std::chrono::milliseconds timeout)
+      : sys_(sys), sup_(std::move(sup)), address_(std::move(address)), timeout_(timeout),
+        self_(sys), watch_(std::make_shared<supervisor_watch>()) {
+    watch_->waiter = caf::actor_cast<caf::strong_actor_ptr>(self_.ptr());
+    auto watch = watch_;
+    watcher_ =
+        sys_.spawn([watch, sup = sup_](caf::event_based_actor* self) -> caf::behavior {
+          self->monitor(sup);
+          self->set_down_handler([=](caf::down_msg&) {
+            watch->on_down();
+            self->quit();
+          });
+          return {[](caf::get_atom) {}};
+        });
+  }
+
+  ~session() { caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown); }
+
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
 
   /// Proves the cluster secret to the supervisor (needed to change a job
   /// that has one). Returns "" or what went wrong.
   std::string authenticate(const std::string& secret) {
     std::string why;
-    std::string challenge;
-    self_->request(sup_, timeout_, auth_atom_v)
-        .receive([&](std::string& c) { challenge = std::move(c); },
-                 [&](caf::error& err) { why = sys_.render(err); });
-    if (!why.empty()) {
+    auto challenge = ask<std::string>(why, auth_atom_v);
+    if (!challenge) {
       return why;
     }
-    self_->request(sup_, timeout_, auth_atom_v,
-                   actors::prove(secret, "console", "console", challenge))
-        .receive([](std::string&) {}, [&](caf::error& err) { why = sys_.render(err); });
+    ask<std::string>(why, auth_atom_v,
+                     actors::prove(secret, "console", "console", *challenge));
     return why;
   }
 
-  /// Runs one command; false on an error (printed to stderr).
-  bool run(const console_command& c) {
+  /// Runs one command; errors are printed to stderr.
+  outcome run(const console_command& c) {
     switch (c.op) {
-      case console_op::status:
-        return with_status(show_status);
-      case console_op::nodes:
-        return with_status(show_nodes);
-      case console_op::plan:
-        return with_status(show_plan);
-      case console_op::metrics:
-        return with_status(show_metrics);
-      case console_op::kill_stage:
-        return say(kill_atom_v, static_cast<uint32_t>(c.stage));
-      case console_op::kill_node:
-        return say(kill_atom_v, c.args[0]);
-      case console_op::slow_node:
-        return say(slow_atom_v, c.args[0], c.factor);
-      case console_op::repartition:
-        return say(replan_atom_v, c.args.empty() ? std::string{} : c.args[0]);
-      case console_op::replicate:
-        return say(replicate_atom_v);
-      case console_op::checkpoint_save:
-        return say(checkpoint_atom_v, c.args[0]);
-      case console_op::pause:
-        return say(pause_atom_v);
-      case console_op::resume:
-        return say(resume_atom_v);
-      case console_op::help:
-        if (!c.args.empty()) {
-          auto u = console_usage(c.args[0]);
-          if (u.empty()) {
-            std::fprintf(stderr, "error: no command '%s' (help lists them)\n", c.args[0].c_str());
-            return false;
-          }
-          std::printf("%s\n", u.c_str());
-        } else {
-          std::printf("commands (separate several with ';'):\n%s", console_help().c_str());
+    case console_op::status:
+      return with_status(show_status);
+    case console_op::nodes:
+      return with_status(show_nodes);
+    case console_op::plan:
+      return with_status(show_plan);
+    case console_op::metrics:
+      return with_status(show_metrics);
+    case console_op::kill_stage:
+      return say(kill_atom_v, static_cast<uint32_t>(c.stage));
+    case console_op::kill_node:
+      return say(kill_atom_v, c.args[0]);
+    case console_op::slow_node:
+      return say(slow_atom_v, c.args[0], c.factor);
+    case console_op::repartition:
+      return say(replan_atom_v, c.args.empty() ? std::string{} : c.args[0]);
+    case console_op::replicate:
+      return say(replicate_atom_v);
+    case console_op::checkpoint_save:
+      return say(checkpoint_atom_v, c.args[0]);
+    case console_op::pause:
+      return say(pause_atom_v);
+    case console_op::resume:
+      return say(resume_atom_v);
+    case console_op::help:
+      if (!c.args.empty()) {
+        auto u = console_usage(c.args[0]);
+        if (u.empty()) {
+          std::fprintf(stderr, "error: no command '%s' (help lists them)\n",
+                       c.args[0].c_str());
+          return outcome::failed;
         }
-        return true;
-      case console_op::quit:
-        return true;
+        std::printf("%s\n", u.c_str());
+      } else {
+        std::printf("commands (separate several with ';'):\n%s", console_help().c_str());
+      }
+      return outcome::ok;
+    case console_op::quit:
+      return outcome::ok;
     }
-    return false;
+    return outcome::failed;
   }
+
+  bool gone() const { return gone_; }
 
 private:
-  template <class Show>
-  bool with_status(Show show) {
-    bool ok = false;
-    self_->request(sup_, timeout_, caf::get_atom_v)
-        .receive(
-            [&](job_status& s) {
-              std::fputs(show(s).c_str(), stdout);
-              ok = true;
-            },
-            [&](caf::error& err) { complain(err); });
-    std::fflush(stdout);
-    return ok;
+  // Asks the supervisor and waits at most the timeout, or until it is
+  // known to be gone: CAF 0.17 lets a request to a peer whose process died
+  // wait its whole timeout, so the watch fails it at the down message.
+  template <class Reply, class... Ts>
+  std::optional<Reply> ask(std::string& why, Ts&&... xs) {
+    std::optional<Reply> out;
+    auto handle = self_->request(sup_, timeout_, std::forward<Ts>(xs)...);
+    watch_->await(handle.id());
+    handle.receive([&](Reply& reply) { out = std::move(reply); },
+                   [&](caf::error& err) { why = explain(err); });
+    watch_->await(caf::message_id{});
+    return out;
   }
 
-  template <class... Ts>
-  bool say(Ts&&... xs) {
-    bool ok = false;
-    self_->request(sup_, timeout_, std::forward<Ts>(xs)...)
-        .receive(
-            [&](std::string& reply) {
-              std::printf("%s\n", reply.c_str());
-              ok = true;
-            },
-            [&](caf::error& err) { complain(err); });
-    std::fflush(stdout);
-    return ok;
-  }
-
-  void complain(const caf::error& err) {
-    auto text = sys_.render(err);
-    if (err == caf::sec::request_timeout) {
-      text = "the supervisor did not answer within " +
-             std::to_string(timeout_.count() / 1000) + " s";
-    } else if (err == caf::sec::request_receiver_down) {
-      text = "the supervisor is gone (the job ended or its process died)";
+  template <class Show> outcome with_status(Show show) {
+    std::string why;
+    auto s = ask<job_status>(why, caf::get_atom_v);
+    if (s) {
+      std::fputs(show(*s).c_str(), stdout);
     }
-    std::fprintf(stderr, "error: %s\n", text.c_str());
+    return finish(s.has_value(), why);
+  }
+
+  template <class... Ts> outcome say(Ts&&... xs) {
+    std::string why;
+    auto reply = ask<std::string>(why, std::forward<Ts>(xs)...);
+    if (reply) {
+      std::printf("%s\n", reply->c_str());
+    }
+    return finish(reply.has_value(), why);
+  }
+
+  outcome finish(bool ok, const std::string& why) {
+    std::fflush(stdout);
+    if (ok) {
+      return outcome::ok;
+    }
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return gone_ ? outcome::gone : outcome::failed;
+  }
+
+  std::string gone_text() const {
+    return "the supervisor at " + address_ +
+           " is gone (the job ended or its process died)";
+  }
+
+  std::string explain(const caf::error& err) {
+    if (err == caf::sec::request_timeout) {
+      return "the supervisor did not answer within " +
+             std::to_string(timeout_.count() / 1000) + " s";
+    }
+    if (err == caf::sec::request_receiver_down) {
+      gone_ = true;
+      return gone_text();
+    }
+    return plain(sys_, err);
   }
 
   caf::actor_system& sys_;
   cluster_actor sup_;
+  std::string address_;
   std::chrono::milliseconds timeout_;
   caf::scoped_actor self_;
+  std::shared_ptr<supervisor_watch> watch_;
+  caf::actor watcher_;
+  bool gone_ = false;
 };
 
 caf::expected<cluster_actor> attach(caf::actor_system& sys, const std::string& address) {
@@ -343,7 +447,9 @@ int interactive(session& s, const std::string& address) {
       if (c.op == console_op::quit) {
         return 0;
       }
-      s.run(c);
+      if (s.run(c) == outcome::gone) {
+        return 1; // nothing more can run: say so now, not one timeout per command
+      }
     }
   }
   return 0;
@@ -366,11 +472,13 @@ int run_console(const console_cli& cli) {
   caf::actor_system sys{cfg};
   auto sup = attach(sys, cli.supervisor);
   if (!sup) {
-    log->error("no supervisor at {}: {} (start the job with supervisor --listen HOST:PORT)",
-               cli.supervisor, sys.render(sup.error()));
+    log->error(
+        "no supervisor at {}: {} (start the job with supervisor --listen HOST:PORT)",
+        cli.supervisor, plain(sys, sup.error()));
     return 1;
   }
-  session s(sys, *sup, std::chrono::milliseconds(static_cast<int64_t>(cli.timeout_s * 1000)));
+  session s(sys, *sup, cli.supervisor,
+            std::chrono::milliseconds(static_cast<int64_t>(cli.timeout_s * 1000)));
   if (auto secret = actors::load_secret(cli.secret_file)) {
     if (auto why = s.authenticate(*secret); !why.empty()) {
       log->error("the supervisor at {} refused this console: {}", cli.supervisor, why);
@@ -388,7 +496,11 @@ int run_console(const console_cli& cli) {
     if (c.op == console_op::quit) {
       break;
     }
-    if (!s.run(c)) {
+    auto done = s.run(c);
+    if (done == outcome::gone) {
+      return 1;
+    }
+    if (done == outcome::failed) {
       rc = 1; // go on: a script asking for status after a failed kill still wants it
     }
   }
@@ -408,9 +520,10 @@ int run_chaos(const chaos_cli& cli) {
   } else if (cli.command == "slow-node" && a.size() == 2) {
     line = "slow node " + a[0] + " " + a[1];
   } else {
-    log->error("unknown chaos command '{}' with {} argument(s); use: status | kill-stage N | "
-               "kill-node NAME | slow-node NAME FACTOR (or salamander console --exec)",
-               cli.command, a.size());
+    log->error(
+        "unknown chaos command '{}' with {} argument(s); use: status | kill-stage N | "
+        "kill-node NAME | slow-node NAME FACTOR (or salamander console --exec)",
+        cli.command, a.size());
     return 2;
   }
   console_cli c;

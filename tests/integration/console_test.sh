@@ -110,6 +110,10 @@ out=$(con "checkpoint save '$work/mid point.ckpt'") || fail "checkpoint: $out"
 grep -q "saved checkpoint $work/mid point.ckpt (version $a," <<<"$out" || fail "checkpoint reply: $out"
 "$bin" eval --load "$work/mid point.ckpt" --dataset synthetic 2>/dev/null | grep -q "^test accuracy:" \
   || fail "the console's checkpoint does not evaluate"
+# a file name that is not UTF-8 (Latin-1) is saved and reported as saved
+latin1="$work/caf"$'\xe9'".ckpt"
+out=$(con "checkpoint save '$latin1'" 2>&1) || fail "checkpoint to a Latin-1 name: $out"
+grep -q "saved checkpoint" <<<"$out" && [ -f "$latin1" ] || fail "checkpoint to a Latin-1 name: $out"
 # replicate at the flush: version $a; with --replicate-every 0 this is the
 # only replica, so a later failure must roll back to exactly it
 out=$(con replicate) || fail "replicate: $out"
@@ -144,6 +148,7 @@ grep -Eq "^node2 +dead" <<<"$out" || fail "node2 not shown dead: $out"
 # runtime errors: exit 1 with the supervisor's reason; the other commands still run
 if out=$(con "kill node nosuch; status" 2>&1); then fail "killed a node that does not exist"; fi
 grep -q "no live node named nosuch" <<<"$out" || fail "kill nosuch message: $out"
+if grep -q "bad_config" <<<"$out"; then fail "an error category shown to the user: $out"; fi
 # (the job may be evaluating between epochs when status runs)
 grep -Eq "\[(training|evaluating)\] epoch" <<<"$out" || fail "status after a failed command did not run: $out"
 if out=$(con "kill stage 99" 2>&1); then fail "killed stage 99"; fi
@@ -153,13 +158,31 @@ grep -q "there is no stage 99" <<<"$out" || fail "kill stage 99 message: $out"
 for e in start plan batch pause resume checkpoint replicate replan failure recovery_plan recovered; do
   grep -q "\"event\":\"$e\"" "$work/m.jsonl" || fail "metrics log has no $e event"
 done
+# a console whose supervisor goes away says so at once and ends, exit 1
+# (not one --timeout per command)
+{ echo status; sleep 3; echo status; echo status; } |
+  "$bin" --log-level warn console "127.0.0.1:$port" --timeout 30 --secret-file "$work/secret" \
+    >"$work/gone.out" 2>"$work/gone.err" &
+gone_pid=$!
+sleep 1
 stop_job
+gone_start=$(date +%s)
+gone_rc=0
+wait "$gone_pid" || gone_rc=$?
+gone_took=$(( $(date +%s) - gone_start ))
+[ "$gone_rc" = 1 ] || fail "console after its supervisor went: exit $gone_rc"
+grep -q "the supervisor at 127.0.0.1:$port is gone" "$work/gone.err" \
+  || fail "console after its supervisor went: $(cat "$work/gone.err")"
+[ "$gone_took" -lt 10 ] || fail "console took $gone_took s to notice its supervisor was gone"
 pgrep -f -- "$work/c.toml" >/dev/null && fail "processes of the job are left: $(pgrep -af -- "$work/c.toml")"
 "$bin" plot "$work/m.jsonl" -o "$work/run.png" >"$work/plot.out" 2>"$work/plot.err" \
   || fail "plot: $(cat "$work/plot.err")"
 [ "$(head -c 4 "$work/run.png" | tail -c 3)" = "PNG" ] || fail "plot wrote no PNG"
 grep -q "failure" "$work/plot.err" || fail "plot marked no failures: $(cat "$work/plot.err")"
-if out=$("$bin" audit "$work/m.jsonl" 2>&1); then fail "audit of an unfinished job passed"; else rc=$?; fi
+# (a supervisor that stops on SIGTERM writes its end line: cut it off, as
+# a supervisor that died would have)
+grep -v '"event":"end"' "$work/m.jsonl" >"$work/unfinished.jsonl"
+if out=$("$bin" audit "$work/unfinished.jsonl" 2>&1); then fail "audit of an unfinished job passed"; else rc=$?; fi
 [ "$rc" = 2 ] && grep -q "has no end line" <<<"$out" || fail "audit of an unfinished job: $rc $out"
 
 # a job that ends: the audit finds every batch exactly once
