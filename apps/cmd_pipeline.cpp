@@ -9,6 +9,7 @@
 #include "apps/preflight.hpp"
 #include "apps/progress.hpp"
 #include "apps/runtime_env.hpp"
+#include "apps/status_text.hpp"
 #include "messages/checkpoint.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -76,25 +77,6 @@ void end_stop_watch() {
 }
 
 } // namespace
-
-std::string status_line(const job_status& s) {
-  double eta = -1;
-  double rate = s.recent_samples_per_s > 0 ? s.recent_samples_per_s : s.samples_per_s;
-  if (s.committed > 0 && s.batches > 0 && s.elapsed_s > 0) {
-    double left =
-        static_cast<double>((s.epochs - s.epoch) * s.batches + (s.batches - s.batch));
-    eta = left * s.elapsed_s / static_cast<double>(s.committed);
-  }
-  std::string health = s.health;
-  if (health == "ok" && s.recoveries > 0) {
-    health = fmt::format("ok, recovered {}x ({:.2f} s)", s.recoveries, s.last_recovery_s);
-  }
-  return fmt::format(
-      "[{}] epoch {}/{}  batch {}/{}  {:.0f} samples/s  loss {:.4f}  eta {}  "
-      "plan v{}  {}",
-      s.phase, s.epoch, s.epochs, s.batch, s.batches, rate, s.loss,
-      eta < 0 ? std::string("?") : fmt::format("{:.0f}s", eta), s.plan_version, health);
-}
 
 /// runs/job-YYYYmmdd-HHMMSS-PID/metrics.jsonl under the working directory.
 std::string default_metrics_path() {
@@ -195,6 +177,7 @@ int run_pipeline(const train_cli& cli) {
             jc.micro_batches, jc.batch_size);
 
   progress_line progress(log);
+  eta_clock eta; // runs only while the job trains
   actors::job_options opts;
   opts.fetch_weights = !cli.save.empty();
   int64_t shown_plan = 0;
@@ -299,7 +282,7 @@ int run_pipeline(const train_cli& cli) {
       progress.finish();
       log->info("plan v{}: {}", s.plan_version, s.plan);
     }
-    progress.update(status_line(s), s.finished());
+    progress.update(status_fields(s, &eta), s.finished());
   };
   auto result = actors::run_job(sys, jc, nodes, train, test, opts);
   end_watcher();

@@ -123,6 +123,20 @@ void capacity_model::correct(const std::vector<batch_stats>& reports,
 
 void capacity_model::set_kind_ratio(int kind, double ratio) {
   kind_ratio_[kind] = std::clamp(ratio, min_kind_ratio, max_kind_ratio);
+  kind_measured_[kind] = true;
+}
+
+double capacity_model::kind_ratio(int kind) const {
+  if (kind_measured_[kind]) {
+    return kind_ratio_[kind];
+  }
+  double worst = 1.0;
+  for (int k = 0; k < 3; ++k) {
+    if (kind_measured_[k]) {
+      worst = std::max(worst, kind_ratio_[k]);
+    }
+  }
+  return worst;
 }
 
 void capacity_model::report_capacity(size_t node, double factor, bool staged) {

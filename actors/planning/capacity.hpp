@@ -64,10 +64,18 @@ public:
                const std::vector<size_t>& stage_nodes, const std::vector<int>& split,
                int micro_batches);
 
-  /// A kind of plan (0: pipeline, 1: data parallel) measured `ratio` times
-  /// its predicted batch time.
+  /// A kind of plan (pipeline, data parallel, one device alone) measured
+  /// `ratio` times its predicted batch time.
+  enum plan_kind { pipeline_kind = 0, data_parallel_kind = 1, single_kind = 2 };
   void set_kind_ratio(int kind, double ratio);
-  double kind_ratio(int kind) const { return kind_ratio_[kind]; }
+  /// What a kind measured; a kind never measured is taken to run as far
+  /// behind the model as the worst kind that was (the host, its load and
+  /// the profiles' error are the same for all; an unmeasured kind must not
+  /// look better only because nobody has seen it run).
+  double kind_ratio(int kind) const;
+  static int kind_of(size_t stages, bool data_parallel) {
+    return data_parallel ? data_parallel_kind : stages == 1 ? single_kind : pipeline_kind;
+  }
 
   /// A profiler's capacity report: `factor` of the node's capacity at the
   /// start. A spare node is re-rated by it (it may now be worth planning
@@ -88,7 +96,8 @@ private:
   std::vector<double> scale_;
   std::vector<double> capacity_;
   std::map<std::pair<size_t, size_t>, link_report> links_;
-  double kind_ratio_[2] = {1.0, 1.0};
+  double kind_ratio_[3] = {1.0, 1.0, 1.0};
+  bool kind_measured_[3] = {false, false, false};
 };
 
 } // namespace salamander::actors

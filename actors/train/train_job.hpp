@@ -217,6 +217,9 @@ struct train_job_state {
   /// new one measures slower).
   algorithms::replan_memory replan_looks;
   std::optional<stage_plan> replan_candidate; ///< the plan `replan_looks` names
+  /// Plans that ran, by description: measured batch time and the commit it
+  /// was measured at (a prediction never beats what a plan measured).
+  std::map<std::string, std::pair<double, uint64_t>> measured_plans;
   bool user_plan = false;
   std::optional<stage_plan> replaced_plan;
   double replaced_measured_s = 0;

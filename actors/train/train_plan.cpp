@@ -435,9 +435,17 @@ double predicted_s(const train_job_state& st, const algorithms::plan_request& re
         return 0;
       }
     }
-    double ratio =
-        p.ranges.size() == 1 ? 1.0 : st.capacity.kind_ratio(p.split.empty() ? 0 : 1);
-    return plan.objective_s * ratio;
+    double ratio = st.capacity.kind_ratio(
+        capacity_model::kind_of(p.ranges.size(), !p.split.empty()));
+    double predicted = plan.objective_s * ratio;
+    // a plan measured recently is at least as slow as it measured (unless
+    // the capacities changed since, which the prediction then shows)
+    if (auto it = st.measured_plans.find(describe_plan(st, p));
+        it != st.measured_plans.end() &&
+        st.committed < it->second.second + tuning::measured_plan_memory) {
+      predicted = std::max(predicted, it->second.first);
+    }
+    return predicted;
   } catch (const std::exception&) {
     return 0;
   }
@@ -471,25 +479,26 @@ void track_capacity(self_ptr self) {
     auto req = planner_request(st);
     auto live = live_nodes(st);
     // how far the whole batch runs behind the model, for this kind of plan
-    // (a single device keeps its own ratio, 1)
-    int kind = st.plan.split.empty() ? 0 : 1;
+    int kind = capacity_model::kind_of(st.plan.ranges.size(), !st.plan.split.empty());
     if (st.recent.size() >= 6) {
       auto span =
           std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
       in.measured_s = span.count() / static_cast<double>(st.recent.size() - 1);
-      double modelled = 0;
-      if (st.plan.ranges.size() > 1) {
-        double before = st.capacity.kind_ratio(kind);
-        modelled = predicted_s(st, req, live, st.plan) / before;
-      }
+      st.measured_plans.erase(describe_plan(st)); // (not held against itself)
+      double modelled =
+          predicted_s(st, req, live, st.plan) / st.capacity.kind_ratio(kind);
       if (modelled > 0) {
         st.capacity.set_kind_ratio(kind, in.measured_s / modelled);
       }
+      st.measured_plans[describe_plan(st)] = {in.measured_s, st.committed};
     }
     if (!algorithms::replan_check_due(in)) {
       return;
     }
     in.current_s = predicted_s(st, req, live, st.plan);
+    if (in.measured_s > 0) {
+      in.current_s = in.measured_s; // what it does, not what it should
+    }
     in.replaced_measured_s = st.replaced_plan ? st.replaced_measured_s : 0;
     // the best of each kind, and each device alone: a plan never loses to
     // the fastest device
@@ -548,10 +557,12 @@ void track_capacity(self_ptr self) {
       st.replan_requested = true;
       st.replan_balance.clear();
       char why[160];
-      std::snprintf(
-          why, sizeof why,
-          " (measured/modelled batch time: pipelines x%.2f, data parallel x%.2f)",
-          st.capacity.kind_ratio(0), st.capacity.kind_ratio(1));
+      std::snprintf(why, sizeof why,
+                    " (measured/modelled batch time: pipelines x%.2f, data parallel "
+                    "x%.2f, one device "
+                    "x%.2f)",
+                    st.capacity.kind_ratio(0), st.capacity.kind_ratio(1),
+                    st.capacity.kind_ratio(2));
       st.replan_reason = "capacity: " + verdict.why + why;
     }
   } catch (const std::exception&) {
