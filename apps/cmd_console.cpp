@@ -9,6 +9,7 @@
 #include "apps/commands.hpp"
 #include "apps/console_parse.hpp"
 #include "apps/runtime_env.hpp"
+#include "apps/status_text.hpp"
 
 #include <caf/io/middleman.hpp>
 #include <fmt/format.h>
@@ -23,8 +24,6 @@
 #include <unistd.h>
 
 namespace salamander::apps {
-
-std::string status_line(const job_status& s); // cmd_pipeline.cpp
 
 namespace {
 

@@ -16,15 +16,6 @@ namespace salamander::apps {
 
 namespace {
 
-std::string format_eta(double seconds) {
-  if (seconds < 0 || seconds > 1e7) {
-    return "?";
-  }
-  auto s = static_cast<int64_t>(seconds);
-  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60)
-                   : fmt::format("{}m{:02}s", s / 60, s % 60);
-}
-
 int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -80,11 +71,16 @@ int run_train(const train_cli& cli) {
           double rate = secs > 0 ? samples / secs : 0.0;
           double bps = secs > 0 ? (r.batch + 1) / secs : 0.0;
           progress.update(
-              fmt::format("epoch {}/{}  batch {}/{}  {:.1f} batches/s  {:.0f} "
-                          "samples/s  loss {:.4f}  eta {}",
-                          epoch + 1, cli.epochs, r.batch + 1, r.batches, bps, rate,
-                          ema_loss,
-                          format_eta(bps > 0 ? (r.batches - r.batch - 1) / bps : -1)),
+              {
+                  {fmt::format("epoch {}/{}", epoch + 1, cli.epochs), 7},
+                  {fmt::format("batch {}/{}", r.batch + 1, r.batches), 9},
+                  {fmt::format("{:.1f} batches/s", bps), 3},
+                  {fmt::format("{:.0f} samples/s", rate), 5},
+                  {fmt::format("loss {:.4f}", ema_loss), 4},
+                  {"eta " +
+                       format_duration(bps > 0 ? (r.batches - r.batch - 1) / bps : -1),
+                   8},
+              },
               r.batch + 1 == r.batches);
         });
     progress.finish();

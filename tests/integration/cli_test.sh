@@ -129,6 +129,15 @@ breaks=$(sed -n '/^\$batches <</,/^EOD/p' "$work/failed.gp" | grep -c '^$')
   || fail "embedded pipeline: $(tail -5 "$work/emb.err")"
 grep -q "^test accuracy:" "$work/emb.out" || fail "embedded pipeline printed no accuracy"
 grep -q "^throughput:" "$work/emb.out" || fail "embedded pipeline printed no throughput"
+# on a 60-column terminal every progress update fits in 59 columns (a longer
+# one wraps, and each update then leaves a stale copy above)
+if command -v script >/dev/null; then
+  script -qec "stty cols 60; $bin train --model mlp --dataset synthetic --stages 2 --epochs 1 --metrics none" \
+    /dev/null >"$work/pty.out" 2>&1 || fail "pipeline on a terminal: $(tail -5 "$work/pty.out")"
+  widest=$(tr '\r' '\n' <"$work/pty.out" | sed 's/\x1b\[[0-9;]*[mK]//g' | grep '^\[training\]' \
+    | awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }')
+  [ "$widest" -gt 0 ] && [ "$widest" -le 59 ] || fail "progress line of $widest columns on 60: $(cat "$work/pty.out")"
+fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/logs" "$root/deploy/local-cluster.sh" 2 "$work/cluster.toml" \
   "$bin" supervisor --cluster "$work/cluster.toml" --model mlp --dataset synthetic --epochs 1 \

@@ -102,6 +102,8 @@ grep -q "REFUSED a console" "$work/sup.err" || fail "the supervisor did not log 
 out=$(con pause) || fail "pause: $out"
 grep -q "paused at batch" <<<"$out" || fail "pause reply: $out"
 await status "\[paused\]"
+# while paused, no frozen rate
+con status | grep -q -- "- samples/s (paused)" || fail "a paused status shows a rate: $(con status)"
 a=$(con status | sed -n 's/.*committed \([0-9]*\) batches.*/\1/p')
 sleep 1
 b=$(con status | sed -n 's/.*committed \([0-9]*\) batches.*/\1/p')

@@ -1,8 +1,9 @@
 // The operator's tools without a cluster: the console's command language,
-// the cluster-secret handshake and the metrics log.
+// the cluster-secret handshake, the metrics log and the progress line.
 #include "actors/cluster/auth.hpp"
 #include "actors/job/metrics.hpp"
 #include "apps/console_parse.hpp"
+#include "apps/progress_text.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -186,4 +187,81 @@ TEST_CASE("a field that is not UTF-8 is logged with replacement characters, not 
   auto j = nlohmann::json::parse(line);
   CHECK(j["path"] == "/tmp/caf\xef\xbf\xbd.ckpt"); // U+FFFD
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// a pipeline's status at 80 columns: 96 characters in full
+const std::vector<apps::progress_field> status = {
+    {"[training]", 10},   {"epoch 1/1", 7},
+    {"batch 412/937", 9}, {"3830 samples/s", 5},
+    {"loss 0.4120", 4},   {"eta 19s", 8},
+    {"plan v2", 2},       {"ok, recovered 1x (0.06 s)", 3},
+};
+
+} // namespace
+
+TEST_CASE(
+    "a progress line fits the terminal by squeezing, then dropping the least kept fields",
+    "[unit][progress]") {
+  auto full = apps::join_fields(status, "  ");
+  REQUIRE(full.size() > 80);
+  CHECK(apps::fit_line(status, 200) == full);
+  for (size_t width : {120, 79, 60, 40, 20, 12}) {
+    auto line = apps::fit_line(status, width);
+    CAPTURE(width, line);
+    CHECK(line.size() <= width);
+    CHECK(line.rfind("[training]", 0) == 0); // the phase is the last to go
+  }
+  // at 79 columns the plan goes first, and the ETA outlives the loss and the rate
+  CHECK(apps::fit_line(status, 79).find("plan v2") == std::string::npos);
+  CHECK(apps::fit_line(status, 79).find("eta 19s") != std::string::npos);
+  auto narrow = apps::fit_line(status, 40);
+  CHECK(narrow.find("eta 19s") != std::string::npos);
+  CHECK(narrow.find("loss") == std::string::npos);
+  CHECK(apps::fit_line({{"[recovering]", 9}}, 8) == "[reco...");
+}
+
+TEST_CASE("the terminal width comes from the terminal, then $COLUMNS, then 80",
+          "[unit][progress]") {
+  // a pipe is no terminal
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  ::setenv("COLUMNS", "132", 1);
+  CHECK(apps::terminal_width(fds[1]) == 132);
+  ::unsetenv("COLUMNS");
+  CHECK(apps::terminal_width(fds[1]) == 80);
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST_CASE("the ETA counts training time only and holds while the job is paused",
+          "[unit][progress]") {
+  apps::eta_clock eta;
+  // 10 batches per second while training: 100 left take 10 s
+  CHECK(eta.update("training", 0, 200, 0.0) == -1);
+  CHECK(eta.update("training", 100, 100, 10.0) == Approx(10.0));
+  CHECK_FALSE(eta.held());
+  // paused for a minute: the ETA stays, it does not grow
+  CHECK(eta.update("paused", 100, 100, 30.0) == Approx(10.0));
+  CHECK(eta.update("paused", 100, 100, 70.0) == Approx(10.0));
+  CHECK(eta.held());
+  // training again: the pause does not count
+  CHECK(eta.update("training", 100, 100, 70.0) == Approx(10.0));
+  CHECK(eta.update("training", 150, 50, 75.0) == Approx(5.0));
+  CHECK_FALSE(eta.held());
+  CHECK(apps::format_duration(5.0) == "5s");
+  CHECK(apps::format_duration(245) == "4m05s");
+  CHECK(apps::format_duration(7380) == "2h03m");
+  CHECK(apps::format_duration(-1) == "?");
+}
+
+TEST_CASE("a console attaching mid-job starts from the job's own average",
+          "[unit][progress]") {
+  apps::eta_clock eta;
+  CHECK(eta.update("training", 500, 500, 100.0) == Approx(100.0));
+  CHECK(eta.update("paused", 500, 500, 160.0) == Approx(100.0));
+  apps::eta_clock paused_at_once;
+  CHECK(paused_at_once.update("paused", 500, 500, 160.0) == -1);
+  CHECK_FALSE(paused_at_once.held());
 }

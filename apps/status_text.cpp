@@ -1,0 +1,56 @@
+#include "apps/status_text.hpp"
+
+#include <fmt/format.h>
+
+namespace salamander::apps {
+
+std::vector<progress_field> status_fields(const job_status& s, eta_clock* eta) {
+  eta_clock once;
+  auto& clock = eta ? *eta : once;
+  int64_t left = 0;
+  if (s.batches > 0) {
+    left = (s.epochs - s.epoch) * s.batches + (s.batches - s.batch);
+  }
+  double seconds = clock.update(s.phase, s.committed, left, s.elapsed_s);
+  bool training = s.phase == "training";
+
+  std::string rate;
+  if ((training || s.finished()) && s.committed > 0) {
+    double r = s.recent_samples_per_s > 0 ? s.recent_samples_per_s : s.samples_per_s;
+    rate = fmt::format("{:.0f} samples/s", r);
+  } else if (s.committed > 0 && !s.finished()) {
+    rate = "- samples/s (" + s.phase + ")"; // the last rate would be a frozen number
+  } else {
+    rate = "- samples/s";
+  }
+  std::string eta_text = "eta " + format_duration(seconds);
+  if (clock.held() && !s.finished()) {
+    eta_text += " (held)";
+  }
+  std::string health = s.health;
+  int health_keep = health == "ok" ? 1 : 9; // a problem stays on the line
+  if (health == "ok" && s.recoveries > 0) {
+    health = fmt::format("ok, recovered {}x ({:.2f} s)", s.recoveries, s.last_recovery_s);
+    health_keep = 3;
+  }
+  return {
+      {"[" + s.phase + "]", 10},
+      {fmt::format("epoch {}/{}", s.epoch, s.epochs), 7},
+      {fmt::format("batch {}/{}", s.batch, s.batches), 9},
+      {rate, 5},
+      {fmt::format("loss {:.4f}", s.loss), 4},
+      {eta_text, 8},
+      {fmt::format("plan v{}", s.plan_version), 2},
+      {health, health_keep},
+  };
+}
+
+std::string status_line(const job_status& s) {
+  // "[training] epoch 1/1  batch ...", as it has always read
+  auto fields = status_fields(s);
+  auto phase = fields.front().text;
+  fields.erase(fields.begin());
+  return phase + " " + join_fields(fields, "  ");
+}
+
+} // namespace salamander::apps
