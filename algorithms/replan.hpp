@@ -21,6 +21,9 @@
 //    in a row; a sustained slow-down passes every look. A window is judged
 //    when full (cut short by what it shows, it would be as biased as the
 //    pick); a candidate that fails is replaced by the newest best;
+//  - predictions are first scaled by how far the last capacity re-plan
+//    measured behind its prediction (a model that was wrong here before
+//    must promise more);
 //  - and the gain over the next `horizon_batches` (or the batches left, if
 //    fewer) repays the measured cost of moving `payback` times.
 #pragma once
@@ -52,6 +55,10 @@ struct replan_inputs {
   uint64_t horizon_batches = 200;
   uint64_t batches_left = UINT64_MAX;
   double payback = 3.0;
+  /// How much slower than predicted the last capacity re-plan measured (1:
+  /// as predicted, or none yet): the model's own error here, by which every
+  /// candidate's prediction is made more pessimistic.
+  double prediction_error = 1.0;
   /// The user chose the plan that runs.
   bool user_plan = false;
   /// Measured batch time of the plan that runs (0: not measured yet), and of

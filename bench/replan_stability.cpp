@@ -96,6 +96,7 @@ int replan_stability(const bench_args& args) {
   auto constant = [&](int window, const std::string& key) {
     auto c = jc;
     c.replan_window = window;
+    c.metrics_path = "bench/results/replan_stability_" + key + ".metrics.jsonl";
     cpu_hog hog;
     cluster_actor sup;
     auto start = clock::now();

@@ -220,6 +220,12 @@ struct train_job_state {
   /// Plans that ran, by description: measured batch time and the commit it
   /// was measured at (a prediction never beats what a plan measured).
   std::map<std::string, std::pair<double, uint64_t>> measured_plans;
+  /// The last capacity re-plan: its predicted batch time (0 once measured),
+  /// and how much slower than that it measured (kept for
+  /// `measured_plan_memory` commits from `prediction_error_at`).
+  double replan_predicted_s = 0;
+  double prediction_error = 1.0;
+  uint64_t prediction_error_at = 0;
   bool user_plan = false;
   std::optional<stage_plan> replaced_plan;
   double replaced_measured_s = 0;

@@ -491,7 +491,17 @@ void track_capacity(self_ptr self) {
         st.capacity.set_kind_ratio(kind, in.measured_s / modelled);
       }
       st.measured_plans[describe_plan(st)] = {in.measured_s, st.committed};
+      if (st.replan_predicted_s > 0 && st.committed >= st.last_replan_batch + 10) {
+        // the last capacity re-plan, measured: how wrong was its prediction?
+        st.prediction_error = std::max(1.0, in.measured_s / st.replan_predicted_s);
+        st.prediction_error_at = st.committed;
+        st.replan_predicted_s = 0;
+      }
     }
+    if (st.committed >= st.prediction_error_at + tuning::measured_plan_memory) {
+      st.prediction_error = 1.0;
+    }
+    in.prediction_error = st.prediction_error;
     if (!algorithms::replan_check_due(in)) {
       return;
     }
@@ -552,6 +562,7 @@ void track_capacity(self_ptr self) {
     if (verdict.action == algorithms::replan_action::replan && st.replan_candidate) {
       st.replaced_plan = st.plan;
       st.replaced_measured_s = in.measured_s;
+      st.replan_predicted_s = in.candidate_s;
       st.pending_plan = std::move(st.replan_candidate);
       st.replan_candidate.reset();
       st.replan_requested = true;

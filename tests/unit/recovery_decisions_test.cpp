@@ -336,6 +336,24 @@ TEST_CASE("a sustained 5x slow-down re-plans within a bounded number of looks",
   }
 }
 
+TEST_CASE("a model that mispredicted the last re-plan must promise more",
+          "[unit][replan]") {
+  auto run = [](double prediction_error) {
+    replan_memory memory;
+    replan_verdict v;
+    for (int i = 0; i < 9; ++i) {
+      auto in = look(20 + 5 * i, 1.0, {{"b", 0.7}}, memory); // 30% faster predicted
+      in.prediction_error = prediction_error;
+      v = decide_replan(in, memory);
+    }
+    return v.replan();
+  };
+  CHECK(run(1.0));
+  CHECK(run(1.2));       // 0.7 x 1.2 = 0.84: still 16% faster
+  CHECK_FALSE(run(1.3)); // 0.91: 9%, not enough
+  CHECK_FALSE(run(2.0)); // the last one measured at twice its prediction
+}
+
 TEST_CASE("a plan measured slower than the one it replaced goes back", "[unit][replan]") {
   replan_memory memory;
   auto in = look(40, 1.0, {{"b", 0.9}}, memory);
