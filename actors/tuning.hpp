@@ -59,6 +59,9 @@ inline constexpr int64_t replan_check_every = 5;
 /// Looks in a row that must each predict a candidate plan faster by the
 /// gain before it is taken (algorithms/replan.hpp).
 inline constexpr int replan_window = 8;
+/// ... over at least this long (a host's load moves between its cores in
+/// seconds; replan_stability saw a plan 44% better for 40 commits, then not).
+inline constexpr milliseconds replan_sustain = 10s;
 /// Commits for which a plan's measured batch time bounds its predictions.
 inline constexpr uint64_t measured_plan_memory = 500;
 /// What a re-plan is taken to cost before one has been measured.

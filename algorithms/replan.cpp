@@ -54,6 +54,7 @@ replan_verdict decide_replan(const replan_inputs& in, replan_memory& memory) {
     memory.clear();
     if (in.best_s > 0) {
       memory.candidate = in.best_plan;
+      memory.picked_s = in.now_s;
       v.why = std::string(why) + "; a new candidate: " + in.best_plan;
     } else {
       v.why = std::string(why) + "; no better plan";
@@ -68,6 +69,7 @@ replan_verdict decide_replan(const replan_inputs& in, replan_memory& memory) {
   // short by what it shows would be as biased as the pick)
   double fresh = 1.0 - in.candidate_s * std::max(1.0, in.prediction_error) / in.current_s;
   memory.gains.push_back(fresh);
+  // (a window is `window` looks at least, and `sustain_s` seconds)
   auto window = static_cast<size_t>(std::max(1, in.window));
   double n = static_cast<double>(memory.gains.size());
   double mean = 0;
@@ -76,8 +78,9 @@ replan_verdict decide_replan(const replan_inputs& in, replan_memory& memory) {
     mean += g / n;
     v.lower_gain = std::min(v.lower_gain, g);
   }
-  if (memory.gains.size() < window) {
-    v.why = words("%.0f of %.0f looks at the candidate", n, static_cast<double>(window));
+  if (memory.gains.size() < window || in.now_s - memory.picked_s < in.sustain_s) {
+    v.why = words("%.0f of %.0f looks at the candidate, over %.1f s", n,
+                  static_cast<double>(window), in.now_s - memory.picked_s);
     return v;
   }
   if (v.lower_gain < in.min_gain) {

@@ -16,11 +16,11 @@
 //    the best of many noisy predictions looks better than it is (the
 //    minimum of noisy numbers is biased low); predicted again from newer
 //    measurements it is not. The job re-plans only when each of the
-//    `window` looks after the pick predicts the candidate at least
-//    `min_gain` faster: noise of +/-30% passes one look in four, not eight
-//    in a row; a sustained slow-down passes every look. A window is judged
-//    when full (cut short by what it shows, it would be as biased as the
-//    pick); a candidate that fails is replaced by the newest best;
+//    `window` looks (and `sustain_s` seconds) after the pick predicts the
+//    candidate at least `min_gain` faster: noise of +/-30% passes one look in four, not
+//    eight in a row; a sustained slow-down passes every look. A window is judged when
+//    full (cut short by what it shows, it would be as biased as the pick); a candidate
+//    that fails is replaced by the newest best;
 //  - predictions are first scaled by how far the last capacity re-plan
 //    measured behind its prediction (a model that was wrong here before
 //    must promise more);
@@ -46,8 +46,12 @@ struct replan_inputs {
   uint64_t last_replan_batch = 0;
   int64_t min_batches = 20;
   int64_t check_every = 5;
-  /// Fresh looks at a candidate that must each show `min_gain`.
+  /// Fresh looks at a candidate that must each show `min_gain`, over at
+  /// least `sustain_s` seconds (a host's load moves between cores in
+  /// seconds: a plan must be worse for longer than that).
   int window = 8;
+  double sustain_s = 0;
+  double now_s = 0; ///< this look's time (any steady clock, in seconds)
   /// Seconds a re-plan costs the job (the pause of the last one, measured,
   /// or an estimate from the bytes it moves), the batches its gain is
   /// counted over, and how many times the gain must repay it.
@@ -67,14 +71,16 @@ struct replan_inputs {
   double replaced_measured_s = 0;
 };
 
-/// What the job remembers between looks: the candidate plan and its fresh
-/// predicted gains since it was found, newest last (at most `window`).
+/// What the job remembers between looks: the candidate plan, when it was
+/// picked, and its fresh predicted gains since, newest last.
 struct replan_memory {
   std::string candidate;
   std::deque<double> gains;
+  double picked_s = 0; ///< when the candidate was picked
   void clear() {
     candidate.clear();
     gains.clear();
+    picked_s = 0;
   }
 };
 

@@ -91,6 +91,8 @@ struct job_config {
   int64_t replan_check_every = tuning::replan_check_every;
   /// Looks in a row that must find the same plan best before it is taken.
   int replan_window = tuning::replan_window;
+  /// ... and for at least this long.
+  std::chrono::milliseconds replan_sustain = tuning::replan_sustain;
   /// A link whose rate no profile reports (no emulation, not measured).
   double default_link_bytes_per_s = 1e9;
   std::chrono::milliseconds profile_timeout = tuning::profile_timeout;

@@ -469,6 +469,8 @@ void track_capacity(self_ptr self) {
   in.min_batches = st.cfg.replan_min_batches;
   in.check_every = st.cfg.replan_check_every;
   in.window = st.cfg.replan_window;
+  in.sustain_s = std::chrono::duration<double>(st.cfg.replan_sustain).count();
+  in.now_s = std::chrono::duration<double>(clock::now().time_since_epoch()).count();
   in.user_plan = st.user_plan;
   auto total = total_batches(st);
   in.batches_left = total > st.committed ? total - st.committed : 0;

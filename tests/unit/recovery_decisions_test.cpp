@@ -336,6 +336,27 @@ TEST_CASE("a sustained 5x slow-down re-plans within a bounded number of looks",
   }
 }
 
+TEST_CASE("a candidate must look better for a sustained time, not only for enough looks",
+          "[unit][replan]") {
+  // fast batches: a look every 0.1 s; the window asks for 10 s
+  auto run = [](uint64_t bad_look) {
+    replan_memory memory;
+    for (uint64_t committed = 20; committed < 2000; committed += 5) {
+      auto in = look(committed, 1.0, {{"b", committed == bad_look ? 0.95 : 0.5}}, memory);
+      in.sustain_s = 10;
+      in.now_s = 0.02 * static_cast<double>(committed);
+      if (decide_replan(in, memory).replan()) {
+        return static_cast<int64_t>(committed);
+      }
+    }
+    return int64_t{-1};
+  };
+  // picked at commit 20 (0.4 s): judged once 10 s have passed (commit 520)
+  CHECK(run(0) == 520);
+  // one bad look within those 10 s and the candidate starts again
+  CHECK(run(300) > 520);
+}
+
 TEST_CASE("a model that mispredicted the last re-plan must promise more",
           "[unit][replan]") {
   auto run = [](double prediction_error) {
