@@ -29,7 +29,7 @@ bool live(const cluster_entry& e) {
 void tell_job(self_ptr self, const std::string& kind, const nlohmann::json& fields) {
   if (self->state.job) {
     self->send(caf::actor_cast<job_actor>(self->state.job), event_atom_v, kind,
-               fields.dump());
+               fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
 }
 
@@ -76,6 +76,20 @@ void admit(self_ptr self, node_actor handle, const std::string& name,
                         ", this supervisor " + std::to_string(protocol_version) +
                         " (run the same salamander version everywhere)",
                     true});
+              return;
+            }
+            if (info.name != name) {
+              // (the proof covers the node's own name: checked against the
+              // listed one it would fail, and read as a wrong secret)
+              auto why = "the cluster file lists node '" + name +
+                         "' but the node there calls itself '" + info.name +
+                         "' (its --name); start it with --name " + name +
+                         " or rename it in the cluster file";
+              log()->error("REFUSED {}", why);
+              self->send(handle, auth_atom_v, std::string{},
+                         "the cluster file names this node '" + name + "', not '" +
+                             info.name + "'");
+              done({std::nullopt, errc::bad_config, why, true});
               return;
             }
             if (!verify(st.cfg.secret, "node", name, challenge, info.proof)) {

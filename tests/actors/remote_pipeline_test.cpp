@@ -4,8 +4,8 @@
 
 #include "actors/cluster/auth.hpp"
 #include "actors/cluster/cluster_file.hpp"
-#include "actors/node/node_process.hpp"
 #include "actors/job/runner.hpp"
+#include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"
 #include "messages/errors.hpp"
 #include "models/trainer.hpp"
@@ -65,7 +65,8 @@ TEST_CASE("three node processes hold the single-device weights after K steps",
     REQUIRE(result.weights);
 
     CHECK(salamander::testing::max_weight_diff(
-              *result.weights, salamander::testing::single_device_weights(jc, *train)) <= 1e-5);
+              *result.weights, salamander::testing::single_device_weights(jc, *train)) <=
+          1e-5);
   }
   for (size_t i = 0; i < 3; ++i) {
     CHECK(procs[i].stop() == 0); // SIGTERM: a clean leave
@@ -84,7 +85,8 @@ TEST_CASE("an unreachable node is named in the error", "[actor][startup][process
   auto nodes = actors::connect_nodes(sys, {{"ghost", "127.0.0.1", closed_port}});
   REQUIRE(!static_cast<bool>(nodes));
   auto msg = sys.render(nodes.error());
-  CHECK_THAT(msg, Catch::Contains("ghost") && Catch::Contains(std::to_string(closed_port)) &&
+  CHECK_THAT(msg, Catch::Contains("ghost") &&
+                      Catch::Contains(std::to_string(closed_port)) &&
                       Catch::Contains("unreachable"));
 }
 
@@ -124,7 +126,8 @@ node_actor::behavior_type odd_node(node_actor::pointer self, uint32_t protocol) 
       [=](auth_atom, const std::string&, const std::string&) {},
       [=](spawn_atom, stage_spec spec) -> caf::result<caf::actor> {
         spec.fingerprint = "0000000000000000"; // what a different zoo would compute
-        return caf::make_error(errc::model_mismatch, "node odd: " + actors::check_stage_spec(spec));
+        return caf::make_error(errc::model_mismatch,
+                               "node odd: " + actors::check_stage_spec(spec));
       },
       [=](profile_atom, const std::string&, uint32_t) -> caf::result<device_report> {
         return caf::make_error(errc::bad_config, "node odd cannot profile");
@@ -161,6 +164,13 @@ TEST_CASE("nodes of another protocol or model build are refused by name",
                                              std::to_string(protocol_version + 1)));
 
   auto other_zoo = sys.spawn(odd_node, protocol_version);
+  // a node listed under another name than its own --name: said so, not
+  // mistaken for a wrong secret
+  r = actors::run_job(sys, jc, {{"node1", other_zoo}}, train, train, opts);
+  CHECK(r.status.phase == "failed");
+  CHECK_THAT(r.status.error, Catch::Contains("lists node 'node1'") &&
+                                 Catch::Contains("calls itself 'odd'"));
+  CHECK_THAT(r.status.error, !Catch::Contains("secret"));
   r = actors::run_job(sys, jc, {{"odd", other_zoo}}, train, train, opts);
   CHECK(r.status.phase == "failed");
   CHECK_THAT(r.status.error, Catch::Contains("odd") && Catch::Contains("fingerprint"));
