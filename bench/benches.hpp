@@ -4,7 +4,10 @@
 #include "algorithms/sampling.hpp"
 #include "models/data.hpp"
 
+#include <csignal>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace salamander::bench {
 
@@ -22,6 +25,32 @@ inline int64_t algorithms_batches(int64_t n, int64_t batch_size) {
 /// model; seconds.
 double plain_epoch_seconds(const models::model_desc& desc, const models::dataset& data,
                            uint64_t seed, int64_t batch_size, int64_t batches, double lr);
+
+/// A busy child process (one core's worth of load on the host) for as long
+/// as this object lives: benchmarks that must hold on a loaded host.
+class cpu_hog {
+public:
+  cpu_hog() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      volatile unsigned long x = 0;
+      for (;;) {
+        x = x + 1;
+      }
+    }
+  }
+  ~cpu_hog() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  cpu_hog(const cpu_hog&) = delete;
+  cpu_hog& operator=(const cpu_hog&) = delete;
+
+private:
+  pid_t pid_ = -1;
+};
 
 int training_overhead(const bench_args& args);
 int codec(const bench_args& args);

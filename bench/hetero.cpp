@@ -74,6 +74,9 @@ int hetero(const bench_args& args) {
     actors::pin_to_cpus({1});
   }
   actors::process_cluster procs(static_cast<int>(shares.size()), "dev", emulate);
+  // the whole benchmark runs with a busy process loading the host, as a
+  // user's machine often is: every figure (the ideal too) sees the same load
+  cpu_hog hog;
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
@@ -130,7 +133,8 @@ int hetero(const bench_args& args) {
                                       "one host with ") +
                               std::to_string(ncpu) + " cores" +
                               (pin ? "; dev1 pinned to CPU 0, dev2-4 and the supervisor to CPU 1"
-                                   : ""));
+                                   : "") +
+                              "; a busy process (unpinned) loads the host throughout");
   rep.detail("model", jc.model);
 
   // Each device alone (slower ones for fewer batches: the rate is what

@@ -30,31 +30,6 @@ double seconds_since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
 }
 
-// A busy child process for as long as this object lives.
-class cpu_hog {
-public:
-  cpu_hog() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      volatile unsigned long x = 0;
-      for (;;) {
-        x = x + 1;
-      }
-    }
-  }
-  ~cpu_hog() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  cpu_hog(const cpu_hog&) = delete;
-  cpu_hog& operator=(const cpu_hog&) = delete;
-
-private:
-  pid_t pid_ = -1;
-};
-
 // The node that runs the first stage of `plan` (or leads its members).
 std::string first_node(const std::string& plan) {
   return plan.rfind("dp(", 0) == 0 ? plan.substr(3, plan.find(':') - 3)
