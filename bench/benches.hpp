@@ -1,11 +1,14 @@
 // The benchmarks of salamander_bench; bench/run.sh NAME runs one.
 #pragma once
 
+#include "actors/cluster/cluster_file.hpp"
 #include "algorithms/sampling.hpp"
 #include "models/data.hpp"
 
 #include <csignal>
+#include <stdexcept>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,8 +34,14 @@ double plain_epoch_seconds(const models::model_desc& desc, const models::dataset
 class cpu_hog {
 public:
   cpu_hog() {
+    pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
+      // dies with the benchmark, however it ends (a crash leaves no hog)
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) {
+        ::_exit(0);
+      }
       volatile unsigned long x = 0;
       for (;;) {
         x = x + 1;
@@ -51,6 +60,17 @@ public:
 private:
   pid_t pid_ = -1;
 };
+
+/// Connects to every node of a benchmark's cluster, or throws the error
+/// (which names the node that could not be reached).
+inline std::vector<actors::remote_node>
+connected_nodes(caf::actor_system& sys, const std::vector<actors::cluster_node>& listed) {
+  auto nodes = actors::connect_nodes(sys, listed);
+  if (!nodes) {
+    throw std::runtime_error(sys.render(nodes.error()));
+  }
+  return std::move(*nodes);
+}
 
 int training_overhead(const bench_args& args);
 int codec(const bench_args& args);
