@@ -80,10 +80,7 @@ int hetero(const bench_args& args) {
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, procs.nodes());
-  if (!nodes) {
-    throw std::runtime_error(sys.render(nodes.error()));
-  }
+  auto nodes = connected_nodes(sys, procs.nodes());
   actors::job_config jc;
   jc.model = "resnet";
   jc.dataset = "synthetic";
@@ -143,12 +140,12 @@ int hetero(const bench_args& args) {
   auto single = jc;
   single.balance = {desc.layers.size()};
   std::vector<double> alone;
-  for (size_t i = 0; i < nodes->size(); ++i) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
     auto one = single;
     one.max_batches = std::max<int64_t>(4, static_cast<int64_t>(jc.max_batches * shares[i]));
-    alone.push_back(rate_of(one, {(*nodes)[i]}));
-    rep.detail("alone_samples_per_s_" + (*nodes)[i].name, alone.back());
-    std::fprintf(stderr, "%s alone (share %.1f): %.0f samples/s\n", (*nodes)[i].name.c_str(),
+    alone.push_back(rate_of(one, {nodes[i]}));
+    rep.detail("alone_samples_per_s_" + nodes[i].name, alone.back());
+    std::fprintf(stderr, "%s alone (share %.1f): %.0f samples/s\n", nodes[i].name.c_str(),
                  shares[i], alone.back());
   }
   double a = *std::max_element(alone.begin(), alone.end());
@@ -162,10 +159,10 @@ int hetero(const bench_args& args) {
   // samples/s alone in two runs of this benchmark). The sum of the
   // sequential rates above is reported too.
   auto side_by_side = [&](double seconds, const std::string& when) {
-    std::vector<double> rates(nodes->size());
-    std::vector<std::exception_ptr> errors(nodes->size());
+    std::vector<double> rates(nodes.size());
+    std::vector<std::exception_ptr> errors(nodes.size());
     std::vector<std::thread> jobs;
-    for (size_t i = 0; i < nodes->size(); ++i) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
       auto one = single;
       // (at most one epoch of the data set: max_batches counts per epoch)
       one.max_batches = std::clamp<int64_t>(
@@ -173,7 +170,7 @@ int hetero(const bench_args& args) {
           train->size() / jc.batch_size);
       jobs.emplace_back([&, i, one] {
         try {
-          rates[i] = rate_of(one, {(*nodes)[i]});
+          rates[i] = rate_of(one, {nodes[i]});
         } catch (...) {
           errors[i] = std::current_exception();
         }
@@ -187,10 +184,10 @@ int hetero(const bench_args& args) {
         std::rethrow_exception(e);
       }
     }
-    for (size_t i = 0; i < nodes->size(); ++i) {
-      rep.detail("together_" + when + "_samples_per_s_" + (*nodes)[i].name, rates[i]);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      rep.detail("together_" + when + "_samples_per_s_" + nodes[i].name, rates[i]);
       std::fprintf(stderr, "%s alone, all four at once (%s): %.0f samples/s\n",
-                   (*nodes)[i].name.c_str(), when.c_str(), rates[i]);
+                   nodes[i].name.c_str(), when.c_str(), rates[i]);
     }
     return std::accumulate(rates.begin(), rates.end(), 0.0);
   };
@@ -198,7 +195,7 @@ int hetero(const bench_args& args) {
 
   auto even = jc;
   even.max_batches = args.quick ? 4 : 12; // slow: its rate settles quickly
-  double b = rate_of(even, *nodes);
+  double b = rate_of(even, nodes);
   auto planned = jc;
   planned.auto_plan = true;
   // the profiles are a first guess: measured stage times correct them and
@@ -213,7 +210,7 @@ int hetero(const bench_args& args) {
   std::string plan;
   int64_t plan_replans = 0;
   double d_before = side_by_side(side_seconds, "before");
-  double c = rate_of(planned, *nodes, &plan, &plan_replans);
+  double c = rate_of(planned, nodes, &plan, &plan_replans);
   double d_after = side_by_side(side_seconds, "after");
   rep.detail("ideal_before_samples_per_s", d_before);
   rep.detail("ideal_after_samples_per_s", d_after);
@@ -223,7 +220,7 @@ int hetero(const bench_args& args) {
   pipelined.allow_data_parallel = false;
   pipelined.metrics_path.clear();
   std::string pipe_plan;
-  double c_pipe = rate_of(pipelined, *nodes, &pipe_plan);
+  double c_pipe = rate_of(pipelined, nodes, &pipe_plan);
   double d = (d_before + d_after) / 2;
   double d_sequential = std::accumulate(alone.begin(), alone.end(), 0.0);
   double d_nominal = alone[0] * (1.0 + 0.4 + 0.2 + 0.1);
@@ -271,7 +268,7 @@ int hetero(const bench_args& args) {
         // members (the fastest gets work first)
         auto first = s.plan.rfind("dp(", 0) == 0 ? s.plan.substr(3, s.plan.find(':') - 3)
                                                  : s.plan.substr(0, s.plan.find('['));
-        for (auto& n : *nodes) {
+        for (auto& n : nodes) {
           if (n.name == first) {
             self->request(n.handle, std::chrono::seconds(5), slow_atom_v, 0.2)
                 .receive([](std::string&) {}, [](caf::error&) {});
@@ -280,8 +277,8 @@ int hetero(const bench_args& args) {
         slowed = true;
       }
     };
-    auto r = actors::run_job(sys, jslow, *nodes, train, train, opts);
-    for (auto& n : *nodes) { // restore every device
+    auto r = actors::run_job(sys, jslow, nodes, train, train, opts);
+    for (auto& n : nodes) { // restore every device
       self->request(n.handle, std::chrono::seconds(5), slow_atom_v, 1.0)
           .receive([](std::string&) {}, [](caf::error&) {});
     }

@@ -107,10 +107,7 @@ int bubble(const bench_args& args) {
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, procs.nodes());
-  if (!nodes) {
-    throw std::runtime_error(sys.render(nodes.error()));
-  }
+  auto nodes = connected_nodes(sys, procs.nodes());
   report rep("bubble");
   rep.detail("model", jc.model);
   rep.detail("stages", 4);
@@ -123,7 +120,7 @@ int bubble(const bench_args& args) {
   // 2 processes (one core each) is recorded beside it.
   for (int stages : {4, 2}) {
     jc.balance = stages == 4 ? std::vector<size_t>{2, 1, 1, 2} : std::vector<size_t>{3, 3};
-    std::vector<actors::remote_node> use(nodes->begin(), nodes->begin() + stages);
+    std::vector<actors::remote_node> use(nodes.begin(), nodes.begin() + stages);
     for (int m : {4, 8, 16}) {
       jc.micro_batches = m;
       auto r = actors::run_job(sys, jc, use, train, train);

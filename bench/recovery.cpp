@@ -70,10 +70,7 @@ int recovery(const bench_args& args) {
     sopts.connection_timeout = std::chrono::milliseconds(1500); // nodes beat every 1 s
     actors::configure(cfg, sopts);
     caf::actor_system sys{cfg};
-    auto nodes = actors::connect_nodes(sys, c.nodes());
-    if (!nodes) {
-      throw std::runtime_error(sys.render(nodes.error()));
-    }
+    auto nodes = connected_nodes(sys, c.nodes());
     actors::job_options opts;
     opts.poll = std::chrono::milliseconds(5);
     cluster_actor sup;
@@ -108,7 +105,7 @@ int recovery(const bench_args& args) {
         t.redone = committed_at_failure - s.rollback_version;
       }
     };
-    auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+    auto r = actors::run_job(sys, jc, nodes, train, train, opts);
     c[1].signal(SIGCONT);
     if (r.status.phase != "finished" || !done) {
       throw std::runtime_error("recovery run (" + kind + ") did not finish: " + r.status.error);
@@ -131,10 +128,7 @@ int recovery(const bench_args& args) {
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, c.nodes());
-  if (!nodes) {
-    throw std::runtime_error(sys.render(nodes.error()));
-  }
+  auto nodes = connected_nodes(sys, c.nodes());
   std::map<uint32_t, double> rate;
   double job_start_s = 0;
   std::vector<uint32_t> ks = {0, 1, 5, 10, 50};
@@ -143,7 +137,7 @@ int recovery(const bench_args& args) {
       auto j = jc;
       j.replicate_every = k;
       auto t0 = clock::now();
-      auto r = actors::run_job(sys, j, *nodes, train, train);
+      auto r = actors::run_job(sys, j, nodes, train, train);
       if (r.status.phase != "finished") {
         throw std::runtime_error("replication run failed: " + r.status.error);
       }
@@ -198,10 +192,7 @@ int recovery(const bench_args& args) {
       caf::actor_system_config pcfg;
       actors::configure(pcfg);
       caf::actor_system psys{pcfg};
-      auto pnodes = actors::connect_nodes(psys, pc.nodes());
-      if (!pnodes) {
-        throw std::runtime_error(psys.render(pnodes.error()));
-      }
+      auto pnodes = connected_nodes(psys, pc.nodes());
       actors::job_options opts;
       opts.poll = std::chrono::milliseconds(5);
       bool killed = false;
@@ -213,7 +204,7 @@ int recovery(const bench_args& args) {
         }
       };
       auto t0 = clock::now();
-      auto r = actors::run_job(psys, pj, *pnodes, ptrain, ptest, opts);
+      auto r = actors::run_job(psys, pj, pnodes, ptrain, ptest, opts);
       double wall = since(t0);
       if (r.status.phase != "finished") {
         throw std::runtime_error("policy run (" + policy + ") failed: " + r.status.error);

@@ -43,10 +43,7 @@ int replan_stability(const bench_args& args) {
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, procs.nodes());
-  if (!nodes) {
-    throw std::runtime_error(sys.render(nodes.error()));
-  }
+  auto nodes = connected_nodes(sys, procs.nodes());
   actors::job_config jc;
   jc.model = "cnn";
   jc.dataset = "synthetic";
@@ -90,7 +87,7 @@ int replan_stability(const bench_args& args) {
         stopped = true;
       }
     };
-    actors::run_job(sys, c, *nodes, train, train, opts);
+    actors::run_job(sys, c, nodes, train, train, opts);
     double minutes = seconds_since(start) / 60;
     double per_min = static_cast<double>(replans) / minutes;
     rep.detail(key + "_replans", static_cast<double>(replans));
@@ -128,7 +125,7 @@ int replan_stability(const bench_args& args) {
       // once the plan has settled (no re-plan for 10 s, or 30 s at most)
       if (!slowed && s.committed >= 40 && seconds_since(start) >= (args.quick ? 5 : 15)) {
         plan_before = s.plan;
-        for (auto& n : *nodes) {
+        for (auto& n : nodes) {
           if (n.name == first_node(s.plan)) {
             self->request(n.handle, std::chrono::seconds(5), slow_atom_v, 0.2)
                 .receive([](std::string&) {}, [](caf::error&) {});
@@ -147,8 +144,8 @@ int replan_stability(const bench_args& args) {
         stopped = true;
       }
     };
-    actors::run_job(sys, jc, *nodes, train, train, opts);
-    for (auto& n : *nodes) {
+    actors::run_job(sys, jc, nodes, train, train, opts);
+    for (auto& n : nodes) {
       self->request(n.handle, std::chrono::seconds(5), slow_atom_v, 1.0)
           .receive([](std::string&) {}, [](caf::error&) {});
     }
