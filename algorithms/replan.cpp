@@ -67,7 +67,9 @@ replan_verdict decide_replan(const replan_inputs& in, replan_memory& memory) {
   // every look after that predicts its gain afresh, whatever plan is best
   // now: a window of fresh predictions, judged when full (a window cut
   // short by what it shows would be as biased as the pick)
-  double fresh = 1.0 - in.candidate_s * std::max(1.0, in.prediction_error) / in.current_s;
+  // (scaled by how wrong the model was about the last re-plan)
+  double promised_s = in.candidate_s * std::max(1.0, in.prediction_error);
+  double fresh = 1.0 - promised_s / in.current_s;
   memory.gains.push_back(fresh);
   // (a window is `window` looks at least, and `sustain_s` seconds)
   auto window = static_cast<size_t>(std::max(1, in.window));
@@ -91,8 +93,7 @@ replan_verdict decide_replan(const replan_inputs& in, replan_memory& memory) {
     return v;
   }
   double batches = static_cast<double>(std::min(in.horizon_batches, in.batches_left));
-  double saved =
-      (in.current_s - in.candidate_s * std::max(1.0, in.prediction_error)) * batches;
+  double saved = (in.current_s - promised_s) * batches;
   if (saved < in.payback * in.move_cost_s) {
     pick_new(
         words("saves %.2f s over the batches ahead, moving costs %.2f s (x%.0f needed)",

@@ -232,15 +232,11 @@ int run_pipeline(const train_cli& cli) {
     ~at_exit() { f(); }
   } watcher_guard{end_watcher}; // (also when the job throws)
   opts.on_start = [&](cluster_actor s) {
-    std::lock_guard<std::mutex> lock(sup_mutex);
-    sup_handle = s;
-  };
-  if (!cli.listen.empty()) {
-    opts.on_start = [&](cluster_actor s) {
-      {
-        std::lock_guard<std::mutex> lock(sup_mutex);
-        sup_handle = s;
-      }
+    {
+      std::lock_guard<std::mutex> lock(sup_mutex);
+      sup_handle = s;
+    }
+    if (!cli.listen.empty()) {
       auto [host, port] = actors::parse_address(cli.listen);
       auto bound = sys.middleman().publish(s, port, host.c_str());
       if (!bound) {
@@ -252,8 +248,8 @@ int run_pipeline(const train_cli& cli) {
           "supervisor listening on {}:{} (salamander console {}:{}; salamander node "
           "--join {}:{})",
           host, *bound, host, *bound, host, *bound);
-    };
-  }
+    }
+  };
   int64_t shown_recoveries = 0;
   std::string shown_error;
   bool shown_metrics = false;

@@ -212,7 +212,6 @@ struct train_job_state {
   // capacity: profiles, links, corrections (actors/planning/capacity.hpp)
   capacity_model capacity;
   uint64_t last_replan_batch = 0;
-  double predicted_bottleneck_s = 0;
   /// Live re-planning (algorithms/replan.hpp): the looks at the best plan,
   /// whether the user chose the plan that runs, and the plan a capacity
   /// re-plan replaced with its measured batch time (to go back to, if the

@@ -375,7 +375,6 @@ void on_profiles(self_ptr self, cluster_profile& round) {
   try {
     auto req = planner_request(st);
     auto plan = algorithms::plan_partition(req);
-    st.predicted_bottleneck_s = plan.bottleneck_s;
     // what the planner predicted, and the best plan of the other kind
     nlohmann::json choice = {{"predicted_samples_per_s", plan.samples_per_s},
                              {"data_parallel", plan.data_parallel()}};
@@ -396,8 +395,6 @@ void on_profiles(self_ptr self, cluster_profile& round) {
   }
 }
 
-// Corrects each node's profile by what its stage measured, and asks for a
-// re-plan when the planner then predicts enough gain.
 // What a re-plan costs the job: the pause of the last one, measured, plus
 // the flush it waits for (about a batch); before any, an estimate.
 double move_cost_s(const train_job_state& st, double batch_s) {
@@ -407,9 +404,9 @@ double move_cost_s(const train_job_state& st, double batch_s) {
 }
 
 // The predicted batch time of `p` on the live nodes under the request's
-// cost model, corrected by what its kind of plan measured (a single device
-// has no messages to pay: no correction); 0 when it names a node that is
-// gone or does not fit.
+// cost model, corrected by what its kind of plan measured (pipeline, data
+// parallel, one device alone) and bounded below by what `p` itself measured
+// lately; 0 when it names a node that is gone or does not fit.
 double predicted_s(const train_job_state& st, const algorithms::plan_request& req,
                    const std::vector<size_t>& live, const stage_plan& p) {
   std::vector<algorithms::stage_assignment> stages;
@@ -486,13 +483,14 @@ void track_capacity(self_ptr self) {
       auto span =
           std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
       in.measured_s = span.count() / static_cast<double>(st.recent.size() - 1);
-      st.measured_plans.erase(describe_plan(st)); // (not held against itself)
+      auto running = describe_plan(st);
+      st.measured_plans.erase(running); // (not held against itself)
       double modelled =
           predicted_s(st, req, live, st.plan) / st.capacity.kind_ratio(kind);
       if (modelled > 0) {
         st.capacity.set_kind_ratio(kind, in.measured_s / modelled);
       }
-      st.measured_plans[describe_plan(st)] = {in.measured_s, st.committed};
+      st.measured_plans[running] = {in.measured_s, st.committed};
       if (st.replan_predicted_s > 0 && st.committed >= st.last_replan_batch + 10) {
         // the last capacity re-plan, measured: how wrong was its prediction?
         st.prediction_error = std::max(1.0, in.measured_s / st.replan_predicted_s);
@@ -507,10 +505,9 @@ void track_capacity(self_ptr self) {
     if (!algorithms::replan_check_due(in)) {
       return;
     }
-    in.current_s = predicted_s(st, req, live, st.plan);
-    if (in.measured_s > 0) {
-      in.current_s = in.measured_s; // what it does, not what it should
-    }
+    // the running plan is judged by what it does, once measured
+    in.current_s =
+        in.measured_s > 0 ? in.measured_s : predicted_s(st, req, live, st.plan);
     in.replaced_measured_s = st.replaced_plan ? st.replaced_measured_s : 0;
     // the best of each kind, and each device alone: a plan never loses to
     // the fastest device
@@ -570,12 +567,12 @@ void track_capacity(self_ptr self) {
       st.replan_requested = true;
       st.replan_balance.clear();
       char why[160];
-      std::snprintf(why, sizeof why,
-                    " (measured/modelled batch time: pipelines x%.2f, data parallel "
-                    "x%.2f, one device "
-                    "x%.2f)",
-                    st.capacity.kind_ratio(0), st.capacity.kind_ratio(1),
-                    st.capacity.kind_ratio(2));
+      std::snprintf(
+          why, sizeof why,
+          " (measured/modelled batch time: pipelines x%.2f, data parallel x%.2f, "
+          "one device x%.2f)",
+          st.capacity.kind_ratio(0), st.capacity.kind_ratio(1),
+          st.capacity.kind_ratio(2));
       st.replan_reason = "capacity: " + verdict.why + why;
     }
   } catch (const std::exception&) {
