@@ -21,6 +21,12 @@ inline constexpr milliseconds heartbeat_period = 1s;
 inline constexpr milliseconds heartbeat_timeout = 900ms;
 /// A node that has not answered for this long shows as "late".
 inline constexpr double late_after_s = 2.5;
+/// A lost node is dialled again after `redial_first`, the wait doubling up
+/// to `redial_longest`; one attempt (connect and handshake) may take
+/// `redial_timeout`.
+inline constexpr milliseconds redial_first = 500ms;
+inline constexpr milliseconds redial_longest = 4s;
+inline constexpr milliseconds redial_timeout = 5s;
 /// A node that takes longer to profile a model fails the profiling round.
 inline constexpr milliseconds profile_timeout = 120s;
 /// One link probe (pings and 256 KB transfers between two nodes).
@@ -35,6 +41,8 @@ inline constexpr milliseconds request_timeout = 10s;
 inline constexpr milliseconds peer_timeout = 6s;
 /// The job fails when no batch commits for this long while training.
 inline constexpr milliseconds progress_timeout = 60s;
+/// A job paused for too little capacity that no node rejoins ends after this.
+inline constexpr milliseconds pause_timeout = 300s;
 /// The job's own progress check.
 inline constexpr milliseconds tick_period = 1s;
 /// Failures noticed within this window are recovered from together.

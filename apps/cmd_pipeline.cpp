@@ -150,6 +150,8 @@ int run_pipeline(const train_cli& cli) {
   jc.replicate_every = cli.replicate_every;
   jc.global_every = cli.global_every;
   jc.recovery_policy = cli.recovery_policy;
+  jc.pause_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(cli.pause_timeout_s * 1000));
   caf::actor_system_config cfg;
   actors::system_options sopts;
   // a stopped or cut-off node sends no heartbeats: its connection times out
@@ -296,8 +298,23 @@ int run_pipeline(const train_cli& cli) {
       }
     }
   };
+  auto save = [&](messages::checkpoint ckpt) {
+    ckpt.seed = cli.seed;
+    ckpt.note = fmt::format("pipeline {}, {}", result.status.plan, jc.schedule);
+    messages::save_checkpoint(cli.save, ckpt);
+    log->info("saved checkpoint {}", cli.save);
+  };
   if (result.status.phase != "finished") {
     log->error("job failed: {}", result.status.error);
+    if (!cli.save.empty() && result.weights) {
+      // it gave up waiting for nodes: what it kept is saved all the same
+      messages::checkpoint ckpt;
+      ckpt.snapshot = std::move(*result.weights);
+      ckpt.epoch = result.status.batches > 0
+                       ? static_cast<uint64_t>(result.status.committed / result.status.batches)
+                       : 0;
+      save(std::move(ckpt));
+    }
     stop_local_nodes();
     return 1;
   }
@@ -334,14 +351,11 @@ int run_pipeline(const train_cli& cli) {
   if (!cli.save.empty() && result.weights) {
     messages::checkpoint ckpt;
     ckpt.snapshot = std::move(*result.weights);
-    ckpt.seed = cli.seed;
     // a stopped job saves the epochs it completed
     ckpt.epoch = s.stopped.empty() || s.batches <= 0
                      ? static_cast<uint64_t>(cli.epochs)
                      : static_cast<uint64_t>(s.committed / s.batches);
-    ckpt.note = fmt::format("pipeline {}, {}", result.status.plan, jc.schedule);
-    messages::save_checkpoint(cli.save, ckpt);
-    log->info("saved checkpoint {}", cli.save);
+    save(std::move(ckpt));
   }
   stop_local_nodes();
   if (!s.stopped.empty()) {

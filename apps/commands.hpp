@@ -33,6 +33,7 @@ struct train_cli {
   int64_t replan_at = 0;
   std::string replan_balance;
   double hang_timeout_s = 3.0;
+  double pause_timeout_s = 300.0; ///< 0: wait for ever
   std::string listen; ///< publish the supervisor here (nodes --join it)
   uint32_t replicate_every = 10;
   uint32_t global_every = 1;

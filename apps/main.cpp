@@ -196,6 +196,14 @@ int main(int argc, char** argv) {
            "and is recovered from (nodes send one every second)")
         ->check(number(1.5, 3600.0, false, "seconds"))
         ->capture_default_str();
+    sub->add_option(
+           "--pause-timeout", train.pause_timeout_s,
+           "seconds a job paused for too little capacity (every node lost, or the "
+           "survivors cannot hold the model) waits for nodes to come back or join; "
+           "then it ends, failed, saving (with --save) the newest complete weights it "
+           "keeps; 0: wait for ever")
+        ->check(number(0.0, 86400.0, false, "seconds"))
+        ->capture_default_str();
     sub->add_option("--global-every", train.global_every,
                     "of the replications, every G-th also goes to the central (global) "
                     "holder; the others only along the chain (FTPipeHD)")

@@ -80,6 +80,7 @@ int transfer(const bench_args& args);
 int planner_speed(const bench_args& args);
 int hetero(const bench_args& args);
 int recovery(const bench_args& args);
+int failure_during_recovery(const bench_args& args);
 int replan_stability(const bench_args& args);
 
 } // namespace salamander::bench

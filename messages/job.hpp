@@ -56,7 +56,9 @@ struct job_status {
   bool exact = true;
   int64_t missed_layer_updates = 0; ///< fast policy: (layer, batch) updates lost
   /// Why the job was stopped before its last batch (SIGINT, SIGTERM, the
-  /// console), "" if it was not. A stopped job ends `finished` at a flush.
+  /// console, "the pause timeout"), "" if it was not. A stopped job ends
+  /// `finished` at a flush; one that gave up waiting for nodes ends
+  /// `failed`, with the newest complete weights it kept to fetch.
   std::string stopped;
   std::vector<node_row> nodes;
   std::vector<stage_row> stages;

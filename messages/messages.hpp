@@ -24,7 +24,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 5;
+constexpr uint32_t protocol_version = 6;
 
 } // namespace salamander
 

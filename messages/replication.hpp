@@ -39,6 +39,9 @@ struct recovery_decision {
   /// (current_version: its weights as they are now)
   std::vector<uint64_t> pick_source;
   std::vector<uint64_t> pick_version;
+  /// Sources that did not answer in time (a stage or holder of a node
+  /// already known dead is never asked).
+  uint32_t unanswered = 0;
 };
 
 template <class Inspector>
@@ -55,7 +58,7 @@ typename Inspector::result_type inspect(Inspector& f, recovery_source_info& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recovery_decision& x) {
   return f(caf::meta::type_name("recovery_decision"), x.fast, x.fallback, x.version,
-           x.sources, x.pick_source, x.pick_version);
+           x.sources, x.pick_source, x.pick_version, x.unanswered);
 }
 
 } // namespace salamander

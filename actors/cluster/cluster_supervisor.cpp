@@ -4,6 +4,7 @@
 #include "actors/logging.hpp"
 #include "messages/errors.hpp"
 
+#include <caf/io/middleman.hpp>
 #include <nlohmann/json.hpp>
 
 #include <functional>
@@ -424,6 +425,24 @@ caf::result<job_status> status_with_rows(self_ptr self) {
   return rp;
 }
 
+// An admitted node takes (or takes back) its entry.
+void welcome(self_ptr self, size_t n, const std::string& name, node_actor handle,
+             node_info info, const std::string& host) {
+  auto& e = self->state.nodes[n];
+  e.name = name;
+  e.handle = handle;
+  e.host = host;
+  e.port = info.port;
+  e.info = std::move(info);
+  e.answered = true;
+  e.refused = false;
+  e.lost = false;
+  e.redialling = false;
+  e.why.clear();
+  e.last_seen = clock::now();
+  self->monitor(handle);
+}
+
 void on_join(self_ptr self, node_actor handle, const std::string& name,
              caf::typed_response_promise<std::string> rp) {
   admit(self, handle, name, [=](admission a) mutable {
@@ -450,19 +469,9 @@ void on_join(self_ptr self, node_actor handle, const std::string& name,
     if (n == st.nodes.size()) {
       st.nodes.emplace_back();
     }
-    auto& e = st.nodes[n];
-    e.name = name;
-    e.handle = handle;
     // its neighbours dial it where it says it listens
-    e.host = info->host == "0.0.0.0" ? "" : info->host;
-    e.port = info->port;
-    e.info = std::move(*info);
-    e.answered = true;
-    e.refused = false;
-    e.lost = false;
-    e.why.clear();
-    e.last_seen = clock::now();
-    self->monitor(handle);
+    auto host = info->host == "0.0.0.0" ? "" : info->host;
+    welcome(self, n, name, handle, std::move(*info), host);
     log()->info("node {} joined the cluster", name);
     if (!st.job) {
       rp.deliver("node " + name + " joined the cluster");
@@ -471,6 +480,87 @@ void on_join(self_ptr self, node_actor handle, const std::string& name,
     rp.delegate(caf::actor_cast<job_actor>(st.job), join_atom_v, static_cast<uint32_t>(n),
                 member_of(st, n));
   });
+}
+
+// A lost node that listens somewhere: dial it again (after a wait that
+// doubles with every failed attempt) and admit it when it answers. The
+// dial goes through the middleman's own actor, so that a connect that
+// blocks (a link that is down) blocks no actor of ours.
+void redial(self_ptr self, size_t n) {
+  auto& st = self->state;
+  auto& e = st.nodes[n];
+  e.redialling = true;
+  auto name = e.name;
+  auto retry_later = [=](const std::string& why) {
+    auto& e = self->state.nodes[n];
+    e.redialling = false;
+    auto wait = self->state.cfg.redial_first * (1 << std::min(e.redials, 8));
+    e.next_redial = clock::now() + std::min(wait, self->state.cfg.redial_longest);
+    if (e.redials++ == 0) {
+      log()->info(
+          "node {} does not answer yet ({}); dialling it again every {} s at most", name,
+          why, self->state.cfg.redial_longest.count() / 1000.0);
+    }
+  };
+  auto mm = self->home_system().middleman().actor_handle();
+  self->request(mm, st.cfg.redial_timeout, caf::connect_atom_v, e.host, e.port)
+      .then(
+          [=](const caf::node_id&, caf::strong_actor_ptr& ptr,
+              const std::set<std::string>&) {
+            auto handle = caf::actor_cast<node_actor>(ptr);
+            if (!handle) {
+              retry_later("no node is published there");
+              return;
+            }
+            admit(self, handle, name, [=](admission a) {
+              auto& st = self->state;
+              auto& e = st.nodes[n];
+              if (!a.info) {
+                if (a.code == errc::unauthorized && e.redials == 0) {
+                  tell_job(self, "refused", {{"node", name}, {"why", "cluster secret"}});
+                }
+                retry_later(a.why);
+                return;
+              }
+              if (!e.lost) {
+                e.redialling = false; // (it joined by itself meanwhile)
+                return;
+              }
+              auto host = e.host;
+              welcome(self, n, name, handle, std::move(*a.info), host);
+              log()->info("node {} is back: admitted again", name);
+              tell_job(self, "node_back",
+                       {{"node", name}, {"after_attempts", e.redials}});
+              e.redials = 0;
+              if (st.job) {
+                self->request(caf::actor_cast<job_actor>(st.job), st.cfg.hello_timeout,
+                              join_atom_v, static_cast<uint32_t>(n), member_of(st, n))
+                    .then([=](const std::string& said) { log()->info("{}", said); },
+                          [=](caf::error& err) {
+                            log()->warn("the job did not take node {} back: {}", name,
+                                        self->system().render(err));
+                          });
+              }
+            });
+          },
+          [=](caf::error& err) { retry_later(self->system().render(err)); });
+}
+
+// Every heartbeat period: lost nodes that listen somewhere are dialled
+// again when their wait is over.
+void redial_lost(self_ptr self) {
+  auto& st = self->state;
+  if (!self->home_system().has_middleman()) {
+    return;
+  }
+  auto now = clock::now();
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    auto& e = st.nodes[n];
+    if (e.lost && !e.refused && !e.redialling && e.port != 0 && !e.host.empty() &&
+        now >= e.next_redial) {
+      redial(self, n);
+    }
+  }
 }
 
 // A node went away (connection lost, heartbeat timeout, killed), or the
@@ -488,6 +578,8 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
     }
     e.lost = true;
     e.why = self->system().render(dm.reason);
+    e.redials = 0;
+    e.next_redial = clock::now() + st.cfg.redial_first;
     log()->warn("node {} went away: {}", e.name, e.why);
     if (!e.answered) {
       // its hello would wait for its whole timeout (CAF does not fail
@@ -603,6 +695,7 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
       },
       [=](tick_atom) {
         heartbeat(self);
+        redial_lost(self);
         self->delayed_send(self, self->state.cfg.heartbeat_period, tick_atom_v);
       },
       [=](leave_atom) {

@@ -6,7 +6,15 @@
 //       |  hello: protocol check, both sides       |  heartbeats every second
 //       |  prove the cluster secret                |  node down_msg -> job: lost(n, why)
 //       '------------------------------------------'  join: the same admission -> job:
-//       join
+//       join                                          join(n)
+//
+// A lost node that listens somewhere is dialled again, with a growing wait
+// between attempts, for as long as the cluster runs: the same process after
+// an outage of its link or a SIGSTOP/SIGCONT, or a new process on its port,
+// goes through the same admission (the secret, both ways) and is handed to
+// the job as a join; the job plans it in at its next flush, or resumes onto
+// it when it was paused for capacity. Admission tells the node to stop any
+// stage it still runs from before: the job recovered without them.
 //
 // Jobs attach with submit(job) and get the admitted members once admission
 // is done; a job asks it for profiling rounds (every live node profiles
@@ -47,6 +55,11 @@ struct cluster_config {
   std::chrono::milliseconds heartbeat_timeout = tuning::heartbeat_timeout;
   /// A node that has not answered for this long shows as "late".
   double late_after_s = tuning::late_after_s;
+  /// A lost node is dialled again after this, doubling up to the longest
+  /// wait; one attempt may take the timeout.
+  std::chrono::milliseconds redial_first = tuning::redial_first;
+  std::chrono::milliseconds redial_longest = tuning::redial_longest;
+  std::chrono::milliseconds redial_timeout = tuning::redial_timeout;
 };
 
 struct cluster_entry {
@@ -60,6 +73,12 @@ struct cluster_entry {
   bool lost = false;     ///< went away (down_msg)
   std::string why;
   std::chrono::steady_clock::time_point last_seen{};
+  /// A lost node that listens somewhere is dialled again until it answers
+  /// (the same process after an outage or SIGCONT, or a new one on its
+  /// port), then admitted like a joining node.
+  bool redialling = false;
+  int redials = 0; ///< failed in a row (the wait between them doubles)
+  std::chrono::steady_clock::time_point next_redial{};
 };
 
 struct cluster_state {

@@ -46,10 +46,15 @@ job_result run_job(caf::actor_system& sys, const job_config& cfg,
         opts.on_status(result.status);
       }
     }
-    if (opts.fetch_weights && result.status.phase == "finished") {
+    // a finished job's weights, or those a job that gave up ends with
+    if (opts.fetch_weights &&
+        (result.status.phase == "finished" || !result.status.stopped.empty())) {
       self->request(job, cfg.request_timeout, snapshot_atom_v)
           .receive([&](snapshot_payload& p) { result.weights = std::move(p.snapshot); },
                    [&](caf::error& err) {
+                     if (result.status.phase != "finished") {
+                       return; // it failed anyway, and kept nothing
+                     }
                      result.status.phase = "failed";
                      result.status.error =
                          "could not fetch the final weights: " + sys.render(err);

@@ -119,6 +119,16 @@ void on_auth(node_actor::stateful_pointer<node_state> self, const std::string& p
     return;
   }
   st.challenge.clear();
+  // admitted (again): whatever ran here before belongs to a membership that
+  // ended (this node was lost, and the job recovered without its stages)
+  if (!st.stages.empty()) {
+    subsystem_log("node")->info("node {}: admitted again; stopping {} stage(s) of before",
+                                c.name, st.stages.size());
+    for (auto& s : st.stages) {
+      self->send_exit(s, caf::exit_reason::user_shutdown);
+    }
+    st.stages.clear();
+  }
   // capacity reports go to this supervisor from now on
   self->send(st.profiler, capacity_atom_v,
              caf::actor_cast<caf::actor>(self->current_sender()));

@@ -9,6 +9,7 @@ namespace {
 void decide(recovery_round_actor::stateful_pointer<recovery_round_state> self) {
   auto& st = self->state;
   st.decision = decide_recovery(st.request, st.found);
+  st.decision.unanswered = st.unanswered;
   st.decided = true;
   if (!st.waiting.empty()) {
     for (auto& rp : st.waiting) {
@@ -82,7 +83,10 @@ recovery_round(recovery_round_actor::stateful_pointer<recovery_round_state> self
       self->state.found.push_back(std::move(copy));
       one_done();
     };
-    auto none = [=](caf::error&) { one_done(); };
+    auto none = [=](caf::error&) {
+      self->state.unanswered++;
+      one_done();
+    };
     if (src.stage) {
       self->request(caf::actor_cast<stage_actor>(src.handle), st.request.stage_timeout,
                     caf::get_atom_v)

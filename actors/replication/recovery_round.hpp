@@ -39,6 +39,7 @@ struct recovery_round_state {
   recovery_request request;
   std::vector<recovery_source_info> found;
   size_t pending = 0;
+  uint32_t unanswered = 0;
   std::vector<caf::typed_response_promise<recovery_decision>> waiting;
   bool decided = false;
   recovery_decision decision;

@@ -377,6 +377,10 @@ void on_tick(self_ptr self) {
                    " s (batch " + std::to_string(st.committed) + ")");
     return;
   }
+  if (st.phase == job_phase::waiting && st.cfg.pause_timeout.count() > 0 &&
+      clock::now() - st.phase_entered > st.cfg.pause_timeout) {
+    give_up(self);
+  }
   if (st.metrics) {
     st.metrics->flush();
   }
@@ -451,6 +455,9 @@ caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
 }
 
 caf::result<snapshot_payload> on_snapshot(self_ptr self) {
+  if (self->state.stages.empty() && self->state.final_weights) {
+    return snapshot_payload{*self->state.final_weights}; // the job gave up
+  }
   if (self->state.stages.empty()) {
     return caf::make_error(errc::bad_config, "the job has no stages");
   }

@@ -123,6 +123,11 @@ struct job_config {
   std::chrono::milliseconds peer_timeout = tuning::peer_timeout;
   /// The job fails when no batch commits for this long.
   std::chrono::milliseconds progress_timeout = tuning::progress_timeout;
+  /// A job paused for too little capacity (every node lost, or the
+  /// survivors cannot hold the model) that no node rejoins for this long
+  /// ends: failed, with the newest complete weights it keeps (the central
+  /// holder's) for --save and an `end` event. 0: it waits for ever.
+  std::chrono::milliseconds pause_timeout = tuning::pause_timeout;
   /// The job's own progress check.
   std::chrono::milliseconds tick_period = tuning::tick_period;
   /// Commits over which the recent rate (and a plan's measured batch time)
@@ -177,6 +182,12 @@ struct train_job_state {
   size_t layers() const { return desc.layers.size(); }
 
   std::chrono::steady_clock::time_point phase_entered{};
+  /// Why the job waits for capacity (what `paused` said), and, once the
+  /// pause timed out, the weights it ends with (the central holder's newest
+  /// complete version: what a checkpoint of the ended job saves).
+  std::string waiting_for;
+  bool giving_up = false;
+  std::optional<models::weight_snapshot> final_weights;
 
   // the plan that runs (during a re-plan, until the new stages are up, the
   // old one; then the old one's stages and plan are kept until they stop)
@@ -200,6 +211,10 @@ struct train_job_state {
   // fault tolerance
   replica_holder_actor central_holder;
   std::set<caf::actor_addr> dead_stages; ///< went down (down_msg seen)
+  /// The node each stage ever spawned runs on: a recovery that starts while
+  /// another is under way must not ask a stage of a node just lost (a
+  /// request would wait its whole timeout).
+  std::map<caf::actor_addr, uint64_t> stage_node;
   /// +1 per failure: answers (spawns, launches, rounds) of an older
   /// attempt are stale and dropped.
   uint64_t attempt = 0;
@@ -242,6 +257,7 @@ struct train_job_state {
 
   uint64_t eval_round = 0;
   int64_t eval_pending = 0;
+  int64_t eval_next = 0; ///< the first test example not yet sent
   int64_t eval_correct = 0;
 
   std::chrono::steady_clock::time_point started{};

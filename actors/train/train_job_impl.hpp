@@ -74,6 +74,7 @@ caf::expected<stage_plan> balanced_plan(const train_job_state& st,
 void on_failure(self_ptr self, const std::string& what);
 void recover(self_ptr self, uint64_t attempt);
 void wait_for_capacity(self_ptr self, const std::string& why);
+void give_up(self_ptr self);
 
 // operations (train_ops.cpp)
 void take_checkpoints(self_ptr self);

@@ -97,17 +97,33 @@ void finish(self_ptr self) {
   log_end(self);
 }
 
+// The next evaluation chunk to the first stage, if any is left.
+bool send_eval_chunk(self_ptr self) {
+  auto& st = self->state;
+  auto chunk = st.cfg.eval_chunk;
+  if (st.eval_next >= st.test->size()) {
+    return false;
+  }
+  auto begin = st.eval_next;
+  auto b = models::get_range(*st.test, begin, std::min(st.test->size(), begin + chunk));
+  self->send(st.stages.front(), eval_atom_v, st.eval_round,
+             static_cast<uint32_t>(begin / chunk), tensor_payload{b.x.contiguous()});
+  st.eval_next = begin + chunk;
+  st.eval_pending++;
+  return true;
+}
+
+// The test set streams through the stages a few chunks at a time (one per
+// stage, and one more): sent all at once, tens of megabytes would queue in
+// the supervisor's network layer, which then reads nothing else, and live
+// nodes' heartbeats would wait behind them until their connections timed out.
 void evaluate(self_ptr self) {
   auto& st = self->state;
   st.eval_round++;
   st.eval_correct = 0;
   st.eval_pending = 0;
-  auto chunk = st.cfg.eval_chunk;
-  for (int64_t begin = 0; begin < st.test->size(); begin += chunk) {
-    auto b = models::get_range(*st.test, begin, std::min(st.test->size(), begin + chunk));
-    self->send(st.stages.front(), eval_atom_v, st.eval_round,
-               static_cast<uint32_t>(begin / chunk), tensor_payload{b.x.contiguous()});
-    st.eval_pending++;
+  st.eval_next = 0;
+  for (size_t k = 0; k < st.stages.size() + 1 && send_eval_chunk(self); ++k) {
   }
 }
 
@@ -379,7 +395,9 @@ void on_eval(self_ptr self, uint64_t round, uint32_t chunk, const torch::Tensor&
   int64_t begin = static_cast<int64_t>(chunk) * st.cfg.eval_chunk;
   auto b = models::get_range(*st.test, begin, begin + logits.size(0));
   st.eval_correct += models::count_correct(logits, b.y);
-  if (--st.eval_pending == 0) {
+  --st.eval_pending;
+  send_eval_chunk(self);
+  if (st.eval_pending == 0) {
     st.status.test_accuracy =
         static_cast<double>(st.eval_correct) / static_cast<double>(st.test->size());
     after_epoch(self);

@@ -123,9 +123,13 @@ void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
   st.plan = std::move(plan);
   st.reduce_parts.clear();
   st.stages.clear();
-  for (auto& s : r.stages) {
+  for (size_t i = 0; i < r.stages.size(); ++i) {
+    auto& s = r.stages[i];
     self->monitor(s);
     st.stages.push_back(caf::actor_cast<stage_actor>(s));
+    if (i < st.plan.nodes.size()) {
+      st.stage_node[s.address()] = st.plan.nodes[i];
+    }
   }
   bool dp = !st.plan.split.empty();
   for (size_t k = 0; k < st.stages.size(); ++k) {
@@ -638,6 +642,11 @@ void resume_after_replan(self_ptr self) {
     self->send_exit(old, caf::exit_reason::user_shutdown);
   }
   st.old_stages.clear();
+  for (auto it = st.stage_node.begin(); it != st.stage_node.end();) {
+    bool current = std::any_of(st.stages.begin(), st.stages.end(),
+                               [&](const stage_actor& s) { return s.address() == it->first; });
+    it = current ? std::next(it) : st.stage_node.erase(it);
+  }
   if (recovering(st)) {
     st.status.recoveries++;
     st.status.last_recovery_s = since(st.failure_at);

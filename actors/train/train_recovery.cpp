@@ -30,9 +30,9 @@ auto log() {
 }
 
 // The plan over the survivors: the partitioner with the profiles; a
-// data-parallel job without them gets even shares; an even-split job is
-// planned with costs from the model's FLOPs and each node's memory, so that
-// what is left is used as well as it can be and memory is respected.
+// data-parallel job without them gets even shares; an even-split job an
+// even split over every survivor when it fits their memory, else a plan
+// with costs from the model's FLOPs and each node's memory.
 caf::expected<stage_plan> survivor_plan(self_ptr self) {
   auto& st = self->state;
   auto live = live_nodes(st);
@@ -45,6 +45,22 @@ caf::expected<stage_plan> survivor_plan(self_ptr self) {
     }
     auto req = planner_request(st);
     req.allow_data_parallel = false; // the job is a pipeline; it stays one
+    // the user planned evenly: the survivors share the layers evenly, every
+    // live node with a stage, when that fits their memory (a guess at
+    // costs from FLOPs would gather the model where no measure says so)
+    if (auto even = balanced_plan(st, {}, false)) {
+      bool fits = true;
+      for (size_t i = 0; i < even->ranges.size(); ++i) {
+        auto mem = st.nodes[even->nodes[i]].info.memory_bytes;
+        auto need =
+            algorithms::stage_memory(req, even->ranges[i].first, even->ranges[i].second,
+                                     algorithms::in_flight(req, i, even->ranges.size()));
+        fits = fits && (mem <= 0 || need <= mem);
+      }
+      if (fits) {
+        return even;
+      }
+    }
     req.devices.clear();
     for (auto n : live) {
       algorithms::device_profile d;
@@ -93,6 +109,7 @@ std::vector<algorithms::layer_pick> roll_back(self_ptr self, const recovery_deci
                {"stale_layers", stale},
                {"missed_layer_updates", missed},
                {"detect_to_plan_s", since(st.failure_at)},
+               {"unanswered_sources", d.unanswered},
                {"live_nodes", live_nodes(st).size()}});
   } else {
     log_event(self, "recovery_plan",
@@ -100,6 +117,7 @@ std::vector<algorithms::layer_pick> roll_back(self_ptr self, const recovery_deci
                {"rollback_version", d.version},
                {"redone_batches", st.committed - d.version},
                {"detect_to_plan_s", since(st.failure_at)},
+               {"unanswered_sources", d.unanswered},
                {"live_nodes", live_nodes(st).size()}});
     st.status.redone_batches += static_cast<int64_t>(st.committed - d.version);
     st.status.rollback_version = static_cast<int64_t>(d.version);
@@ -177,10 +195,85 @@ void wait_for_capacity(self_ptr self, const std::string& why) {
   if (!enter(self, job_event::no_capacity)) {
     return;
   }
+  st.waiting_for = why;
   st.status.error = "paused: " + why + "; waiting for a node to join";
   st.status.health = "paused: too little capacity";
   log()->warn("{}", st.status.error);
   log_event(self, "paused", {{"why", why}});
+}
+
+// The pause for capacity outlasted --pause-timeout: the job ends, failed,
+// with the newest version of the whole model the central holder keeps (the
+// global replicas), rolled back to it so that its lineage is that of the
+// weights it ends with, which the runner fetches for --save.
+void give_up(self_ptr self) {
+  auto& st = self->state;
+  if (st.giving_up) {
+    return;
+  }
+  st.giving_up = true;
+  auto waited = std::to_string(st.cfg.pause_timeout.count() / 1000);
+  auto why = "paused for " + waited + " s (" + st.waiting_for +
+             ") and no node came back; gave up (--pause-timeout " + waited + ")";
+  auto end = [=](const std::string& weights) {
+    auto& st = self->state;
+    if (st.phase != job_phase::waiting) {
+      return; // a node came back meanwhile
+    }
+    st.status.stopped = "the pause timeout";
+    log_event(self, "gave_up", {{"why", why}, {"weights", weights}});
+    fail(self, why + "; " + weights);
+  };
+  auto layers = st.layers();
+  self->request(st.central_holder, st.cfg.request_timeout, caf::get_atom_v)
+      .then(
+          [=](replica_inventory& inv) {
+            // the newest version every layer has, of those committed (a
+            // stage replicates before its batch commits: a version past
+            // the last commit holds a batch the lineage does not)
+            std::map<uint64_t, std::set<uint64_t>> by_version;
+            auto committed = self->state.committed;
+            for (size_t i = 0; i < inv.layers.size() && i < inv.versions.size(); ++i) {
+              if (inv.versions[i] <= committed) {
+                by_version[inv.versions[i]].insert(inv.layers[i]);
+              }
+            }
+            std::optional<uint64_t> v;
+            for (auto& [version, have] : by_version) {
+              if (have.size() == layers) {
+                v = version;
+              }
+            }
+            if (!v) {
+              end("no complete copy of the weights is kept here (--global-every), so "
+                  "none is saved");
+              return;
+            }
+            self->request(st.central_holder, st.cfg.request_timeout, snapshot_atom_v,
+                          uint64_t{0}, static_cast<uint64_t>(layers), *v)
+                .then(
+                    [=](snapshot_payload& p) {
+                      auto& st = self->state;
+                      if (st.phase != job_phase::waiting) {
+                        return;
+                      }
+                      st.final_weights = std::move(p.snapshot);
+                      st.committed = *v;
+                      st.status.committed = static_cast<int64_t>(*v);
+                      st.status.rollback_version = static_cast<int64_t>(*v);
+                      st.status.lineage.resize(*v);
+                      end("the weights it ends with are those after batch " +
+                          std::to_string(*v) + " (the newest global replica)");
+                    },
+                    [=](caf::error& err) {
+                      end("the global replica could not be read (" +
+                          self->system().render(err) + "), so none is saved");
+                    });
+          },
+          [=](caf::error& err) {
+            end("the global replica could not be read (" + self->system().render(err) +
+                "), so none is saved");
+          });
 }
 
 // A stage or node was lost while the job ran: freeze, and recover after the
@@ -247,6 +340,11 @@ void recover(self_ptr self, uint64_t attempt) {
     if (st.dead_stages.count(s.address()) > 0) {
       return; // a request to it would wait its whole timeout
     }
+    if (node >= st.nodes.size()) {
+      if (auto it = st.stage_node.find(s.address()); it != st.stage_node.end()) {
+        node = it->second;
+      }
+    }
     bool node_known = node < st.nodes.size();
     if (!node_known || !st.nodes[node].dead) {
       self->send(s, pause_atom_v); // before get: what it reports stays true
@@ -270,7 +368,7 @@ void recover(self_ptr self, uint64_t attempt) {
   }
   for (auto& s : st.old_stages) {
     // a previous plan's stages (an interrupted re-plan or recovery): their
-    // kept snapshots only; their node is not known here
+    // kept snapshots only, unless their node is gone too
     consider(s, ~uint64_t{0}, 0, 0);
   }
   st.old_stages = keep; // stopped once the new stages are ready

@@ -109,6 +109,29 @@ grep -q "^test accuracy:" "$work/j2.out" || fail "job with a cut link printed no
 assert_clean "after the job with a cut link"
 echo "netns: job recovering from a cut link: $((t1 - t0)) ms"
 
+# 2b. every node falls off the network for 5 s (all links down): the job
+#     pauses with no nodes left, then takes the same processes back as their
+#     links return, and finishes
+t0=$(ms)
+rc=0
+SALAMANDER_LOG_DIR="$work/l2b" SALAMANDER_LINK_DOWN_AFTER=1:3:5,2:3:5,3:3:5 \
+  testbed_rc "$testbed" 3 "$work/c2b.toml" "$bin" supervisor --cluster "$work/c2b.toml" \
+  --dataset synthetic --epochs 12 --plan even --hang-timeout 2 \
+  >"$work/j2b.out" 2>"$work/last.err" || rc=$?
+t1=$(ms)
+cp "$work/last.err" "$work/j2b.err"
+[ "$rc" = 0 ] || fail "job over an outage exited $rc: $(tail -5 "$work/j2b.err")"
+grep -q "CHAOS: link of node3 up again" "$work/j2b.err" \
+  || fail "the links never came back (job too short?): $(tail -5 "$work/j2b.err")"
+grep -q "no nodes are left" "$work/j2b.err" || fail "the outage did not pause the job: $(tail -5 "$work/j2b.err")"
+for i in 1 2 3; do
+  grep -q "node node$i is back: admitted again" "$work/j2b.err" \
+    || fail "node$i was not taken back after the outage: $(grep -i "node$i" "$work/j2b.err" | tail -5)"
+done
+grep -q "^test accuracy:" "$work/j2b.out" || fail "job over an outage printed no accuracy"
+assert_clean "after the job over an outage"
+echo "netns: job over a 5 s outage of every link, nodes taken back: $((t1 - t0)) ms"
+
 # 3. SIGTERM to the testbed mid-job: the job is stopped and everything removed
 t0=$(ms)
 SALAMANDER_LOG_DIR="$work/l3" "$testbed" 2 "$work/c3.toml" "$bin" supervisor \
