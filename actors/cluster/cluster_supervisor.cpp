@@ -8,8 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+
+#include <cerrno>
 #include <memory>
+#include <netdb.h>
 #include <optional>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace salamander::actors {
 
@@ -482,26 +488,47 @@ void on_join(self_ptr self, node_actor handle, const std::string& name,
   });
 }
 
-// A lost node that listens somewhere: dial it again (after a wait that
-// doubles with every failed attempt) and admit it when it answers. The
-// dial goes through the middleman's own actor, so that a connect that
-// blocks (a link that is down) blocks no actor of ours.
-void redial(self_ptr self, size_t n) {
+// Whether something accepts TCP connections at host:port within `timeout`
+// (a non-blocking connect): a link that is down costs the timeout, not the
+// minutes of a blocking connect's SYN retries.
+bool port_accepts(const std::string& host, uint16_t port,
+                  std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) {
+    return false;
+  }
+  bool ok = false;
+  for (auto* a = found; a && !ok; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                      a->ai_protocol);
+    if (fd < 0) {
+      continue;
+    }
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, static_cast<int>(timeout.count())) == 1) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        ok = ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+      }
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return ok;
+}
+
+// The port accepts: connect through the middleman and admit.
+void dial(self_ptr self, size_t n, std::function<void(const std::string&)> retry_later) {
   auto& st = self->state;
   auto& e = st.nodes[n];
-  e.redialling = true;
   auto name = e.name;
-  auto retry_later = [=](const std::string& why) {
-    auto& e = self->state.nodes[n];
-    e.redialling = false;
-    auto wait = self->state.cfg.redial_first * (1 << std::min(e.redials, 8));
-    e.next_redial = clock::now() + std::min(wait, self->state.cfg.redial_longest);
-    if (e.redials++ == 0) {
-      log()->info(
-          "node {} does not answer yet ({}); dialling it again every {} s at most", name,
-          why, self->state.cfg.redial_longest.count() / 1000.0);
-    }
-  };
   auto mm = self->home_system().middleman().actor_handle();
   self->request(mm, st.cfg.redial_timeout, caf::connect_atom_v, e.host, e.port)
       .then(
@@ -542,6 +569,51 @@ void redial(self_ptr self, size_t n) {
                           });
               }
             });
+          },
+          [=](caf::error& err) { retry_later(self->system().render(err)); });
+}
+
+// A lost node that listens somewhere: dial it again (after a wait that
+// doubles with every failed attempt) and admit it when it answers. First a
+// non-blocking probe of its port, on a thread of its own: CAF's connect
+// blocks the middleman's actor for as long as the kernel retries a SYN (two
+// minutes while a link is down), and the actor system's shutdown with it.
+// Only a port that accepts is dialled through the middleman.
+void redial(self_ptr self, size_t n) {
+  auto& st = self->state;
+  auto& e = st.nodes[n];
+  e.redialling = true;
+  auto name = e.name;
+  auto retry_later = [=](const std::string& why) {
+    auto& e = self->state.nodes[n];
+    e.redialling = false;
+    auto wait = self->state.cfg.redial_first * (1 << std::min(e.redials, 8));
+    e.next_redial = clock::now() + std::min(wait, self->state.cfg.redial_longest);
+    if (e.redials++ == 0) {
+      log()->info(
+          "node {} does not answer yet ({}); dialling it again every {} s at most", name,
+          why, self->state.cfg.redial_longest.count() / 1000.0);
+    }
+  };
+  auto host = e.host;
+  auto port = e.port;
+  auto probe_timeout = std::min(st.cfg.redial_timeout, std::chrono::milliseconds(1000));
+  auto prober = self->spawn<caf::detached>(
+      [host, port, probe_timeout](caf::event_based_actor* p) -> caf::behavior {
+        return {[=](caf::connect_atom) {
+          p->quit();
+          return port_accepts(host, port, probe_timeout);
+        }};
+      });
+  self->request(prober, st.cfg.redial_timeout, caf::connect_atom_v)
+      .then(
+          [=](bool accepts) {
+            if (!accepts) {
+              retry_later("nothing accepts connections at " + host + ":" +
+                          std::to_string(port));
+              return;
+            }
+            dial(self, n, retry_later);
           },
           [=](caf::error& err) { retry_later(self->system().render(err)); });
 }
