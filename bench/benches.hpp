@@ -5,12 +5,17 @@
 #include "algorithms/sampling.hpp"
 #include "models/data.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
+#include <sched.h>
 #include <stdexcept>
 #include <string>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace salamander::bench {
 
@@ -29,36 +34,63 @@ inline int64_t algorithms_batches(int64_t n, int64_t batch_size) {
 double plain_epoch_seconds(const models::model_desc& desc, const models::dataset& data,
                            uint64_t seed, int64_t batch_size, int64_t batches, double lr);
 
-/// A busy child process (one core's worth of load on the host) for as long
-/// as this object lives: benchmarks that must hold on a loaded host.
+/// One core's worth of load on the host for as long as this object lives:
+/// benchmarks that must hold on a loaded host. `spread` 0: one busy child
+/// process, unpinned (the kernel moves it between cores as it likes, so a
+/// measurement depends on where it happened to run); N > 0: N children,
+/// child i pinned to CPU i, each busy 1/N of the time in 2 ms slices, so
+/// that every core carries the same steady load.
 class cpu_hog {
 public:
-  cpu_hog() {
-    pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      // dies with the benchmark, however it ends (a crash leaves no hog)
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) {
-        ::_exit(0);
+  explicit cpu_hog(int spread = 0) {
+    int children = std::max(spread, 1);
+    for (int i = 0; i < children; ++i) {
+      pid_t parent = ::getpid();
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        // dies with the benchmark, however it ends (a crash leaves no hog)
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) {
+          ::_exit(0);
+        }
+        if (spread > 0) {
+          cpu_set_t set;
+          CPU_ZERO(&set);
+          CPU_SET(i, &set);
+          ::sched_setaffinity(0, sizeof set, &set);
+        }
+        spin(spread > 0 ? 1.0 / spread : 1.0);
       }
-      volatile unsigned long x = 0;
-      for (;;) {
-        x = x + 1;
-      }
+      pids_.push_back(pid);
     }
   }
   ~cpu_hog() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
+    for (auto pid : pids_) {
+      if (pid > 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
     }
   }
   cpu_hog(const cpu_hog&) = delete;
   cpu_hog& operator=(const cpu_hog&) = delete;
 
 private:
-  pid_t pid_ = -1;
+  [[noreturn]] static void spin(double duty) {
+    using clock = std::chrono::steady_clock;
+    const auto slice = std::chrono::milliseconds(2);
+    volatile unsigned long x = 0;
+    for (;;) {
+      auto until = clock::now() + std::chrono::duration_cast<clock::duration>(slice * duty);
+      while (clock::now() < until) {
+        x = x + 1;
+      }
+      if (duty < 1.0) {
+        std::this_thread::sleep_for(slice * (1.0 - duty));
+      }
+    }
+  }
+  std::vector<pid_t> pids_;
 };
 
 /// Connects to every node of a benchmark's cluster, or throws the error

@@ -316,3 +316,27 @@ TEST_CASE("a node that holds no stage is dropped without a rollback", "[actor][f
   CHECK(st.status.dead_nodes == std::vector<std::string>{"local2"});
   f.check_exact();
 }
+
+TEST_CASE("the test set streams through the stages a few chunks at a time",
+          "[actor][flow]") {
+  // sent at once, an evaluation's chunks queue in the supervisor's network
+  // layer, which then reads no heartbeats: live nodes timed out together
+  auto jc = flow_job(32); // one epoch of 512 examples, then an evaluation
+  jc.evaluate = true;
+  jc.eval_chunk = 40; // 13 chunks
+  flow f(2, jc);
+  REQUIRE(f.step_until(
+      [](auto& st) { return st.phase == algorithms::job_phase::evaluating; }));
+  auto stages = f.state().stages.size();
+  REQUIRE(stages == 2);
+  int64_t most = 0;
+  REQUIRE(f.step_until([&](auto& st) {
+    most = std::max(most, st.eval_pending);
+    return st.phase != algorithms::job_phase::evaluating;
+  }));
+  CHECK(most == static_cast<int64_t>(stages) + 1); // one per stage, and one more
+  REQUIRE(f.run_to_end());
+  CHECK(f.state().status.test_accuracy >= 0.0);
+  CHECK(f.state().eval_next >= f.train->size()); // every chunk went
+  f.check_exact();
+}
