@@ -185,7 +185,10 @@ struct ordered_result {
   std::vector<stage_assignment> stages;
 };
 
-ordered_result search_ordered(const cost_model& cm, const std::vector<size_t>& order) {
+// Only plans whose objective is below `cap` count (an entry that cannot
+// beat it is cut as early as it can be; none: bottleneck stays inf).
+ordered_result search_ordered(const cost_model& cm, const std::vector<size_t>& order,
+                              double cap = inf) {
   const size_t n = order.size(), L = cm.layers;
   // the stage count matters for 1F1B's in-flight activations and for the
   // flush in training; inference streams and ignores it
@@ -201,13 +204,18 @@ ordered_result search_ordered(const cost_model& cm, const std::vector<size_t>& o
       for (size_t k = 1; k <= K; ++k) {
         size_t from_end = by_count ? k : 1;
         int fl = cm.flight(from_end);
-        double& b = best[at(i, p, k)];
+        // a chain through this entry has at least k stages, so at least
+        // steps(k) steps per batch
+        double b = cap / cm.steps(by_count ? k : 1);
+        bool found = false;
         // last stage of the chain (k == 1, or any chain when counts do not matter)
-        if ((k == 1) && cm.fits(dev, p, L, fl)) {
+        if ((k == 1) && cm.fits(dev, p, L, fl) && cm.compute(dev, p, L) < b) {
           b = cm.compute(dev, p, L);
+          found = true;
           choice[at(i, p, k)] = {static_cast<uint32_t>(L), static_cast<uint32_t>(n)};
         }
         if (by_count && k == 1) {
+          best[at(i, p, k)] = found ? b : inf;
           continue;
         }
         size_t kn = by_count ? k - 1 : 1;
@@ -227,10 +235,12 @@ ordered_result search_ordered(const cost_model& cm, const std::vector<size_t>& o
             double v = std::max({c, rest, cm.link(dev, order[i2], q)});
             if (v < b) {
               b = v;
+              found = true;
               choice[at(i, p, k)] = {static_cast<uint32_t>(q), static_cast<uint32_t>(i2)};
             }
           }
         }
+        best[at(i, p, k)] = found ? b : inf;
       }
     }
   }
@@ -262,6 +272,332 @@ ordered_result search_ordered(const cost_model& cm, const std::vector<size_t>& o
   }
   return out;
 }
+
+// --- local search over device chains (many devices) ------------------------
+//
+// A chain is the devices a plan uses, in stage order. The best split of the
+// layers over one chain (every device a non-empty stage) is a smaller DP
+// than the ordered search's, and bounds on where each stage can start
+// dismiss most chains that cannot beat the best so far in O(L). The search
+// moves from chain to chain by removing, inserting or replacing a device,
+// swapping two, or moving one elsewhere, taking the best move that lowers
+// the objective; at a local optimum it kicks (iterated local search, as in
+// Lourenco, Martin and Stutzle 2003): it descends again from each
+// neighbour in turn, and moves on when one of those descents ends lower.
+// Neighbours come in a fixed order and there is no randomness: the same
+// request gives the same plan.
+
+// Every chain one move away from `chain`, in a fixed order, until `visit`
+// returns true (it took the chain); whether it did.
+template <class Visit>
+bool for_each_neighbour(const std::vector<size_t>& chain, size_t devices, Visit visit) {
+  const size_t S = chain.size();
+  std::vector<bool> used(devices, false);
+  for (auto d : chain) {
+    used[d] = true;
+  }
+  std::vector<size_t> c;
+  auto at = [](size_t i) { return static_cast<std::ptrdiff_t>(i); };
+  // remove one (fewer stages: less fill and drain)
+  for (size_t i = 0; S > 1 && i < S; ++i) {
+    c = chain;
+    c.erase(c.begin() + at(i));
+    if (visit(c)) {
+      return true;
+    }
+  }
+  // replace one by an unused device
+  for (size_t i = 0; i < S; ++i) {
+    for (size_t u = 0; u < devices; ++u) {
+      if (!used[u]) {
+        c = chain;
+        c[i] = u;
+        if (visit(c)) {
+          return true;
+        }
+      }
+    }
+  }
+  // swap two
+  for (size_t i = 0; i < S; ++i) {
+    for (size_t j = i + 1; j < S; ++j) {
+      c = chain;
+      std::swap(c[i], c[j]);
+      if (visit(c)) {
+        return true;
+      }
+    }
+  }
+  // move one elsewhere (to a neighbouring place is a swap, done above)
+  for (size_t i = 0; i < S; ++i) {
+    for (size_t j = 0; j < S; ++j) {
+      if (j + 1 < i || j > i + 1) {
+        c = chain;
+        c.erase(c.begin() + at(i));
+        c.insert(c.begin() + at(j), chain[i]);
+        if (visit(c)) {
+          return true;
+        }
+      }
+    }
+  }
+  // insert an unused device anywhere
+  for (size_t u = 0; u < devices; ++u) {
+    for (size_t i = 0; !used[u] && i <= S; ++i) {
+      c = chain;
+      c.insert(c.begin() + at(i), u);
+      if (visit(c)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Improving moves per descent, at most (each lowers the objective, so a
+// descent ends anyway; this bounds its time).
+constexpr int max_moves = 64;
+// Chain splits tried per plan, at most: bounds the kicks' time. Small
+// instances end well within it; 64 layers on 16 devices spend it in about
+// 1.5 ms (most splits are cut by the bounds within a microsecond or so).
+constexpr size_t max_evaluations = 4000;
+
+class chain_search {
+public:
+  explicit chain_search(const cost_model& cm)
+      : cm_(cm), L_(cm.layers), by_count_(cm.req.mode == plan_mode::training) {}
+
+  // The best split of the layers over exactly `chain`, in order; only
+  // splits whose objective is below `cap` count (bottleneck stays inf when
+  // none).
+  ordered_result split(const std::vector<size_t>& chain, double cap) {
+    ++evaluations_;
+    ordered_result out;
+    const size_t S = chain.size();
+    if (S == 0 || S > L_ || !cm_.count_allowed(S)) {
+      return out;
+    }
+    const double limit = cap / cm_.steps(S);
+    // a stage that a plan below the cap could have, links aside (they only
+    // rule out more): within memory and below the limit on compute
+    auto ok = [&](size_t s, size_t p, size_t q) {
+      return cm_.fits(chain[s], p, q, flight(s, S)) &&
+             cm_.compute(chain[s], p, q) < limit;
+    };
+    // bounds on where stage s can start, links aside: hi_ greedily forward
+    // (every stage as long as it may be), lo_ greedily backward; a range
+    // that is ok contains only ok ranges, so neither greedy can be beaten
+    hi_.assign(S + 1, 0);
+    lo_.assign(S + 1, L_);
+    for (size_t s = 0; s < S; ++s) {
+      size_t p = hi_[s], q = p;
+      while (q < last_end(s, S) && ok(s, p, q + 1)) {
+        ++q;
+      }
+      hi_[s + 1] = q; // (q == p: stage s can only end before hi_[s])
+    }
+    if (!ok(S - 1, hi_[S - 1], L_)) {
+      return out;
+    }
+    for (size_t s = S; s-- > 0;) {
+      size_t q = lo_[s + 1], p = q;
+      while (p > s && ok(s, p - 1, q)) {
+        --p;
+      }
+      lo_[s] = p;
+    }
+    if (lo_[0] > 0) {
+      return out;
+    }
+    // best[s][p]: layers [p, L) on chain[s..S), one stage each
+    best_.assign(S * (L_ + 1), inf);
+    cut_.assign(S * (L_ + 1), 0);
+    auto at = [&](size_t s, size_t p) { return s * (L_ + 1) + p; };
+    for (size_t s = S; s-- > 0;) {
+      const size_t dev = chain[s];
+      const int fl = flight(s, S);
+      const size_t end = std::min(last_end(s, S), hi_[s + 1]);
+      for (size_t p = std::max(s, lo_[s]); p <= hi_[s] && p < last_end(s, S); ++p) {
+        double b = limit;
+        uint32_t pick = 0;
+        if (s + 1 == S) {
+          if (ok(s, p, L_)) {
+            b = cm_.compute(dev, p, L_);
+            pick = static_cast<uint32_t>(L_);
+          }
+        } else {
+          const size_t next = chain[s + 1];
+          for (size_t q = std::max(p + 1, lo_[s + 1]); q <= end; ++q) {
+            if (!cm_.fits(dev, p, q, fl)) {
+              break; // memory only grows with q
+            }
+            double c = cm_.compute(dev, p, q);
+            if (c >= b) {
+              break; // compute only grows with q
+            }
+            double rest = best_[at(s + 1, q)];
+            if (rest >= b) {
+              continue;
+            }
+            double v = std::max({c, rest, cm_.link(dev, next, q)});
+            if (v < b) {
+              b = v;
+              pick = static_cast<uint32_t>(q);
+            }
+          }
+        }
+        if (pick != 0) {
+          best_[at(s, p)] = b;
+          cut_[at(s, p)] = pick;
+        }
+      }
+    }
+    if (std::isinf(best_[at(0, 0)])) {
+      return out;
+    }
+    out.bottleneck = best_[at(0, 0)] * cm_.steps(S);
+    for (size_t s = 0, p = 0; s < S; ++s) {
+      size_t q = cut_[at(s, p)];
+      out.stages.push_back({chain[s], p, q, 0, 0, 0});
+      p = q;
+    }
+    return out;
+  }
+
+  // How far `chain` is from fitting: over its splits, the smallest largest
+  // ratio of a stage's memory to its device's (at most 1: it fits).
+  double overflow(const std::vector<size_t>& chain) {
+    const size_t S = chain.size();
+    if (S == 0 || S > L_ || !cm_.count_allowed(S)) {
+      return inf;
+    }
+    auto ratio = [&](size_t s, size_t p, size_t q) {
+      return cm_.memory(p, q, flight(s, S)) / cm_.req.devices[chain[s]].memory_bytes;
+    };
+    // worst[s][p]: layers [p, L) on chain[s..S)
+    best_.assign(S * (L_ + 1), inf);
+    auto at = [&](size_t s, size_t p) { return s * (L_ + 1) + p; };
+    for (size_t p = S - 1; p < L_; ++p) {
+      best_[at(S - 1, p)] = ratio(S - 1, p, L_);
+    }
+    for (size_t s = S - 1; s-- > 0;) {
+      for (size_t p = s; p < last_end(s, S); ++p) {
+        double b = inf;
+        for (size_t q = p + 1; q <= last_end(s, S); ++q) {
+          b = std::min(b, std::max(ratio(s, p, q), best_[at(s + 1, q)]));
+        }
+        best_[at(s, p)] = b;
+      }
+    }
+    return best_[at(0, 0)];
+  }
+
+  // From a plan: descends to a local optimum, then kicks: descends again
+  // from each of its neighbours in turn (reaching chains two moves and more
+  // away), and the first descent that ends lower is the new optimum to kick
+  // from. Stops when no kick helps, or the evaluations are spent.
+  ordered_result improve(ordered_result start) {
+    ordered_result best = descend(std::move(start));
+    for (int round = 0; round < max_moves && evaluations_ < max_evaluations; ++round) {
+      bool improved = for_each_neighbour(chain_of(best), cm_.req.devices.size(),
+                                         [&](const std::vector<size_t>& c) {
+                                           if (evaluations_ >= max_evaluations) {
+                                             return true;
+                                           }
+                                           auto kicked = split(c, inf);
+                                           if (kicked.stages.empty()) {
+                                             return false;
+                                           }
+                                           auto local = descend(std::move(kicked));
+                                           if (local.bottleneck < best.bottleneck) {
+                                             best = std::move(local);
+                                             return true;
+                                           }
+                                           return false;
+                                         });
+      if (!improved) {
+        break;
+      }
+    }
+    return best;
+  }
+
+  // When no order gave a plan: descends on overflow from `chain` until a
+  // chain fits; its best plan (none if no chain was found that fits).
+  ordered_result fit(std::vector<size_t> chain) {
+    double worst = overflow(chain);
+    for (int move = 0; move < max_moves && worst > 1.0; ++move) {
+      double step = worst;
+      std::vector<size_t> next;
+      for_each_neighbour(chain, cm_.req.devices.size(),
+                         [&](const std::vector<size_t>& c) {
+                           if (double o = overflow(c); o < step) {
+                             step = o;
+                             next = c;
+                           }
+                           return false;
+                         });
+      if (next.empty()) {
+        break;
+      }
+      worst = step;
+      chain = std::move(next);
+    }
+    return worst <= 1.0 ? split(chain, inf) : ordered_result{};
+  }
+
+private:
+  static std::vector<size_t> chain_of(const ordered_result& r) {
+    std::vector<size_t> chain;
+    for (auto& s : r.stages) {
+      chain.push_back(s.device);
+    }
+    return chain;
+  }
+
+  // The best improving move, again and again, until none improves (a local
+  // optimum over the moves), max_moves were taken or the evaluations are
+  // spent. (The best rather than the first: after a kick, the first is
+  // often the move that undoes it.)
+  ordered_result descend(ordered_result start) {
+    ordered_result best = std::move(start);
+    auto chain = chain_of(best);
+    for (int move = 0; move < max_moves; ++move) {
+      ordered_result step;
+      std::vector<size_t> next;
+      for_each_neighbour(
+          chain, cm_.req.devices.size(), [&](const std::vector<size_t>& c) {
+            if (evaluations_ >= max_evaluations) {
+              return true;
+            }
+            auto r = split(c, std::min(best.bottleneck, step.bottleneck));
+            if (r.bottleneck < std::min(best.bottleneck, step.bottleneck)) {
+              step = std::move(r);
+              next = c;
+            }
+            return false;
+          });
+      if (step.stages.empty()) {
+        break;
+      }
+      best = std::move(step);
+      chain = std::move(next);
+    }
+    return best;
+  }
+
+  int flight(size_t s, size_t S) const { return cm_.flight(by_count_ ? S - s : 1); }
+  // the last layer stage s of S may end at: one layer for each after it
+  size_t last_end(size_t s, size_t S) const { return L_ - (S - 1 - s); }
+
+  const cost_model& cm_;
+  const size_t L_;
+  const bool by_count_;
+  std::vector<double> best_;
+  std::vector<uint32_t> cut_;
+  std::vector<size_t> lo_, hi_;
+  size_t evaluations_ = 0; ///< splits tried, over every search of this plan
+};
 
 // --- exact search: any subset, any order (small device counts) -------------
 
@@ -584,10 +920,35 @@ partition_plan plan_partition(const plan_request& req) {
     std::stable_sort(roomy.begin(), roomy.end(), [&](size_t a, size_t b) {
       return req.devices[a].memory_bytes > req.devices[b].memory_bytes;
     });
+    // each order's plan that beats the orders before it, the best last
+    std::vector<ordered_result> starts;
+    double cap = inf;
     for (auto* order : {&given, &fastest, &linked, &roomy}) {
-      auto r = search_ordered(cm, *order);
-      if (r.bottleneck < best.bottleneck) {
-        best = std::move(r);
+      auto r = search_ordered(cm, *order, cap);
+      if (!r.stages.empty()) {
+        cap = std::min(cap, r.bottleneck);
+        starts.push_back(std::move(r));
+      }
+    }
+    chain_search chains(cm);
+    if (starts.empty()) {
+      // no order fits; the roomiest devices, one per layer, are the
+      // likeliest to: search from them for a chain that fits
+      size_t k = std::min(n, cm.layers);
+      while (k > 1 && !cm.count_allowed(k)) {
+        --k;
+      }
+      roomy.resize(k);
+      if (auto r = chains.fit(roomy); !r.stages.empty()) {
+        starts.push_back(std::move(r));
+      }
+    }
+    // a local search from each start (they can reach different local
+    // optima), the best first: the evaluations they share may run out
+    for (auto r = starts.rbegin(); r != starts.rend(); ++r) {
+      auto local = chains.improve(std::move(*r));
+      if (local.bottleneck < best.bottleneck) {
+        best = std::move(local);
       }
     }
   }

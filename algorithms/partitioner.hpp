@@ -14,9 +14,19 @@
 // layers [p, L) on a chain that starts with device j and has k stages. With
 // up to `exact_device_limit` devices the chain may use any subset in any
 // order (a bitmask of used devices joins the state) and the result is
-// optimal; beyond that the planner tries a few device orders (as given,
-// fastest first, best-linked first) and is optimal within each, skipping
-// devices where that helps.
+// optimal. Beyond that the planner is a heuristic. It tries four device
+// orders (as given, fastest first, best-linked first, largest memory
+// first) and is optimal within each, skipping devices where that helps.
+// Each order's plan that beats the orders before it is then improved by
+// local search over chains (the devices a plan uses, in stage order; the
+// best split over one chain is a smaller DP): remove, insert or replace a device, swap
+// two or move one, taking the best move that lowers the objective, and at a local optimum
+// descending again from each neighbour (iterated local search), within a
+// fixed number of chain evaluations. No randomness: the neighbours come in
+// a fixed order. Against brute force on random instances of up to four
+// devices it finds the optimum in over 99% (tests/unit/partitioner_test.cpp;
+// the four orders alone: 84%); 64 layers on 16 devices plan in a few
+// milliseconds (bench planner_speed).
 //
 // Training may also use data parallelism (PipeDream and HetPipe replicate
 // stages for this): several devices each hold the whole model and run a

@@ -214,8 +214,8 @@ TEST_CASE("the planner is optimal against brute force on random small instances"
       CHECK(s.memory_bytes <= req.devices[s.device].memory_bytes);
     }
     CHECK(next == L);
-    // the ordered search (used for many devices) is never better than
-    // exact, and usually as good
+    // the heuristic (ordered search and local search, used for many
+    // devices) is never better than exact, and almost always as good
     req.exact_device_limit = 0;
     double ordered = std::numeric_limits<double>::infinity();
     try {
@@ -231,11 +231,11 @@ TEST_CASE("the planner is optimal against brute force on random small instances"
   }
   CHECK(checked > 200);
   CHECK(infeasible > 0);
-  // how often the heuristic orders alone find the optimum (recorded, and
-  // guarded against getting worse)
+  // how often the heuristic finds the optimum (recorded, and guarded
+  // against getting worse; the four orders alone: 199 of 236)
   WARN("ordered search optimal in " << ordered_optimal << " of " << checked << ", found no plan in "
                                      << ordered_missed);
-  CHECK(ordered_optimal >= checked * 3 / 4);
+  CHECK(ordered_optimal * 100 >= checked * 99);
 }
 
 TEST_CASE("training pays for fill and drain: a second stage must earn it",
