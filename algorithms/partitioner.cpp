@@ -60,8 +60,12 @@ struct cost_model {
 
   double memory(size_t p, size_t q, int in_flight) const {
     double weights = param_prefix[q] - param_prefix[p];
-    double factor =
-        req.mode == plan_mode::training ? 2.0 + req.optimizer_state_factor : 1.0;
+    bool training = req.mode == plan_mode::training;
+    double state = training ? req.optimizer_state_factor : 0.0;
+    // live weights (+ gradients and optimizer state), and each kept
+    // snapshot's copy of the weights (+ optimizer state)
+    double factor = (training ? 2.0 + state : 1.0) +
+                    static_cast<double>(req.kept_snapshots) * (1.0 + state);
     return weights * factor + (act_prefix[q] - act_prefix[p]) *
                                   static_cast<double>(req.micro_batch_size) * in_flight;
   }
@@ -158,6 +162,7 @@ void validate(const plan_request& req) {
       throw plan_error(
           "layer " + req.layers[l].name + " alone needs " + mb(need) + " (weights" +
           (req.mode == plan_mode::training ? ", gradients, optimizer state" : "") +
+          (req.kept_snapshots > 0 ? ", kept snapshots" : "") +
           " and activations) but the largest device, " + big.name + ", has " +
           mb(big.memory_bytes));
     }

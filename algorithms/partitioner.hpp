@@ -5,9 +5,9 @@
 // stage's compute per micro-batch, or a link's transfer of the activations
 // (and, in training, gradients) crossing a cut. The planner minimises that
 // bottleneck subject to memory: a stage must hold its weights (training:
-// plus gradients and optimizer state) and the activations of the
-// micro-batches in flight (1F1B: S-s for stage s of S; GPipe: M;
-// inference: one). A slow device may be left out.
+// plus gradients, optimizer state and the snapshots it keeps for recovery)
+// and the activations of the micro-batches in flight (1F1B: S-s for stage s
+// of S; GPipe: M; inference: one). A slow device may be left out.
 //
 // Dynamic programming over suffixes, as in EdgePipe (Hu et al. 2021) and
 // FTPipeHD (Chen et al. 2021): best(j, p, k) is the smallest bottleneck for
@@ -83,6 +83,11 @@ struct plan_request {
   int micro_batches = 4;
   /// Bytes of optimizer state per parameter byte (Adam: 2, SGD+momentum: 1).
   double optimizer_state_factor = 2.0;
+  /// Snapshots of its own layers a stage keeps beside the live weights (for
+  /// recovery: the training stage keeps its last two replications). Each
+  /// costs the stage's weights again, plus their optimizer state when
+  /// training. 0: none.
+  size_t kept_snapshots = 0;
   /// Up to this many devices the search covers every subset and order.
   size_t exact_device_limit = 6;
   /// Training: also consider data-parallel plans.
@@ -154,7 +159,8 @@ std::vector<int> split_micro_batches(const std::vector<double>& per_micro_s,
                                      int micro_batches);
 
 /// Memory a stage needs: weights (+ gradients and optimizer state when
-/// training) and activations for `in_flight` micro-batches.
+/// training), the kept snapshots' copies of them, and activations for
+/// `in_flight` micro-batches.
 double stage_memory(const plan_request& req, size_t begin, size_t end, int in_flight);
 
 /// Micro-batches in flight at stage `index` of `stages` under the request's

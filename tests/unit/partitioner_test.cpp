@@ -167,6 +167,42 @@ TEST_CASE("training counts backward time, gradients, optimizer state and 1F1B ac
   CHECK(in_flight(req, 3, 4) == 8);
 }
 
+TEST_CASE("a stage's kept snapshots count against its memory and can force a split",
+          "[unit][partitioner]") {
+  // two layers of 10 B weights under Adam, 1F1B, no activations; b is 3x
+  // slower, so alone a is best (2 steps x 2 s = 4 s against 3 x 3 s = 9 s)
+  plan_request req;
+  req.mode = plan_mode::training;
+  req.micro_batches = 2;
+  req.micro_batch_size = 1;
+  req.optimizer_state_factor = 2;
+  req.allow_data_parallel = false;
+  req.layers = layers(2, 10, 0, 0);
+  req.devices = {device("a", {1, 1}, 100), device("b", {3, 3}, 100)};
+  auto plan = plan_partition(req);
+  CHECK(of(plan) == ranges{{0, 0, 2}});
+  // weights x (1 + gradients + 2 optimizer state)
+  CHECK(plan.stages[0].memory_bytes == Approx(20 * 4));
+  // two snapshots, each the weights and their optimizer state: 20 x (4 + 2 x 3)
+  req.kept_snapshots = 2;
+  CHECK(stage_memory(req, 0, 2, 1) == Approx(200));
+  for (size_t limit : {size_t{6}, size_t{0}}) { // exact search, local search
+    INFO("exact_device_limit " << limit);
+    req.exact_device_limit = limit;
+    plan = plan_partition(req);
+    REQUIRE(plan.stages.size() == 2);
+    CHECK(plan.objective_s == Approx(9.0));
+    for (auto& s : plan.stages) {
+      CHECK(s.memory_bytes == Approx(10 * 10));
+      CHECK(s.memory_bytes <= req.devices[s.device].memory_bytes);
+    }
+  }
+  // a layer alone no longer fits either device: the error names the snapshots
+  req.devices[0].memory_bytes = req.devices[1].memory_bytes = 90;
+  CHECK_THROWS_WITH(plan_partition(req),
+                    Catch::Contains("kept snapshots") && Catch::Contains("100 B"));
+}
+
 TEST_CASE("the planner is optimal against brute force on random small instances",
           "[unit][partitioner]") {
   splitmix64 g(2024);
