@@ -76,6 +76,9 @@ inline constexpr uint64_t measured_plan_memory = 500;
 inline constexpr double replan_pause_estimate_s = 0.25;
 
 // ---- stages
+/// Replicated snapshots a stage keeps of its own layers (recovery asks for
+/// them when the holder of its chain replica died); the planner counts them.
+inline constexpr size_t stage_kept_snapshots = 2;
 /// A re-planned or recovering stage pulling its layers from one source.
 inline constexpr milliseconds pull_timeout = 30s;
 

@@ -13,6 +13,8 @@
 //                                                     (done, stats) -> supervisor
 #pragma once
 
+#include "actors/tuning.hpp"
+
 #include "actors/node/emulation.hpp"
 #include "actors/replication/replica_store.hpp"
 #include "algorithms/schedule.hpp"
@@ -57,7 +59,7 @@ struct stage_state {
   /// of its neighbours by at most `window` batches, so with K >= window one
   /// of them is at the version the others' replicas have (recovery pulls it
   /// when the holder of its chain replica died).
-  replica_store kept{2};
+  replica_store kept{tuning::stage_kept_snapshots};
   /// A replication the console asked for: at this version (0: none).
   uint64_t replicate_at = 0;
   /// Recovery froze this stage: it computes nothing more.

@@ -262,7 +262,8 @@ algorithms::plan_request planner_request(const train_job_state& st) {
   // a replicating stage keeps its last two snapshots (stage_state::kept),
   // weights and optimizer state each (data-parallel members after the first
   // do not replicate; they are counted as if they did)
-  req.kept_snapshots = st.cfg.replicate_every > 0 ? 2 : 0;
+  req.kept_snapshots =
+      st.cfg.replicate_every > 0 ? tuning::stage_kept_snapshots : 0;
   auto live = live_nodes(st);
   // the user's stage count, as far as the live nodes and the layers allow
   // (after a failure there may be fewer nodes than stages asked for)
