@@ -166,7 +166,14 @@ done
   "$bin" --log-level warn console "127.0.0.1:$port" --timeout 30 --secret-file "$work/secret" \
     >"$work/gone.out" 2>"$work/gone.err" &
 gone_pid=$!
-sleep 1
+# stop the job only once this console is connected (its first status came
+# back): a loaded host can take seconds to start it
+for _ in $(seq 1 600); do
+  grep -q "epoch" "$work/gone.out" 2>/dev/null && break
+  kill -0 "$gone_pid" 2>/dev/null || break
+  sleep 0.1
+done
+grep -q "epoch" "$work/gone.out" || fail "the console to outlive its supervisor never connected: $(cat "$work/gone.err")"
 stop_job
 gone_start=$(date +%s)
 gone_rc=0
