@@ -310,9 +310,10 @@ int run_pipeline(const train_cli& cli) {
       // it gave up waiting for nodes: what it kept is saved all the same
       messages::checkpoint ckpt;
       ckpt.snapshot = std::move(*result.weights);
-      ckpt.epoch = result.status.batches > 0
-                       ? static_cast<uint64_t>(result.status.committed / result.status.batches)
-                       : 0;
+      ckpt.epoch =
+          result.status.batches > 0
+              ? static_cast<uint64_t>(result.status.committed / result.status.batches)
+              : 0;
       save(std::move(ckpt));
     }
     stop_local_nodes();

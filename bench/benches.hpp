@@ -81,7 +81,8 @@ private:
     const auto slice = std::chrono::milliseconds(2);
     volatile unsigned long x = 0;
     for (;;) {
-      auto until = clock::now() + std::chrono::duration_cast<clock::duration>(slice * duty);
+      auto until =
+          clock::now() + std::chrono::duration_cast<clock::duration>(slice * duty);
       while (clock::now() < until) {
         x = x + 1;
       }

@@ -262,8 +262,7 @@ algorithms::plan_request planner_request(const train_job_state& st) {
   // a replicating stage keeps its last two snapshots (stage_state::kept),
   // weights and optimizer state each (data-parallel members after the first
   // do not replicate; they are counted as if they did)
-  req.kept_snapshots =
-      st.cfg.replicate_every > 0 ? tuning::stage_kept_snapshots : 0;
+  req.kept_snapshots = st.cfg.replicate_every > 0 ? tuning::stage_kept_snapshots : 0;
   auto live = live_nodes(st);
   // the user's stage count, as far as the live nodes and the layers allow
   // (after a failure there may be fewer nodes than stages asked for)
@@ -648,8 +647,9 @@ void resume_after_replan(self_ptr self) {
   }
   st.old_stages.clear();
   for (auto it = st.stage_node.begin(); it != st.stage_node.end();) {
-    bool current = std::any_of(st.stages.begin(), st.stages.end(),
-                               [&](const stage_actor& s) { return s.address() == it->first; });
+    bool current =
+        std::any_of(st.stages.begin(), st.stages.end(),
+                    [&](const stage_actor& s) { return s.address() == it->first; });
     it = current ? std::next(it) : st.stage_node.erase(it);
   }
   if (recovering(st)) {
