@@ -37,7 +37,9 @@ replan_verdict decide_replan(const replan_inputs& in, replan_memory& memory) {
     return v;
   }
   if (in.replaced_measured_s > 0 && in.measured_s > 0 &&
-      in.measured_s > in.replaced_measured_s * (1.0 + in.min_gain)) {
+      in.measured_s > in.replaced_measured_s * (1.0 + in.min_gain) &&
+      (in.replaced_predicted_s <= 0 ||
+       in.measured_s > in.replaced_predicted_s * (1.0 + in.min_gain))) {
     v.action = replan_action::revert;
     v.why = words("the new plan measured %.3f s per batch, the one it replaced %.3f s",
                   in.measured_s, in.replaced_measured_s);

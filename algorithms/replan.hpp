@@ -10,7 +10,8 @@
 //  - look only every `check_every` commits and at least `min_batches` after
 //    the last re-plan (measurements settle);
 //  - a plan measured slower than the one it replaced goes back to that one
-//    (a prediction the devices contradicted);
+//    (a prediction the devices contradicted), unless the model, from the
+//    speeds measured since, predicts the replaced plan slower now;
 //  - otherwise the best plan a look finds becomes the candidate, and the
 //    looks after it predict the candidate's gain afresh. A plan picked as
 //    the best of many noisy predictions looks better than it is (the
@@ -69,6 +70,12 @@ struct replan_inputs {
   /// the plan it replaced when that was a capacity re-plan (0: none).
   double measured_s = 0;
   double replaced_measured_s = 0;
+  /// The replaced plan's batch time as the model predicts it now, from the
+  /// devices' current measured speeds (0: unknown). Its measurement is from
+  /// before the re-plan: when a device it uses has slowed since, it would
+  /// run slower than that now, and going back would be going onto the slow
+  /// device. A revert needs both to show it faster.
+  double replaced_predicted_s = 0;
 };
 
 /// What the job remembers between looks: the candidate plan, when it was

@@ -517,6 +517,9 @@ void track_capacity(self_ptr self) {
     in.current_s =
         in.measured_s > 0 ? in.measured_s : predicted_s(st, req, live, st.plan);
     in.replaced_measured_s = st.replaced_plan ? st.replaced_measured_s : 0;
+    if (st.replaced_plan) {
+      in.replaced_predicted_s = predicted_s(st, req, live, *st.replaced_plan);
+    }
     // the best of each kind, and each device alone: a plan never loses to
     // the fastest device
     std::optional<stage_plan> best_plan;

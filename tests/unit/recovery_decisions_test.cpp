@@ -388,4 +388,11 @@ TEST_CASE("a plan measured slower than the one it replaced goes back", "[unit][r
   in.measured_s = 1.3;
   in.replaced_measured_s = 0; // a plan the job started with: nothing to go back to
   CHECK(decide_replan(in, memory).action == replan_action::keep);
+  // a device of the replaced plan has slowed since: the model, from what the
+  // stages measured since, predicts that plan at 2 s now: it stays
+  in.replaced_measured_s = 1.0;
+  in.replaced_predicted_s = 2.0;
+  CHECK(decide_replan(in, memory).action == replan_action::keep);
+  in.replaced_predicted_s = 1.0; // predicted as it measured: back it goes
+  CHECK(decide_replan(in, memory).action == replan_action::revert);
 }
