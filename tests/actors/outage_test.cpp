@@ -25,39 +25,11 @@ std::shared_ptr<const models::dataset> synthetic(uint64_t seed, int64_t n) {
 }
 
 actors::job_config job(int64_t steps, uint32_t replicate_every) {
-  actors::job_config jc;
-  jc.model = "cnn";
-  jc.seed = 9;
-  jc.batch_size = 32;
-  jc.micro_batches = 4;
-  jc.max_batches = steps;
-  jc.dataset = "synthetic";
-  jc.evaluate = false;
-  jc.replicate_every = replicate_every;
-  jc.request_timeout = std::chrono::seconds(10);
-  jc.progress_timeout = std::chrono::seconds(60);
-  return jc;
+  return salamander::testing::recovery_job(steps, replicate_every);
 }
 
-actors::job_options watched() {
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  opts.poll = std::chrono::milliseconds(5);
-  return opts;
-}
-
-// The weights equal a fault-free run of `batches` batches, and the lineage
-// holds each of them once.
-void check_exact(const actors::job_result& r, actors::job_config jc,
-                 const models::dataset& train, int64_t batches) {
-  std::vector<uint64_t> expect(static_cast<size_t>(batches));
-  std::iota(expect.begin(), expect.end(), uint64_t{0});
-  CHECK(r.status.lineage == expect);
-  REQUIRE(r.weights);
-  jc.max_batches = batches;
-  CHECK(salamander::testing::max_weight_diff(
-            *r.weights, salamander::testing::single_device_weights(jc, train)) <= 1e-5);
-}
+using salamander::testing::check_exact;
+using salamander::testing::watched;
 
 std::vector<nlohmann::json> events(const std::string& path, const std::string& kind) {
   std::vector<nlohmann::json> out;

@@ -21,18 +21,7 @@ std::shared_ptr<const models::dataset> synthetic(uint64_t seed, int64_t n) {
 }
 
 actors::job_config job(int64_t steps, uint32_t replicate_every) {
-  actors::job_config jc;
-  jc.model = "cnn";
-  jc.seed = 9;
-  jc.batch_size = 32;
-  jc.micro_batches = 4;
-  jc.max_batches = steps;
-  jc.dataset = "synthetic";
-  jc.evaluate = false;
-  jc.replicate_every = replicate_every;
-  jc.request_timeout = std::chrono::seconds(10);
-  jc.progress_timeout = std::chrono::seconds(30);
-  return jc;
+  return salamander::testing::recovery_job(steps, replicate_every);
 }
 
 double diff_to_fault_free(const actors::job_config& jc, const models::dataset& train,
@@ -41,28 +30,9 @@ double diff_to_fault_free(const actors::job_config& jc, const models::dataset& t
       got, salamander::testing::single_device_weights(jc, train));
 }
 
-// Options for a job the test watches closely and whose weights it checks.
-actors::job_options watched() {
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  opts.poll = std::chrono::milliseconds(5);
-  return opts;
-}
-
-void check_lineage(const job_status& s, int64_t batches) {
-  std::vector<uint64_t> expect(static_cast<size_t>(batches));
-  std::iota(expect.begin(), expect.end(), uint64_t{0});
-  CHECK(s.lineage == expect);
-}
-
-// The recovered run computed what a fault-free one computes, and trained
-// every batch exactly once.
-void check_exact(const actors::job_result& r, const actors::job_config& jc,
-                 const models::dataset& train, int64_t batches) {
-  check_lineage(r.status, batches);
-  REQUIRE(r.weights);
-  CHECK(diff_to_fault_free(jc, train, *r.weights) <= 1e-5);
-}
+using salamander::testing::check_exact;
+using salamander::testing::check_lineage;
+using salamander::testing::watched;
 
 // Kills stage `index` through the supervisor once `after` batches are
 // committed (while training), recording the supervisor's reply (or its
@@ -107,7 +77,8 @@ TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
     kill_stage_after(sys, opts, 5, 1, kill);
     auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
     INFO("phase " << r.status.phase << ", error '" << r.status.error << "', recoveries "
-                  << r.status.recoveries << ", killed " << kill.done << ": " << kill.reply);
+                  << r.status.recoveries << ", killed " << kill.done << ": "
+                  << kill.reply);
     CHECK_THAT(kill.reply, Catch::Contains("stage 1") && Catch::Contains("killed"));
     REQUIRE(r.status.error.find("went down") != std::string::npos); // the last failure
     REQUIRE(r.status.phase == "finished");
@@ -344,14 +315,15 @@ TEST_CASE("a second failure during recovery is folded into it, exactly",
   check_exact(r, jc, *train, 30);
 }
 
-TEST_CASE("the node holding the only fresh chain replica dies: the stage's own copy serves, "
-          "exactly",
-          "[actor][recovery]") {
+TEST_CASE(
+    "the node holding the only fresh chain replica dies: the stage's own copy serves, "
+    "exactly",
+    "[actor][recovery]") {
   torch::set_num_threads(1);
   auto train = synthetic(1, 2048);
   auto jc = job(40, 2);
   jc.global_every = 1000; // no global replica in this run: chains only
-  jc.balance = {1, 1, 2};  // stage i on node i
+  jc.balance = {1, 1, 2}; // stage i on node i
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};
@@ -433,9 +405,10 @@ TEST_CASE("a data-parallel member that crashes is recovered from, under both pol
       auto opts = watched();
       stage_kill kill;
       kill_stage_after(sys, opts, 7, victim, kill);
-      auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
-      INFO("phase " << r.status.phase << ", error '" << r.status.error << "', kill: "
-                    << kill.reply);
+      auto r =
+          actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
+      INFO("phase " << r.status.phase << ", error '" << r.status.error
+                    << "', kill: " << kill.reply);
       REQUIRE(r.status.phase == "finished");
       CHECK(kill.plan == "dp(local0:2 local1:1 local2:1)[0,4)");
       CHECK(r.status.recoveries == 1);

@@ -4,15 +4,19 @@
 
 #include "../support.hpp"
 
+#include "actors/job/runner.hpp"
 #include "actors/train/train_job.hpp"
 #include "models/trainer.hpp"
 
+#include <numeric>
+
 namespace salamander::testing {
 
-inline std::shared_ptr<const models::dataset> synthetic_for(const std::string& model, uint64_t seed,
-                                                            int64_t n) {
+inline std::shared_ptr<const models::dataset> synthetic_for(const std::string& model,
+                                                            uint64_t seed, int64_t n) {
   auto d = models::describe(models::model_spec::parse(model));
-  return std::make_shared<models::dataset>(models::make_synthetic(seed, n, d.input, d.classes));
+  return std::make_shared<models::dataset>(
+      models::make_synthetic(seed, n, d.input, d.classes));
 }
 
 /// The weights after the job's first `max_batches` batches on one device.
@@ -20,7 +24,8 @@ inline models::weight_snapshot single_device_weights(const actors::job_config& j
                                                      const models::dataset& train) {
   models::layered_model m(models::describe(models::model_spec::parse(jc.model)), jc.seed);
   models::range_executor exec(m.all(), true, true);
-  auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0}, m.all()->parameters());
+  auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0},
+                                    m.all()->parameters());
   for (int64_t b = 0; b < jc.max_batches; ++b) {
     models::train_step(exec, *opt, models::get_batch(train, jc.seed, 0, b, jc.batch_size),
                        jc.micro_batches);
@@ -29,18 +34,61 @@ inline models::weight_snapshot single_device_weights(const actors::job_config& j
 }
 
 /// The largest parameter difference between two snapshots of one model.
-inline double max_weight_diff(const models::weight_snapshot& a, const models::weight_snapshot& b) {
+inline double max_weight_diff(const models::weight_snapshot& a,
+                              const models::weight_snapshot& b) {
   REQUIRE(a.layers.size() == b.layers.size());
   double worst = 0;
   for (size_t i = 0; i < a.layers.size(); ++i) {
     REQUIRE(a.layers[i].name == b.layers[i].name);
     REQUIRE(a.layers[i].params.size() == b.layers[i].params.size());
     for (size_t j = 0; j < a.layers[i].params.size(); ++j) {
-      worst = std::max(worst,
-                       max_abs_diff(a.layers[i].params[j].tensor, b.layers[i].params[j].tensor));
+      worst = std::max(worst, max_abs_diff(a.layers[i].params[j].tensor,
+                                           b.layers[i].params[j].tensor));
     }
   }
   return worst;
+}
+
+/// The CNN job the recovery and outage tests run: `steps` batches of 32 in
+/// 4 micro-batches on synthetic data, replicas every `replicate_every`.
+inline actors::job_config recovery_job(int64_t steps, uint32_t replicate_every) {
+  actors::job_config jc;
+  jc.model = "cnn";
+  jc.seed = 9;
+  jc.batch_size = 32;
+  jc.micro_batches = 4;
+  jc.max_batches = steps;
+  jc.dataset = "synthetic";
+  jc.evaluate = false;
+  jc.replicate_every = replicate_every;
+  jc.request_timeout = std::chrono::seconds(10);
+  jc.progress_timeout = std::chrono::seconds(30);
+  return jc;
+}
+
+/// Options for a job a test watches closely and whose weights it checks.
+inline actors::job_options watched() {
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  opts.poll = std::chrono::milliseconds(5);
+  return opts;
+}
+
+/// The lineage holds batches 0 .. batches-1, each once, in order.
+inline void check_lineage(const job_status& s, int64_t batches) {
+  std::vector<uint64_t> expect(static_cast<size_t>(batches));
+  std::iota(expect.begin(), expect.end(), uint64_t{0});
+  CHECK(s.lineage == expect);
+}
+
+/// The run computed what a fault-free one of `batches` batches computes, and
+/// trained every batch exactly once.
+inline void check_exact(const actors::job_result& r, actors::job_config jc,
+                        const models::dataset& train, int64_t batches) {
+  check_lineage(r.status, batches);
+  REQUIRE(r.weights);
+  jc.max_batches = batches;
+  CHECK(max_weight_diff(*r.weights, single_device_weights(jc, train)) <= 1e-5);
 }
 
 } // namespace salamander::testing
