@@ -82,6 +82,25 @@ inline constexpr size_t stage_kept_snapshots = 2;
 /// A re-planned or recovering stage pulling its layers from one source.
 inline constexpr milliseconds pull_timeout = 30s;
 
+// ---- serving (actors/serve/serve_job.hpp)
+/// A serving stage reports its busy time at most this often.
+inline constexpr milliseconds serve_stage_report = 500ms;
+/// Rows merged into one micro-batch (dynamic batching's maximum batch), and
+/// how long the oldest waiting request may wait for others to join it.
+inline constexpr int64_t serve_max_batch = 16;
+inline constexpr milliseconds serve_batch_delay = 5ms;
+/// Requests accepted and not yet answered; beyond this the job answers busy.
+inline constexpr size_t serve_max_queue = 256;
+/// A request not answered within this fails (the caller sees a timeout).
+inline constexpr milliseconds serve_request_timeout = 30s;
+/// The job's own period: stats lines, request timeouts, stalled launches.
+inline constexpr milliseconds serve_tick = 100ms;
+/// Latencies kept for the percentiles (the most recent ones).
+inline constexpr size_t serve_latency_window = 2000;
+/// A re-plan's old pipeline may take this long to answer what it holds
+/// before it is stopped and the rest is sent again.
+inline constexpr milliseconds serve_drain_timeout = 5s;
+
 // ---- nodes and profilers
 /// A node connecting to its pipeline neighbour (node `peer`).
 inline constexpr milliseconds connect_timeout = 5s;

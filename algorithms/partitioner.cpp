@@ -66,8 +66,15 @@ struct cost_model {
     // snapshot's copy of the weights (+ optimizer state)
     double factor = (training ? 2.0 + state : 1.0) +
                     static_cast<double>(req.kept_snapshots) * (1.0 + state);
-    return weights * factor + (act_prefix[q] - act_prefix[p]) *
-                                  static_cast<double>(req.micro_batch_size) * in_flight;
+    double per_sample = act_prefix[q] - act_prefix[p];
+    if (!training) {
+      // PipeEdge's model: each micro-batch held also needs its input and
+      // output buffers (the first stage's input is the request's)
+      per_sample += (p > 0 ? req.layers[p - 1].output_bytes : 0.0) +
+                    req.layers[q - 1].output_bytes;
+    }
+    return weights * factor +
+           per_sample * static_cast<double>(req.micro_batch_size) * in_flight;
   }
 
   bool fits(size_t device, size_t p, size_t q, int in_flight) const {
@@ -101,7 +108,7 @@ struct cost_model {
   // end of the pipeline (itself included).
   int flight(size_t from_end) const {
     if (req.mode == plan_mode::inference) {
-      return 1;
+      return std::max(1, req.inference_in_flight);
     }
     if (req.schedule == plan_schedule::gpipe) {
       return req.micro_batches;

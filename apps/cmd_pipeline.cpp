@@ -38,6 +38,8 @@ extern "C" void on_stop_signal(int sig) {
   (void)ignored;
 }
 
+} // namespace
+
 void watch_stop_signals() {
   if (stop_pipe[0] < 0 && ::pipe(stop_pipe) != 0) {
     throw std::runtime_error("cannot make a pipe for signals");
@@ -76,7 +78,6 @@ void end_stop_watch() {
   (void)ignored;
 }
 
-} // namespace
 
 /// runs/job-YYYYmmdd-HHMMSS-PID/metrics.jsonl under the working directory.
 std::string default_metrics_path() {

@@ -42,6 +42,37 @@ struct train_cli {
   std::string metrics = ""; ///< JSON-lines log; "": runs/JOB/metrics.jsonl; "none": off
 };
 
+/// `salamander infer` and `salamander serve`: a forward-only pipeline.
+struct serve_cli {
+  std::string load;          ///< checkpoint from train --save ("": the seed's weights)
+  std::string model = "cnn"; ///< without --load
+  uint64_t seed = 1;
+  int stages = 0;      ///< embedded: this many local nodes
+  std::string cluster; ///< or the nodes of a cluster file
+  std::string plan = "auto"; ///< auto (profile + planner) or even
+  std::string balance;
+  int64_t max_batch = 16;
+  double batch_delay_ms = 5;
+  bool no_batching = false;
+  int in_flight = 0;
+  int64_t max_queue = 256;
+  double request_timeout_s = 30;
+  double hang_timeout_s = 3.0;
+  int threads = 1;
+  std::string secret_file;
+  std::string metrics = ""; ///< "": runs/JOB/metrics.jsonl; "none": off
+  std::string supervisor_listen; ///< publish the cluster supervisor (console, --join)
+  // infer
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  int64_t samples = 0; ///< 0: the whole test split (synthetic: 1024)
+  // serve
+  std::string listen = "127.0.0.1:8000";
+  std::string name; ///< the model's name in URLs (default: its family, e.g. cnn)
+  double max_body_mb = 64;
+  int http_threads = 64;
+};
+
 struct eval_cli {
   std::string load;
   std::string dataset = "fashion-mnist";
@@ -98,6 +129,10 @@ int run_chaos(const chaos_cli& cli);
 int run_pipeline(const train_cli& cli);
 int run_node(const node_cli& cli);
 int run_eval(const eval_cli& cli);
+int run_infer(const serve_cli& cli);
+int run_serve(const serve_cli& cli);
+/// runs/job-YYYYmmdd-HHMMSS-PID/metrics.jsonl under the working directory.
+std::string default_metrics_path();
 int run_describe(const describe_cli& cli);
 int run_console(const console_cli& cli);
 int run_plot(const plot_cli& cli);

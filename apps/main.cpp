@@ -302,6 +302,89 @@ int main(int argc, char** argv) {
       ->check(whole<int>(0))
       ->capture_default_str();
 
+  // ---- serving: infer (a data set) and serve (HTTP)
+  serve_cli inf, srv;
+  auto serving_options = [&](CLI::App* c, serve_cli& o) {
+    c->add_option("--load", o.load, "checkpoint written by train --save (default: the "
+                                    "model's seed weights)");
+    c->add_option("--model", o.model, std::string("without --load: ") + model_help)
+        ->capture_default_str();
+    c->add_option("--seed", o.seed, "without --load: the weights' seed")
+        ->capture_default_str();
+    c->add_option("--stages", o.stages,
+                  "embedded: N local nodes in this process (the planner picks the cuts)")
+        ->check(whole<int>(1));
+    c->add_option("--cluster", o.cluster, "TOML file listing the node processes")
+        ->check(CLI::ExistingFile);
+    c->add_option("--plan", o.plan,
+                  "auto: profile every node and plan (compute, memory, bandwidth); even: "
+                  "an even split")
+        ->capture_default_str();
+    c->add_option("--balance", o.balance, "layers per stage, e.g. 2,3,3 (the user's plan)");
+    c->add_option("--max-batch", o.max_batch,
+                  "rows per micro-batch at most: dynamic batching merges requests up to it")
+        ->check(whole<int64_t>(1))
+        ->capture_default_str();
+    c->add_option("--batch-delay-ms", o.batch_delay_ms,
+                  "how long a request may wait for others to fill its micro-batch")
+        ->check(number(0, 10000, false, "ms"))
+        ->capture_default_str();
+    c->add_flag("--no-batching", o.no_batching,
+                "every request is its own micro-batch (never merged)");
+    c->add_option("--in-flight", o.in_flight,
+                  "micro-batches in the pipeline at once (0: two per stage)")
+        ->check(whole<int>(0))
+        ->capture_default_str();
+    c->add_option("--max-queue", o.max_queue,
+                  "requests waiting at most; more are refused (HTTP 503, Retry-After)")
+        ->check(whole<int64_t>(1))
+        ->capture_default_str();
+    c->add_option("--request-timeout", o.request_timeout_s,
+                  "seconds before a request not answered fails (HTTP 504)")
+        ->check(number(0, 86400, true, "seconds"))
+        ->capture_default_str();
+    c->add_option("--hang-timeout", o.hang_timeout_s,
+                  "seconds of silence after which a node counts as lost")
+        ->check(number(0, 3600, true, "seconds"))
+        ->capture_default_str();
+    c->add_option("--threads", o.threads, "compute threads per node (0: LibTorch's default)")
+        ->check(whole<int>(0))
+        ->capture_default_str();
+    c->add_option("--secret-file", o.secret_file,
+                  "cluster secret the nodes must prove (default: $SALAMANDER_SECRET)");
+    c->add_option("--metrics", o.metrics,
+                  "JSON-lines log (default runs/job-.../metrics.jsonl; none: off)");
+    c->add_option("--supervisor-listen", o.supervisor_listen,
+                  "HOST:PORT to publish the supervisor on (console, node --join)");
+  };
+  auto* in = app.add_subcommand(
+      "infer", "run a data set through a forward-only pipeline (EdgePipe): throughput, "
+               "latency and, with labels, accuracy");
+  serving_options(in, inf);
+  in->add_option("--dataset", inf.dataset, "fashion-mnist (its test split) or synthetic")
+      ->capture_default_str();
+  in->add_option("--data", inf.data_dir, "directory with the Fashion-MNIST IDX files");
+  in->add_option("--samples", inf.samples,
+                 "examples to run (0: the whole test split; synthetic: 1024)")
+      ->check(whole<int64_t>(0))
+      ->capture_default_str();
+  auto* sv = app.add_subcommand(
+      "serve", "serve a model over HTTP (Open Inference Protocol / KServe v2: "
+               "/v2/models/NAME/infer, health, metadata, /metrics) through a pipeline "
+               "that survives node failures");
+  serving_options(sv, srv);
+  sv->add_option("--listen", srv.listen,
+                 "HOST:PORT for HTTP (loopback unless told otherwise; port 0: any)")
+      ->capture_default_str();
+  sv->add_option("--name", srv.name, "the model's name in URLs (default: its family, e.g. cnn)");
+  sv->add_option("--max-body-mb", srv.max_body_mb, "largest request body (HTTP 413 above)")
+      ->check(number(0, 4096, true, "MB"))
+      ->capture_default_str();
+  sv->add_option("--http-threads", srv.http_threads,
+                 "requests handled at once (each waits for its answer)")
+      ->check(whole<int>(1))
+      ->capture_default_str();
+
   describe_cli describe;
   auto* d = app.add_subcommand(
       "describe",
@@ -410,6 +493,12 @@ int main(int argc, char** argv) {
     }
     if (*e) {
       return run_eval(eval);
+    }
+    if (*in) {
+      return run_infer(inf);
+    }
+    if (*sv) {
+      return run_serve(srv);
     }
     if (*d) {
       return run_describe(describe);

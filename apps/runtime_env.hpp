@@ -25,4 +25,13 @@ std::string loaded_blas();
 /// Warns once if LibTorch runs on the reference BLAS (about 40x slower).
 void check_blas();
 
+/// SIGINT and SIGTERM, read on a thread of the caller's: the handler only
+/// writes the signal's number to a pipe (threads that OpenBLAS starts
+/// before main() would take a blocked signal's default action; a handler
+/// runs on any of them). next_stop_signal() blocks for the next one and
+/// returns 0 once end_stop_watch() was called (which restores the defaults).
+void watch_stop_signals();
+int next_stop_signal();
+void end_stop_watch();
+
 } // namespace salamander::apps

@@ -20,6 +20,8 @@ packages=(
   zlib1g-dev                      # gzipped IDX files, CRC32
   dataset-fashion-mnist           # the real data set
   gnuplot-nox                     # plots
+  libcpp-httplib-dev              # serve: the HTTP endpoint (Open Inference Protocol)
+  wrk hey curl                    # serve: HTTP load benchmark, the tests' client
   iproute2 procps tmux bc            # netns testbed, process control
 )
 

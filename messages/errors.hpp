@@ -20,6 +20,7 @@ enum class errc : uint8_t {
   timeout,           ///< no progress within the configured time
   bad_config,        ///< invalid job or cluster configuration
   unauthorized,      ///< the peer did not prove the cluster secret
+  busy,              ///< serving: the request queue is full (try again later)
 };
 
 std::string to_string(errc x);

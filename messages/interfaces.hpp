@@ -168,6 +168,36 @@ using train_job_actor = job_actor::extend<
     caf::replies_to<replicate_atom>::with<std::string>,
     caf::replies_to<snapshot_atom>::with<snapshot_payload>>;
 
+/// The serving job (actors/serve/serve_job.hpp, EdgePipe mode): the job
+/// interface, plus requests and what its forward-only stages send it.
+///
+///   infer(x) -> y          a request: rows of inputs (first dimension) in,
+///                          the model's outputs for them out. Queued, merged
+///                          with others into micro-batches (dynamic
+///                          batching), answered exactly once; an error
+///                          `busy` when the queue is full, `bad_config` for
+///                          an input of the wrong shape or type
+///   eval(mb, 0, y)         the last stage's outputs for micro-batch mb
+///   ready(stage)           a stage pulled its layers
+///   failed(stage, what)    a stage gave up (its down message follows)
+///   done(stats)            a stage's busy time since its last report
+///   tick                   its own: stats, timeouts
+///   dispatch               its own: a batching deadline came
+///   kill(stage)            chaos: crash stage N
+///   replan(balance)        re-plan now, without stopping the service
+///   snapshot -> weights    every layer's weights (the central holder's)
+using serve_job_actor = job_actor::extend<
+    caf::replies_to<infer_atom, tensor_payload>::with<tensor_payload>,
+    caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
+    caf::reacts_to<ready_atom, uint32_t>,
+    caf::reacts_to<failed_atom, uint32_t, std::string>,
+    caf::reacts_to<done_atom, batch_stats>, caf::reacts_to<tick_atom>,
+    caf::reacts_to<dispatch_atom>,
+    caf::replies_to<kill_atom, uint32_t>::with<std::string>,
+    caf::replies_to<replan_atom, std::string>::with<std::string>,
+    caf::replies_to<replicate_atom>::with<std::string>,
+    caf::replies_to<snapshot_atom>::with<snapshot_payload>>;
+
 // ---- the cluster protocol: the long-lived supervisor on the central device
 
 /// The cluster supervisor (actors/cluster/cluster_supervisor.hpp). It knows

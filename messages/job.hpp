@@ -62,6 +62,20 @@ struct job_status {
   std::string stopped;
   std::vector<node_row> nodes;
   std::vector<stage_row> stages;
+  /// "train", or "serve" (a serving job: the figures below instead of
+  /// batches and loss; stage_compute_s is each stage's busy time)
+  std::string mode = "train";
+  int64_t requests = 0;        ///< answered
+  int64_t failed_requests = 0; ///< answered with an error (timeout, bad input)
+  int64_t rejected = 0;        ///< refused: the queue was full
+  double requests_per_s = 0;   ///< answered over the last few seconds
+  int64_t queue_depth = 0;     ///< requests accepted and not yet sent on
+  int64_t in_flight = 0;       ///< micro-batches in the pipeline
+  double latency_p50_s = 0;    ///< accepted -> answered, recent requests
+  double latency_p95_s = 0;
+  double latency_p99_s = 0;
+  int64_t resent = 0;     ///< micro-batches sent again after a failure
+  int64_t duplicates = 0; ///< answers dropped: that micro-batch was answered
   bool finished() const { return phase == "finished" || phase == "failed"; }
 };
 
@@ -75,7 +89,9 @@ typename Inspector::result_type inspect(Inspector& f, job_status& x) {
            x.stage_compute_s, x.stage_wait_s, x.stage_send_s, x.error,
            x.recent_samples_per_s, x.paused_by_user, x.health, x.metrics_path,
            x.replicated_version, x.exact, x.missed_layer_updates, x.stopped, x.nodes,
-           x.stages);
+           x.stages, x.mode, x.requests, x.failed_requests, x.rejected,
+           x.requests_per_s, x.queue_depth, x.in_flight, x.latency_p50_s,
+           x.latency_p95_s, x.latency_p99_s, x.resent, x.duplicates);
 }
 
 } // namespace salamander

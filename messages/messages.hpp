@@ -24,7 +24,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 6;
+constexpr uint32_t protocol_version = 7;
 
 } // namespace salamander
 
@@ -84,4 +84,6 @@ CAF_ADD_ATOM(salamander, salamander, lost_atom, "lost")
 CAF_ADD_ATOM(salamander, salamander, event_atom, "event")
 CAF_ADD_ATOM(salamander, salamander, launch_atom, "launch")
 CAF_ADD_ATOM(salamander, salamander, stop_atom, "stop")
+CAF_ADD_ATOM(salamander, salamander, infer_atom, "infer")
+CAF_ADD_ATOM(salamander, salamander, dispatch_atom, "dispatch")
 CAF_END_TYPE_ID_BLOCK(salamander)

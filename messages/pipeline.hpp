@@ -58,6 +58,11 @@ struct stage_spec {
   uint32_t members = 1;
   uint32_t micro_begin = 0;
   uint32_t micro_end = 0; ///< 0: micro_batches
+  /// "train", or "infer": a serving stage (actors/serve/): forward only, no
+  /// optimizer state, micro-batches stream through without a flush
+  /// (eval messages), and `micro_batches` is the number the job keeps in
+  /// flight (the node's memory check counts that many input buffers).
+  std::string mode = "train";
 };
 
 /// One stage's account of one batch.
@@ -91,7 +96,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
            x.momentum, x.threads, x.micro_batch_size, x.start_batch, x.sources,
            x.source_begin, x.source_end, x.source_version, x.replicate_every,
            x.global_every, x.chain_holder, x.global_holder, x.member, x.members,
-           x.micro_begin, x.micro_end);
+           x.micro_begin, x.micro_end, x.mode);
 }
 
 template <class Inspector>

@@ -37,14 +37,25 @@ std::string check_stage_spec(const stage_spec& spec, double memory_cap) {
              std::to_string(spec.stages) + " with " + std::to_string(spec.micro_batches) +
              " micro-batches is not valid";
     }
-    algorithms::parse_schedule(spec.schedule); // throws on an unknown schedule
-    models::optimizer_config ocfg{spec.optimizer, spec.lr, spec.momentum, 0.0};
-    models::make_optimizer(ocfg, {}); // validates kind and rate
+    bool infer = spec.mode == "infer";
+    if (!infer && spec.mode != "train") {
+      return "stage mode '" + spec.mode + "' is not train or infer";
+    }
+    if (!infer) {
+      algorithms::parse_schedule(spec.schedule); // throws on an unknown schedule
+      models::optimizer_config ocfg{spec.optimizer, spec.lr, spec.momentum, 0.0};
+      models::make_optimizer(ocfg, {}); // validates kind and rate
+    }
     if (memory_cap > 0) {
-      // the planner's arithmetic: weights, gradients, optimizer state and
-      // the activations the schedule keeps in flight
+      // the planner's arithmetic: weights (training: gradients, optimizer
+      // state) and the activations kept in flight (serving: the job's bound
+      // on micro-batches in flight, with their input and output buffers)
       auto req = make_plan_request(desc, spec.schedule, spec.micro_batch_size,
                                    static_cast<int>(spec.micro_batches), spec.optimizer);
+      if (infer) {
+        req.mode = algorithms::plan_mode::inference;
+        req.inference_in_flight = static_cast<int>(spec.micro_batches);
+      }
       double need = algorithms::stage_memory(
           req, spec.begin, spec.end, algorithms::in_flight(req, spec.index, spec.stages));
       if (need > memory_cap) {

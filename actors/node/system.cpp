@@ -27,6 +27,8 @@ std::string to_string(errc x) {
       return "bad_config";
     case errc::unauthorized:
       return "unauthorized";
+    case errc::busy:
+      return "busy";
   }
   return "unknown";
 }

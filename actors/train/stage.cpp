@@ -56,7 +56,46 @@ void replicate(stage_actor::stateful_pointer<stage_state> self) {
   if (global && global != chain && global_turn) {
     self->send(global, replicate_atom_v, snap);
   }
-  st.kept.add(snap.snapshot);
+  if (!st.infer) {
+    st.kept.add(snap.snapshot); // a serving stage's weights never change
+  }
+}
+
+// Serving: runs the micro-batches that are waiting, in order.
+void stream(stage_actor::stateful_pointer<stage_state> self) {
+  auto& st = self->state;
+  while (!st.stream.empty()) {
+    auto [id, micro, x] = std::move(st.stream.front());
+    st.stream.pop_front();
+    auto start = clock::now();
+    if (st.busy_reported == clock::time_point{}) {
+      st.busy_reported = start;
+    } else if (st.last_op_end > st.busy_reported) {
+      st.busy.wait_s += seconds(start - st.last_op_end);
+    }
+    torch::Tensor out;
+    {
+      torch::NoGradGuard no_grad;
+      out = st.exec->infer(x);
+    }
+    st.busy.compute_s += emulated(self, clock::now() - start);
+    st.busy.samples += x.size(0);
+    st.busy.batch++;
+    auto computed = clock::now();
+    if (st.last) {
+      self->send(st.supervisor, eval_atom_v, id, micro, tensor_payload{out});
+    } else {
+      send_on_link(self, st.next, out, eval_atom_v, id, micro);
+    }
+    st.last_op_end = clock::now();
+    st.busy.send_s += seconds(st.last_op_end - computed);
+    if (st.last_op_end - st.busy_reported > tuning::serve_stage_report) {
+      st.busy.stage = st.spec.index;
+      self->send(st.supervisor, done_atom_v, st.busy);
+      st.busy = batch_stats{};
+      st.busy_reported = st.last_op_end;
+    }
+  }
 }
 
 // Runs as many operations of the stage's row as have their inputs.
@@ -71,6 +110,10 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
     // until the supervisor has named the neighbours: a neighbour's first
     // activation can overtake the supervisor's wire message, and an output
     // sent before it would go nowhere
+    return;
+  }
+  if (st.infer) {
+    stream(self);
     return;
   }
   if (spec.members > 1 && !st.have_stats_before) {
@@ -233,6 +276,15 @@ void build(stage_actor::stateful_pointer<stage_state> self, stage_spec spec,
   st.first = position == 0;
   st.last = position + 1 == positions;
   st.exec = std::make_unique<models::range_executor>(st.model->all(), st.first, st.last);
+  if (spec.mode == "infer") {
+    st.infer = true;
+    st.exec->net()->eval();
+    st.spec = std::move(spec);
+    return;
+  }
+  if (spec.mode != "train") {
+    throw std::invalid_argument("stage mode '" + spec.mode + "' is not train or infer");
+  }
   models::optimizer_config ocfg{spec.optimizer, spec.lr, spec.momentum, 0.0};
   st.opt = models::make_optimizer(ocfg, st.model->all()->parameters());
   auto micro_end = spec.micro_end > 0 ? spec.micro_end : spec.micro_batches;
@@ -417,7 +469,14 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
         });
       },
       [=](eval_atom, uint64_t id, uint32_t micro, tensor_payload& x) {
-        guarded(self, [&] { evaluate(self, id, micro, x.tensor); });
+        guarded(self, [&] {
+          if (self->state.infer) {
+            self->state.stream.emplace_back(id, micro, std::move(x.tensor));
+            pump(self);
+          } else {
+            evaluate(self, id, micro, x.tensor);
+          }
+        });
       },
       [=](pause_atom) { self->state.frozen = true; },
       [=](reduce_atom, uint64_t batch, tensor_payload& merged) {

@@ -11,6 +11,10 @@
 //   message in ──> buffer[(batch, micro)] ──> pump(): while next op ready: run
 //                                                     row done: optimizer step,
 //                                                     (done, stats) -> supervisor
+//
+// A serving stage (spec.mode "infer", actors/serve/) runs the same layers
+// forward only: eval(mb, 0, x) in, the output to the next stage (the last
+// one's to the job), in arrival order, with no batches and no flush.
 #pragma once
 
 #include "actors/tuning.hpp"
@@ -77,6 +81,13 @@ struct stage_state {
   batch_stats stats;
   std::chrono::steady_clock::time_point last_op_end{};
   bool batch_started = false;
+  /// Serving (spec.mode "infer"): forward only, no optimizer. Micro-batches
+  /// that come before the stage is ready and wired wait here, in order; the
+  /// busy time since the last report goes to the job about twice a second.
+  bool infer = false;
+  std::deque<std::tuple<uint64_t, uint32_t, torch::Tensor>> stream;
+  batch_stats busy;
+  std::chrono::steady_clock::time_point busy_reported{};
 };
 
 /// Builds the stage's layers from `spec` (weights from the spec's seed).

@@ -47,19 +47,6 @@ void write_start(self_ptr self) {
                              .count()}});
 }
 
-job_node node_of(const cluster_member& m) {
-  job_node n;
-  n.name = m.name;
-  n.handle = caf::actor_cast<node_actor>(m.node);
-  n.host = m.host;
-  n.port = m.port;
-  n.info = m.info;
-  n.holder = caf::actor_cast<replica_holder_actor>(m.info.replica_holder);
-  n.refused = m.refused;
-  n.dead = m.refused || m.lost;
-  return n;
-}
-
 // The cluster admitted its nodes: the job starts on them.
 void on_members(self_ptr self, std::vector<cluster_member>& members) {
   auto& st = self->state;
@@ -489,29 +476,6 @@ void leave(self_ptr self) {
 }
 
 } // namespace
-
-std::vector<size_t> parse_balance(const std::string& text) {
-  std::vector<size_t> out;
-  if (text.empty()) {
-    return out;
-  }
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      long v = std::stol(item, &used);
-      if (used != item.size() || v < 0) {
-        throw std::invalid_argument(item);
-      }
-      out.push_back(static_cast<size_t>(v));
-    } catch (const std::exception&) {
-      throw std::invalid_argument("balance '" + text +
-                                  "' is not a list of layer counts like 1,1,2");
-    }
-  }
-  return out;
-}
 
 train_job_actor::behavior_type
 train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cfg,

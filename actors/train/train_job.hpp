@@ -31,6 +31,7 @@
 // Start-up failures fail the job with a message naming the node.
 #pragma once
 
+#include "actors/job/job_nodes.hpp"
 #include "actors/planning/capacity.hpp"
 #include "actors/tuning.hpp"
 #include "algorithms/job_phase.hpp"
@@ -137,30 +138,6 @@ struct job_config {
   std::string secret;
   /// Where the JSON-lines metrics log goes ("": none).
   std::string metrics_path;
-};
-
-/// One node as the job sees it (indices are the cluster's).
-struct job_node {
-  std::string name;
-  node_actor handle;
-  std::string host;
-  uint16_t port = 0;
-  node_info info;
-  replica_holder_actor holder;
-  bool dead = false;
-  bool refused = false; ///< failed the cluster's admission: never used
-};
-
-/// Which nodes run which layers: one plan.
-struct stage_plan {
-  algorithms::layer_ranges ranges;
-  std::vector<size_t> nodes; ///< node index of each stage
-  /// Data parallelism: stage i runs split[i] micro-batches of each batch
-  /// (every stage holds every layer); empty for a pipeline.
-  std::vector<int> split;
-  bool operator==(const stage_plan& o) const {
-    return ranges == o.ranges && nodes == o.nodes && split == o.split;
-  }
 };
 
 struct train_job_state {
@@ -275,8 +252,6 @@ struct train_job_state {
   std::vector<checkpoint_request> checkpoints; ///< written at the next flush
 };
 
-/// "1,1,2" -> {1, 1, 2}; "" -> {}. Throws std::invalid_argument.
-std::vector<size_t> parse_balance(const std::string& text);
 
 /// `train` and `test` are shared with the caller (the embedded mode loads
 /// them once). The job submits itself to `cluster` and runs on the nodes

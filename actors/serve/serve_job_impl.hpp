@@ -1,0 +1,52 @@
+// Inside the serving job supervisor: the functions its parts share. Not for
+// use outside actors/serve/serve_*.cpp.
+//
+//   serve_job.cpp   the behaviour: requests, dynamic batching, answers,
+//                   status, stats, the console's commands
+//   serve_plan.cpp  plans, launches, failures, joins, re-plans
+#pragma once
+
+#include "actors/serve/serve_job.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace salamander::actors::serve_detail {
+
+using self_ptr = serve_job_actor::stateful_pointer<serve_job_state>;
+using clock = std::chrono::steady_clock;
+
+double since(clock::time_point t);
+void log_event(self_ptr self, const std::string& kind,
+               nlohmann::json fields = nlohmann::json::object());
+void set_phase(self_ptr self, const std::string& phase);
+void fail(self_ptr self, const std::string& what);
+
+// requests (serve_job.cpp)
+/// Sends micro-batches to the serving pipeline while it has room.
+void dispatch(self_ptr self);
+/// Micro-batches in the pipeline at once under `stages` stages.
+int window_for(const serve_job_state& st, size_t stages);
+/// The micro-batches in flight on pipeline `generation` are sent again (to
+/// whichever pipeline serves next), in the order they were first sent.
+void requeue(self_ptr self, uint64_t generation);
+size_t in_flight_on(const serve_job_state& st, uint64_t generation);
+
+// plans (serve_plan.cpp)
+void first_plan(self_ptr self);
+void on_profiles(self_ptr self, cluster_profile& round);
+/// Plans over the live nodes and launches that plan as the next pipeline
+/// (the one that serves stays until it is up).
+void plan_next(self_ptr self, const std::string& reason);
+void on_ready(self_ptr self);
+void on_down(self_ptr self, const caf::down_msg& dm);
+void on_node_lost(self_ptr self, uint32_t n, const std::string& why);
+caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
+                                        const cluster_member& m);
+/// Old pipelines that answered what they held (or took too long) stop;
+/// a launch that hangs is tried again.
+void check_pipelines(self_ptr self);
+void stop_pipeline(self_ptr self, serve_pipeline& p);
+std::vector<size_t> live_nodes(const serve_job_state& st);
+std::string describe_plan(const serve_job_state& st, const stage_plan& p);
+
+} // namespace salamander::actors::serve_detail

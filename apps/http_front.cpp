@@ -1,0 +1,400 @@
+#include "apps/http_front.hpp"
+
+#include "messages/errors.hpp"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <mutex>
+#include <thread>
+
+namespace salamander::apps {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::array<double, 14> latency_buckets = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+
+void reply(httplib::Response& res, int code, const json& body) {
+  res.status = code;
+  res.set_content(body.dump(), "application/json");
+}
+
+void error(httplib::Response& res, int code, const std::string& what) {
+  reply(res, code, json{{"error", what}});
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    out += (i ? "," : "") + std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+// Flattens a (possibly nested) JSON array of numbers; false on anything else.
+bool flatten(const json& j, std::vector<float>& out) {
+  if (j.is_number()) {
+    out.push_back(j.get<float>());
+    return true;
+  }
+  if (!j.is_array()) {
+    return false;
+  }
+  for (auto& e : j) {
+    if (!flatten(e, out)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+struct http_front::impl {
+  const actors::service& svc;
+  models::model_desc desc;
+  http_front_options opts;
+  httplib::Server server;
+  std::thread thread;
+  std::vector<int64_t> input_shape;  ///< -1 first
+  std::vector<int64_t> output_shape; ///< -1 first
+
+  std::mutex mutex; // the counters below
+  int64_t answered = 0;
+  std::map<int, int64_t> errors; ///< by HTTP status
+  std::array<int64_t, latency_buckets.size()> bucket_counts{};
+  int64_t latency_count = 0;
+  double latency_sum = 0;
+
+  impl(const actors::service& s, models::model_desc d, http_front_options o)
+      : svc(s), desc(std::move(d)), opts(std::move(o)) {
+    input_shape = {-1};
+    input_shape.insert(input_shape.end(), desc.input.begin(), desc.input.end());
+    output_shape = {-1, desc.classes};
+  }
+
+  void count(int code, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (code == 200) {
+      ++answered;
+      ++latency_count;
+      latency_sum += seconds;
+      for (size_t i = 0; i < latency_buckets.size(); ++i) {
+        if (seconds <= latency_buckets[i]) {
+          ++bucket_counts[i];
+        }
+      }
+    } else {
+      ++errors[code];
+    }
+  }
+
+  json tensor_meta(const std::string& name, const std::vector<int64_t>& shape) const {
+    return json{{"name", name}, {"datatype", "FP32"}, {"shape", shape}};
+  }
+
+  bool known(const httplib::Request& req, httplib::Response& res) const {
+    auto name = req.matches[1].str();
+    if (name != opts.model_name) {
+      error(res, 404,
+            "unknown model '" + name + "'; this server serves '" + opts.model_name + "'");
+      return false;
+    }
+    return true;
+  }
+
+  void infer(const httplib::Request& req, httplib::Response& res) {
+    auto start = std::chrono::steady_clock::now();
+    auto done = [&](int code) {
+      count(code, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                      .count());
+    };
+    if (!known(req, res)) {
+      done(404);
+      return;
+    }
+    json body;
+    try {
+      body = json::parse(req.body);
+    } catch (const json::parse_error& e) {
+      error(res, 400, std::string("malformed JSON: ") + e.what());
+      done(400);
+      return;
+    }
+    auto bad = [&](const std::string& what) {
+      error(res, 400, what);
+      done(400);
+    };
+    if (!body.is_object() || !body.contains("inputs") || !body["inputs"].is_array()) {
+      return bad("the request needs \"inputs\": [{\"name\", \"shape\", \"datatype\", "
+                 "\"data\"}]");
+    }
+    auto& inputs = body["inputs"];
+    if (inputs.size() != 1) {
+      return bad("the model takes one input, got " + std::to_string(inputs.size()));
+    }
+    auto& in = inputs[0];
+    if (!in.is_object() || !in.contains("shape") || !in["shape"].is_array() ||
+        !in.contains("data")) {
+      return bad("an input needs \"shape\" (an array) and \"data\"");
+    }
+    auto datatype = in.value("datatype", std::string());
+    if (datatype != "FP32") {
+      return bad("input datatype '" + datatype + "', the model takes FP32");
+    }
+    std::vector<int64_t> shape;
+    for (auto& d : in["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 1) {
+        return bad("input shape " + in["shape"].dump() + " is not a list of positive "
+                                                            "whole numbers");
+      }
+      shape.push_back(d.get<int64_t>());
+    }
+    bool fits = shape.size() == input_shape.size();
+    for (size_t i = 1; fits && i < shape.size(); ++i) {
+      fits = shape[i] == input_shape[i];
+    }
+    if (!fits) {
+      return bad("input shape " + shape_text(shape) + ", the model takes " +
+                 shape_text(input_shape) + " (rows first)");
+    }
+    std::vector<float> data;
+    if (!flatten(in["data"], data)) {
+      return bad("input data must be numbers (flat, or nested as the shape)");
+    }
+    int64_t want = 1;
+    for (auto d : shape) {
+      want *= d;
+    }
+    if (static_cast<int64_t>(data.size()) != want) {
+      return bad("input data has " + std::to_string(data.size()) +
+                 " values, the shape " + shape_text(shape) + " needs " +
+                 std::to_string(want));
+    }
+    auto x = torch::from_blob(data.data(), shape, torch::kFloat32).clone();
+    auto y = svc.infer(x);
+    if (!y) {
+      auto& err = y.error();
+      auto what = svc.system().render(err);
+      if (err.category() == caf::atom("salamander")) {
+        auto code = static_cast<errc>(err.code());
+        if (code == errc::busy) {
+          res.set_header("Retry-After", "1");
+          error(res, 503, what);
+          done(503);
+          return;
+        }
+        if (code == errc::bad_config) {
+          return bad(what);
+        }
+        if (code == errc::timeout) {
+          error(res, 504, what);
+          done(504);
+          return;
+        }
+      }
+      error(res, 500, what);
+      done(500);
+      return;
+    }
+    auto out = y->contiguous();
+    std::vector<float> values(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+    json answer{{"model_name", opts.model_name},
+                {"model_version", "1"},
+                {"outputs",
+                 json::array({json{{"name", "output"},
+                                   {"datatype", "FP32"},
+                                   {"shape", out.sizes().vec()},
+                                   {"data", values}}})}};
+    if (body.contains("id")) {
+      answer["id"] = body["id"];
+    }
+    reply(res, 200, answer);
+    done(200);
+  }
+
+  std::string metrics() {
+    auto s = svc.status();
+    std::string out;
+    auto m = opts.model_name;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      out += "# HELP salamander_requests_total Inference requests answered with outputs.\n"
+             "# TYPE salamander_requests_total counter\n";
+      out += fmt::format("salamander_requests_total{{model=\"{}\"}} {}\n", m, answered);
+      out += "# HELP salamander_request_failures_total Inference requests answered with "
+             "an error, by HTTP status.\n"
+             "# TYPE salamander_request_failures_total counter\n";
+      for (int code : {400, 404, 413, 500, 503, 504}) {
+        auto it = errors.find(code);
+        out += fmt::format("salamander_request_failures_total{{model=\"{}\",code=\"{}\"}} {}\n",
+                           m, code, it == errors.end() ? 0 : it->second);
+      }
+      out += "# HELP salamander_request_latency_seconds Time from the request's arrival "
+             "to its answer (successful requests).\n"
+             "# TYPE salamander_request_latency_seconds histogram\n";
+      for (size_t i = 0; i < latency_buckets.size(); ++i) {
+        out += fmt::format(
+            "salamander_request_latency_seconds_bucket{{model=\"{}\",le=\"{}\"}} {}\n", m,
+            latency_buckets[i], bucket_counts[i]);
+      }
+      out += fmt::format(
+          "salamander_request_latency_seconds_bucket{{model=\"{}\",le=\"+Inf\"}} {}\n", m,
+          latency_count);
+      out += fmt::format("salamander_request_latency_seconds_sum{{model=\"{}\"}} {}\n", m,
+                         latency_sum);
+      out += fmt::format("salamander_request_latency_seconds_count{{model=\"{}\"}} {}\n", m,
+                         latency_count);
+    }
+    out += "# HELP salamander_queue_depth Requests waiting to be put into a micro-batch.\n"
+           "# TYPE salamander_queue_depth gauge\n";
+    out += fmt::format("salamander_queue_depth{{model=\"{}\"}} {}\n", m, s.queue_depth);
+    out += "# HELP salamander_in_flight Micro-batches in the pipeline.\n"
+           "# TYPE salamander_in_flight gauge\n";
+    out += fmt::format("salamander_in_flight{{model=\"{}\"}} {}\n", m, s.in_flight);
+    out += "# HELP salamander_ready 1 while a pipeline serves.\n"
+           "# TYPE salamander_ready gauge\n";
+    out += fmt::format("salamander_ready{{model=\"{}\"}} {}\n", m,
+                       s.phase == "serving" ? 1 : 0);
+    out += "# HELP salamander_stage_busy_seconds_total Compute time of each stage of the "
+           "current plan.\n"
+           "# TYPE salamander_stage_busy_seconds_total counter\n";
+    for (auto& r : s.stages) {
+      out += fmt::format(
+          "salamander_stage_busy_seconds_total{{model=\"{}\",stage=\"{}\",node=\"{}\"}} {}\n",
+          m, r.index, r.node, r.measured_s);
+    }
+    out += "# HELP salamander_recoveries_total Failures served through (re-planned over "
+           "the survivors).\n"
+           "# TYPE salamander_recoveries_total counter\n";
+    out += fmt::format("salamander_recoveries_total{{model=\"{}\"}} {}\n", m, s.recoveries);
+    out += "# HELP salamander_replans_total Plans replaced while serving (joins, console).\n"
+           "# TYPE salamander_replans_total counter\n";
+    out += fmt::format("salamander_replans_total{{model=\"{}\"}} {}\n", m, s.replans);
+    out += "# HELP salamander_resent_total Micro-batches sent again after a failure.\n"
+           "# TYPE salamander_resent_total counter\n";
+    out += fmt::format("salamander_resent_total{{model=\"{}\"}} {}\n", m, s.resent);
+    out += "# HELP salamander_rejected_total Requests refused because the queue was full.\n"
+           "# TYPE salamander_rejected_total counter\n";
+    out += fmt::format("salamander_rejected_total{{model=\"{}\"}} {}\n", m, s.rejected);
+    return out;
+  }
+
+  void routes() {
+    server.Get("/v2/health/live",
+               [](const httplib::Request&, httplib::Response& res) {
+                 reply(res, 200, json{{"live", true}});
+               });
+    server.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
+      auto s = svc.status();
+      reply(res, s.phase == "serving" ? 200 : 503,
+            json{{"ready", s.phase == "serving"}, {"phase", s.phase}});
+    });
+    server.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
+      reply(res, 200,
+            json{{"name", "salamander"},
+                 {"version", SALAMANDER_VERSION},
+                 {"extensions", json::array()}});
+    });
+    server.Get(R"(/v2/models/([^/]+))",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 if (!known(req, res)) {
+                   return;
+                 }
+                 reply(res, 200,
+                       json{{"name", opts.model_name},
+                            {"versions", json::array({"1"})},
+                            {"platform", "salamander"},
+                            {"spec", desc.spec.canonical()},
+                            {"inputs", json::array({tensor_meta("input", input_shape)})},
+                            {"outputs",
+                             json::array({tensor_meta("output", output_shape)})}});
+               });
+    server.Get(R"(/v2/models/([^/]+)/ready)",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 if (!known(req, res)) {
+                   return;
+                 }
+                 auto s = svc.status();
+                 reply(res, s.phase == "serving" ? 200 : 503,
+                       json{{"name", opts.model_name}, {"ready", s.phase == "serving"}});
+               });
+    server.Post(R"(/v2/models/([^/]+)/infer)",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  infer(req, res);
+                });
+    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics(), "text/plain; version=0.0.4");
+    });
+    server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) {
+        return; // a handler's own error
+      }
+      if (res.status == 413) {
+        count(413, 0);
+        error(res, 413,
+              fmt::format("the body is larger than the limit of {} bytes (--max-body-mb)",
+                          opts.max_body_bytes));
+        return;
+      }
+      error(res, res.status,
+            res.status == 404 ? "no such path: " + req.method + " " + req.path +
+                                    " (see /v2/models/" + opts.model_name + ")"
+                              : "HTTP " + std::to_string(res.status));
+    });
+    server.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "internal error";
+          try {
+            std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          error(res, 500, what);
+        });
+  }
+};
+
+http_front::http_front(const actors::service& svc, const models::model_desc& desc,
+                       http_front_options opts)
+    : impl_(std::make_unique<impl>(svc, desc, std::move(opts))) {
+  auto threads = static_cast<size_t>(std::max(1, impl_->opts.threads));
+  impl_->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl_->server.set_payload_max_length(impl_->opts.max_body_bytes);
+  impl_->routes();
+}
+
+http_front::~http_front() {
+  stop();
+}
+
+int http_front::start() {
+  auto& o = impl_->opts;
+  int port = o.port;
+  if (port == 0) {
+    port = impl_->server.bind_to_any_port(o.host);
+  } else if (!impl_->server.bind_to_port(o.host, port)) {
+    port = -1;
+  }
+  if (port < 0) {
+    throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
+                             " (in use, or not an address of this machine)");
+  }
+  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+  return port;
+}
+
+void http_front::stop() {
+  if (impl_->thread.joinable()) {
+    impl_->server.stop();
+    impl_->thread.join();
+  }
+}
+
+} // namespace salamander::apps

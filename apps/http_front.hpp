@@ -1,0 +1,54 @@
+// The HTTP front of `salamander serve`: the Open Inference Protocol (KServe
+// v2, what Triton and KServe speak) over cpp-httplib, plus Prometheus
+// metrics. It validates and converts requests; queueing, dynamic batching
+// and the answer-once guarantee are the serving job's (actors/serve/).
+//
+//   GET  /v2/health/live            200 while the process runs
+//   GET  /v2/health/ready           200 once the pipeline serves, else 503
+//   GET  /v2                        server metadata
+//   GET  /v2/models/NAME            model metadata: inputs, outputs, shapes
+//   GET  /v2/models/NAME/ready
+//   POST /v2/models/NAME/infer      {"inputs":[{"name","shape","datatype":"FP32","data"}]}
+//   GET  /metrics                   Prometheus text format
+//
+// Errors are JSON {"error": "..."}: 400 malformed JSON, wrong shape or
+// datatype; 404 unknown model or path; 413 a body over the limit; 503 (with
+// Retry-After) a full queue or a stopping service; 504 not answered in time.
+#pragma once
+
+#include "actors/serve/inference.hpp"
+#include "models/model_desc.hpp"
+
+#include <memory>
+#include <string>
+
+namespace salamander::apps {
+
+struct http_front_options {
+  std::string model_name = "model";
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000; ///< 0: any free port
+  size_t max_body_bytes = size_t{64} << 20;
+  int threads = 64; ///< requests handled at once (each waits for its answer)
+};
+
+class http_front {
+public:
+  http_front(const actors::service& svc, const models::model_desc& desc,
+             http_front_options opts);
+  ~http_front();
+  http_front(const http_front&) = delete;
+  http_front& operator=(const http_front&) = delete;
+
+  /// Binds and serves on a thread of its own; the port it bound. Throws
+  /// when it cannot bind.
+  int start();
+  void stop();
+
+  struct impl;
+
+private:
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace salamander::apps
