@@ -344,8 +344,9 @@ int main(int argc, char** argv) {
         ->check(number(0, 86400, true, "seconds"))
         ->capture_default_str();
     c->add_option("--hang-timeout", o.hang_timeout_s,
-                  "seconds of silence after which a node counts as lost")
-        ->check(number(0, 3600, true, "seconds"))
+                  "seconds of silence after which a node counts as lost (nodes beat "
+                  "every second)")
+        ->check(number(1.5, 3600, false, "seconds"))
         ->capture_default_str();
     c->add_option("--threads", o.threads, "compute threads per node (0: LibTorch's default)")
         ->check(whole<int>(0))
@@ -365,7 +366,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   in->add_option("--data", inf.data_dir, "directory with the Fashion-MNIST IDX files");
   in->add_option("--samples", inf.samples,
-                 "examples to run (0: the whole test split; synthetic: 1024)")
+                 "examples to run (0: the whole test split; with synthetic, N > 0 draws N "
+                 "fresh examples)")
       ->check(whole<int64_t>(0))
       ->capture_default_str();
   auto* sv = app.add_subcommand(

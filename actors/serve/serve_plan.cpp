@@ -492,6 +492,31 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
   if (over(st)) {
     return;
   }
+  // a stage whose link went away: its node is gone too (the cluster's
+  // news of it follows), so the next plan leaves the node out at once
+  if (dm.reason == caf::exit_reason::remote_link_unreachable) {
+    auto mark = [&](const serve_pipeline& p) {
+      for (size_t i = 0; i < p.stages.size(); ++i) {
+        if (p.stages[i] && p.stages[i].address() == dm.source) {
+          auto n = p.plan.nodes[i];
+          if (!st.nodes[n].dead) {
+            st.nodes[n].dead = true;
+            st.status.dead_nodes.push_back(st.nodes[n].name);
+            st.chain_copies.erase(n);
+          }
+        }
+      }
+    };
+    if (st.current) {
+      mark(*st.current);
+    }
+    if (st.next) {
+      mark(*st.next);
+    }
+    for (auto& p : st.old) {
+      mark(p);
+    }
+  }
   if (st.current) {
     auto& p = *st.current;
     for (size_t i = 0; i < p.stages.size(); ++i) {

@@ -1,0 +1,278 @@
+// Serving (EdgePipe mode): forward-only pipelines give one device's outputs,
+// dynamic batching merges requests and a full queue refuses them, and a
+// stage node that dies (kill -9), hangs (SIGSTOP) or two that die in a row
+// lose no accepted request: every one is answered once, with the outputs of
+// a single process that holds the whole model.
+#include "../support.hpp"
+
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/node/node_process.hpp"
+#include "actors/node/system.hpp"
+#include "actors/serve/inference.hpp"
+#include "messages/errors.hpp"
+#include "models/data.hpp"
+#include "models/layered_model.hpp"
+
+#include <csignal>
+#include <thread>
+
+using namespace salamander;
+using salamander::testing::max_abs_diff;
+
+namespace {
+
+// Weights that are not the seed's, so that pulling them is what is tested.
+std::shared_ptr<models::weight_snapshot> weights_of(const std::string& model,
+                                                    uint64_t seed) {
+  models::layered_model m(models::describe(models::model_spec::parse(model)), seed);
+  return std::make_shared<models::weight_snapshot>(models::capture(m, nullptr, "", 7));
+}
+
+// One process holding the whole model, `rows` rows at a time.
+torch::Tensor reference(const models::weight_snapshot& w, const torch::Tensor& x,
+                        int64_t rows) {
+  models::layered_model m(models::describe(models::model_spec::parse(w.model)), 1);
+  models::restore(m, nullptr, w);
+  auto net = m.all();
+  net->eval();
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> out;
+  for (int64_t b = 0; b < x.size(0); b += rows) {
+    out.push_back(net->forward(x.narrow(0, b, std::min(rows, x.size(0) - b))));
+  }
+  return torch::cat(out, 0);
+}
+
+torch::Tensor inputs_for(const std::string& model, int64_t n) {
+  auto d = models::describe(models::model_spec::parse(model));
+  return models::make_synthetic(5, n, d.input, d.classes).images;
+}
+
+actors::serve_config config(const std::string& model) {
+  actors::serve_config cfg;
+  cfg.model = models::describe(models::model_spec::parse(model)).spec.canonical();
+  cfg.weights = weights_of(model, 21);
+  cfg.auto_plan = false;
+  cfg.max_batch = 8;
+  return cfg;
+}
+
+struct process_system {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  explicit process_system(std::chrono::milliseconds hang = std::chrono::milliseconds(2500)) {
+    actors::system_options o;
+    o.connection_timeout = hang; // nodes beat every second
+    actors::configure(cfg, o);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+// Streams `x` through the service in requests of `rows` while `chaos` runs
+// once the first `at` rows are answered.
+actors::inference_result stream_with(actors::service& svc, const torch::Tensor& x,
+                                     int64_t rows, int64_t at,
+                                     const std::function<void()>& chaos) {
+  actors::inference_options o;
+  o.request_rows = rows;
+  o.outstanding = 24;
+  o.poll = std::chrono::milliseconds(10);
+  bool fired = false;
+  o.on_progress = [&](const job_status&, int64_t done) {
+    if (!fired && done >= at) {
+      fired = true;
+      chaos();
+    }
+  };
+  auto r = actors::infer_all(svc, x, o);
+  CHECK(fired);
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("a serving pipeline's outputs equal one process's, over an even split and the "
+          "planner's",
+          "[actor][serve]") {
+  torch::set_num_threads(1);
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto x = inputs_for("cnn", 200);
+  for (bool planned : {false, true}) {
+    DYNAMIC_SECTION((planned ? "planned" : "even")) {
+      auto sc = config("cnn");
+      sc.auto_plan = planned;
+      auto nodes = actors::local_nodes(sys, 3, 1);
+      actors::service svc(sys, sc, nodes);
+      actors::inference_options o;
+      o.request_rows = sc.max_batch; // micro-batches as the reference cuts them
+      auto r = actors::infer_all(svc, x, o);
+      REQUIRE(r.error.empty());
+      REQUIRE(r.outputs.size(0) == 200);
+      CHECK(max_abs_diff(r.outputs, reference(*sc.weights, x, sc.max_batch)) <= 1e-6);
+      CHECK(r.status.requests == 25);
+      CHECK(r.status.duplicates == 0);
+      CHECK(r.status.stages.size() >= 2);
+      for (auto& n : nodes) {
+        caf::anon_send(n.handle, leave_atom_v);
+      }
+    }
+  }
+}
+
+TEST_CASE("dynamic batching merges small requests into full micro-batches; a full queue "
+          "answers busy",
+          "[actor][serve]") {
+  torch::set_num_threads(1);
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::local_nodes(sys, 2, 1);
+  auto sc = config("mlp");
+  sc.max_batch = 8;
+  sc.batch_delay = std::chrono::milliseconds(60000); // only a full batch goes
+  sc.max_queue = 8;
+  actors::service svc(sys, sc, nodes);
+  REQUIRE(svc.wait_serving(std::chrono::seconds(30)));
+  auto x = inputs_for("mlp", 8);
+  caf::scoped_actor self{sys};
+  std::vector<torch::Tensor> answers(8);
+  // seven one-row requests wait: the micro-batch is not full, the delay long
+  for (int i = 0; i < 7; ++i) {
+    self->send(svc.job(), infer_atom_v, tensor_payload{x.narrow(0, i, 1)});
+  }
+  // (a request is only seen once the job took it: ask for the status)
+  REQUIRE(svc.status().queue_depth == 7);
+  CHECK(svc.status().requests == 0);
+  // the eighth fills it: all eight are answered by one micro-batch
+  self->send(svc.job(), infer_atom_v, tensor_payload{x.narrow(0, 7, 1)});
+  for (int i = 0; i < 8; ++i) {
+    self->receive([&](tensor_payload& y) { answers[static_cast<size_t>(i)] = y.tensor; },
+                  caf::after(std::chrono::seconds(30)) >> [] { FAIL("no answer"); });
+  }
+  auto s = svc.status();
+  CHECK(s.requests == 8);
+  CHECK(s.queue_depth == 0);
+  CHECK(s.stages.size() == 2);
+  auto ref = reference(*sc.weights, x, 8);
+  // the answers came in an order of their own; each is one row of the reference
+  for (auto& a : answers) {
+    REQUIRE(a.size(0) == 1);
+    double best = 1e9;
+    for (int64_t r = 0; r < 8; ++r) {
+      best = std::min(best, max_abs_diff(a, ref.narrow(0, r, 1)));
+    }
+    CHECK(best <= 1e-6);
+  }
+  // a full queue refuses at once, with errc::busy: paused, nothing is sent
+  // on, so eight requests fill it
+  self->request(svc.job(), std::chrono::seconds(10), pause_atom_v)
+      .receive([](std::string&) {}, [](caf::error&) {});
+  for (int i = 0; i < 8; ++i) {
+    self->send(svc.job(), infer_atom_v, tensor_payload{x.narrow(0, i, 1)});
+  }
+  caf::error busy;
+  self->request(svc.job(), std::chrono::seconds(10), infer_atom_v,
+                tensor_payload{x.narrow(0, 0, 1)})
+      .receive([](tensor_payload&) {}, [&](caf::error& e) { busy = e; });
+  self->request(svc.job(), std::chrono::seconds(10), resume_atom_v)
+      .receive([](std::string&) {}, [](caf::error&) {});
+  for (int i = 0; i < 8; ++i) {
+    self->receive([&](tensor_payload& y) { CHECK(y.tensor.size(0) == 1); },
+                  caf::after(std::chrono::seconds(30)) >> [] { FAIL("no answer"); });
+  }
+  // wrong shapes and types are refused with a message
+  caf::error shape, type;
+  self->request(svc.job(), std::chrono::seconds(10), infer_atom_v,
+                tensor_payload{torch::zeros({2, 3})})
+      .receive([](tensor_payload&) {}, [&](caf::error& e) { shape = e; });
+  self->request(svc.job(), std::chrono::seconds(10), infer_atom_v,
+                tensor_payload{x.narrow(0, 0, 1).to(torch::kFloat64)})
+      .receive([](tensor_payload&) {}, [&](caf::error& e) { type = e; });
+  CHECK(busy.code() == static_cast<uint8_t>(errc::busy));
+  CHECK(shape.code() == static_cast<uint8_t>(errc::bad_config));
+  CHECK(sys.render(shape).find("the model takes") != std::string::npos);
+  CHECK(type.code() == static_cast<uint8_t>(errc::bad_config));
+  CHECK(svc.status().rejected >= 1);
+  for (auto& n : nodes) {
+    caf::anon_send(n.handle, leave_atom_v);
+  }
+}
+
+TEST_CASE("serving through a kill -9 of a stage node: every request answered once, with "
+          "one process's outputs",
+          "[actor][serve][process]") {
+  torch::set_num_threads(1);
+  actors::process_cluster procs(3, "s");
+  process_system ps;
+  auto nodes = actors::connect_nodes(*ps.sys, procs.nodes());
+  REQUIRE(static_cast<bool>(nodes));
+  auto sc = config("cnn");
+  sc.max_batch = 4;
+  auto x = inputs_for("cnn", 6000);
+  actors::service svc(*ps.sys, sc, *nodes);
+  auto r = stream_with(svc, x, 4, 1200, [&] { procs[1].signal(SIGKILL); });
+  REQUIRE(r.error.empty());
+  CHECK(r.status.recoveries >= 1);
+  CHECK(r.status.requests == 1500);
+  CHECK(r.status.failed_requests == 0);
+  CHECK(r.status.plan.find("s2[") == std::string::npos);
+  CHECK(max_abs_diff(r.outputs, reference(*sc.weights, x, 4)) <= 1e-5);
+}
+
+TEST_CASE("serving through a hung node (SIGSTOP), then planning it back in when it "
+          "resumes, without stopping the service",
+          "[actor][serve][process]") {
+  torch::set_num_threads(1);
+  actors::process_cluster procs(3, "h");
+  process_system ps;
+  auto nodes = actors::connect_nodes(*ps.sys, procs.nodes());
+  REQUIRE(static_cast<bool>(nodes));
+  auto sc = config("cnn");
+  sc.max_batch = 4;
+  auto x = inputs_for("cnn", 4000);
+  actors::service svc(*ps.sys, sc, *nodes);
+  auto r = stream_with(svc, x, 4, 800, [&] { procs[2].signal(SIGSTOP); });
+  REQUIRE(r.error.empty());
+  CHECK(r.status.recoveries >= 1);
+  CHECK(r.status.requests == 1000);
+  CHECK(max_abs_diff(r.outputs, reference(*sc.weights, x, 4)) <= 1e-5);
+  // it resumes: the cluster dials it again, the job plans it in (a re-plan
+  // while serving), and requests go on being answered
+  procs[2].signal(SIGCONT);
+  bool back = false;
+  for (int i = 0; i < 300 && !back; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    back = svc.status().plan.find("h3[") != std::string::npos;
+  }
+  REQUIRE(back);
+  CHECK(svc.status().replans >= 1);
+  auto again = actors::infer_all(svc, x.narrow(0, 0, 400));
+  REQUIRE(again.error.empty());
+  CHECK(max_abs_diff(again.outputs, reference(*sc.weights, x.narrow(0, 0, 400), 8)) <=
+        1e-5);
+}
+
+TEST_CASE("serving through two node failures in a row", "[actor][serve][process]") {
+  torch::set_num_threads(1);
+  actors::process_cluster procs(4, "t");
+  process_system ps;
+  auto nodes = actors::connect_nodes(*ps.sys, procs.nodes());
+  REQUIRE(static_cast<bool>(nodes));
+  auto sc = config("cnn");
+  sc.max_batch = 4;
+  auto x = inputs_for("cnn", 6000);
+  actors::service svc(*ps.sys, sc, *nodes);
+  auto r = stream_with(svc, x, 4, 1000, [&] {
+    procs[1].signal(SIGKILL);
+    // the second while the first recovery is under way or just done
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    procs[2].signal(SIGKILL);
+  });
+  REQUIRE(r.error.empty());
+  CHECK(r.status.recoveries >= 1);
+  CHECK(r.status.requests == 1500);
+  CHECK(r.status.dead_nodes.size() == 2);
+  CHECK(max_abs_diff(r.outputs, reference(*sc.weights, x, 4)) <= 1e-5);
+}

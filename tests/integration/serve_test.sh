@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# `salamander infer` and `salamander serve` as a user meets them: a trained
+# checkpoint's accuracy through a pipeline equals `eval --load`; the HTTP
+# endpoint (Open Inference Protocol / KServe v2) answers health, metadata and
+# inference, refuses bad requests with a 4xx and a message, a full queue with
+# 503 and Retry-After, exposes Prometheus metrics, and stops cleanly on
+# SIGTERM. Usage: serve_test.sh PATH/TO/salamander
+set -euo pipefail
+bin="$1"
+work=$(mktemp -d)
+server=""
+cleanup() {
+  if [ -n "$server" ]; then kill -TERM "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cd "$work"
+fail() {
+  echo "FAIL: $*"
+  [ -f "$work/serve.err" ] && tail -20 "$work/serve.err"
+  exit 1
+}
+command -v curl >/dev/null || { echo "SKIP: curl is not installed (deploy/install-deps.sh)"; exit 77; }
+
+"$bin" infer --help | grep -q -- "--max-batch" || fail "infer --help lists no --max-batch"
+"$bin" serve --help | grep -q -- "--max-queue" || fail "serve --help lists no --max-queue"
+if out=$("$bin" infer --dataset synthetic 2>&1); then fail "infer without --stages/--cluster accepted"; fi
+grep -q -- "--stages N" <<<"$out" || fail "no hint at --stages: $out"
+if out=$("$bin" serve --stages 2 --hang-timeout 1 2>&1); then fail "--hang-timeout 1 accepted"; fi
+
+# a trained checkpoint: the pipeline's accuracy is eval's, to the example
+"$bin" train --model cnn --dataset synthetic --epochs 1 --max-batches 30 --save c.ckpt \
+  --metrics none >train.log 2>&1 || fail "train: $(tail -3 train.log)"
+want=$("$bin" eval --load c.ckpt --dataset synthetic 2>/dev/null | sed -n 's/^test accuracy: //p')
+got=$("$bin" infer --load c.ckpt --dataset synthetic --stages 3 --plan even --metrics none \
+  2>infer.err | sed -n 's/^test accuracy: //p')
+[ -n "$want" ] && [ "$want" = "$got" ] || fail "infer accuracy '$got', eval says '$want': $(tail -3 infer.err)"
+
+# the HTTP endpoint; a long batching delay and a queue of 2 make a full queue certain
+"$bin" serve --load c.ckpt --stages 2 --listen 127.0.0.1:0 --max-batch 64 \
+  --batch-delay-ms 3000 --max-queue 2 --max-body-mb 0.05 --metrics serve.jsonl \
+  >serve.out 2>serve.err &
+server=$!
+for _ in $(seq 1 300); do
+  grep -q "^listening: " serve.out 2>/dev/null && break
+  kill -0 "$server" 2>/dev/null || fail "serve exited"
+  sleep 0.1
+done
+url=$(sed -n 's/^listening: //p' serve.out)
+[ -n "$url" ] || fail "serve printed no address"
+curl -sf "$url/v2/health/live" | grep -q '"live":true' || fail "live"
+for _ in $(seq 1 300); do
+  curl -sf "$url/v2/health/ready" >/dev/null && break
+  sleep 0.1
+done
+curl -sf "$url/v2/health/ready" | grep -q '"ready":true' || fail "never ready"
+meta=$(curl -sf "$url/v2/models/cnn")
+grep -q '"shape":\[-1,1,28,28\]' <<<"$meta" || fail "metadata: $meta"
+grep -q '"datatype":"FP32"' <<<"$meta" || fail "metadata datatype: $meta"
+
+# one request, its answer equal to one process's (the first rows of the data set)
+ones=$(python3 -c 'print(",".join(["0.5"]*784))')
+body="{\"id\":\"r1\",\"inputs\":[{\"name\":\"input\",\"shape\":[1,1,28,28],\"datatype\":\"FP32\",\"data\":[$ones]}]}"
+code() { curl -s -o "$work/body" -w '%{http_code}' "$@"; }
+[ "$(code -XPOST "$url/v2/models/cnn/infer" -d "$body")" = 200 ] || fail "infer: $(cat body)"
+grep -q '"shape":\[1,10\]' body || fail "output shape: $(cat body)"
+grep -q '"id":"r1"' body || fail "the request id is not echoed: $(cat body)"
+
+# bad requests: 4xx with a message saying what is wrong
+expect() {
+  local want="$1" pattern="$2"
+  shift 2
+  local got
+  got=$(code "$@")
+  [ "$got" = "$want" ] || fail "$* -> $got, expected $want: $(cat body)"
+  grep -qF -- "$pattern" body || fail "$* -> no '$pattern' in: $(cat body)"
+}
+expect 400 "malformed JSON" -XPOST "$url/v2/models/cnn/infer" -d '{"inputs": ['
+expect 400 "the model takes [-1,1,28,28]" -XPOST "$url/v2/models/cnn/infer" \
+  -d '{"inputs":[{"name":"input","shape":[1,3,28,28],"datatype":"FP32","data":[1]}]}'
+expect 400 "the model takes FP32" -XPOST "$url/v2/models/cnn/infer" \
+  -d '{"inputs":[{"name":"input","shape":[1,1,28,28],"datatype":"INT64","data":[1]}]}'
+expect 400 "needs 784" -XPOST "$url/v2/models/cnn/infer" \
+  -d '{"inputs":[{"name":"input","shape":[1,1,28,28],"datatype":"FP32","data":[1,2]}]}'
+expect 404 "unknown model 'resnet'" -XPOST "$url/v2/models/resnet/infer" -d "$body"
+expect 404 "no such path" "$url/v2/elsewhere"
+big=$(python3 -c 'print("[" + ",".join(["0.5"]*20000) + "]")')
+expect 413 "larger than the limit" -XPOST "$url/v2/models/cnn/infer" \
+  -d "{\"inputs\":[{\"name\":\"input\",\"shape\":[25,1,28,28],\"datatype\":\"FP32\",\"data\":$big}]}"
+
+# a full queue: two requests wait for the 3 s batching delay, the third is refused
+curl -s -o /dev/null -XPOST "$url/v2/models/cnn/infer" -d "$body" &
+c1=$!
+curl -s -o /dev/null -XPOST "$url/v2/models/cnn/infer" -d "$body" &
+c2=$!
+refused=""
+for _ in $(seq 1 20); do
+  sleep 0.1
+  got=$(curl -s -D "$work/headers" -o "$work/body" -w '%{http_code}' -XPOST \
+    "$url/v2/models/cnn/infer" -d "$body")
+  if [ "$got" = 503 ]; then refused=1; break; fi
+done
+[ -n "$refused" ] || fail "a full queue was not refused with 503"
+grep -qi '^retry-after: 1' headers || fail "503 without Retry-After: $(cat headers)"
+grep -q "queue is full" body || fail "503 body: $(cat body)"
+wait "$c1" "$c2"
+
+metrics=$(curl -sf "$url/metrics")
+for m in 'salamander_requests_total{model="cnn"} 3' 'code="400"} 4' 'code="404"} 1' \
+  'code="413"} 1' 'code="503"} ' 'salamander_request_latency_seconds_count{model="cnn"} 3' \
+  'salamander_queue_depth' 'salamander_stage_busy_seconds_total{model="cnn",stage="1"'; do
+  grep -qF -- "$m" <<<"$metrics" || fail "/metrics has no '$m': $metrics"
+done
+
+# SIGTERM: answers what it accepted, exits 0, and the log has serve lines and an end
+kill -TERM "$server"
+wait "$server" || fail "serve exited with $? on SIGTERM"
+server=""
+grep -q '"event":"serve"' serve.jsonl || fail "no serve line in the metrics log"
+grep -q '"event":"end".*"phase":"finished"' serve.jsonl || fail "no end in the metrics log"
+"$bin" plot serve.jsonl -o serve.png >/dev/null 2>&1 || fail "plot of a serving run"
+[ -s serve.png ] || fail "no plot written"
+echo "serve_test: all checks passed"
