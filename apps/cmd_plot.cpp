@@ -214,53 +214,16 @@ std::string shorten(const std::string& s, size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 3) + "...";
 }
 
-// The whole gnuplot script, data inline (a datablock), so that --script
-// gives a file that draws the same plot again.
-std::string gnuplot_script(const run_log& r, const plot_cli& cli,
-                           std::map<std::string, size_t>& counts) {
-  std::string data =
-      "$batches << EOD\n# t samples_per_s loss batch plan_version loss_smoothed\n";
-  auto breaks = line_breaks(r);
-  double smooth = 0;
-  for (size_t i = 0; i < r.batches.size(); ++i) {
-    auto& b = r.batches[i];
-    double loss = field(r, b, "loss", 0.0);
-    smooth = i == 0 ? loss : 0.9 * smooth + 0.1 * loss;
-    if (breaks[i]) {
-      data += "\n"; // a blank line: gnuplot lifts the pen
-    }
-    data += fmt::format("{:.10g} {:.6g} {:.6g} {} {} {:.6g}\n", time_of(r, b),
-                        field(r, b, "samples_per_s", 0.0), loss,
-                        field(r, b, "batch", int64_t{0}),
-                        field(r, b, "plan_version", int64_t{0}), smooth);
-  }
-  data += "EOD\n";
-
-  std::string phase, error;
+// The events as dashed vertical lines with labels, the end as a line of its
+// own, and their entries for the key.
+std::pair<std::string, std::string> event_marks(const run_log& r,
+                                                std::map<std::string, size_t>& counts) {
+  std::string phase;
   double end_t = 0;
   if (r.end) {
     phase = field(r, *r.end, "phase", std::string("?"));
-    error = field(r, *r.end, "error", std::string());
     end_t = time_of(r, *r.end);
   }
-  std::string title = cli.title;
-  if (title.empty()) {
-    title = "salamander";
-    if (r.start) {
-      auto nodes = r.start->j.find("nodes");
-      title +=
-          fmt::format(": {} on {} nodes", field(r, *r.start, "model", std::string("?")),
-                      nodes != r.start->j.end() && nodes->is_array() ? nodes->size() : 0);
-    }
-    if (!r.end) {
-      title += ", NOT ENDED (no end line: still running, or its supervisor died)";
-    } else if (phase == "failed") {
-      title += fmt::format(", FAILED at {:.1f} s: {}", end_t, shorten(error, 70));
-    } else if (auto acc = field(r, *r.end, "accuracy", -1.0); acc >= 0) {
-      title += fmt::format(", test accuracy {:.2f}%", 100 * acc);
-    }
-  }
-
   std::string arrows;
   std::vector<const marker*> legend;
   size_t shown = 0;
@@ -321,6 +284,57 @@ std::string gnuplot_script(const run_log& r, const plot_cli& cli,
                        quote(m->legend));
   }
   key += end_key;
+  return {arrows, key};
+}
+
+// The whole gnuplot script, data inline (a datablock), so that --script
+// gives a file that draws the same plot again.
+std::string gnuplot_script(const run_log& r, const plot_cli& cli,
+                           std::map<std::string, size_t>& counts) {
+  std::string data =
+      "$batches << EOD\n# t samples_per_s loss batch plan_version loss_smoothed\n";
+  auto breaks = line_breaks(r);
+  double smooth = 0;
+  for (size_t i = 0; i < r.batches.size(); ++i) {
+    auto& b = r.batches[i];
+    double loss = field(r, b, "loss", 0.0);
+    smooth = i == 0 ? loss : 0.9 * smooth + 0.1 * loss;
+    if (breaks[i]) {
+      data += "\n"; // a blank line: gnuplot lifts the pen
+    }
+    data += fmt::format("{:.10g} {:.6g} {:.6g} {} {} {:.6g}\n", time_of(r, b),
+                        field(r, b, "samples_per_s", 0.0), loss,
+                        field(r, b, "batch", int64_t{0}),
+                        field(r, b, "plan_version", int64_t{0}), smooth);
+  }
+  data += "EOD\n";
+
+  std::string phase, error;
+  double end_t = 0;
+  if (r.end) {
+    phase = field(r, *r.end, "phase", std::string("?"));
+    error = field(r, *r.end, "error", std::string());
+    end_t = time_of(r, *r.end);
+  }
+  std::string title = cli.title;
+  if (title.empty()) {
+    title = "salamander";
+    if (r.start) {
+      auto nodes = r.start->j.find("nodes");
+      title +=
+          fmt::format(": {} on {} nodes", field(r, *r.start, "model", std::string("?")),
+                      nodes != r.start->j.end() && nodes->is_array() ? nodes->size() : 0);
+    }
+    if (!r.end) {
+      title += ", NOT ENDED (no end line: still running, or its supervisor died)";
+    } else if (phase == "failed") {
+      title += fmt::format(", FAILED at {:.1f} s: {}", end_t, shorten(error, 70));
+    } else if (auto acc = field(r, *r.end, "accuracy", -1.0); acc >= 0) {
+      title += fmt::format(", test accuracy {:.2f}%", 100 * acc);
+    }
+  }
+
+  auto [arrows, key] = event_marks(r, counts);
 
   std::string gp;
   gp += "set terminal pngcairo size 1200,800 font 'sans,10'\n";
@@ -345,6 +359,69 @@ std::string gnuplot_script(const run_log& r, const plot_cli& cli,
   return gp;
 }
 
+// A serving run: requests per second and latency percentiles from its
+// `serve` lines (one a second), with the same event marks.
+std::string serve_script(const run_log& r, const plot_cli& cli,
+                         std::map<std::string, size_t>& counts) {
+  std::string data = "$serve << EOD\n# t requests_per_s p50_ms p95_ms p99_ms queue\n";
+  size_t rows = 0;
+  for (auto& e : r.events) {
+    if (e.event != "serve") {
+      continue;
+    }
+    rows++;
+    data += fmt::format("{:.10g} {:.6g} {:.6g} {:.6g} {:.6g} {}\n", time_of(r, e),
+                        field(r, e, "requests_per_s", 0.0),
+                        1e3 * field(r, e, "latency_p50_s", 0.0),
+                        1e3 * field(r, e, "latency_p95_s", 0.0),
+                        1e3 * field(r, e, "latency_p99_s", 0.0),
+                        field(r, e, "queue", int64_t{0}));
+  }
+  data += "EOD\n";
+  counts["serve"] = rows;
+  if (rows == 0) {
+    throw log_error(r.path + " has no serve lines: nothing to plot");
+  }
+  std::string title = cli.title;
+  if (title.empty()) {
+    title = "salamander serve";
+    if (r.start) {
+      auto nodes = r.start->j.find("nodes");
+      title +=
+          fmt::format(": {} on {} nodes", field(r, *r.start, "model", std::string("?")),
+                      nodes != r.start->j.end() && nodes->is_array() ? nodes->size() : 0);
+    }
+    if (!r.end) {
+      title += ", NOT ENDED (no end line: still running, or its supervisor died)";
+    } else {
+      title += fmt::format(", {} requests answered, {} failed, {} refused",
+                           field(r, *r.end, "requests", int64_t{0}),
+                           field(r, *r.end, "failed", int64_t{0}),
+                           field(r, *r.end, "rejected", int64_t{0}));
+    }
+  }
+  auto [arrows, key] = event_marks(r, counts);
+  std::string gp;
+  gp += "set terminal pngcairo size 1200,800 font 'sans,10'\n";
+  gp += "set output " + quote(cli.output) + "\n";
+  gp += data;
+  gp += "set multiplot layout 2,1 title " + quote(title) + "\n";
+  gp +=
+      "set grid\nset key below\nset xlabel 'time (s)'\nset offsets 0, graph 0.03, 0, 0\n";
+  gp += "set ylabel 'requests/s'\nset yrange [0:*]\n";
+  gp += arrows;
+  gp += "plot $serve using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'answered "
+        "(requests/s over the last 5 s)'" +
+        key + "\n";
+  gp += "set ylabel 'latency (ms)'\nset yrange [0:*]\n";
+  gp += arrows;
+  gp += "plot $serve using 1:3 with lines lw 2 lc rgb '#2ca02c' title 'p50', $serve using "
+        "1:4 with lines lw 1.5 lc rgb '#ff7f0e' title 'p95', $serve using 1:5 with lines "
+        "lw 2 lc rgb '#d62728' title 'p99'\n";
+  gp += "unset multiplot\n";
+  return gp;
+}
+
 } // namespace
 
 int plot_log(const plot_cli& cli) {
@@ -354,12 +431,13 @@ int plot_log(const plot_cli& cli) {
     log->warn("{}: skipped {} unreadable line(s) (the first is line {})", cli.metrics,
               r.bad_lines, r.first_bad_line);
   }
-  if (r.batches.empty()) {
+  bool serving = r.start && field(r, *r.start, "mode", std::string()) == "serve";
+  if (r.batches.empty() && !serving) {
     log->error("{} has no batch lines: nothing to plot", cli.metrics);
     return 1;
   }
   std::map<std::string, size_t> counts;
-  auto gp = gnuplot_script(r, cli, counts);
+  auto gp = serving ? serve_script(r, cli, counts) : gnuplot_script(r, cli, counts);
   if (!cli.script.empty()) {
     std::ofstream(cli.script) << gp;
   }
@@ -391,7 +469,8 @@ int plot_log(const plot_cli& cli) {
   for (auto& [k, n] : counts) {
     summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", n, k);
   }
-  log->info("plotted {} batches{} to {}", r.batches.size(),
+  log->info("plotted {} {}{} to {}", serving ? counts["serve"] : r.batches.size(),
+            serving ? "serve lines" : "batches",
             summary.empty() ? "" : " and " + summary + " event(s)", cli.output);
   std::printf("plot: %s\n", cli.output.c_str());
   return 0;
