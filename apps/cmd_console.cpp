@@ -46,6 +46,19 @@ std::string show_status(const job_status& s) {
   std::string out = status_line(s) + "\n";
   out += fmt::format("plan v{}: {}\n", s.plan_version,
                      s.plan.empty() ? "(none yet)" : s.plan);
+  if (s.mode == "serve") {
+    out += fmt::format("served {} requests in {:.1f} s ({} failed, {} refused: queue "
+                       "full); {} recoveries, {} re-plans\n",
+                       s.requests, s.elapsed_s, s.failed_requests, s.rejected,
+                       s.recoveries, s.replans);
+    if (s.paused_by_user) {
+      out += "paused from the console: requests queue until resume\n";
+    }
+    if (!s.error.empty()) {
+      out += "last failure: " + s.error + "\n";
+    }
+    return out;
+  }
   out += fmt::format("committed {} batches in {:.1f} s; {} recoveries, {} re-plans{}\n",
                      s.committed, s.elapsed_s, s.recoveries, s.replans,
                      s.test_accuracy >= 0
@@ -89,6 +102,18 @@ std::string show_plan(const job_status& s) {
   if (s.stages.empty()) {
     return "no plan yet (phase " + s.phase + ")\n";
   }
+  if (s.mode == "serve") {
+    std::string out = fmt::format("plan v{} ({} re-plans, {} recoveries so far)\n",
+                                  s.plan_version, s.replans, s.recoveries);
+    out += fmt::format("{:<6} {:<14} {:<10} {:>12}\n", "stage", "node", "layers", "busy");
+    for (auto& r : s.stages) {
+      out += fmt::format("{:<6} {:<14} {:<10} {:>12}\n", r.index, r.node,
+                         fmt::format("[{},{})", r.begin, r.end),
+                         fmt::format("{:.2f} s", r.measured_s));
+    }
+    out += "busy: compute time of the stage since this plan started serving\n";
+    return out;
+  }
   std::string out =
       fmt::format("plan v{} ({} re-plans so far)\n", s.plan_version, s.replans);
   out += fmt::format("{:<6} {:<14} {:<10} {:>12} {:>12} {:>10} {:>10}\n", "stage", "node",
@@ -106,6 +131,25 @@ std::string show_plan(const job_status& s) {
 
 std::string show_metrics(const job_status& s) {
   std::string out;
+  if (s.mode == "serve") {
+    out += fmt::format("requests       {} answered, {} failed, {} refused (queue full)\n",
+                       s.requests, s.failed_requests, s.rejected);
+    out += fmt::format("rate           {:.1f} requests/s (last 5 s)\n", s.requests_per_s);
+    out += fmt::format("latency        p50 {} p95 {} p99 {} (recent requests)\n",
+                       ms(s.latency_p50_s), ms(s.latency_p95_s), ms(s.latency_p99_s));
+    out += fmt::format("queue          {} waiting, {} micro-batches in flight\n",
+                       s.queue_depth, s.in_flight);
+    out += fmt::format("failures       {} recoveries (last {:.3f} s), {} micro-batches "
+                       "sent again, {} late copies dropped\n",
+                       s.recoveries, s.last_recovery_s, s.resent, s.duplicates);
+    out += fmt::format("re-plans       {}\n", s.replans);
+    if (!s.dead_nodes.empty()) {
+      out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
+    }
+    out += fmt::format("metrics log    {}\n",
+                       s.metrics_path.empty() ? "(none)" : s.metrics_path);
+    return out;
+  }
   out += fmt::format("throughput     {:.0f} samples/s recent, {:.0f} this epoch\n",
                      s.recent_samples_per_s, s.samples_per_s);
   out += fmt::format("loss           {:.4f}\n", s.loss);

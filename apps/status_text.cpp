@@ -4,7 +4,36 @@
 
 namespace salamander::apps {
 
+namespace {
+
+// A serving job: requests instead of batches, latency instead of loss.
+std::vector<progress_field> serve_fields(const job_status& s) {
+  std::string health = s.health;
+  int health_keep = health == "ok" ? 1 : 9;
+  if (health == "ok" && s.recoveries > 0) {
+    health = fmt::format("ok, recovered {}x ({:.3f} s)", s.recoveries, s.last_recovery_s);
+    health_keep = 3;
+  }
+  return {
+      {"[" + s.phase + "]", 10},
+      {fmt::format("{} requests", s.requests), 7},
+      {fmt::format("{:.1f} req/s", s.requests_per_s), 9},
+      {fmt::format("p50 {:.1f} ms p99 {:.1f} ms", 1e3 * s.latency_p50_s,
+                   1e3 * s.latency_p99_s),
+       6},
+      {fmt::format("queue {}", s.queue_depth), 5},
+      {fmt::format("in flight {}", s.in_flight), 3},
+      {fmt::format("plan v{}", s.plan_version), 2},
+      {health, health_keep},
+  };
+}
+
+} // namespace
+
 std::vector<progress_field> status_fields(const job_status& s, eta_clock* eta) {
+  if (s.mode == "serve") {
+    return serve_fields(s);
+  }
   eta_clock once;
   auto& clock = eta ? *eta : once;
   int64_t left = 0;
