@@ -66,15 +66,21 @@ struct cost_model {
     // snapshot's copy of the weights (+ optimizer state)
     double factor = (training ? 2.0 + state : 1.0) +
                     static_cast<double>(req.kept_snapshots) * (1.0 + state);
-    double per_sample = act_prefix[q] - act_prefix[p];
-    if (!training) {
-      // PipeEdge's model: each micro-batch held also needs its input and
-      // output buffers (the first stage's input is the request's)
-      per_sample += (p > 0 ? req.layers[p - 1].output_bytes : 0.0) +
-                    req.layers[q - 1].output_bytes;
+    auto mbs = static_cast<double>(req.micro_batch_size);
+    if (training) {
+      // what every micro-batch in flight keeps for its backward pass
+      return weights * factor + (act_prefix[q] - act_prefix[p]) * mbs * in_flight;
     }
-    return weights * factor +
-           per_sample * static_cast<double>(req.micro_batch_size) * in_flight;
+    // inference, PipeEdge's model: each micro-batch held needs its input and
+    // output buffers (the first stage's input is the request's), and the
+    // one being computed the working set of one layer at a time
+    double buffers = (p > 0 ? req.layers[p - 1].output_bytes : 0.0) +
+                     req.layers[q - 1].output_bytes;
+    double working = 0;
+    for (size_t l = p; l < q; ++l) {
+      working = std::max(working, req.layers[l].activation_bytes);
+    }
+    return weights * factor + (buffers * in_flight + working) * mbs;
   }
 
   bool fits(size_t device, size_t p, size_t q, int in_flight) const {

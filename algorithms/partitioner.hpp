@@ -7,7 +7,8 @@
 // bottleneck subject to memory: a stage must hold its weights (training:
 // plus gradients, optimizer state and the snapshots it keeps for recovery)
 // and the activations of the micro-batches in flight (1F1B: S-s for stage s
-// of S; GPipe: M; inference: the job's bound on micro-batches in flight). A slow device may be left out.
+// of S; GPipe: M; inference: the buffers of the job's bound on micro-batches
+// in flight, and one layer's working set). A slow device may be left out.
 //
 // Dynamic programming over suffixes, as in EdgePipe (Hu et al. 2021) and
 // FTPipeHD (Chen et al. 2021): best(j, p, k) is the smallest bottleneck for
@@ -93,7 +94,8 @@ struct plan_request {
   /// Training: also consider data-parallel plans.
   bool allow_data_parallel = true;
   /// Inference: micro-batches a stage may hold at once (its inputs waiting
-  /// and the one it computes); each costs its activations, input and output.
+  /// and the one it computes); each costs its input and output buffers, and
+  /// the one computing the working set of its largest layer.
   int inference_in_flight = 1;
   /// Training: exactly this many pipeline stages (the user's `--stages N`);
   /// 0: whatever count is fastest. A count rules out data parallelism.

@@ -115,5 +115,6 @@ int hetero(const bench_args& args);
 int recovery(const bench_args& args);
 int failure_during_recovery(const bench_args& args);
 int replan_stability(const bench_args& args);
+int serve(const bench_args& args);
 
 } // namespace salamander::bench

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       {"replan_stability", replan_stability},
       {"recovery", recovery},
       {"failure_during_recovery", failure_during_recovery},
+      {"serve", serve},
   };
   if (argc < 2 || benches.count(argv[1]) == 0) {
     std::fprintf(stderr, "usage: salamander_bench NAME [--out PATH] [--quick]\nbenchmarks:");

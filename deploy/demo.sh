@@ -8,6 +8,8 @@
 # the replicas without a restart (the progress line shows it), then prints
 # throughput and test accuracy, checks the saved checkpoint and draws the
 # run's metrics (throughput and loss over time, the failure marked) to a PNG.
+# Then it serves that checkpoint over HTTP as a pipeline on three node
+# processes, under load, through another SIGKILL (deploy/serve-demo.sh).
 # Nodes and supervisor share a fresh cluster secret; a node without it would
 # be refused.
 set -euo pipefail
@@ -36,3 +38,5 @@ echo "== auditing and plotting the run"
 "$bin" plot "$out/metrics.jsonl" -o "$out/run.png"
 echo "demo: plot $out/run.png, metrics $out/metrics.jsonl, checkpoint $out/cnn.ckpt,"
 echo "      cluster file $out/cluster.toml, node logs in $out/logs"
+echo "== serving the checkpoint over HTTP through a node failure (deploy/serve-demo.sh)"
+"$root/deploy/serve-demo.sh" "$out/cnn.ckpt"

@@ -97,6 +97,7 @@ struct driver_state {
   int64_t done = 0;
   std::atomic<int64_t> rows_done{0};
   std::vector<torch::Tensor> outputs;
+  std::vector<std::pair<double, int64_t>> answers;
   std::string error;
   std::promise<void> finished;
   bool over = false;
@@ -122,6 +123,10 @@ void send_next(caf::event_based_actor* self, std::shared_ptr<driver_state> d,
             }
             d->outputs[static_cast<size_t>(i)] = std::move(y.tensor);
             d->rows_done += rows;
+            d->answers.emplace_back(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - d->first)
+                    .count(),
+                rows);
             if (++d->done == d->chunks) {
               d->over = true;
               d->last = std::chrono::steady_clock::now();
@@ -184,8 +189,24 @@ inference_result infer_all(service& s, const torch::Tensor& inputs,
   if (d->error.empty() && d->chunks > 0) {
     result.outputs = torch::cat(d->outputs, 0);
     result.seconds = std::chrono::duration<double>(d->last - d->first).count();
+    result.answers = d->answers;
   }
   return result;
+}
+
+double inference_result::steady_rate(double skip) const {
+  if (answers.size() < 2) {
+    return seconds > 0 && outputs.defined() ? static_cast<double>(outputs.size(0)) / seconds
+                                            : 0.0;
+  }
+  auto from = std::min(static_cast<size_t>(skip * static_cast<double>(answers.size())),
+                       answers.size() - 2);
+  int64_t rows = 0;
+  for (size_t i = from + 1; i < answers.size(); ++i) {
+    rows += answers[i].second;
+  }
+  double span = answers.back().first - answers[from].first;
+  return span > 0 ? static_cast<double>(rows) / span : 0.0;
 }
 
 } // namespace salamander::actors

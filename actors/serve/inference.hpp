@@ -52,7 +52,14 @@ struct inference_result {
   job_status status;
   torch::Tensor outputs; ///< one row per input row, in order
   double seconds = 0;    ///< first request sent -> last answer
-  std::string error;     ///< "" when every request was answered
+  /// When each answer came (seconds after the first request was sent), in
+  /// the order they came, with the rows it carried.
+  std::vector<std::pair<double, int64_t>> answers;
+  std::string error; ///< "" when every request was answered
+
+  /// Rows per second once the pipeline is full: over the answers after the
+  /// first `skip` of them (a fraction), to the last.
+  double steady_rate(double skip = 0.2) const;
 };
 
 struct inference_options {

@@ -440,7 +440,8 @@ void plan_next(self_ptr self, const std::string& reason) {
 
 void first_plan(self_ptr self) {
   auto& st = self->state;
-  if (st.cfg.auto_plan && st.cfg.balance.empty()) {
+  // one node leaves nothing to choose: it holds every layer
+  if (st.cfg.auto_plan && st.cfg.balance.empty() && live_nodes(st).size() > 1) {
     set_phase(self, "profiling");
     auto timeout = st.cfg.profile_timeout + 2 * tuning::link_probe_timeout;
     self->request(st.cluster, timeout, profile_atom_v, st.desc.spec.canonical(),

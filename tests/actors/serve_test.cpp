@@ -276,3 +276,42 @@ TEST_CASE("serving through two node failures in a row", "[actor][serve][process]
   CHECK(r.status.dead_nodes.size() == 2);
   CHECK(max_abs_diff(r.outputs, reference(*sc.weights, x, 4)) <= 1e-5);
 }
+
+TEST_CASE("ViT-Base, which fits no single device, served by four nodes of 128 MB each, "
+          "gives one process's outputs",
+          "[actor][serve][process][large]") {
+  torch::set_num_threads(1);
+  const std::string model = "vit:size=base,image=224,channels=3,classes=1000";
+  auto desc = models::describe(models::model_spec::parse(model));
+  REQUIRE(desc.total_params() > 80'000'000); // 86M parameters, 344 MB in fp32
+  std::vector<std::vector<std::string>> caps(4, {"--mem-mb", "128"});
+  actors::process_cluster procs(4, "b", caps);
+  process_system ps(std::chrono::milliseconds(10000)); // a ViT-Base forward takes seconds
+  auto nodes = actors::connect_nodes(*ps.sys, procs.nodes());
+  REQUIRE(static_cast<bool>(nodes));
+  auto sc = config(model);
+  sc.max_batch = 1;
+  sc.in_flight = 2;
+  sc.request_timeout = std::chrono::seconds(240);
+  SECTION("one node cannot hold it: refused with the sizes") {
+    std::vector<actors::remote_node> one{(*nodes)[0]};
+    actors::service svc(*ps.sys, sc, one);
+    CHECK_FALSE(svc.wait_serving(std::chrono::seconds(120)));
+    auto s = svc.status();
+    CHECK(s.phase == "failed");
+    INFO(s.error);
+    CHECK(s.error.find("node b1: layers 0..14 need") != std::string::npos);
+    CHECK(s.error.find("MB but this node has 134 MB (emulated cap)") != std::string::npos);
+  }
+  SECTION("four nodes hold it between them") {
+    sc.balance = {4, 3, 3, 4}; // embed+3 blocks, 3, 3, 3 blocks+head: ~90 MB each
+    actors::service svc(*ps.sys, sc, *nodes);
+    auto x = inputs_for(model, 2);
+    actors::inference_options o;
+    o.request_rows = 1;
+    auto r = actors::infer_all(svc, x, o);
+    REQUIRE(r.error.empty());
+    CHECK(r.status.stages.size() == 4);
+    CHECK(max_abs_diff(r.outputs, reference(*sc.weights, x, 1)) <= 1e-5);
+  }
+}

@@ -1,0 +1,425 @@
+// Serving (EdgePipe mode) on EMULATED devices: node processes on one host
+// with CPU quotas (cgroups; compute-time dilation where cgroups cannot be
+// written). Four parts, side by side in one run:
+//
+//   scaling        1, 2, 4, 8 devices of 0.125 core each serve a ViT
+//                  (tiny, 16 blocks, 32x32 images): throughput over one
+//                  device's. PipeEdge reached 0.74 of linear on 16 devices.
+//   heterogeneity  four devices at 10:4:2:1 (0.5, 0.2, 0.1, 0.05 core): the
+//                  planner's pipeline over an even split, and over the sum
+//                  of the four devices' rates, each measured alone.
+//   HTTP load      `salamander serve` (embedded, two local nodes, the ViT)
+//                  under `hey` (32 connections, one-row requests) with and
+//                  without dynamic batching: requests/s and p99.
+//   failure        three devices (0.25 core) under a steady open-loop rate;
+//                  one is killed (SIGKILL) mid-run: requests lost, and the
+//                  longest time without an answer.
+//
+// Every run first streams a warm-up, then measures: a rate is rows answered
+// per second once the pipeline is full (after the first fifth of the
+// answers, to the last), as PipeEdge reports steady-state throughput.
+#include "actors/node/node_process.hpp"
+#include "actors/node/system.hpp"
+#include "actors/serve/inference.hpp"
+#include "bench/benches.hpp"
+#include "bench/report.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <regex>
+
+namespace salamander::bench {
+
+namespace {
+
+const std::string vit = "vit:size=tiny,depth=16,image=32,patch=8,channels=3";
+
+struct measured {
+  double rate = 0; ///< rows per second
+  std::string plan;
+  std::string error;
+};
+
+std::vector<std::vector<std::string>> quotas(const std::vector<double>& shares) {
+  std::vector<std::vector<std::string>> out;
+  for (auto s : shares) {
+    out.push_back({"--cpu-share", fmt::format("{}", s)});
+  }
+  return out;
+}
+
+// Serves `inputs` on node processes with these CPU shares: a warm-up of
+// `warm` rows, then enough rows for about `seconds` at the warm-up's rate.
+measured serve_rate(caf::actor_system& sys, const std::vector<double>& shares,
+                    actors::serve_config sc, const torch::Tensor& inputs, int64_t warm,
+                    double seconds, const std::string& prefix) {
+  measured m;
+  actors::process_cluster procs(static_cast<int>(shares.size()), prefix, quotas(shares));
+  auto nodes = connected_nodes(sys, procs.nodes());
+  actors::service svc(sys, sc, nodes);
+  actors::inference_options o;
+  o.request_rows = sc.max_batch;
+  auto w = actors::infer_all(svc, inputs.narrow(0, 0, warm), o);
+  if (!w.error.empty()) {
+    m.error = w.error;
+    return m;
+  }
+  double warm_rate = static_cast<double>(warm) / std::max(w.seconds, 1e-6);
+  auto rows = static_cast<int64_t>(warm_rate * seconds);
+  rows = std::clamp<int64_t>(rows, 4 * sc.max_batch, inputs.size(0));
+  auto r = actors::infer_all(svc, inputs.narrow(0, 0, rows), o);
+  if (!r.error.empty()) {
+    m.error = r.error;
+    return m;
+  }
+  m.rate = r.steady_rate();
+  m.plan = r.status.plan;
+  svc.stop("benchmark");
+  std::fprintf(stderr, "  %-40s %8.2f rows/s  %s\n", prefix.c_str(), m.rate,
+               m.plan.c_str());
+  return m;
+}
+
+// ---- HTTP load with hey against `salamander serve`
+
+struct hey_result {
+  double rps = 0;
+  double p99_s = 0;
+  int64_t ok = 0;
+  int64_t other = 0;
+  std::string error;
+};
+
+std::string run_capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) {
+    return out;
+  }
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) {
+    out.append(buf, n);
+  }
+  ::pclose(p);
+  return out;
+}
+
+hey_result hey_against(const std::vector<std::string>& serve_args, const std::string& body,
+                       int connections, double seconds) {
+  hey_result h;
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    h.error = "pipe";
+    return h;
+  }
+  std::vector<std::string> args = {actors::salamander_bin(), "--log-level", "warn",
+                                   "serve", "--listen", "127.0.0.1:0", "--metrics", "none"};
+  args.insert(args.end(), serve_args.begin(), serve_args.end());
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) {
+      ::_exit(127);
+    }
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    std::vector<char*> argv;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  FILE* out = ::fdopen(fds[0], "r");
+  char line[256] = {0};
+  std::string url;
+  while (out && std::fgets(line, sizeof line, out)) {
+    std::string l(line);
+    if (l.rfind("listening: ", 0) == 0) {
+      url = l.substr(11);
+      url.erase(url.find_last_not_of("\n\r") + 1);
+      break;
+    }
+  }
+  auto stop = [&] {
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, nullptr, 0);
+    if (out) {
+      std::fclose(out);
+    }
+  };
+  if (url.empty()) {
+    h.error = "serve did not start";
+    stop();
+    return h;
+  }
+  // ready once the pipeline is up
+  for (int i = 0; i < 300; ++i) {
+    if (run_capture("curl -s -o /dev/null -w '%{http_code}' " + url + "/v2/health/ready") ==
+        "200") {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  auto file = fmt::format("/tmp/salamander-bench-body-{}.json", ::getpid());
+  std::ofstream(file) << body;
+  auto cmd = fmt::format("hey -z {}s -c {} -m POST -T application/json -D {} {}/v2/models/cnn/infer "
+                         "2>&1",
+                         seconds, connections, file, url);
+  // a short warm-up, then the measured run
+  run_capture(fmt::format("hey -z 1s -c {} -m POST -T application/json -D {} "
+                          "{}/v2/models/cnn/infer >/dev/null 2>&1",
+                          connections, file, url));
+  auto text = run_capture(cmd);
+  std::remove(file.c_str());
+  stop();
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex(R"(Requests/sec:\s+([0-9.]+))"))) {
+    h.rps = std::stod(m[1]);
+  }
+  if (std::regex_search(text, m, std::regex(R"(99% in ([0-9.]+) secs)"))) {
+    h.p99_s = std::stod(m[1]);
+  }
+  if (std::regex_search(text, m, std::regex(R"(\[200\]\s+([0-9]+) responses)"))) {
+    h.ok = std::stoll(m[1]);
+  }
+  std::regex other(R"(\[([0-9]+)\]\s+([0-9]+) responses)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), other);
+       it != std::sregex_iterator(); ++it) {
+    if ((*it)[1] != "200") {
+      h.other += std::stoll((*it)[2]);
+    }
+  }
+  if (h.rps == 0) {
+    h.error = "hey printed no rate: " + text.substr(0, 400);
+  }
+  return h;
+}
+
+// ---- a steady open-loop rate through a failure
+
+struct open_loop {
+  std::mutex mutex;
+  std::vector<double> answered_t;
+  int64_t sent = 0;
+  int64_t errors = 0;
+  bool done_sending = false;
+};
+
+} // namespace
+
+int serve(const bench_args& args) {
+  report rep("serve");
+  rep.detail("emulation", "EMULATED devices: node processes on one host with CPU quotas");
+  rep.detail("model", vit);
+  caf::actor_system_config cfg;
+  actors::system_options so;
+  so.connection_timeout = std::chrono::milliseconds(2500);
+  actors::configure(cfg, so);
+  caf::actor_system sys{cfg};
+  auto desc = models::describe(models::model_spec::parse(vit));
+  auto inputs = models::make_synthetic(3, 4096, desc.input, desc.classes).images;
+  double secs = args.quick ? 2.0 : 8.0;
+  actors::serve_config sc;
+  sc.model = desc.spec.canonical();
+  sc.max_batch = 8;
+  sc.request_timeout = std::chrono::seconds(120);
+  int bad = 0;
+  auto check = [&](const measured& m, const std::string& what) {
+    if (!m.error.empty()) {
+      std::fprintf(stderr, "%s failed: %s\n", what.c_str(), m.error.c_str());
+      ++bad;
+    }
+  };
+
+  // ---- scaling: equal small devices
+  std::fprintf(stderr, "scaling (devices of 0.125 core, planned):\n");
+  std::map<int, double> rate;
+  for (int k : {1, 2, 4, 8}) {
+    // four micro-batches in flight per device: a throttled device computes
+    // in slices, and its neighbours need inputs queued to ride that out
+    auto kc = sc;
+    kc.in_flight = 4 * k;
+    auto m = serve_rate(sys, std::vector<double>(static_cast<size_t>(k), 0.125), kc, inputs,
+                        16 * k, secs, fmt::format("scale{}-", k));
+    check(m, fmt::format("{} devices", k));
+    rate[k] = m.rate;
+    rep.detail(fmt::format("rate_{}dev", k), m.rate);
+    rep.detail(fmt::format("plan_{}dev", k), m.plan);
+  }
+
+  // ---- heterogeneity 10:4:2:1
+  std::fprintf(stderr, "heterogeneity 10:4:2:1 (0.5, 0.2, 0.1, 0.05 core):\n");
+  const std::vector<double> shares = {0.5, 0.2, 0.1, 0.05};
+  double ideal = 0;
+  auto hc = sc;
+  hc.in_flight = 16;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    auto m = serve_rate(sys, {shares[i]}, hc, inputs, 8, secs / 2,
+                        fmt::format("single{}-", i + 1));
+    check(m, "single device");
+    ideal += m.rate;
+    rep.detail(fmt::format("rate_single_{}", shares[i]), m.rate);
+  }
+  auto even_cfg = hc;
+  even_cfg.auto_plan = false;
+  auto even = serve_rate(sys, shares, even_cfg, inputs, 16, secs, "even-");
+  check(even, "even split");
+  auto planned = serve_rate(sys, shares, hc, inputs, 32, secs, "planned-");
+  check(planned, "planned");
+  rep.detail("rate_even", even.rate);
+  rep.detail("rate_planned", planned.rate);
+  rep.detail("rate_ideal_sum_of_singles", ideal);
+  rep.detail("plan_hetero", planned.plan);
+
+  // ---- HTTP load: dynamic batching against none
+  std::fprintf(stderr, "HTTP load (hey, 32 connections, one-row requests, the ViT on two "
+                       "local nodes):\n");
+  std::string ones;
+  for (int i = 0; i < 3 * 32 * 32; ++i) {
+    ones += i ? ",0.5" : "0.5";
+  }
+  auto body = "{\"inputs\":[{\"name\":\"input\",\"shape\":[1,3,32,32],\"datatype\":\"FP32\","
+              "\"data\":[" +
+              ones + "]}]}";
+  double http_s = args.quick ? 2 : 8;
+  auto batched = hey_against({"--stages", "2", "--model", vit, "--name", "cnn", "--max-batch",
+                              "16", "--batch-delay-ms", "5"},
+                             body, 32, http_s);
+  auto single = hey_against({"--stages", "2", "--model", vit, "--name", "cnn", "--no-batching"},
+                            body, 32, http_s);
+  for (auto* h : {&batched, &single}) {
+    if (!h->error.empty()) {
+      std::fprintf(stderr, "hey failed: %s\n", h->error.c_str());
+      ++bad;
+    }
+  }
+  std::fprintf(stderr, "  batching     %8.1f req/s  p99 %.1f ms  (%lld ok, %lld other)\n",
+               batched.rps, 1e3 * batched.p99_s, static_cast<long long>(batched.ok),
+               static_cast<long long>(batched.other));
+  std::fprintf(stderr, "  no batching  %8.1f req/s  p99 %.1f ms  (%lld ok, %lld other)\n",
+               single.rps, 1e3 * single.p99_s, static_cast<long long>(single.ok),
+               static_cast<long long>(single.other));
+  rep.detail("http_rps_batching", batched.rps);
+  rep.detail("http_p99_s_batching", batched.p99_s);
+  rep.detail("http_rps_no_batching", single.rps);
+  rep.detail("http_p99_s_no_batching", single.p99_s);
+  rep.detail("http_non_200", static_cast<double>(batched.other + single.other));
+
+  // ---- a kill -9 at a steady request rate
+  std::fprintf(stderr, "failure (three devices of 0.25 core, 10 requests/s of 2 rows, "
+                       "one killed):\n");
+  double lost = -1, gap = -1, recovery_s = -1;
+  {
+    actors::process_cluster procs(3, "fail-", quotas({0.25, 0.25, 0.25}));
+    auto nodes = connected_nodes(sys, procs.nodes());
+    auto fc = sc;
+    fc.auto_plan = false; // three stages, one per device
+    fc.max_batch = 2;
+    actors::service svc(sys, fc, nodes);
+    if (!svc.wait_serving(std::chrono::seconds(60))) {
+      std::fprintf(stderr, "failure run did not start: %s\n", svc.status().error.c_str());
+      ++bad;
+    } else {
+      auto state = std::make_shared<open_loop>();
+      auto job = svc.job();
+      auto x = inputs.narrow(0, 0, 2);
+      auto t0 = std::chrono::steady_clock::now();
+      double run_s = args.quick ? 6 : 12, kill_at = run_s / 3;
+      auto period = std::chrono::milliseconds(100);
+      auto now_s = [t0] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      };
+      sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
+        self->send(self, tick_atom_v);
+        return {[=](tick_atom) {
+          if (now_s() >= run_s) {
+            std::lock_guard<std::mutex> lock(state->mutex);
+            state->done_sending = true;
+            return;
+          }
+          {
+            std::lock_guard<std::mutex> lock(state->mutex);
+            state->sent++;
+          }
+          self->request(job, std::chrono::seconds(60), infer_atom_v, tensor_payload{x})
+              .then(
+                  [=](tensor_payload&) {
+                    std::lock_guard<std::mutex> lock(state->mutex);
+                    state->answered_t.push_back(now_s());
+                  },
+                  [=](caf::error&) {
+                    std::lock_guard<std::mutex> lock(state->mutex);
+                    state->errors++;
+                  });
+          self->delayed_send(self, period, tick_atom_v);
+        }};
+      });
+      std::this_thread::sleep_for(std::chrono::duration<double>(kill_at));
+      procs[1].signal(SIGKILL);
+      double killed_t = now_s();
+      for (int i = 0; i < 1200; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        std::lock_guard<std::mutex> lock(state->mutex);
+        if (state->done_sending &&
+            static_cast<int64_t>(state->answered_t.size()) + state->errors >= state->sent) {
+          break;
+        }
+      }
+      std::lock_guard<std::mutex> lock(state->mutex);
+      auto t = state->answered_t;
+      std::sort(t.begin(), t.end());
+      gap = 0;
+      double prev = killed_t;
+      for (auto a : t) {
+        if (a > killed_t) {
+          gap = std::max(gap, a - prev);
+          prev = a;
+        } else {
+          prev = std::max(prev, a);
+        }
+      }
+      lost = static_cast<double>(state->sent - static_cast<int64_t>(t.size()));
+      auto st = svc.status();
+      recovery_s = st.last_recovery_s;
+      std::fprintf(stderr, "  sent %lld, answered %zu, errors %lld, recoveries %lld, "
+                           "resent %lld, duplicates dropped %lld; %s\n",
+                   static_cast<long long>(state->sent), t.size(),
+                   static_cast<long long>(state->errors),
+                   static_cast<long long>(st.recoveries), static_cast<long long>(st.resent),
+                   static_cast<long long>(st.duplicates), st.plan.c_str());
+      rep.detail("failure_sent", static_cast<double>(state->sent));
+      rep.detail("failure_recoveries", static_cast<double>(st.recoveries));
+      rep.detail("failure_resent", static_cast<double>(st.resent));
+      rep.detail("failure_recovery_s", recovery_s);
+      svc.stop("benchmark");
+    }
+  }
+
+  auto r1 = std::max(rate[1], 1e-9);
+  rep.detail("linear_fraction_8dev", rate[8] / r1 / 8);
+  rep.headline("infer_speedup_2dev", rate[2] / r1);
+  rep.headline("infer_speedup_4dev", rate[4] / r1);
+  rep.headline("infer_speedup_8dev", rate[8] / r1);
+  rep.headline("infer_plan_over_even", planned.rate / std::max(even.rate, 1e-9));
+  rep.headline("infer_plan_over_ideal", planned.rate / std::max(ideal, 1e-9));
+  rep.headline("serve_rps_batching", batched.rps);
+  rep.headline("serve_p99_ms_batching", 1e3 * batched.p99_s);
+  rep.headline("serve_rps_no_batching", single.rps);
+  rep.headline("serve_p99_ms_no_batching", 1e3 * single.p99_s);
+  rep.headline("serve_batching_gain", batched.rps / std::max(single.rps, 1e-9));
+  rep.headline("requests_lost_on_failure", lost);
+  rep.headline("serve_failure_gap_s", gap);
+  rep.finish(args.out);
+  return bad == 0 ? 0 : 1;
+}
+
+} // namespace salamander::bench
