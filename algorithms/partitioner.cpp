@@ -71,15 +71,22 @@ struct cost_model {
       // what every micro-batch in flight keeps for its backward pass
       return weights * factor + (act_prefix[q] - act_prefix[p]) * mbs * in_flight;
     }
-    // inference, PipeEdge's model: each micro-batch held needs its input and
-    // output buffers (the first stage's input is the request's), and the
-    // one being computed the working set of one layer at a time
-    double buffers = (p > 0 ? req.layers[p - 1].output_bytes : 0.0) +
-                     req.layers[q - 1].output_bytes;
+    // inference, PipeEdge's model: each micro-batch held needs an input and
+    // an output buffer (the first stage's input is the request's), and the
+    // one being computed the working set of one layer at a time. Both
+    // buffers are taken at the largest tensor that crosses into, within or
+    // out of the range: that bounds the intermediate ones, and keeps a
+    // range's memory at least that of any range inside it, as the search
+    // needs.
+    double largest = 0;
     double working = 0;
+    for (size_t l = p > 0 ? p - 1 : 0; l < q; ++l) {
+      largest = std::max(largest, req.layers[l].output_bytes);
+    }
     for (size_t l = p; l < q; ++l) {
       working = std::max(working, req.layers[l].activation_bytes);
     }
+    double buffers = 2 * largest;
     return weights * factor + (buffers * in_flight + working) * mbs;
   }
 

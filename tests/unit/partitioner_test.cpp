@@ -228,6 +228,11 @@ TEST_CASE("the planner is optimal against brute force on random small instances"
         p.backward_s.push_back(2 * speed * (0.5 + g.unit()));
       }
       p.memory_bytes = 20 + 150 * g.unit();
+      if (req.mode == plan_mode::inference) {
+        // inference also holds input and output buffers (up to 2 x 100 bytes
+        // a sample): room for them, so that memory still decides some
+        p.memory_bytes += 200 * static_cast<double>(req.micro_batch_size);
+      }
       p.link_bytes_per_s = 10 + 1000 * g.unit();
       p.link_latency_s = 0.1 * g.unit();
       req.devices.push_back(p);
