@@ -280,7 +280,68 @@ def main():
               "run); fast keeps the survivors' newer weights and brings the lost layers back from "
               "their replica (nothing replayed, not exact).\n")
 
+    sv = load("serve")
+    p("## Serving (EdgePipe mode)\n")
+    p(serve_intro())
+    if sv:
+        p(serve_tables(sv))
+
     print("\n".join(out))
+
+
+def serve_intro():
+    return ("`bench/run.sh serve` — forward-only pipelines on **EMULATED** devices (node "
+            "processes on one host with cgroup CPU quotas, loopback links), serving "
+            f"`vit:size=tiny,depth=16,image=32,patch=8,channels=3` (16 blocks, 7.2M "
+            "parameters, 247 MFLOP a sample) in micro-batches of 8. Rates are rows per "
+            "second once the pipeline is full (the answers after the first fifth), as "
+            "PipeEdge reports steady state; every configuration is measured the same way "
+            "in the same run.\n")
+
+
+def serve_tables(sv):
+    lines = []
+    p = lines.append
+    r1 = sv.get("rate_1dev") or 0
+    p("| devices (0.125 core each) | rows/s | speedup | of linear | plan |")
+    p("|---|---|---|---|---|")
+    for k in [1, 2, 4, 8]:
+        r = sv.get(f"rate_{k}dev")
+        sp = r / r1 if r and r1 else None
+        p(f"| {k} | {f(r, 1)} | **{f(sp)}** | {f(sp / k if sp else None)} | "
+          f"`{sv.get(f'plan_{k}dev', '')}` |")
+    p("")
+    p("Goal: 0.85 of linear at 4 and 8 devices (`infer_speedup_4dev` >= 3.4, "
+      "`infer_speedup_8dev` >= 6.8); PipeEdge reached 0.74 of linear on 16.\n")
+    p("| 10:4:2:1 (0.5, 0.2, 0.1, 0.05 core) | rows/s |")
+    p("|---|---|")
+    for sh in ["0.5", "0.2", "0.1", "0.05"]:
+        p(f"| {sh} core alone | {f(sv.get('rate_single_' + sh), 1)} |")
+    p(f"| sum of the four alone (ideal) | {f(sv.get('rate_ideal_sum_of_singles'), 1)} |")
+    p(f"| even split over the four | {f(sv.get('rate_even'), 1)} |")
+    p(f"| planned (`{sv.get('plan_hetero', '')}`) | {f(sv.get('rate_planned'), 1)} |")
+    p("")
+    p(f"`infer_plan_over_even` **{f(sv.get('infer_plan_over_even'))}** (goal >= 3), "
+      f"`infer_plan_over_ideal` **{f(sv.get('infer_plan_over_ideal'))}** (goal >= 0.8).\n")
+    p("HTTP: `salamander serve` embedded on two local nodes (the same ViT, full cores), "
+      "`hey -z 8s -c 32`, one-row requests (3x32x32 FP32 as JSON):\n")
+    p("| | requests/s | p99 (ms) |")
+    p("|---|---|---|")
+    p(f"| dynamic batching (max batch 16, max delay 5 ms) | {f(sv.get('serve_rps_batching'), 1)} | "
+      f"{f(sv.get('serve_p99_ms_batching'), 1)} |")
+    p(f"| no batching | {f(sv.get('serve_rps_no_batching'), 1)} | "
+      f"{f(sv.get('serve_p99_ms_no_batching'), 1)} |")
+    p("")
+    p(f"`serve_batching_gain` **{f(sv.get('serve_batching_gain'))}**; responses other "
+      f"than 200: {f(sv.get('http_non_200'), 0)}.\n")
+    p(f"Failure: three devices of 0.25 core, one request of 2 rows every 100 ms (open "
+      f"loop), node 2 killed (SIGKILL) a third of the way in: "
+      f"{f(sv.get('failure_sent'), 0)} requests sent, `requests_lost_on_failure` "
+      f"**{f(sv.get('requests_lost_on_failure'), 0)}** (goal 0), `serve_failure_gap_s` "
+      f"**{f(sv.get('serve_failure_gap_s'), 3)}** (longest time without an answer after "
+      f"the kill; goal <= 1 s); the job re-planned in {f(sv.get('failure_recovery_s'), 3)} s "
+      f"and sent {f(sv.get('failure_resent'), 0)} micro-batch(es) again.\n")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -69,8 +69,13 @@ measured serve_rate(caf::actor_system& sys, const std::vector<double>& shares,
     return m;
   }
   double warm_rate = static_cast<double>(warm) / std::max(w.seconds, 1e-6);
-  auto rows = static_cast<int64_t>(warm_rate * seconds);
-  rows = std::clamp<int64_t>(rows, 4 * sc.max_batch, inputs.size(0));
+  // at least eight windows' worth of micro-batches: the steady state must
+  // outlast the fill and the drain
+  auto window = sc.in_flight > 0 ? sc.in_flight : static_cast<int>(2 * shares.size());
+  int64_t windows = shares.size() > 1 ? 8 : 4; // one device has no fill to outlast
+  auto rows = std::max(static_cast<int64_t>(warm_rate * seconds),
+                       windows * static_cast<int64_t>(window) * sc.max_batch);
+  rows = std::min<int64_t>(rows, inputs.size(0));
   auto r = actors::infer_all(svc, inputs.narrow(0, 0, rows), o);
   if (!r.error.empty()) {
     m.error = r.error;
@@ -244,12 +249,12 @@ int serve(const bench_args& args) {
   std::fprintf(stderr, "scaling (devices of 0.125 core, planned):\n");
   std::map<int, double> rate;
   for (int k : {1, 2, 4, 8}) {
-    // four micro-batches in flight per device: a throttled device computes
+    // three micro-batches in flight per device: a throttled device computes
     // in slices, and its neighbours need inputs queued to ride that out
     auto kc = sc;
-    kc.in_flight = 4 * k;
+    kc.in_flight = 3 * k;
     auto m = serve_rate(sys, std::vector<double>(static_cast<size_t>(k), 0.125), kc, inputs,
-                        16 * k, secs, fmt::format("scale{}-", k));
+                        2 * kc.in_flight * sc.max_batch, secs, fmt::format("scale{}-", k));
     check(m, fmt::format("{} devices", k));
     rate[k] = m.rate;
     rep.detail(fmt::format("rate_{}dev", k), m.rate);
@@ -261,9 +266,11 @@ int serve(const bench_args& args) {
   const std::vector<double> shares = {0.5, 0.2, 0.1, 0.05};
   double ideal = 0;
   auto hc = sc;
-  hc.in_flight = 16;
+  hc.in_flight = 8;
+  auto one = sc;
+  one.in_flight = 3;
   for (size_t i = 0; i < shares.size(); ++i) {
-    auto m = serve_rate(sys, {shares[i]}, hc, inputs, 8, secs / 2,
+    auto m = serve_rate(sys, {shares[i]}, one, inputs, 16, secs / 2,
                         fmt::format("single{}-", i + 1));
     check(m, "single device");
     ideal += m.rate;
@@ -271,9 +278,9 @@ int serve(const bench_args& args) {
   }
   auto even_cfg = hc;
   even_cfg.auto_plan = false;
-  auto even = serve_rate(sys, shares, even_cfg, inputs, 16, secs, "even-");
+  auto even = serve_rate(sys, shares, even_cfg, inputs, 96, secs, "even-");
   check(even, "even split");
-  auto planned = serve_rate(sys, shares, hc, inputs, 32, secs, "planned-");
+  auto planned = serve_rate(sys, shares, hc, inputs, 192, secs, "planned-");
   check(planned, "planned");
   rep.detail("rate_even", even.rate);
   rep.detail("rate_planned", planned.rate);
@@ -338,7 +345,7 @@ int serve(const bench_args& args) {
       auto now_s = [t0] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       };
-      sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
+      auto sender = sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
         self->send(self, tick_atom_v);
         return {[=](tick_atom) {
           if (now_s() >= run_s) {
@@ -374,6 +381,7 @@ int serve(const bench_args& args) {
           break;
         }
       }
+      caf::anon_send_exit(sender, caf::exit_reason::user_shutdown);
       std::lock_guard<std::mutex> lock(state->mutex);
       auto t = state->answered_t;
       std::sort(t.begin(), t.end());

@@ -39,7 +39,7 @@ got=$("$bin" infer --load c.ckpt --dataset synthetic --stages 3 --plan even --me
 # the HTTP endpoint; a long batching delay and a queue of 2 make a full queue certain
 "$bin" serve --load c.ckpt --stages 2 --listen 127.0.0.1:0 --max-batch 64 \
   --batch-delay-ms 3000 --max-queue 2 --max-body-mb 0.05 --metrics serve.jsonl \
-  >serve.out 2>serve.err &
+  --supervisor-listen 127.0.0.1:0 >serve.out 2>serve.err &
 server=$!
 for _ in $(seq 1 300); do
   grep -q "^listening: " serve.out 2>/dev/null && break
@@ -104,6 +104,20 @@ done
 grep -qi '^retry-after: 1' headers || fail "503 without Retry-After: $(cat headers)"
 grep -q "queue is full" body || fail "503 body: $(cat body)"
 wait "$c1" "$c2"
+
+# the console on a serving job: requests and latency instead of batches and loss
+sup=$(sed -n 's/.*supervisor listening on \(127\.0\.0\.1:[0-9]*\).*/\1/p' serve.err | head -1)
+[ -n "$sup" ] || fail "no supervisor address in the log"
+console=$("$bin" console "$sup" --exec "status; plan; metrics" 2>&1) || fail "console: $console"
+grep -q '^\[serving\] 3 requests' <<<"$console" || fail "console status: $console"
+grep -q "busy" <<<"$console" || fail "console plan: $console"
+grep -q "latency        p50" <<<"$console" || fail "console metrics: $console"
+# the same port twice: a clear error, not a crash
+port=${url##*:}
+if out=$(timeout 60 "$bin" serve --stages 1 --listen "127.0.0.1:$port" --metrics none 2>&1); then
+  fail "a second server on port $port started"
+fi
+grep -q "cannot listen on 127.0.0.1:$port" <<<"$out" || fail "port in use: $out"
 
 metrics=$(curl -sf "$url/metrics")
 for m in 'salamander_requests_total{model="cnn"} 3' 'code="400"} 4' 'code="404"} 1' \
