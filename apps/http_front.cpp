@@ -367,6 +367,12 @@ http_front::http_front(const actors::service& svc, const models::model_desc& des
   auto threads = static_cast<size_t>(std::max(1, impl_->opts.threads));
   impl_->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl_->server.set_payload_max_length(impl_->opts.max_body_bytes);
+  // httplib's default also sets SO_REUSEPORT, which lets a second server
+  // bind the same port and take half the connections: only SO_REUSEADDR
+  impl_->server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   impl_->routes();
 }
 
