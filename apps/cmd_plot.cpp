@@ -287,6 +287,35 @@ std::pair<std::string, std::string> event_marks(const run_log& r,
   return {arrows, key};
 }
 
+// "salamander: cnn on 4 nodes" (`kind` after "salamander"), or how the
+// run did not end.
+std::string title_start(const run_log& r, const std::string& kind) {
+  std::string title = "salamander" + kind;
+  if (r.start) {
+    auto nodes = r.start->j.find("nodes");
+    title += fmt::format(": {} on {} nodes", field(r, *r.start, "model", std::string("?")),
+                         nodes != r.start->j.end() && nodes->is_array() ? nodes->size() : 0);
+  }
+  if (!r.end) {
+    title += ", NOT ENDED (no end line: still running, or its supervisor died)";
+  }
+  return title;
+}
+
+// The terminal, the data and two plots one above the other, with room right
+// of the end marker.
+std::string script_start(const plot_cli& cli, const std::string& data,
+                         const std::string& title) {
+  std::string gp;
+  gp += "set terminal pngcairo size 1200,800 font 'sans,10'\n";
+  gp += "set output " + quote(cli.output) + "\n";
+  gp += data;
+  gp += "set multiplot layout 2,1 title " + quote(title) + "\n";
+  gp +=
+      "set grid\nset key below\nset xlabel 'time (s)'\nset offsets 0, graph 0.03, 0, 0\n";
+  return gp;
+}
+
 // The whole gnuplot script, data inline (a datablock), so that --script
 // gives a file that draws the same plot again.
 std::string gnuplot_script(const run_log& r, const plot_cli& cli,
@@ -318,32 +347,17 @@ std::string gnuplot_script(const run_log& r, const plot_cli& cli,
   }
   std::string title = cli.title;
   if (title.empty()) {
-    title = "salamander";
-    if (r.start) {
-      auto nodes = r.start->j.find("nodes");
-      title +=
-          fmt::format(": {} on {} nodes", field(r, *r.start, "model", std::string("?")),
-                      nodes != r.start->j.end() && nodes->is_array() ? nodes->size() : 0);
-    }
-    if (!r.end) {
-      title += ", NOT ENDED (no end line: still running, or its supervisor died)";
-    } else if (phase == "failed") {
+    title = title_start(r, "");
+    if (r.end && phase == "failed") {
       title += fmt::format(", FAILED at {:.1f} s: {}", end_t, shorten(error, 70));
-    } else if (auto acc = field(r, *r.end, "accuracy", -1.0); acc >= 0) {
+    } else if (auto acc = r.end ? field(r, *r.end, "accuracy", -1.0) : -1.0; acc >= 0) {
       title += fmt::format(", test accuracy {:.2f}%", 100 * acc);
     }
   }
 
   auto [arrows, key] = event_marks(r, counts);
 
-  std::string gp;
-  gp += "set terminal pngcairo size 1200,800 font 'sans,10'\n";
-  gp += "set output " + quote(cli.output) + "\n";
-  gp += data;
-  gp += "set multiplot layout 2,1 title " + quote(title) + "\n";
-  // room right of the end marker
-  gp +=
-      "set grid\nset key below\nset xlabel 'time (s)'\nset offsets 0, graph 0.03, 0, 0\n";
+  auto gp = script_start(cli, data, title);
   gp += "set ylabel 'samples/s'\nset yrange [0:*]\n";
   gp += arrows;
   gp += "plot $batches using 1:($2 > 0 ? $2 : 1/0) with lines lw 2 lc rgb '#1f77b4' "
@@ -384,16 +398,8 @@ std::string serve_script(const run_log& r, const plot_cli& cli,
   }
   std::string title = cli.title;
   if (title.empty()) {
-    title = "salamander serve";
-    if (r.start) {
-      auto nodes = r.start->j.find("nodes");
-      title +=
-          fmt::format(": {} on {} nodes", field(r, *r.start, "model", std::string("?")),
-                      nodes != r.start->j.end() && nodes->is_array() ? nodes->size() : 0);
-    }
-    if (!r.end) {
-      title += ", NOT ENDED (no end line: still running, or its supervisor died)";
-    } else {
+    title = title_start(r, " serve");
+    if (r.end) {
       title += fmt::format(", {} requests answered, {} failed, {} refused",
                            field(r, *r.end, "requests", int64_t{0}),
                            field(r, *r.end, "failed", int64_t{0}),
@@ -401,13 +407,7 @@ std::string serve_script(const run_log& r, const plot_cli& cli,
     }
   }
   auto [arrows, key] = event_marks(r, counts);
-  std::string gp;
-  gp += "set terminal pngcairo size 1200,800 font 'sans,10'\n";
-  gp += "set output " + quote(cli.output) + "\n";
-  gp += data;
-  gp += "set multiplot layout 2,1 title " + quote(title) + "\n";
-  gp +=
-      "set grid\nset key below\nset xlabel 'time (s)'\nset offsets 0, graph 0.03, 0, 0\n";
+  auto gp = script_start(cli, data, title);
   gp += "set ylabel 'requests/s'\nset yrange [0:*]\n";
   gp += arrows;
   gp += "plot $serve using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'answered "

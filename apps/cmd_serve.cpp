@@ -139,8 +139,9 @@ void log_status(const job_status& s, std::string& shown_plan, int64_t& shown_rec
   if (s.recoveries != shown_recoveries) {
     shown_recoveries = s.recoveries;
     log->warn("FAILURE: {}", s.error);
-    log->info("RECOVERED in {:.3f} s: serving on {}; {} micro-batch(es) sent again so far",
-              s.last_recovery_s, s.plan, s.resent);
+    log->info(
+        "RECOVERED in {:.3f} s: serving on {}; {} micro-batch(es) sent again so far",
+        s.last_recovery_s, s.plan, s.resent);
   }
 }
 
@@ -203,9 +204,10 @@ int run_infer(const serve_cli& cli) {
   auto predicted = r.outputs.argmax(1);
   auto correct = predicted.eq(data.labels).sum().item<int64_t>();
   double accuracy = static_cast<double>(correct) / static_cast<double>(data.size());
-  log->info("{} examples in {:.2f} s: {:.1f} examples/s on {}; accuracy {:.2f}% ({} / {})",
-            data.size(), r.seconds, rate, r.status.plan, 100.0 * accuracy, correct,
-            data.size());
+  log->info(
+      "{} examples in {:.2f} s: {:.1f} examples/s on {}; accuracy {:.2f}% ({} / {})",
+      data.size(), r.seconds, rate, r.status.plan, 100.0 * accuracy, correct,
+      data.size());
   if (!r.status.metrics_path.empty()) {
     std::printf("metrics: %s\n", r.status.metrics_path.c_str());
   }

@@ -150,8 +150,9 @@ struct http_front::impl {
     std::vector<int64_t> shape;
     for (auto& d : in["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 1) {
-        return bad("input shape " + in["shape"].dump() + " is not a list of positive "
-                                                            "whole numbers");
+        return bad("input shape " + in["shape"].dump() +
+                   " is not a list of positive "
+                   "whole numbers");
       }
       shape.push_back(d.get<int64_t>());
     }
@@ -172,9 +173,8 @@ struct http_front::impl {
       want *= d;
     }
     if (static_cast<int64_t>(data.size()) != want) {
-      return bad("input data has " + std::to_string(data.size()) +
-                 " values, the shape " + shape_text(shape) + " needs " +
-                 std::to_string(want));
+      return bad("input data has " + std::to_string(data.size()) + " values, the shape " +
+                 shape_text(shape) + " needs " + std::to_string(want));
     }
     auto x = torch::from_blob(data.data(), shape, torch::kFloat32).clone();
     auto y = svc.infer(x);
@@ -206,11 +206,10 @@ struct http_front::impl {
     std::vector<float> values(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
     json answer{{"model_name", opts.model_name},
                 {"model_version", "1"},
-                {"outputs",
-                 json::array({json{{"name", "output"},
-                                   {"datatype", "FP32"},
-                                   {"shape", out.sizes().vec()},
-                                   {"data", values}}})}};
+                {"outputs", json::array({json{{"name", "output"},
+                                              {"datatype", "FP32"},
+                                              {"shape", out.sizes().vec()},
+                                              {"data", values}}})}};
     if (body.contains("id")) {
       answer["id"] = body["id"];
     }
@@ -224,16 +223,18 @@ struct http_front::impl {
     auto m = opts.model_name;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      out += "# HELP salamander_requests_total Inference requests answered with outputs.\n"
-             "# TYPE salamander_requests_total counter\n";
+      out +=
+          "# HELP salamander_requests_total Inference requests answered with outputs.\n"
+          "# TYPE salamander_requests_total counter\n";
       out += fmt::format("salamander_requests_total{{model=\"{}\"}} {}\n", m, answered);
       out += "# HELP salamander_request_failures_total Inference requests answered with "
              "an error, by HTTP status.\n"
              "# TYPE salamander_request_failures_total counter\n";
       for (int code : {400, 404, 413, 500, 503, 504}) {
         auto it = errors.find(code);
-        out += fmt::format("salamander_request_failures_total{{model=\"{}\",code=\"{}\"}} {}\n",
-                           m, code, it == errors.end() ? 0 : it->second);
+        out += fmt::format(
+            "salamander_request_failures_total{{model=\"{}\",code=\"{}\"}} {}\n", m, code,
+            it == errors.end() ? 0 : it->second);
       }
       out += "# HELP salamander_request_latency_seconds Time from the request's arrival "
              "to its answer (successful requests).\n"
@@ -248,11 +249,12 @@ struct http_front::impl {
           latency_count);
       out += fmt::format("salamander_request_latency_seconds_sum{{model=\"{}\"}} {}\n", m,
                          latency_sum);
-      out += fmt::format("salamander_request_latency_seconds_count{{model=\"{}\"}} {}\n", m,
-                         latency_count);
+      out += fmt::format("salamander_request_latency_seconds_count{{model=\"{}\"}} {}\n",
+                         m, latency_count);
     }
-    out += "# HELP salamander_queue_depth Requests waiting to be put into a micro-batch.\n"
-           "# TYPE salamander_queue_depth gauge\n";
+    out +=
+        "# HELP salamander_queue_depth Requests waiting to be put into a micro-batch.\n"
+        "# TYPE salamander_queue_depth gauge\n";
     out += fmt::format("salamander_queue_depth{{model=\"{}\"}} {}\n", m, s.queue_depth);
     out += "# HELP salamander_in_flight Micro-batches in the pipeline.\n"
            "# TYPE salamander_in_flight gauge\n";
@@ -265,56 +267,58 @@ struct http_front::impl {
            "current plan.\n"
            "# TYPE salamander_stage_busy_seconds_total counter\n";
     for (auto& r : s.stages) {
-      out += fmt::format(
-          "salamander_stage_busy_seconds_total{{model=\"{}\",stage=\"{}\",node=\"{}\"}} {}\n",
-          m, r.index, r.node, r.measured_s);
+      out += fmt::format("salamander_stage_busy_seconds_total{{model=\"{}\",stage=\"{}\","
+                         "node=\"{}\"}} {}\n",
+                         m, r.index, r.node, r.measured_s);
     }
     out += "# HELP salamander_recoveries_total Failures served through (re-planned over "
            "the survivors).\n"
            "# TYPE salamander_recoveries_total counter\n";
-    out += fmt::format("salamander_recoveries_total{{model=\"{}\"}} {}\n", m, s.recoveries);
-    out += "# HELP salamander_replans_total Plans replaced while serving (joins, console).\n"
-           "# TYPE salamander_replans_total counter\n";
+    out +=
+        fmt::format("salamander_recoveries_total{{model=\"{}\"}} {}\n", m, s.recoveries);
+    out +=
+        "# HELP salamander_replans_total Plans replaced while serving (joins, console).\n"
+        "# TYPE salamander_replans_total counter\n";
     out += fmt::format("salamander_replans_total{{model=\"{}\"}} {}\n", m, s.replans);
     out += "# HELP salamander_resent_total Micro-batches sent again after a failure.\n"
            "# TYPE salamander_resent_total counter\n";
     out += fmt::format("salamander_resent_total{{model=\"{}\"}} {}\n", m, s.resent);
-    out += "# HELP salamander_rejected_total Requests refused because the queue was full.\n"
-           "# TYPE salamander_rejected_total counter\n";
+    out +=
+        "# HELP salamander_rejected_total Requests refused because the queue was full.\n"
+        "# TYPE salamander_rejected_total counter\n";
     out += fmt::format("salamander_rejected_total{{model=\"{}\"}} {}\n", m, s.rejected);
     return out;
   }
 
   void routes() {
-    server.Get("/v2/health/live",
-               [](const httplib::Request&, httplib::Response& res) {
-                 reply(res, 200, json{{"live", true}});
-               });
-    server.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
-      auto s = svc.status();
-      reply(res, s.phase == "serving" ? 200 : 503,
-            json{{"ready", s.phase == "serving"}, {"phase", s.phase}});
+    server.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
+      reply(res, 200, json{{"live", true}});
     });
+    server.Get("/v2/health/ready",
+               [this](const httplib::Request&, httplib::Response& res) {
+                 auto s = svc.status();
+                 reply(res, s.phase == "serving" ? 200 : 503,
+                       json{{"ready", s.phase == "serving"}, {"phase", s.phase}});
+               });
     server.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
       reply(res, 200,
             json{{"name", "salamander"},
                  {"version", SALAMANDER_VERSION},
                  {"extensions", json::array()}});
     });
-    server.Get(R"(/v2/models/([^/]+))",
-               [this](const httplib::Request& req, httplib::Response& res) {
-                 if (!known(req, res)) {
-                   return;
-                 }
-                 reply(res, 200,
-                       json{{"name", opts.model_name},
-                            {"versions", json::array({"1"})},
-                            {"platform", "salamander"},
-                            {"spec", desc.spec.canonical()},
-                            {"inputs", json::array({tensor_meta("input", input_shape)})},
-                            {"outputs",
-                             json::array({tensor_meta("output", output_shape)})}});
-               });
+    server.Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req,
+                                               httplib::Response& res) {
+      if (!known(req, res)) {
+        return;
+      }
+      reply(res, 200,
+            json{{"name", opts.model_name},
+                 {"versions", json::array({"1"})},
+                 {"platform", "salamander"},
+                 {"spec", desc.spec.canonical()},
+                 {"inputs", json::array({tensor_meta("input", input_shape)})},
+                 {"outputs", json::array({tensor_meta("output", output_shape)})}});
+    });
     server.Get(R"(/v2/models/([^/]+)/ready)",
                [this](const httplib::Request& req, httplib::Response& res) {
                  if (!known(req, res)) {
@@ -324,10 +328,9 @@ struct http_front::impl {
                  reply(res, s.phase == "serving" ? 200 : 503,
                        json{{"name", opts.model_name}, {"ready", s.phase == "serving"}});
                });
-    server.Post(R"(/v2/models/([^/]+)/infer)",
-                [this](const httplib::Request& req, httplib::Response& res) {
-                  infer(req, res);
-                });
+    server.Post(
+        R"(/v2/models/([^/]+)/infer)",
+        [this](const httplib::Request& req, httplib::Response& res) { infer(req, res); });
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics(), "text/plain; version=0.0.4");
     });

@@ -8,8 +8,8 @@
 //   GET  /v2                        server metadata
 //   GET  /v2/models/NAME            model metadata: inputs, outputs, shapes
 //   GET  /v2/models/NAME/ready
-//   POST /v2/models/NAME/infer      {"inputs":[{"name","shape","datatype":"FP32","data"}]}
-//   GET  /metrics                   Prometheus text format
+//   POST /v2/models/NAME/infer {"inputs":[{"name","shape","datatype":"FP32","data"}]} GET
+//   /metrics                   Prometheus text format
 //
 // Errors are JSON {"error": "..."}: 400 malformed JSON, wrong shape or
 // datatype; 404 unknown model or path; 413 a body over the limit; 503 (with

@@ -113,16 +113,22 @@ std::string run_capture(const std::string& cmd) {
   return out;
 }
 
-hey_result hey_against(const std::vector<std::string>& serve_args, const std::string& body,
-                       int connections, double seconds) {
+hey_result hey_against(const std::vector<std::string>& serve_args,
+                       const std::string& body, int connections, double seconds) {
   hey_result h;
   int fds[2];
   if (::pipe(fds) != 0) {
     h.error = "pipe";
     return h;
   }
-  std::vector<std::string> args = {actors::salamander_bin(), "--log-level", "warn",
-                                   "serve", "--listen", "127.0.0.1:0", "--metrics", "none"};
+  std::vector<std::string> args = {actors::salamander_bin(),
+                                   "--log-level",
+                                   "warn",
+                                   "serve",
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--metrics",
+                                   "none"};
   args.insert(args.end(), serve_args.begin(), serve_args.end());
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
@@ -168,17 +174,18 @@ hey_result hey_against(const std::vector<std::string>& serve_args, const std::st
   }
   // ready once the pipeline is up
   for (int i = 0; i < 300; ++i) {
-    if (run_capture("curl -s -o /dev/null -w '%{http_code}' " + url + "/v2/health/ready") ==
-        "200") {
+    if (run_capture("curl -s -o /dev/null -w '%{http_code}' " + url +
+                    "/v2/health/ready") == "200") {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   auto file = fmt::format("/tmp/salamander-bench-body-{}.json", ::getpid());
   std::ofstream(file) << body;
-  auto cmd = fmt::format("hey -z {}s -c {} -m POST -T application/json -D {} {}/v2/models/cnn/infer "
-                         "2>&1",
-                         seconds, connections, file, url);
+  auto cmd = fmt::format(
+      "hey -z {}s -c {} -m POST -T application/json -D {} {}/v2/models/cnn/infer "
+      "2>&1",
+      seconds, connections, file, url);
   // a short warm-up, then the measured run
   run_capture(fmt::format("hey -z 1s -c {} -m POST -T application/json -D {} "
                           "{}/v2/models/cnn/infer >/dev/null 2>&1",
@@ -253,8 +260,9 @@ int serve(const bench_args& args) {
     // in slices, and its neighbours need inputs queued to ride that out
     auto kc = sc;
     kc.in_flight = 3 * k;
-    auto m = serve_rate(sys, std::vector<double>(static_cast<size_t>(k), 0.125), kc, inputs,
-                        2 * kc.in_flight * sc.max_batch, secs, fmt::format("scale{}-", k));
+    auto m =
+        serve_rate(sys, std::vector<double>(static_cast<size_t>(k), 0.125), kc, inputs,
+                   2 * kc.in_flight * sc.max_batch, secs, fmt::format("scale{}-", k));
     check(m, fmt::format("{} devices", k));
     rate[k] = m.rate;
     rep.detail(fmt::format("rate_{}dev", k), m.rate);
@@ -294,15 +302,17 @@ int serve(const bench_args& args) {
   for (int i = 0; i < 3 * 32 * 32; ++i) {
     ones += i ? ",0.5" : "0.5";
   }
-  auto body = "{\"inputs\":[{\"name\":\"input\",\"shape\":[1,3,32,32],\"datatype\":\"FP32\","
-              "\"data\":[" +
-              ones + "]}]}";
+  auto body =
+      "{\"inputs\":[{\"name\":\"input\",\"shape\":[1,3,32,32],\"datatype\":\"FP32\","
+      "\"data\":[" +
+      ones + "]}]}";
   double http_s = args.quick ? 2 : 8;
-  auto batched = hey_against({"--stages", "2", "--model", vit, "--name", "cnn", "--max-batch",
-                              "16", "--batch-delay-ms", "5"},
+  auto batched = hey_against({"--stages", "2", "--model", vit, "--name", "cnn",
+                              "--max-batch", "16", "--batch-delay-ms", "5"},
                              body, 32, http_s);
-  auto single = hey_against({"--stages", "2", "--model", vit, "--name", "cnn", "--no-batching"},
-                            body, 32, http_s);
+  auto single =
+      hey_against({"--stages", "2", "--model", vit, "--name", "cnn", "--no-batching"},
+                  body, 32, http_s);
   for (auto* h : {&batched, &single}) {
     if (!h->error.empty()) {
       std::fprintf(stderr, "hey failed: %s\n", h->error.c_str());
@@ -343,7 +353,8 @@ int serve(const bench_args& args) {
       double run_s = args.quick ? 6 : 12, kill_at = run_s / 3;
       auto period = std::chrono::milliseconds(100);
       auto now_s = [t0] {
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
       };
       auto sender = sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
         self->send(self, tick_atom_v);
@@ -377,7 +388,8 @@ int serve(const bench_args& args) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         std::lock_guard<std::mutex> lock(state->mutex);
         if (state->done_sending &&
-            static_cast<int64_t>(state->answered_t.size()) + state->errors >= state->sent) {
+            static_cast<int64_t>(state->answered_t.size()) + state->errors >=
+                state->sent) {
           break;
         }
       }
@@ -398,11 +410,13 @@ int serve(const bench_args& args) {
       lost = static_cast<double>(state->sent - static_cast<int64_t>(t.size()));
       auto st = svc.status();
       recovery_s = st.last_recovery_s;
-      std::fprintf(stderr, "  sent %lld, answered %zu, errors %lld, recoveries %lld, "
-                           "resent %lld, duplicates dropped %lld; %s\n",
+      std::fprintf(stderr,
+                   "  sent %lld, answered %zu, errors %lld, recoveries %lld, "
+                   "resent %lld, duplicates dropped %lld; %s\n",
                    static_cast<long long>(state->sent), t.size(),
                    static_cast<long long>(state->errors),
-                   static_cast<long long>(st.recoveries), static_cast<long long>(st.resent),
+                   static_cast<long long>(st.recoveries),
+                   static_cast<long long>(st.resent),
                    static_cast<long long>(st.duplicates), st.plan.c_str());
       rep.detail("failure_sent", static_cast<double>(state->sent));
       rep.detail("failure_recoveries", static_cast<double>(st.recoveries));

@@ -1,5 +1,6 @@
 #include "actors/job/job_nodes.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 namespace salamander::actors {
@@ -15,6 +16,35 @@ job_node node_of(const cluster_member& m) {
   n.refused = m.refused;
   n.dead = m.refused || m.lost;
   return n;
+}
+
+joined take_joined(std::vector<job_node>& nodes, std::vector<std::string>& dead_names,
+                   uint32_t n, const cluster_member& m) {
+  if (n == nodes.size()) {
+    nodes.push_back(node_of(m));
+    return joined::new_node;
+  }
+  if (n > nodes.size()) {
+    return joined::unknown;
+  }
+  dead_names.erase(std::remove(dead_names.begin(), dead_names.end(), m.name),
+                   dead_names.end());
+  nodes[n] = node_of(m);
+  return joined::back;
+}
+
+std::vector<std::tuple<std::string, std::string, bool>>
+record_dials(std::set<std::pair<size_t, size_t>>& peered, const std::vector<uint64_t>& flat,
+             const std::vector<std::pair<size_t, size_t>>& dials,
+             const std::vector<job_node>& nodes) {
+  for (size_t k = 0; k + 1 < flat.size(); k += 2) {
+    peered.insert({flat[k], flat[k + 1]});
+  }
+  std::vector<std::tuple<std::string, std::string, bool>> out;
+  for (auto [a, b] : dials) {
+    out.emplace_back(nodes[a].name, nodes[b].name, peered.count({a, b}) > 0);
+  }
+  return out;
 }
 
 std::vector<size_t> parse_balance(const std::string& text) {

@@ -6,6 +6,8 @@
 #include "algorithms/schedule.hpp"
 #include "messages/interfaces.hpp"
 
+#include <set>
+#include <tuple>
 #include <vector>
 
 namespace salamander::actors {
@@ -40,5 +42,19 @@ std::vector<size_t> parse_balance(const std::string& text);
 
 /// The job's view of a cluster member (what submit and join hand it).
 job_node node_of(const cluster_member& m);
+
+/// A member that joined at cluster index `n`: one beyond the table is new
+/// (appended), one within it is back (its entry replaced, its name taken
+/// off `dead_names`); an index further out is unknown (nothing changes).
+enum class joined { new_node, back, unknown };
+joined take_joined(std::vector<job_node>& nodes, std::vector<std::string>& dead_names,
+                   uint32_t n, const cluster_member& m);
+
+/// The node pairs a launcher connected directly (flattened lower, higher)
+/// join `peered`; for each pair it was to dial: (from, to, connected).
+std::vector<std::tuple<std::string, std::string, bool>>
+record_dials(std::set<std::pair<size_t, size_t>>& peered, const std::vector<uint64_t>& flat,
+             const std::vector<std::pair<size_t, size_t>>& dials,
+             const std::vector<job_node>& nodes);
 
 } // namespace salamander::actors

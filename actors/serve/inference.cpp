@@ -115,7 +115,8 @@ void send_next(caf::event_based_actor* self, std::shared_ptr<driver_state> d,
   if (d->first == std::chrono::steady_clock::time_point{}) {
     d->first = std::chrono::steady_clock::now();
   }
-  self->request(job, timeout, infer_atom_v, tensor_payload{d->inputs.narrow(0, begin, rows)})
+  self->request(job, timeout, infer_atom_v,
+                tensor_payload{d->inputs.narrow(0, begin, rows)})
       .then(
           [=](tensor_payload& y) {
             if (d->over) {
@@ -141,8 +142,9 @@ void send_next(caf::event_based_actor* self, std::shared_ptr<driver_state> d,
               return;
             }
             d->over = true;
-            d->error = "request " + std::to_string(i) + " (rows " + std::to_string(begin) +
-                       ".." + std::to_string(begin + rows) + "): " + self->system().render(err);
+            d->error = "request " + std::to_string(i) + " (rows " +
+                       std::to_string(begin) + ".." + std::to_string(begin + rows) +
+                       "): " + self->system().render(err);
             d->finished.set_value();
             self->quit();
           });
@@ -165,7 +167,8 @@ inference_result infer_all(service& s, const torch::Tensor& inputs,
     return result;
   }
   auto stages = std::max<size_t>(s.status().stages.size(), 1);
-  auto outstanding = opts.outstanding > 0 ? opts.outstanding : std::max<size_t>(8, 4 * stages);
+  auto outstanding =
+      opts.outstanding > 0 ? opts.outstanding : std::max<size_t>(8, 4 * stages);
   outstanding = std::min(outstanding, s.config().max_queue);
   auto future = d->finished.get_future();
   auto job = s.job();
@@ -196,8 +199,9 @@ inference_result infer_all(service& s, const torch::Tensor& inputs,
 
 double inference_result::steady_rate(double skip) const {
   if (answers.size() < 2) {
-    return seconds > 0 && outputs.defined() ? static_cast<double>(outputs.size(0)) / seconds
-                                            : 0.0;
+    return seconds > 0 && outputs.defined()
+               ? static_cast<double>(outputs.size(0)) / seconds
+               : 0.0;
   }
   auto from = std::min(static_cast<size_t>(skip * static_cast<double>(answers.size())),
                        answers.size() - 2);

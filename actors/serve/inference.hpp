@@ -30,9 +30,10 @@ public:
   job_status status() const;
   /// Waits until the job serves (true), or has failed (false: status().error
   /// says why), polling every `poll` and reporting each status.
-  bool wait_serving(std::chrono::milliseconds limit,
-                    const std::function<void(const job_status&)>& on_status = {},
-                    std::chrono::milliseconds poll = std::chrono::milliseconds(100)) const;
+  bool
+  wait_serving(std::chrono::milliseconds limit,
+               const std::function<void(const job_status&)>& on_status = {},
+               std::chrono::milliseconds poll = std::chrono::milliseconds(100)) const;
   /// Asks the job to stop (answer what it accepted, refuse the rest) and
   /// waits for it to finish, up to `limit`; the final status.
   job_status stop(const std::string& why,

@@ -58,6 +58,22 @@ void requeue(self_ptr self, uint64_t generation) {
   st.status.resent += static_cast<int64_t>(ids.size());
 }
 
+void stop_all(self_ptr self) {
+  auto& st = self->state;
+  if (st.current) {
+    stop_pipeline(self, *st.current);
+  }
+  if (st.next) {
+    stop_pipeline(self, *st.next);
+  }
+  for (auto& p : st.old) {
+    stop_pipeline(self, p);
+  }
+  st.current.reset();
+  st.next.reset();
+  st.old.clear();
+}
+
 namespace {
 
 auto log() {
@@ -130,7 +146,8 @@ void record_latency(serve_job_state& st, double s) {
   }
   auto now = clock::now();
   st.answered_at.push_back(now);
-  while (!st.answered_at.empty() && now - st.answered_at.front() > std::chrono::seconds(5)) {
+  while (!st.answered_at.empty() &&
+         now - st.answered_at.front() > std::chrono::seconds(5)) {
     st.answered_at.pop_front();
   }
 }
@@ -155,7 +172,8 @@ void refresh_status(self_ptr self) {
   s.latency_p95_s = percentile(lat, 0.95);
   s.latency_p99_s = percentile(lat, 0.99);
   auto now = clock::now();
-  while (!st.answered_at.empty() && now - st.answered_at.front() > std::chrono::seconds(5)) {
+  while (!st.answered_at.empty() &&
+         now - st.answered_at.front() > std::chrono::seconds(5)) {
     st.answered_at.pop_front();
   }
   double span = std::min(5.0, std::max(since(st.started), 1e-3));
@@ -305,22 +323,21 @@ caf::result<tensor_payload> on_infer(self_ptr self, tensor_payload& in) {
   };
   std::vector<int64_t> expect{-1};
   expect.insert(expect.end(), want.begin(), want.end());
-  bool ok = x.defined() && x.dim() == static_cast<int64_t>(want.size()) + 1 &&
-            x.size(0) > 0;
+  bool ok =
+      x.defined() && x.dim() == static_cast<int64_t>(want.size()) + 1 && x.size(0) > 0;
   for (size_t i = 0; ok && i < want.size(); ++i) {
     ok = x.size(static_cast<int64_t>(i) + 1) == want[i];
   }
   if (!ok) {
-    return caf::make_error(errc::bad_config,
-                           "input of shape " +
-                               (x.defined() ? shape_text(x.sizes()) : std::string("none")) +
-                               ", the model takes " + shape_text(expect) +
-                               " (rows first, at least one)");
+    return caf::make_error(
+        errc::bad_config,
+        "input of shape " + (x.defined() ? shape_text(x.sizes()) : std::string("none")) +
+            ", the model takes " + shape_text(expect) + " (rows first, at least one)");
   }
   if (x.scalar_type() != torch::kFloat32) {
-    return caf::make_error(errc::bad_config,
-                           std::string("input of type ") + c10::toString(x.scalar_type()) +
-                               ", the model takes float32");
+    return caf::make_error(errc::bad_config, std::string("input of type ") +
+                                                 c10::toString(x.scalar_type()) +
+                                                 ", the model takes float32");
   }
   if (st.requests.size() >= st.cfg.max_queue) {
     st.status.rejected++;
@@ -344,18 +361,7 @@ caf::result<tensor_payload> on_infer(self_ptr self, tensor_payload& in) {
 
 void finish(self_ptr self) {
   auto& st = self->state;
-  if (st.current) {
-    stop_pipeline(self, *st.current);
-  }
-  if (st.next) {
-    stop_pipeline(self, *st.next);
-  }
-  for (auto& p : st.old) {
-    stop_pipeline(self, p);
-  }
-  st.current.reset();
-  st.next.reset();
-  st.old.clear();
+  stop_all(self);
   set_phase(self, "finished");
   write_stats(self);
   log_event(self, "end",
@@ -488,15 +494,7 @@ void leave(self_ptr self) {
     r.promise.deliver(caf::make_error(errc::node_lost, "the service stopped"));
   }
   st.requests.clear();
-  if (st.current) {
-    stop_pipeline(self, *st.current);
-  }
-  if (st.next) {
-    stop_pipeline(self, *st.next);
-  }
-  for (auto& p : st.old) {
-    stop_pipeline(self, p);
-  }
+  stop_all(self);
   if (st.metrics) {
     st.metrics->flush();
   }
@@ -547,21 +545,10 @@ void fail(self_ptr self, const std::string& what) {
     st.status.failed_requests++;
   }
   st.requests.clear();
-  if (st.current) {
-    stop_pipeline(self, *st.current);
-  }
-  if (st.next) {
-    stop_pipeline(self, *st.next);
-  }
-  for (auto& p : st.old) {
-    stop_pipeline(self, p);
-  }
-  st.current.reset();
-  st.next.reset();
-  st.old.clear();
+  stop_all(self);
   set_phase(self, "failed");
-  log_event(self, "end", {{"phase", "failed"}, {"error", what},
-                          {"requests", st.status.requests}});
+  log_event(self, "end",
+            {{"phase", "failed"}, {"error", what}, {"requests", st.status.requests}});
   if (st.metrics) {
     st.metrics->flush();
   }
@@ -626,17 +613,17 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
                 st.nodes.push_back(node_of(m));
                 names.push_back(m.name);
               }
-              log_event(self, "start",
-                        {{"mode", "serve"},
-                         {"model", st.cfg.model},
-                         {"nodes", names},
-                         {"max_batch", st.cfg.max_batch},
-                         {"batching", st.cfg.batching},
-                         {"batch_delay_ms", st.cfg.batch_delay.count()},
-                         {"unix_ms",
-                          std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count()}});
+              log_event(
+                  self, "start",
+                  {{"mode", "serve"},
+                   {"model", st.cfg.model},
+                   {"nodes", names},
+                   {"max_batch", st.cfg.max_batch},
+                   {"batching", st.cfg.batching},
+                   {"batch_delay_ms", st.cfg.batch_delay.count()},
+                   {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count()}});
               for (auto& m : members) {
                 if (m.lost) {
                   fail(self, "node " + m.name + " went away during start-up: " + m.why);
@@ -673,7 +660,8 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
         st.user_paused = false;
         log_event(self, "resume");
         dispatch(self);
-        return "resumed with " + std::to_string(st.requests.size()) + " request(s) waiting";
+        return "resumed with " + std::to_string(st.requests.size()) +
+               " request(s) waiting";
       },
       [=](checkpoint_atom, std::string& path) { return on_checkpoint(self, path); },
       [=](stop_atom, const std::string& why) { return on_stop(self, why); },
@@ -714,9 +702,9 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
       [=](kill_atom, uint32_t stage) -> caf::result<std::string> {
         auto& st = self->state;
         if (!st.current || stage >= st.current->stages.size()) {
-          return caf::make_error(errc::bad_config,
-                                 "there is no stage " + std::to_string(stage) +
-                                     " serving now");
+          return caf::make_error(errc::bad_config, "there is no stage " +
+                                                       std::to_string(stage) +
+                                                       " serving now");
         }
         self->send_exit(st.current->stages[stage], caf::exit_reason::kill);
         return "stage " + std::to_string(stage) + " on node " +
@@ -725,8 +713,8 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
       [=](replan_atom, std::string& balance) -> caf::result<std::string> {
         auto& st = self->state;
         if (st.phase != "serving") {
-          return caf::make_error(errc::bad_config,
-                                 "the service is " + st.phase + "; re-plan once it serves");
+          return caf::make_error(errc::bad_config, "the service is " + st.phase +
+                                                       "; re-plan once it serves");
         }
         try {
           st.replan_balance = balance;
@@ -738,8 +726,9 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
                            "is up");
       },
       [=](replicate_atom) -> caf::result<std::string> {
-        return std::string("serving: the weights do not change, and every layer is on the "
-                           "central holder and its chain holder already");
+        return std::string(
+            "serving: the weights do not change, and every layer is on the "
+            "central holder and its chain holder already");
       },
       [=](snapshot_atom) { return on_snapshot(self); },
   };

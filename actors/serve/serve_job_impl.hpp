@@ -46,6 +46,8 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
 /// a launch that hangs is tried again.
 void check_pipelines(self_ptr self);
 void stop_pipeline(self_ptr self, serve_pipeline& p);
+/// Every pipeline's stages (serving, launching, old) stop.
+void stop_all(self_ptr self);
 std::vector<size_t> live_nodes(const serve_job_state& st);
 std::string describe_plan(const serve_job_state& st, const stage_plan& p);
 

@@ -90,8 +90,8 @@ caf::expected<stage_plan> choose_plan(const serve_job_state& st,
 }
 
 bool stage_alive(const serve_job_state& st, const serve_pipeline& p, size_t i) {
-  return i < p.stages.size() && p.stages[i] && !st.dead_stages.count(p.stages[i].address()) &&
-         !st.nodes[p.plan.nodes[i]].dead;
+  return i < p.stages.size() && p.stages[i] &&
+         !st.dead_stages.count(p.stages[i].address()) && !st.nodes[p.plan.nodes[i]].dead;
 }
 
 // Where a new stage on `node` pulls layers [begin, end) from: per layer the
@@ -111,7 +111,8 @@ void pick_sources(const serve_job_state& st, stage_spec& spec, size_t node) {
       for (size_t i = 0; i < p.plan.ranges.size(); ++i) {
         auto [b, e] = p.plan.ranges[i];
         if (l >= b && l < e && stage_alive(st, p, i)) {
-          consider(p.plan.nodes[i] == node ? 0 : 2, caf::actor_cast<caf::actor>(p.stages[i]));
+          consider(p.plan.nodes[i] == node ? 0 : 2,
+                   caf::actor_cast<caf::actor>(p.stages[i]));
         }
       }
     };
@@ -122,7 +123,8 @@ void pick_sources(const serve_job_state& st, stage_spec& spec, size_t node) {
       from_pipeline(p);
     }
     for (auto& [n, held] : st.chain_copies) {
-      if (held.count(l) && n < st.nodes.size() && !st.nodes[n].dead && st.nodes[n].holder) {
+      if (held.count(l) && n < st.nodes.size() && !st.nodes[n].dead &&
+          st.nodes[n].holder) {
         consider(n == node ? 1 : 3, caf::actor_cast<caf::actor>(st.nodes[n].holder));
       }
     }
@@ -143,14 +145,8 @@ void become_ready(self_ptr self);
 void on_launched(self_ptr self, uint64_t generation, bool pulls,
                  std::vector<std::pair<size_t, size_t>> dials, launch_result& r) {
   auto& st = self->state;
-  for (size_t k = 0; k + 1 < r.peered.size(); k += 2) {
-    st.peered.insert({r.peered[k], r.peered[k + 1]});
-  }
-  for (auto [a, b] : dials) {
-    log_event(self, "peer",
-              {{"from", st.nodes[a].name},
-               {"to", st.nodes[b].name},
-               {"direct", st.peered.count({a, b}) > 0}});
+  for (auto& [from, to, direct] : record_dials(st.peered, r.peered, dials, st.nodes)) {
+    log_event(self, "peer", {{"from", from}, {"to", to}, {"direct", direct}});
   }
   if (over(st) || !st.next || st.next->generation != generation) {
     for (auto& s : r.stages) {
@@ -185,8 +181,8 @@ void on_launched(self_ptr self, uint64_t generation, bool pulls,
   }
   for (size_t k = 0; k < p.stages.size(); ++k) {
     auto prev = k > 0 ? caf::actor_cast<caf::actor>(p.stages[k - 1]) : caf::actor{};
-    auto next =
-        k + 1 < p.stages.size() ? caf::actor_cast<caf::actor>(p.stages[k + 1]) : caf::actor{};
+    auto next = k + 1 < p.stages.size() ? caf::actor_cast<caf::actor>(p.stages[k + 1])
+                                        : caf::actor{};
     self->send(p.stages[k], wire_atom_v, prev, next, caf::actor_cast<caf::actor>(self));
   }
   p.launched = true;
@@ -243,13 +239,15 @@ void launch(self_ptr self, stage_plan plan, const std::string& reason) {
     can_dial.push_back(n.port != 0 && !n.dead);
     dialable.push_back(n.port != 0 && !n.host.empty() && !n.dead);
   }
-  auto dials = algorithms::pairs_to_dial(plan.nodes, false, st.peered, can_dial, dialable);
+  auto dials =
+      algorithms::pairs_to_dial(plan.nodes, false, st.peered, can_dial, dialable);
   for (auto [a, b] : dials) {
     order.dials.push_back({a, b, st.nodes[a].handle, st.nodes[b].host, st.nodes[b].port});
   }
   order.dial_timeout = st.cfg.peer_timeout;
   order.spawn_timeout = st.cfg.node_timeout;
-  log()->info("launching plan {} ({}): {}", p.generation, reason, describe_plan(st, plan));
+  log()->info("launching plan {} ({}): {}", p.generation, reason,
+              describe_plan(st, plan));
   log_event(self, "launch",
             {{"generation", p.generation},
              {"plan", describe_plan(st, plan)},
@@ -315,7 +313,8 @@ void become_ready(self_ptr self) {
   } else if (replaced) {
     st.status.replans++;
     st.status.last_replan_s = took;
-    log_event(self, "replan", {{"plan", plan_text}, {"reason", p.reason}, {"took_s", took}});
+    log_event(self, "replan",
+              {{"plan", plan_text}, {"reason", p.reason}, {"took_s", took}});
   } else {
     log()->info("serving on {}", plan_text);
   }
@@ -416,8 +415,8 @@ void plan_next(self_ptr self, const std::string& reason) {
   if (over(st)) {
     return;
   }
-  auto balance = st.replan_balance.empty() ? st.cfg.balance
-                                           : parse_balance(st.replan_balance);
+  auto balance =
+      st.replan_balance.empty() ? st.cfg.balance : parse_balance(st.replan_balance);
   st.replan_balance.clear();
   auto plan = choose_plan(st, balance);
   if (!plan) {
@@ -576,16 +575,13 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
   if (over(st)) {
     return caf::make_error(errc::bad_config, "the serving job has ended");
   }
-  if (n == st.nodes.size()) {
-    st.nodes.push_back(node_of(m));
-    st.capacity.add_node();
-  } else if (n < st.nodes.size()) {
-    auto& dead = st.status.dead_nodes;
-    dead.erase(std::remove(dead.begin(), dead.end(), m.name), dead.end());
-    st.nodes[n] = node_of(m);
-  } else {
+  auto how = take_joined(st.nodes, st.status.dead_nodes, n, m);
+  if (how == joined::unknown) {
     return caf::make_error(errc::bad_config,
                            "node index " + std::to_string(n) + " is unknown");
+  }
+  if (how == joined::new_node) {
+    st.capacity.add_node(); // planned with the profile of its peers until measured
   }
   log_event(self, "join", {{"node", m.name}});
   if (st.phase == "starting" || st.phase == "profiling") {

@@ -114,17 +114,13 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
   if (algorithms::is_over(st.phase)) {
     return ended();
   }
-  if (n == st.nodes.size()) {
-    st.nodes.push_back(node_of(m));
-    // planned with the profile of its peers until measured
-    st.capacity.add_node();
-  } else if (n < st.nodes.size()) {
-    auto& dead = st.status.dead_nodes;
-    dead.erase(std::remove(dead.begin(), dead.end(), m.name), dead.end());
-    st.nodes[n] = node_of(m);
-  } else {
+  auto how = take_joined(st.nodes, st.status.dead_nodes, n, m);
+  if (how == joined::unknown) {
     return caf::make_error(errc::bad_config,
                            "node index " + std::to_string(n) + " is unknown");
+  }
+  if (how == joined::new_node) {
+    st.capacity.add_node(); // planned with the profile of its peers until measured
   }
   log_event(self, "join", {{"node", m.name}});
   if (st.phase == job_phase::waiting) {

@@ -90,14 +90,8 @@ int state_factor(const job_config& cfg) {
 void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
                  std::vector<std::pair<size_t, size_t>> dials, launch_result& r) {
   auto& st = self->state;
-  for (size_t k = 0; k + 1 < r.peered.size(); k += 2) {
-    st.peered.insert({r.peered[k], r.peered[k + 1]});
-  }
-  for (auto [a, b] : dials) {
-    log_event(self, "peer",
-              {{"from", st.nodes[a].name},
-               {"to", st.nodes[b].name},
-               {"direct", st.peered.count({a, b}) > 0}});
+  for (auto& [from, to, direct] : record_dials(st.peered, r.peered, dials, st.nodes)) {
+    log_event(self, "peer", {{"from", from}, {"to", to}, {"direct", direct}});
   }
   if (algorithms::is_over(st.phase) || attempt != st.attempt) {
     // the job ended, or a newer failure superseded this attempt

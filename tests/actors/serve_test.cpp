@@ -60,7 +60,8 @@ actors::serve_config config(const std::string& model) {
 struct process_system {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
-  explicit process_system(std::chrono::milliseconds hang = std::chrono::milliseconds(2500)) {
+  explicit process_system(
+      std::chrono::milliseconds hang = std::chrono::milliseconds(2500)) {
     actors::system_options o;
     o.connection_timeout = hang; // nodes beat every second
     actors::configure(cfg, o);
@@ -88,6 +89,28 @@ actors::inference_result stream_with(actors::service& svc, const torch::Tensor& 
   CHECK(fired);
   return r;
 }
+
+// `n` node processes and a serving job over them: the CNN with weights other
+// than the seed's, in micro-batches of 4.
+struct served_cluster {
+  actors::process_cluster procs;
+  process_system ps;
+  std::vector<actors::remote_node> nodes;
+  actors::serve_config sc = config("cnn");
+  std::unique_ptr<actors::service> svc;
+
+  served_cluster(int n, const std::string& prefix) : procs(n, prefix) {
+    auto connected = actors::connect_nodes(*ps.sys, procs.nodes());
+    REQUIRE(static_cast<bool>(connected));
+    nodes = std::move(*connected);
+    sc.max_batch = 4;
+    svc = std::make_unique<actors::service>(*ps.sys, sc, nodes);
+  }
+  /// What one process holding the whole model answers.
+  torch::Tensor expected(const torch::Tensor& x) const {
+    return reference(*sc.weights, x, sc.max_batch);
+  }
+};
 
 } // namespace
 
@@ -204,77 +227,58 @@ TEST_CASE("serving through a kill -9 of a stage node: every request answered onc
           "one process's outputs",
           "[actor][serve][process]") {
   torch::set_num_threads(1);
-  actors::process_cluster procs(3, "s");
-  process_system ps;
-  auto nodes = actors::connect_nodes(*ps.sys, procs.nodes());
-  REQUIRE(static_cast<bool>(nodes));
-  auto sc = config("cnn");
-  sc.max_batch = 4;
+  served_cluster c(3, "s");
   auto x = inputs_for("cnn", 6000);
-  actors::service svc(*ps.sys, sc, *nodes);
-  auto r = stream_with(svc, x, 4, 1200, [&] { procs[1].signal(SIGKILL); });
+  auto r = stream_with(*c.svc, x, 4, 1200, [&] { c.procs[1].signal(SIGKILL); });
   REQUIRE(r.error.empty());
   CHECK(r.status.recoveries >= 1);
   CHECK(r.status.requests == 1500);
   CHECK(r.status.failed_requests == 0);
   CHECK(r.status.plan.find("s2[") == std::string::npos);
-  CHECK(max_abs_diff(r.outputs, reference(*sc.weights, x, 4)) <= 1e-5);
+  CHECK(max_abs_diff(r.outputs, c.expected(x)) <= 1e-5);
 }
 
 TEST_CASE("serving through a hung node (SIGSTOP), then planning it back in when it "
           "resumes, without stopping the service",
           "[actor][serve][process]") {
   torch::set_num_threads(1);
-  actors::process_cluster procs(3, "h");
-  process_system ps;
-  auto nodes = actors::connect_nodes(*ps.sys, procs.nodes());
-  REQUIRE(static_cast<bool>(nodes));
-  auto sc = config("cnn");
-  sc.max_batch = 4;
+  served_cluster c(3, "h");
   auto x = inputs_for("cnn", 4000);
-  actors::service svc(*ps.sys, sc, *nodes);
-  auto r = stream_with(svc, x, 4, 800, [&] { procs[2].signal(SIGSTOP); });
+  auto r = stream_with(*c.svc, x, 4, 800, [&] { c.procs[2].signal(SIGSTOP); });
   REQUIRE(r.error.empty());
   CHECK(r.status.recoveries >= 1);
   CHECK(r.status.requests == 1000);
-  CHECK(max_abs_diff(r.outputs, reference(*sc.weights, x, 4)) <= 1e-5);
+  CHECK(max_abs_diff(r.outputs, c.expected(x)) <= 1e-5);
   // it resumes: the cluster dials it again, the job plans it in (a re-plan
   // while serving), and requests go on being answered
-  procs[2].signal(SIGCONT);
+  c.procs[2].signal(SIGCONT);
   bool back = false;
   for (int i = 0; i < 300 && !back; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    back = svc.status().plan.find("h3[") != std::string::npos;
+    back = c.svc->status().plan.find("h3[") != std::string::npos;
   }
   REQUIRE(back);
-  CHECK(svc.status().replans >= 1);
-  auto again = actors::infer_all(svc, x.narrow(0, 0, 400));
+  CHECK(c.svc->status().replans >= 1);
+  auto again = actors::infer_all(*c.svc, x.narrow(0, 0, 400));
   REQUIRE(again.error.empty());
-  CHECK(max_abs_diff(again.outputs, reference(*sc.weights, x.narrow(0, 0, 400), 8)) <=
-        1e-5);
+  CHECK(max_abs_diff(again.outputs, c.expected(x.narrow(0, 0, 400))) <= 1e-5);
 }
 
 TEST_CASE("serving through two node failures in a row", "[actor][serve][process]") {
   torch::set_num_threads(1);
-  actors::process_cluster procs(4, "t");
-  process_system ps;
-  auto nodes = actors::connect_nodes(*ps.sys, procs.nodes());
-  REQUIRE(static_cast<bool>(nodes));
-  auto sc = config("cnn");
-  sc.max_batch = 4;
+  served_cluster c(4, "t");
   auto x = inputs_for("cnn", 6000);
-  actors::service svc(*ps.sys, sc, *nodes);
-  auto r = stream_with(svc, x, 4, 1000, [&] {
-    procs[1].signal(SIGKILL);
+  auto r = stream_with(*c.svc, x, 4, 1000, [&] {
+    c.procs[1].signal(SIGKILL);
     // the second while the first recovery is under way or just done
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    procs[2].signal(SIGKILL);
+    c.procs[2].signal(SIGKILL);
   });
   REQUIRE(r.error.empty());
   CHECK(r.status.recoveries >= 1);
   CHECK(r.status.requests == 1500);
   CHECK(r.status.dead_nodes.size() == 2);
-  CHECK(max_abs_diff(r.outputs, reference(*sc.weights, x, 4)) <= 1e-5);
+  CHECK(max_abs_diff(r.outputs, c.expected(x)) <= 1e-5);
 }
 
 TEST_CASE("ViT-Base, which fits no single device, served by four nodes of 128 MB each, "
@@ -301,7 +305,8 @@ TEST_CASE("ViT-Base, which fits no single device, served by four nodes of 128 MB
     CHECK(s.phase == "failed");
     INFO(s.error);
     CHECK(s.error.find("node b1: layers 0..14 need") != std::string::npos);
-    CHECK(s.error.find("MB but this node has 134 MB (emulated cap)") != std::string::npos);
+    CHECK(s.error.find("MB but this node has 134 MB (emulated cap)") !=
+          std::string::npos);
   }
   SECTION("four nodes hold it between them") {
     sc.balance = {4, 3, 3, 4}; // embed+3 blocks, 3, 3, 3 blocks+head: ~90 MB each
