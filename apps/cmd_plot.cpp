@@ -293,8 +293,9 @@ std::string title_start(const run_log& r, const std::string& kind) {
   std::string title = "salamander" + kind;
   if (r.start) {
     auto nodes = r.start->j.find("nodes");
-    title += fmt::format(": {} on {} nodes", field(r, *r.start, "model", std::string("?")),
-                         nodes != r.start->j.end() && nodes->is_array() ? nodes->size() : 0);
+    title +=
+        fmt::format(": {} on {} nodes", field(r, *r.start, "model", std::string("?")),
+                    nodes != r.start->j.end() && nodes->is_array() ? nodes->size() : 0);
   }
   if (!r.end) {
     title += ", NOT ENDED (no end line: still running, or its supervisor died)";
@@ -384,12 +385,11 @@ std::string serve_script(const run_log& r, const plot_cli& cli,
       continue;
     }
     rows++;
-    data += fmt::format("{:.10g} {:.6g} {:.6g} {:.6g} {:.6g} {}\n", time_of(r, e),
-                        field(r, e, "requests_per_s", 0.0),
-                        1e3 * field(r, e, "latency_p50_s", 0.0),
-                        1e3 * field(r, e, "latency_p95_s", 0.0),
-                        1e3 * field(r, e, "latency_p99_s", 0.0),
-                        field(r, e, "queue", int64_t{0}));
+    data += fmt::format(
+        "{:.10g} {:.6g} {:.6g} {:.6g} {:.6g} {}\n", time_of(r, e),
+        field(r, e, "requests_per_s", 0.0), 1e3 * field(r, e, "latency_p50_s", 0.0),
+        1e3 * field(r, e, "latency_p95_s", 0.0), 1e3 * field(r, e, "latency_p99_s", 0.0),
+        field(r, e, "queue", int64_t{0}));
   }
   data += "EOD\n";
   counts["serve"] = rows;
@@ -415,9 +415,10 @@ std::string serve_script(const run_log& r, const plot_cli& cli,
         key + "\n";
   gp += "set ylabel 'latency (ms)'\nset yrange [0:*]\n";
   gp += arrows;
-  gp += "plot $serve using 1:3 with lines lw 2 lc rgb '#2ca02c' title 'p50', $serve using "
-        "1:4 with lines lw 1.5 lc rgb '#ff7f0e' title 'p95', $serve using 1:5 with lines "
-        "lw 2 lc rgb '#d62728' title 'p99'\n";
+  gp +=
+      "plot $serve using 1:3 with lines lw 2 lc rgb '#2ca02c' title 'p50', $serve using "
+      "1:4 with lines lw 1.5 lc rgb '#ff7f0e' title 'p95', $serve using 1:5 with lines "
+      "lw 2 lc rgb '#d62728' title 'p99'\n";
   gp += "unset multiplot\n";
   return gp;
 }

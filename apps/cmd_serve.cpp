@@ -9,7 +9,9 @@
 #include "actors/serve/inference.hpp"
 #include "apps/commands.hpp"
 #include "apps/http_front.hpp"
+#include "apps/progress.hpp"
 #include "apps/runtime_env.hpp"
+#include "apps/status_text.hpp"
 #include "messages/checkpoint.hpp"
 #include "models/data.hpp"
 
@@ -130,14 +132,18 @@ void publish(caf::actor_system& sys, const actors::service& svc, const serve_cli
             host, *bound, host, *bound, host, *bound);
 }
 
-void log_status(const job_status& s, std::string& shown_plan, int64_t& shown_recoveries) {
+// Plan changes and recoveries as log lines (above the progress line).
+void log_status(const job_status& s, std::string& shown_plan, int64_t& shown_recoveries,
+                progress_line& progress) {
   auto log = logger("serve");
   if (s.plan != shown_plan && !s.plan.empty()) {
     shown_plan = s.plan;
+    progress.finish();
     log->info("plan v{}: {}", s.plan_version, s.plan);
   }
   if (s.recoveries != shown_recoveries) {
     shown_recoveries = s.recoveries;
+    progress.finish();
     log->warn("FAILURE: {}", s.error);
     log->info(
         "RECOVERED in {:.3f} s: serving on {}; {} micro-batch(es) sent again so far",
@@ -180,15 +186,18 @@ int run_infer(const serve_cli& cli) {
     publish(sys, svc, cli);
     std::string shown_plan;
     int64_t shown_recoveries = 0;
+    progress_line progress(log);
     actors::inference_options opts;
     auto total = data.size();
     opts.on_progress = [&](const job_status& st, int64_t done) {
-      log_status(st, shown_plan, shown_recoveries);
-      log->info("[{}] {}/{} examples, {:.1f} requests/s, p99 {:.1f} ms", st.phase, done,
-                total, st.requests_per_s, 1e3 * st.latency_p99_s);
+      log_status(st, shown_plan, shown_recoveries, progress);
+      auto fields = status_fields(st);
+      fields.insert(fields.begin() + 1, {fmt::format("{}/{} examples", done, total), 8});
+      progress.update(fields);
     };
     r = actors::infer_all(svc, data.images, opts);
-    log_status(r.status, shown_plan, shown_recoveries);
+    progress.finish();
+    log_status(r.status, shown_plan, shown_recoveries, progress);
     svc.stop("inference done");
   }
   if (cli.cluster.empty()) {
@@ -257,12 +266,17 @@ int run_serve(const serve_cli& cli) {
     std::string shown_plan;
     int64_t shown_recoveries = 0;
     bool was_serving = false;
+    progress_line progress(log);
     while (stop_signal == 0) {
       auto st = svc.status();
-      log_status(st, shown_plan, shown_recoveries);
+      log_status(st, shown_plan, shown_recoveries, progress);
       if (st.phase == "serving" && !was_serving) {
         was_serving = true;
+        progress.finish();
         log->info("ready: {}", st.plan);
+      }
+      if (was_serving) {
+        progress.update(status_fields(st));
       }
       if (st.phase == "failed") {
         log->error("serving failed: {}", st.error);
@@ -273,6 +287,7 @@ int run_serve(const serve_cli& cli) {
     }
     end_stop_watch();
     watcher.join();
+    progress.finish();
     if (stop_signal > 0) {
       log->warn("{}: answering the requests accepted, refusing new ones",
                 stop_signal == SIGINT ? "SIGINT" : "SIGTERM");

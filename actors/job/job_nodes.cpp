@@ -34,7 +34,8 @@ joined take_joined(std::vector<job_node>& nodes, std::vector<std::string>& dead_
 }
 
 std::vector<std::tuple<std::string, std::string, bool>>
-record_dials(std::set<std::pair<size_t, size_t>>& peered, const std::vector<uint64_t>& flat,
+record_dials(std::set<std::pair<size_t, size_t>>& peered,
+             const std::vector<uint64_t>& flat,
              const std::vector<std::pair<size_t, size_t>>& dials,
              const std::vector<job_node>& nodes) {
   for (size_t k = 0; k + 1 < flat.size(); k += 2) {

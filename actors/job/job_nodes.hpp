@@ -53,7 +53,8 @@ joined take_joined(std::vector<job_node>& nodes, std::vector<std::string>& dead_
 /// The node pairs a launcher connected directly (flattened lower, higher)
 /// join `peered`; for each pair it was to dial: (from, to, connected).
 std::vector<std::tuple<std::string, std::string, bool>>
-record_dials(std::set<std::pair<size_t, size_t>>& peered, const std::vector<uint64_t>& flat,
+record_dials(std::set<std::pair<size_t, size_t>>& peered,
+             const std::vector<uint64_t>& flat,
              const std::vector<std::pair<size_t, size_t>>& dials,
              const std::vector<job_node>& nodes);
 
