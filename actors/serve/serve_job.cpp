@@ -716,11 +716,16 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
           return caf::make_error(errc::bad_config, "the service is " + st.phase +
                                                        "; re-plan once it serves");
         }
-        try {
-          st.replan_balance = balance;
-          plan_next(self, balance.empty() ? "console" : "console, balance " + balance);
-        } catch (const std::exception& e) {
-          return caf::make_error(errc::bad_config, e.what());
+        st.replan_balance = balance;
+        auto generations = st.generations;
+        auto why = plan_next(self, balance.empty() ? "console" : "console, balance " + balance);
+        if (!why.empty()) {
+          return caf::make_error(errc::bad_config, "repartition " + balance +
+                                                       " refused: " + why);
+        }
+        if (st.generations == generations) {
+          return "the plan that serves (" + describe_plan(st, st.current->plan) +
+                 ") is that plan already";
         }
         return std::string("re-planning; the current pipeline serves until the new one "
                            "is up");

@@ -36,7 +36,9 @@ void first_plan(self_ptr self);
 void on_profiles(self_ptr self, cluster_profile& round);
 /// Plans over the live nodes and launches that plan as the next pipeline
 /// (the one that serves stays until it is up).
-void plan_next(self_ptr self, const std::string& reason);
+/// "" when a plan was launched or the serving one is kept; else why there is
+/// no plan (then, without a serving pipeline, the job waits or fails).
+std::string plan_next(self_ptr self, const std::string& reason);
 void on_ready(self_ptr self);
 void on_down(self_ptr self, const caf::down_msg& dm);
 void on_node_lost(self_ptr self, uint32_t n, const std::string& why);

@@ -410,31 +410,50 @@ void stop_pipeline(self_ptr self, serve_pipeline& p) {
   p.stages.clear();
 }
 
-void plan_next(self_ptr self, const std::string& reason) {
+std::string plan_next(self_ptr self, const std::string& reason) {
   auto& st = self->state;
   if (over(st)) {
-    return;
+    return "the serving job has ended";
   }
-  auto balance =
-      st.replan_balance.empty() ? st.cfg.balance : parse_balance(st.replan_balance);
+  std::vector<size_t> balance = st.cfg.balance;
+  if (!st.replan_balance.empty()) {
+    try {
+      balance = parse_balance(st.replan_balance);
+    } catch (const std::exception& e) {
+      st.replan_balance.clear();
+      return e.what();
+    }
+  }
   st.replan_balance.clear();
   auto plan = choose_plan(st, balance);
   if (!plan) {
-    auto why = self->system().render(plan.error());
+    auto why = plan.error().context().match_elements<std::string>()
+                   ? plan.error().context().get_as<std::string>(0)
+                   : self->system().render(plan.error());
     if (st.current) {
       log()->warn("no re-plan ({}): {}", reason, why);
-      return;
+      return why;
     }
     if (st.status.requests == 0 && st.status.recoveries == 0 && st.old.empty()) {
       fail(self, why);
-      return;
+      return why;
     }
     st.waiting_for = why;
     set_phase(self, "waiting");
     log_event(self, "waiting", {{"why", why}});
-    return;
+    return why;
+  }
+  if (st.current && !st.current->broken && plan->ranges == st.current->plan.ranges &&
+      plan->nodes == st.current->plan.nodes) {
+    if (st.next) { // a launch of another plan is under way: this one serves on
+      stop_pipeline(self, *st.next);
+      st.next.reset();
+    }
+    log()->info("re-plan ({}): the plan that serves is still the best", reason);
+    return "";
   }
   launch(self, std::move(*plan), reason);
+  return "";
 }
 
 void first_plan(self_ptr self) {

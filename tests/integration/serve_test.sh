@@ -112,6 +112,17 @@ console=$("$bin" console "$sup" --exec "status; plan; metrics" 2>&1) || fail "co
 grep -q '^\[serving\] 3 requests' <<<"$console" || fail "console status: $console"
 grep -q "busy" <<<"$console" || fail "console plan: $console"
 grep -q "latency        p50" <<<"$console" || fail "console metrics: $console"
+# re-planning a serving job from the console: a bad balance is refused with
+# why, a good one is taken while the service goes on
+if out=$("$bin" console "$sup" --exec "repartition 9,9" 2>&1); then fail "repartition 9,9 accepted"; fi
+grep -q "covers 18 layers, the model has 4" <<<"$out" || fail "repartition 9,9: $out"
+out=$("$bin" console "$sup" --exec "repartition 3,1; plan" 2>&1) || fail "repartition 3,1: $out"
+for _ in $(seq 1 50); do
+  grep -q "\[0,3)" <<<"$out" && break
+  sleep 0.1
+  out=$("$bin" console "$sup" --exec "plan" 2>&1)
+done
+grep -q "\[0,3)" <<<"$out" || fail "repartition 3,1 not taken: $out"
 # the same port twice: a clear error, not a crash
 port=${url##*:}
 if out=$(timeout 60 "$bin" serve --stages 1 --listen "127.0.0.1:$port" --metrics none 2>&1); then
