@@ -143,7 +143,10 @@ struct http_front::impl {
         !in.contains("data")) {
       return bad("an input needs \"shape\" (an array) and \"data\"");
     }
-    auto datatype = in.value("datatype", std::string());
+    auto datatype = in.contains("datatype") && in["datatype"].is_string()
+                        ? in["datatype"].get<std::string>()
+                    : in.contains("datatype") ? in["datatype"].dump()
+                                              : std::string();
     if (datatype != "FP32") {
       return bad("input datatype '" + datatype + "', the model takes FP32");
     }
@@ -168,13 +171,19 @@ struct http_front::impl {
     if (!flatten(in["data"], data)) {
       return bad("input data must be numbers (flat, or nested as the shape)");
     }
-    int64_t want = 1;
-    for (auto d : shape) {
-      want *= d;
+    // rows x the model's sample size, without overflow: the rows come
+    // from the client and may be anything
+    int64_t sample = 1;
+    for (size_t i = 1; i < shape.size(); ++i) {
+      sample *= shape[i];
     }
-    if (static_cast<int64_t>(data.size()) != want) {
+    auto given = static_cast<int64_t>(data.size());
+    bool matches = given % sample == 0 && given / sample == shape[0];
+    int64_t want = shape[0] <= given / sample + 1 ? shape[0] * sample : -1;
+    if (!matches) {
       return bad("input data has " + std::to_string(data.size()) + " values, the shape " +
-                 shape_text(shape) + " needs " + std::to_string(want));
+                 shape_text(shape) + " needs " +
+                 (want > 0 ? std::to_string(want) : std::string("far more")));
     }
     auto x = torch::from_blob(data.data(), shape, torch::kFloat32).clone();
     auto y = svc.infer(x);
@@ -197,6 +206,11 @@ struct http_front::impl {
           done(504);
           return;
         }
+      }
+      if (err == caf::sec::request_timeout) {
+        error(res, 504, "no answer in time: " + what);
+        done(504);
+        return;
       }
       error(res, 500, what);
       done(500);
@@ -396,6 +410,10 @@ int http_front::start() {
                              " (in use, or not an address of this machine)");
   }
   impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+  // httplib's stop() does nothing before the loop runs: wait for it
+  for (int i = 0; i < 500 && !impl_->server.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   return port;
 }
 

@@ -104,12 +104,21 @@ struct driver_state {
   std::chrono::steady_clock::time_point first{}, last{};
 };
 
+void send_chunk(caf::event_based_actor* self, std::shared_ptr<driver_state> d,
+                serve_job_actor job, std::chrono::milliseconds timeout, int64_t i);
+
 void send_next(caf::event_based_actor* self, std::shared_ptr<driver_state> d,
                serve_job_actor job, std::chrono::milliseconds timeout) {
   if (d->over || d->next >= d->chunks) {
     return;
   }
-  auto i = d->next++;
+  send_chunk(self, d, job, timeout, d->next++);
+}
+
+// Request `i`; a full queue (another client's requests) is asked again
+// shortly, any other error ends the run.
+void send_chunk(caf::event_based_actor* self, std::shared_ptr<driver_state> d,
+                serve_job_actor job, std::chrono::milliseconds timeout, int64_t i) {
   auto begin = i * d->rows_per;
   auto rows = std::min(d->rows_per, d->inputs.size(0) - begin);
   if (d->first == std::chrono::steady_clock::time_point{}) {
@@ -141,6 +150,12 @@ void send_next(caf::event_based_actor* self, std::shared_ptr<driver_state> d,
             if (d->over) {
               return;
             }
+            if (err == errc::busy && err.context().match_elements<std::string>() &&
+                err.context().get_as<std::string>(0).find("queue is full") !=
+                    std::string::npos) {
+              self->delayed_send(self, std::chrono::milliseconds(20), i);
+              return;
+            }
             d->over = true;
             d->error = "request " + std::to_string(i) + " (rows " +
                        std::to_string(begin) + ".." + std::to_string(begin + rows) +
@@ -169,17 +184,18 @@ inference_result infer_all(service& s, const torch::Tensor& inputs,
   auto stages = std::max<size_t>(s.status().stages.size(), 1);
   auto outstanding =
       opts.outstanding > 0 ? opts.outstanding : std::max<size_t>(8, 4 * stages);
-  outstanding = std::min(outstanding, s.config().max_queue);
+  outstanding = std::max<size_t>(1, std::min(outstanding, s.config().max_queue));
   auto future = d->finished.get_future();
   auto job = s.job();
   auto timeout = s.config().request_timeout + std::chrono::seconds(5);
   if (d->chunks == 0) {
     d->finished.set_value();
   } else {
-    s.system().spawn([=](caf::event_based_actor* self) {
+    s.system().spawn([=](caf::event_based_actor* self) -> caf::behavior {
       for (size_t k = 0; k < outstanding; ++k) {
         send_next(self, d, job, timeout);
       }
+      return {[=](int64_t i) { send_chunk(self, d, job, timeout, i); }};
     });
   }
   while (future.wait_for(opts.poll) != std::future_status::ready) {

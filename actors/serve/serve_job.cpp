@@ -81,7 +81,8 @@ auto log() {
 }
 
 caf::error ended() {
-  return caf::make_error(errc::bad_config, "the serving job has ended");
+  // a service that has ended is unavailable (HTTP 503), not a bad request
+  return caf::make_error(errc::busy, "the serving job has ended");
 }
 
 // The next micro-batch from the queued rows, or 0 when it should wait
@@ -244,6 +245,14 @@ void answer_error(serve_job_state& st, uint64_t id, caf::error err) {
   if (it == st.requests.end()) {
     return;
   }
+  // its rows not yet in a micro-batch leave the queue with it
+  for (auto w = st.waiting.begin(); w != st.waiting.end(); ++w) {
+    if (w->first == id) {
+      st.waiting_rows -= it->second.rows - w->second;
+      st.waiting.erase(w);
+      break;
+    }
+  }
   it->second.promise.deliver(std::move(err));
   st.requests.erase(it);
   st.status.failed_requests++;
@@ -295,9 +304,6 @@ void on_output(self_ptr self, uint64_t id, const torch::Tensor& y) {
       }
     }
     offset += len;
-  }
-  if (st.failure_at != clock::time_point{}) {
-    st.failure_at = {};
   }
   dispatch(self);
   check_pipelines(self);
@@ -424,6 +430,8 @@ caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
   }
   st.stop_requested = why.empty() ? std::string("stop") : why;
   st.status.stopped = st.stop_requested;
+  st.user_paused = false; // what was accepted is answered
+  st.status.paused_by_user = false;
   log_event(self, "stop", {{"why", st.stop_requested}});
   auto left = st.requests.size();
   dispatch(self); // what waits for a batching deadline goes now
@@ -491,7 +499,7 @@ caf::result<std::string> on_checkpoint(self_ptr self, const std::string& path) {
 void leave(self_ptr self) {
   auto& st = self->state;
   for (auto& [id, r] : st.requests) {
-    r.promise.deliver(caf::make_error(errc::node_lost, "the service stopped"));
+    r.promise.deliver(caf::make_error(errc::busy, "the service stopped"));
   }
   st.requests.clear();
   stop_all(self);
@@ -545,6 +553,8 @@ void fail(self_ptr self, const std::string& what) {
     st.status.failed_requests++;
   }
   st.requests.clear();
+  st.waiting.clear();
+  st.waiting_rows = 0;
   stop_all(self);
   set_phase(self, "failed");
   log_event(self, "end",
@@ -718,10 +728,11 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
         }
         st.replan_balance = balance;
         auto generations = st.generations;
-        auto why = plan_next(self, balance.empty() ? "console" : "console, balance " + balance);
+        auto why =
+            plan_next(self, balance.empty() ? "console" : "console, balance " + balance);
         if (!why.empty()) {
-          return caf::make_error(errc::bad_config, "repartition " + balance +
-                                                       " refused: " + why);
+          return caf::make_error(errc::bad_config,
+                                 "repartition " + balance + " refused: " + why);
         }
         if (st.generations == generations) {
           return "the plan that serves (" + describe_plan(st, st.current->plan) +

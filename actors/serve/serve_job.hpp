@@ -82,6 +82,9 @@ struct serve_config {
   std::chrono::milliseconds profile_timeout = tuning::profile_timeout;
   /// A new pipeline that is not up within this is launched again.
   std::chrono::milliseconds launch_timeout = tuning::progress_timeout;
+  /// A serving pipeline whose oldest micro-batch in flight is this old
+  /// (its nodes beat, but nothing comes back) is replaced like a broken one.
+  std::chrono::milliseconds stall_timeout = tuning::serve_request_timeout;
   /// A serve line (rate, latency, queue) in the metrics log this often.
   std::chrono::milliseconds stats_period = std::chrono::seconds(1);
   double default_link_bytes_per_s = 1e9;
@@ -149,8 +152,11 @@ struct serve_job_state {
   std::set<caf::actor_addr> dead_stages;
   std::set<std::pair<size_t, size_t>> peered; ///< node pairs connected directly
   capacity_model capacity;
-  bool replan_requested = false;
   std::string replan_balance;
+  /// Without a pipeline (waiting): when to plan again, and the wait after
+  /// that (doubling from half a second to 8 s while no plan starts).
+  std::chrono::steady_clock::time_point retry_at{};
+  std::chrono::milliseconds retry_wait{500};
 
   uint64_t next_request = 1;
   uint64_t next_micro = 1;

@@ -303,7 +303,9 @@ void become_ready(self_ptr self) {
   auto took = since(p.since);
   if (recovered) {
     st.status.recoveries++;
-    st.status.last_recovery_s = since(st.failure_at);
+    st.status.last_recovery_s =
+        st.failure_at == clock::time_point{} ? 0.0 : since(st.failure_at);
+    st.failure_at = {};
     log()->info("serving again on {} ({:.3f} s after the failure)", plan_text,
                 st.status.last_recovery_s);
     log_event(self, "recovered",
@@ -321,6 +323,7 @@ void become_ready(self_ptr self) {
   log_event(self, "plan", {{"plan_version", p.generation}, {"plan", plan_text}});
   st.current = std::move(p);
   st.waiting_for.clear();
+  st.retry_wait = std::chrono::milliseconds(500);
   set_phase(self, "serving");
   dispatch(self);
 }
@@ -576,16 +579,25 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
     plan_next(self, "failure during a launch: " + what);
     return;
   }
-  for (auto it = st.old.begin(); it != st.old.end(); ++it) {
+  bool staged = false;
+  for (auto it = st.old.begin(); it != st.old.end();) {
     if (!it->broken && pipeline_on(*it, n)) {
       requeue(self, it->generation);
       stop_pipeline(self, *it);
-      st.old.erase(it);
-      dispatch(self);
-      break;
+      it = st.old.erase(it);
+      staged = true;
+    } else {
+      ++it;
     }
   }
-  log_event(self, "spare_lost", {{"node", st.nodes[n].name}, {"why", why}});
+  if (staged) {
+    dispatch(self);
+  } else {
+    log_event(self, "spare_lost", {{"node", st.nodes[n].name}, {"why", why}});
+  }
+  if (!st.current && !st.next && st.phase == "waiting") {
+    plan_next(self, "retry after the loss of " + st.nodes[n].name);
+  }
 }
 
 caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
@@ -612,9 +624,15 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
 
 void check_pipelines(self_ptr self) {
   auto& st = self->state;
+  if (over(st)) {
+    return;
+  }
+  auto now = clock::now();
   bool freed = false;
   for (auto it = st.old.begin(); it != st.old.end();) {
-    if (it->broken) {
+    // a launch may be pulling layers from an old pipeline's stages: they
+    // stay until it is up (broken ones are kept as sources anyway)
+    if (it->broken || st.next) {
       ++it;
       continue;
     }
@@ -630,10 +648,35 @@ void check_pipelines(self_ptr self) {
       ++it;
     }
   }
-  if (st.next && clock::now() - st.next->since > st.cfg.launch_timeout) {
+  if (st.next && now - st.next->since > st.cfg.launch_timeout) {
     log()->warn("plan {} was not up after {} s; launching again", st.next->generation,
                 st.cfg.launch_timeout.count() / 1000);
     plan_next(self, "the last launch timed out");
+  }
+  // a pipeline that answers nothing while its nodes still beat (a stage
+  // hung, a message lost) is replaced like a broken one
+  if (st.current) {
+    auto oldest = now;
+    for (auto& [id, m] : st.micros) {
+      if (m.generation == st.current->generation) {
+        oldest = std::min(oldest, m.sent);
+      }
+    }
+    if (now - oldest > st.cfg.stall_timeout) {
+      break_current(self, "the pipeline answered nothing for " +
+                              std::to_string(st.cfg.stall_timeout.count() / 1000) +
+                              " s (plan " + describe_plan(st, st.current->plan) + ")");
+      return;
+    }
+  }
+  // no pipeline and none starting (a launch failed, the plan did not fit):
+  // plan again now and then, on whatever is live by then
+  if (!st.current && !st.next && st.phase == "waiting" && now >= st.retry_at) {
+    st.retry_at = now + st.retry_wait;
+    st.retry_wait = std::min(2 * st.retry_wait, std::chrono::milliseconds(8000));
+    if (!live_nodes(st).empty()) {
+      plan_next(self, "retry: " + st.waiting_for);
+    }
   }
   if (freed) {
     dispatch(self);

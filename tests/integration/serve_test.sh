@@ -82,6 +82,10 @@ expect 400 "the model takes FP32" -XPOST "$url/v2/models/cnn/infer" \
   -d '{"inputs":[{"name":"input","shape":[1,1,28,28],"datatype":"INT64","data":[1]}]}'
 expect 400 "needs 784" -XPOST "$url/v2/models/cnn/infer" \
   -d '{"inputs":[{"name":"input","shape":[1,1,28,28],"datatype":"FP32","data":[1,2]}]}'
+expect 400 "needs far more" -XPOST "$url/v2/models/cnn/infer" \
+  -d '{"inputs":[{"name":"input","shape":[9223372036854775807,1,28,28],"datatype":"FP32","data":[1]}]}'
+expect 400 "input datatype '5'" -XPOST "$url/v2/models/cnn/infer" \
+  -d '{"inputs":[{"name":"input","shape":[1,1,28,28],"datatype":5,"data":[1]}]}'
 expect 404 "unknown model 'resnet'" -XPOST "$url/v2/models/resnet/infer" -d "$body"
 expect 404 "no such path" "$url/v2/elsewhere"
 big=$(python3 -c 'print("[" + ",".join(["0.5"]*20000) + "]")')
@@ -131,7 +135,7 @@ fi
 grep -q "cannot listen on 127.0.0.1:$port" <<<"$out" || fail "port in use: $out"
 
 metrics=$(curl -sf "$url/metrics")
-for m in 'salamander_requests_total{model="cnn"} 3' 'code="400"} 4' 'code="404"} 1' \
+for m in 'salamander_requests_total{model="cnn"} 3' 'code="400"} 6' 'code="404"} 1' \
   'code="413"} 1' 'code="503"} ' 'salamander_request_latency_seconds_count{model="cnn"} 3' \
   'salamander_queue_depth' 'salamander_stage_busy_seconds_total{model="cnn",stage="1"'; do
   grep -qF -- "$m" <<<"$metrics" || fail "/metrics has no '$m': $metrics"
