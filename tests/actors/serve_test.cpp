@@ -144,7 +144,7 @@ TEST_CASE("a serving pipeline's outputs equal one process's, over an even split 
   }
 }
 
-TEST_CASE("dynamic batching merges small requests into full micro-batches; a full queue "
+TEST_CASE("dynamic batching merges small requests into full micro-batches, and a full queue "
           "answers busy",
           "[actor][serve]") {
   torch::set_num_threads(1);
@@ -283,7 +283,7 @@ TEST_CASE("serving through two node failures in a row", "[actor][serve][process]
 
 TEST_CASE("ViT-Base, which fits no single device, served by four nodes of 128 MB each, "
           "gives one process's outputs",
-          "[actor][serve][process][large]") {
+          "[actor][serve][process][large][serial]") {
   torch::set_num_threads(1);
   const std::string model = "vit:size=base,image=224,channels=3,classes=1000";
   auto desc = models::describe(models::model_spec::parse(model));
