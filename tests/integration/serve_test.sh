@@ -116,6 +116,12 @@ console=$("$bin" console "$sup" --exec "status; plan; metrics" 2>&1) || fail "co
 grep -q '^\[serving\] 3 requests' <<<"$console" || fail "console status: $console"
 grep -q "busy" <<<"$console" || fail "console plan: $console"
 grep -q "latency        p50" <<<"$console" || fail "console metrics: $console"
+# the console saves the served weights: the same accuracy as the checkpoint served
+"$bin" console "$sup" --exec "checkpoint save $work/served.ckpt" >/dev/null 2>&1 ||
+  fail "checkpoint save on a serving job"
+again=$("$bin" eval --load "$work/served.ckpt" --dataset synthetic 2>/dev/null |
+  sed -n 's/^test accuracy: //p')
+[ "$again" = "$want" ] || fail "the served weights give $again, the checkpoint $want"
 # re-planning a serving job from the console: a bad balance is refused with
 # why, a good one is taken while the service goes on
 if out=$("$bin" console "$sup" --exec "repartition 9,9" 2>&1); then fail "repartition 9,9 accepted"; fi
