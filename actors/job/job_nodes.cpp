@@ -18,6 +18,24 @@ job_node node_of(const cluster_member& m) {
   return n;
 }
 
+node_row basic_row(const job_node& node, size_t n, const std::vector<size_t>& plan_nodes,
+                   size_t staged) {
+  node_row r;
+  r.name = node.name;
+  r.health = node.refused ? "refused" : node.dead ? "dead" : "ok";
+  r.role = "spare";
+  for (size_t i = 0; i < plan_nodes.size() && i < staged; ++i) {
+    if (plan_nodes[i] == n) {
+      r.role = "stage " + std::to_string(i);
+    }
+  }
+  r.emulation = node.info.emulation;
+  r.cpu_share = node.info.cpu_share;
+  r.memory_bytes = node.info.memory_bytes;
+  r.link_bytes_per_s = node.info.link_bytes_per_s;
+  return r;
+}
+
 joined take_joined(std::vector<job_node>& nodes, std::vector<std::string>& dead_names,
                    uint32_t n, const cluster_member& m) {
   if (n == nodes.size()) {

@@ -36,6 +36,14 @@ struct stage_plan {
   }
 };
 
+/// A node as the console's `nodes` shows it, from what the job keeps: name,
+/// health (ok, dead, refused), role ("stage i" for the first `staged` of
+/// `plan_nodes`, else spare), emulation, CPU share, memory and the link rate
+/// it reported. Speeds, measured links and heartbeats are for the caller
+/// (and the cluster supervisor) to add.
+node_row basic_row(const job_node& node, size_t n, const std::vector<size_t>& plan_nodes,
+                   size_t staged);
+
 /// Layers per stage: "1,1,2" -> {1, 1, 2}; "" -> {}. Throws
 /// std::invalid_argument.
 std::vector<size_t> parse_balance(const std::string& text);

@@ -140,6 +140,15 @@ uint64_t build_micro(self_ptr self) {
   return id;
 }
 
+// The request rate is taken over the answers of the last few seconds.
+constexpr std::chrono::seconds rate_window{5};
+
+void forget_old_answers(serve_job_state& st, clock::time_point now) {
+  while (!st.answered_at.empty() && now - st.answered_at.front() > rate_window) {
+    st.answered_at.pop_front();
+  }
+}
+
 void record_latency(serve_job_state& st, double s) {
   st.latencies.push_back(s);
   if (st.latencies.size() > tuning::serve_latency_window) {
@@ -147,19 +156,16 @@ void record_latency(serve_job_state& st, double s) {
   }
   auto now = clock::now();
   st.answered_at.push_back(now);
-  while (!st.answered_at.empty() &&
-         now - st.answered_at.front() > std::chrono::seconds(5)) {
-    st.answered_at.pop_front();
-  }
+  forget_old_answers(st, now);
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) {
+// The q-quantile of `sorted` (ascending); 0 when empty.
+double percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) {
     return 0;
   }
-  std::sort(v.begin(), v.end());
-  auto i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
+  auto i = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(i, sorted.size() - 1)];
 }
 
 void refresh_status(self_ptr self) {
@@ -169,15 +175,13 @@ void refresh_status(self_ptr self) {
   s.queue_depth = static_cast<int64_t>(st.waiting.size());
   s.in_flight = static_cast<int64_t>(st.sent_unanswered);
   std::vector<double> lat(st.latencies.begin(), st.latencies.end());
+  std::sort(lat.begin(), lat.end());
   s.latency_p50_s = percentile(lat, 0.50);
   s.latency_p95_s = percentile(lat, 0.95);
   s.latency_p99_s = percentile(lat, 0.99);
-  auto now = clock::now();
-  while (!st.answered_at.empty() &&
-         now - st.answered_at.front() > std::chrono::seconds(5)) {
-    st.answered_at.pop_front();
-  }
-  double span = std::min(5.0, std::max(since(st.started), 1e-3));
+  forget_old_answers(st, clock::now());
+  double span = std::min(std::chrono::duration<double>(rate_window).count(),
+                         std::max(since(st.started), 1e-3));
   s.requests_per_s = static_cast<double>(st.answered_at.size()) / span;
   s.paused_by_user = st.user_paused;
   s.stages.clear();
@@ -196,22 +200,9 @@ void refresh_status(self_ptr self) {
   }
   s.nodes.clear();
   for (size_t n = 0; n < st.nodes.size(); ++n) {
-    auto& jn = st.nodes[n];
-    node_row row;
-    row.name = jn.name;
-    row.health = jn.refused ? "refused" : jn.dead ? "dead" : "ok";
-    row.role = "spare";
-    if (st.current) {
-      for (size_t i = 0; i < st.current->plan.nodes.size(); ++i) {
-        if (st.current->plan.nodes[i] == n) {
-          row.role = "stage " + std::to_string(i);
-        }
-      }
-    }
-    row.emulation = jn.info.emulation;
-    row.cpu_share = jn.info.cpu_share;
-    row.memory_bytes = jn.info.memory_bytes;
-    row.link_bytes_per_s = jn.info.link_bytes_per_s;
+    static const std::vector<size_t> none;
+    auto& plan_nodes = st.current ? st.current->plan.nodes : none;
+    auto row = basic_row(st.nodes[n], n, plan_nodes, plan_nodes.size());
     row.speed = st.capacity.profiled() ? st.capacity.speed(n) : 0;
     s.nodes.push_back(row);
   }
@@ -282,7 +273,6 @@ void on_output(self_ptr self, uint64_t id, const torch::Tensor& y) {
                    " rows for " + std::to_string(m.x.size(0)));
     return;
   }
-  st.last_answer = clock::now();
   int64_t offset = 0;
   for (auto& seg : m.segments) {
     auto len = seg.end - seg.begin;
@@ -455,9 +445,7 @@ void on_busy(self_ptr self, const batch_stats& s) {
     return; // a stage of a pipeline that was replaced
   }
   st.stage_busy_s.resize(stages.size());
-  st.stage_micro.resize(stages.size());
   st.stage_busy_s[s.stage] += s.compute_s;
-  st.stage_micro[s.stage] += static_cast<int64_t>(s.batch);
 }
 
 caf::result<snapshot_payload> on_snapshot(self_ptr self) {

@@ -173,11 +173,9 @@ struct serve_job_state {
   /// The last failure: when it was noticed (0: none pending); the longest
   /// time without an answer around it is measured from the last answer.
   std::chrono::steady_clock::time_point failure_at{};
-  std::chrono::steady_clock::time_point last_answer{};
   std::deque<double> latencies;
   std::deque<std::chrono::steady_clock::time_point> answered_at;
   std::vector<double> stage_busy_s; ///< of the current pipeline
-  std::vector<int64_t> stage_micro;
 
   std::chrono::steady_clock::time_point started{};
   std::chrono::steady_clock::time_point last_stats{};

@@ -94,49 +94,74 @@ bool stage_alive(const serve_job_state& st, const serve_pipeline& p, size_t i) {
          !st.dead_stages.count(p.stages[i].address()) && !st.nodes[p.plan.nodes[i]].dead;
 }
 
-// Where a new stage on `node` pulls layers [begin, end) from: per layer the
-// nearest copy, in contiguous runs from one source each.
-void pick_sources(const serve_job_state& st, stage_spec& spec, size_t node) {
-  caf::actor run_source;
-  for (uint64_t l = spec.begin; l < spec.end; ++l) {
-    int best_rank = 9;
-    caf::actor best = caf::actor_cast<caf::actor>(st.central_holder);
-    auto consider = [&](int rank, caf::actor a) {
-      if (rank < best_rank && a) {
-        best_rank = rank;
-        best = std::move(a);
-      }
-    };
-    auto from_pipeline = [&](const serve_pipeline& p) {
-      for (size_t i = 0; i < p.plan.ranges.size(); ++i) {
+// Every copy of served layers a new stage could pull from, as the recovery
+// rules see them (algorithms/recovery.hpp): the live stages of the serving
+// and the older pipelines, the chain holders of live nodes, and last the
+// central holder, which has every layer. Served weights are at version 0.
+struct layer_copies {
+  std::vector<algorithms::recovery_source> sources;
+  std::vector<caf::actor> actors; ///< per source
+};
+
+layer_copies copies_of(const serve_job_state& st) {
+  layer_copies c;
+  auto add = [&](size_t node, bool central, caf::actor a, std::vector<uint64_t> layers) {
+    algorithms::recovery_source s;
+    s.node = node;
+    s.central = central;
+    for (auto l : layers) {
+      s.held.emplace_back(l, 0);
+    }
+    c.sources.push_back(std::move(s));
+    c.actors.push_back(std::move(a));
+  };
+  auto range = [](uint64_t b, uint64_t e) {
+    std::vector<uint64_t> out;
+    for (auto l = b; l < e; ++l) {
+      out.push_back(l);
+    }
+    return out;
+  };
+  auto from_pipeline = [&](const serve_pipeline& p) {
+    for (size_t i = 0; i < p.plan.ranges.size(); ++i) {
+      if (stage_alive(st, p, i)) {
         auto [b, e] = p.plan.ranges[i];
-        if (l >= b && l < e && stage_alive(st, p, i)) {
-          consider(p.plan.nodes[i] == node ? 0 : 2,
-                   caf::actor_cast<caf::actor>(p.stages[i]));
-        }
-      }
-    };
-    if (st.current) {
-      from_pipeline(*st.current);
-    }
-    for (auto& p : st.old) {
-      from_pipeline(p);
-    }
-    for (auto& [n, held] : st.chain_copies) {
-      if (held.count(l) && n < st.nodes.size() && !st.nodes[n].dead &&
-          st.nodes[n].holder) {
-        consider(n == node ? 1 : 3, caf::actor_cast<caf::actor>(st.nodes[n].holder));
+        add(p.plan.nodes[i], false, caf::actor_cast<caf::actor>(p.stages[i]),
+            range(b, e));
       }
     }
-    if (!spec.sources.empty() && best == run_source && spec.source_end.back() == l) {
-      spec.source_end.back() = l + 1;
-      continue;
+  };
+  if (st.current) {
+    from_pipeline(*st.current);
+  }
+  for (auto& p : st.old) {
+    from_pipeline(p);
+  }
+  for (auto& [n, held] : st.chain_copies) {
+    if (n < st.nodes.size() && !st.nodes[n].dead && st.nodes[n].holder) {
+      add(n, false, caf::actor_cast<caf::actor>(st.nodes[n].holder),
+          std::vector<uint64_t>(held.begin(), held.end()));
     }
-    spec.sources.push_back(best);
-    spec.source_begin.push_back(l);
-    spec.source_end.push_back(l + 1);
-    spec.source_version.push_back(0);
-    run_source = best;
+  }
+  add(0, true, caf::actor_cast<caf::actor>(st.central_holder), range(0, st.layers()));
+  return c;
+}
+
+// Where a new stage on `node` pulls its layers from: per layer the nearest
+// copy (training's rule, algorithms::pick_source: its own node, then
+// another, then the central holder; a stage before a holder, as listed), in
+// contiguous runs from one source each.
+void add_pulls(const layer_copies& c, stage_spec& spec, size_t node) {
+  std::vector<algorithms::layer_pick> picks;
+  for (uint64_t l = spec.begin; l < spec.end; ++l) {
+    // the central holder has every layer: there is always a pick
+    picks.push_back({*algorithms::pick_source(c.sources, l, 0, node), 0});
+  }
+  for (auto& p : algorithms::merge_pulls(picks, spec.begin)) {
+    spec.sources.push_back(c.actors[p.source]);
+    spec.source_begin.push_back(p.begin);
+    spec.source_end.push_back(p.end);
+    spec.source_version.push_back(p.version);
   }
 }
 
@@ -207,6 +232,7 @@ void launch(self_ptr self, stage_plan plan, const std::string& reason) {
   // itself; every other one pulls them
   bool seeded = !st.cfg.weights && p.generation == 1;
   auto window = window_for(st, plan.ranges.size());
+  auto copies = seeded ? layer_copies{} : copies_of(st);
   launch_order order;
   for (size_t i = 0; i < plan.ranges.size(); ++i) {
     stage_spec spec;
@@ -228,7 +254,7 @@ void launch(self_ptr self, stage_plan plan, const std::string& reason) {
       spec.chain_holder = caf::actor_cast<caf::actor>(st.nodes[plan.nodes[i + 1]].holder);
     }
     if (!seeded) {
-      pick_sources(st, spec, plan.nodes[i]);
+      add_pulls(copies, spec, plan.nodes[i]);
     }
     order.specs.push_back(std::move(spec));
     order.nodes.push_back(st.nodes[plan.nodes[i]].handle);
@@ -297,7 +323,6 @@ void become_ready(self_ptr self) {
   }
   auto plan_text = describe_plan(st, p.plan);
   st.stage_busy_s.assign(p.stages.size(), 0.0);
-  st.stage_micro.assign(p.stages.size(), 0);
   st.status.plan_version = static_cast<int64_t>(p.generation);
   st.status.plan = plan_text;
   auto took = since(p.since);

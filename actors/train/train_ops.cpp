@@ -16,21 +16,11 @@ void refresh_rows(self_ptr self) {
   auto dead = dead_mask(st);
   s.nodes.clear();
   for (size_t n = 0; n < st.nodes.size(); ++n) {
-    auto& node = st.nodes[n];
-    node_row r;
-    r.name = node.name;
-    r.health = node.refused ? "refused" : node.dead ? "dead" : "ok";
-    r.role = "spare";
-    for (size_t i = 0; i < st.plan.nodes.size() && i < st.stages.size(); ++i) {
-      if (st.plan.nodes[i] == n) {
-        r.role = "stage " + std::to_string(i);
-      }
-    }
-    r.emulation = node.info.emulation;
-    r.cpu_share = node.info.cpu_share;
-    r.memory_bytes = node.info.memory_bytes;
+    auto r = basic_row(st.nodes[n], n, st.plan.nodes, st.stages.size());
     auto [rate, latency] = st.capacity.measured_link(n, dead);
-    r.link_bytes_per_s = rate > 0 ? rate : node.info.link_bytes_per_s;
+    if (rate > 0) {
+      r.link_bytes_per_s = rate;
+    }
     r.link_latency_s = latency;
     r.speed = st.capacity.speed(n);
     r.capacity = st.capacity.capacity(n);
