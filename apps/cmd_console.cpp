@@ -42,7 +42,30 @@ std::string ms(double s) {
   return s <= 0 ? std::string("-") : fmt::format("{:.1f} ms", s * 1e3);
 }
 
+std::string show_fed_status(const job_status& s) {
+  std::string out = status_line(s) + "\n";
+  out += fmt::format("federated, strategy {}: round {} of {} after {:.1f} s of training; "
+                     "test accuracy {}\n",
+                     s.strategy, s.round, s.rounds, s.train_s,
+                     s.test_accuracy >= 0 ? fmt::format("{:.2f}%", 100 * s.test_accuracy)
+                                          : std::string("-"));
+  out += fmt::format("clients: {} up, {} took part in the last round ({:.1f} s, aiming at "
+                     "{:.1f} s); {} update(s) dropped (late or failed)\n",
+                     s.clients, s.contributed, s.round_s, s.pace_s, s.dropped_updates);
+  out += "kept fractions of the last tasks: " + s.plan + "\n";
+  if (s.paused_by_user) {
+    out += "paused from the console: resume starts the next round\n";
+  }
+  if (!s.error.empty()) {
+    out += "last failure: " + s.error + "\n";
+  }
+  return out;
+}
+
 std::string show_status(const job_status& s) {
+  if (s.mode == "federate") {
+    return show_fed_status(s);
+  }
   std::string out = status_line(s) + "\n";
   out += fmt::format("plan v{}: {}\n", s.plan_version,
                      s.plan.empty() ? "(none yet)" : s.plan);
@@ -99,6 +122,11 @@ std::string show_nodes(const job_status& s) {
 }
 
 std::string show_plan(const job_status& s) {
+  if (s.mode == "federate") {
+    return "a federated job has no pipeline: every client trains the model (or a slice "
+           "of it). Kept fractions of the last tasks: " +
+           s.plan + "\n";
+  }
   if (s.stages.empty()) {
     return "no plan yet (phase " + s.phase + ")\n";
   }
@@ -131,6 +159,20 @@ std::string show_plan(const job_status& s) {
 
 std::string show_metrics(const job_status& s) {
   std::string out;
+  if (s.mode == "federate") {
+    out += fmt::format("rounds         {} of {} ({})\n", s.round, s.rounds, s.strategy);
+    out += fmt::format("accuracy       {:.2f}% (global model, test split)\n",
+                       100 * std::max(0.0, s.test_accuracy));
+    out += fmt::format("last round     {:.2f} s (pace {:.2f} s), {} clients took part\n",
+                       s.round_s, s.pace_s, s.contributed);
+    out += fmt::format("dropped        {} update(s), late or failed\n", s.dropped_updates);
+    if (!s.dead_nodes.empty()) {
+      out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
+    }
+    out += fmt::format("metrics log    {}\n",
+                       s.metrics_path.empty() ? "(none)" : s.metrics_path);
+    return out;
+  }
   if (s.mode == "serve") {
     out += fmt::format("requests       {} answered, {} failed, {} refused (queue full)\n",
                        s.requests, s.failed_requests, s.rejected);

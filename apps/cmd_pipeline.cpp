@@ -404,6 +404,7 @@ int run_node(const node_cli& cli) {
   ncfg.name = cli.name;
   ncfg.host = host;
   ncfg.threads = cli.threads;
+  ncfg.data_dir = cli.data_dir;
   ncfg.emulation = emulation;
   ncfg.port = std::make_shared<std::atomic<uint16_t>>(0);
   if (auto secret = actors::load_secret(cli.secret_file)) {

@@ -73,6 +73,41 @@ struct serve_cli {
   int http_threads = 64;
 };
 
+/// `salamander federate`: federated learning (ELFISH and its baselines).
+struct fed_cli {
+  std::string strategy = "fedavg";
+  int64_t rounds = 20;
+  int64_t local_epochs = 1;
+  double alpha = 0.5;
+  int clients = 0;           ///< embedded: this many local nodes, one client each
+  std::string client_shares; ///< embedded: relative speeds, e.g. 1,1,0.1 (EMULATED)
+  std::string cluster;       ///< or the nodes of a cluster file
+  double time_budget_s = 0;
+  double fraction = 1;
+  double deadline_s = 0;
+  double round_timeout_s = 0;
+  int buffer = 3;
+  double min_keep = 0.0625;
+  std::string model = "cnn";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  uint64_t seed = 1;
+  int64_t batch_size = 64;
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  double momentum = 0.9;
+  int64_t max_samples = 0;
+  int64_t test_samples = 0;
+  std::string checkpoint;
+  bool resume = false;
+  std::string save; ///< the final global model, as a checkpoint
+  std::string metrics = "";
+  std::string listen; ///< publish the cluster supervisor (console, node --join)
+  std::string secret_file;
+  int threads = 1;
+  double hang_timeout_s = 3.0;
+};
+
 struct eval_cli {
   std::string load;
   std::string dataset = "fashion-mnist";
@@ -97,6 +132,7 @@ struct node_cli {
   std::string cpus; ///< "0" or "1,2": pin to these host CPUs
   std::string join; ///< a running supervisor to offer this node to
   std::string secret_file;
+  std::string data_dir; ///< federated clients here train on this data
 };
 
 struct console_cli {
@@ -129,6 +165,7 @@ int run_chaos(const chaos_cli& cli);
 int run_pipeline(const train_cli& cli);
 int run_node(const node_cli& cli);
 int run_eval(const eval_cli& cli);
+int run_federate(const fed_cli& cli);
 int run_infer(const serve_cli& cli);
 int run_serve(const serve_cli& cli);
 /// runs/job-YYYYmmdd-HHMMSS-PID/metrics.jsonl under the working directory.

@@ -287,6 +287,10 @@ int main(int argc, char** argv) {
   nd->add_flag(
       "--dilate", node.dilate,
       "EMULATION: use compute-time dilation even where a cgroup quota is possible");
+  nd->add_option("--data", node.data_dir,
+                 "federated learning: clients on this node train on the Fashion-MNIST "
+                 "training split in this directory (this device's own data) instead of "
+                 "a shard of the experiment's");
   nd->add_option(
       "--secret-file", node.secret_file,
       "cluster secret to prove to the supervisor (default: $SALAMANDER_SECRET); "
@@ -385,6 +389,100 @@ int main(int argc, char** argv) {
   sv->add_option("--http-threads", srv.http_threads,
                  "requests handled at once (each waits for its answer)")
       ->check(whole<int>(1))
+      ->capture_default_str();
+
+  // ---- federated learning
+  fed_cli fed;
+  auto* fd = app.add_subcommand(
+      "federate",
+      "federated learning: every node trains on its own data and a strategy merges "
+      "their updates (fedavg, deadline, elfish, heterofl, fedrolex, fedbuff)");
+  fd->add_option("--strategy", fed.strategy,
+                 "fedavg (wait for all), deadline (drop late updates), elfish (stragglers "
+                 "soft-train a rotating part of each layer), heterofl, fedrolex, fedbuff "
+                 "(asynchronous)")
+      ->capture_default_str();
+  fd->add_option("--rounds", fed.rounds, "rounds at most (fedbuff: server steps)")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  fd->add_option("--local-epochs", fed.local_epochs, "epochs each client trains per round")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  fd->add_option("--alpha", fed.alpha,
+                 "Dirichlet(alpha) label skew of the clients' shards; 0: IID shards")
+      ->check(number(0, 1e6, false, ""))
+      ->capture_default_str();
+  fd->add_option("--clients", fed.clients, "embedded: N local nodes, one client each")
+      ->check(whole<int>(1));
+  fd->add_option("--client-shares", fed.client_shares,
+                 "embedded: EMULATED relative speed of each client, e.g. "
+                 "1,1,1,1,1,1,1,0.1,0.1,0.1 (scaled to fit this host's cores)");
+  fd->add_option("--cluster", fed.cluster, "TOML file listing the node processes")
+      ->check(CLI::ExistingFile);
+  fd->add_option("--time-budget", fed.time_budget_s,
+                 "stop after this many seconds of training (0: only --rounds)")
+      ->check(number(0, 1e7, false, "seconds"))
+      ->capture_default_str();
+  fd->add_option("--fraction", fed.fraction, "of the clients, the part drawn for each round")
+      ->check(number(0, 1, true, ""))
+      ->capture_default_str();
+  fd->add_option("--deadline", fed.deadline_s,
+                 "deadline strategy: seconds per round (0: 1.25 x the median client's "
+                 "round)")
+      ->check(number(0, 1e6, false, "seconds"))
+      ->capture_default_str();
+  fd->add_option("--round-timeout", fed.round_timeout_s,
+                 "no round waits longer (0: 3 x the slowest predicted client + 30 s)")
+      ->check(number(0, 1e6, false, "seconds"))
+      ->capture_default_str();
+  fd->add_option("--buffer", fed.buffer, "fedbuff: updates per server step")
+      ->check(whole<int>(1))
+      ->capture_default_str();
+  fd->add_option("--min-keep", fed.min_keep,
+                 "the smallest part of each layer a straggler trains (elfish, heterofl, "
+                 "fedrolex)")
+      ->check(number(0, 1, true, ""))
+      ->capture_default_str();
+  fd->add_option("--model", fed.model, "mlp or cnn (dense and conv layers can be sliced)")
+      ->capture_default_str();
+  fd->add_option("--dataset", fed.dataset, "fashion-mnist or synthetic")->capture_default_str();
+  fd->add_option("--data", fed.data_dir,
+                 "directory with the Fashion-MNIST IDX files (the supervisor's test split; "
+                 "embedded clients' training split)");
+  fd->add_option("--seed", fed.seed, "initial weights, shards, masks")->capture_default_str();
+  fd->add_option("--batch-size", fed.batch_size, "local batch size")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  fd->add_option("--optimizer", fed.optimizer, "sgd or adam (fresh each round)")
+      ->capture_default_str();
+  fd->add_option("--lr", fed.lr, "local learning rate")
+      ->check(number(0, 10, true, ""))
+      ->capture_default_str();
+  fd->add_option("--momentum", fed.momentum, "sgd momentum")->capture_default_str();
+  fd->add_option("--max-samples", fed.max_samples,
+                 "each client trains on at most this many of its examples (0: all)")
+      ->check(whole<int64_t>(0))
+      ->capture_default_str();
+  fd->add_option("--test-samples", fed.test_samples,
+                 "evaluate on this many test examples (0: the whole test split)")
+      ->check(whole<int64_t>(0))
+      ->capture_default_str();
+  fd->add_option("--checkpoint", fed.checkpoint,
+                 "write the global model and its round here after every round");
+  fd->add_flag("--resume", fed.resume, "carry on from --checkpoint");
+  fd->add_option("--save", fed.save, "write the final global model here (a checkpoint)");
+  fd->add_option("--metrics", fed.metrics,
+                 "JSON-lines log (default runs/job-.../metrics.jsonl; none: off)");
+  fd->add_option("--listen", fed.listen,
+                 "HOST:PORT to publish the supervisor on (console, node --join)");
+  fd->add_option("--secret-file", fed.secret_file,
+                 "cluster secret the nodes must prove (default: $SALAMANDER_SECRET)");
+  fd->add_option("--threads", fed.threads, "compute threads (0: LibTorch's default)")
+      ->check(whole<int>(0))
+      ->capture_default_str();
+  fd->add_option("--hang-timeout", fed.hang_timeout_s,
+                 "seconds of silence after which a node counts as lost")
+      ->check(number(1.5, 3600, false, "seconds"))
       ->capture_default_str();
 
   describe_cli describe;
@@ -501,6 +599,9 @@ int main(int argc, char** argv) {
     }
     if (*sv) {
       return run_serve(srv);
+    }
+    if (*fd) {
+      return run_federate(fed);
     }
     if (*d) {
       return run_describe(describe);

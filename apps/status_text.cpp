@@ -28,11 +28,30 @@ std::vector<progress_field> serve_fields(const job_status& s) {
   };
 }
 
+// A federated job: rounds and the global model's accuracy.
+std::vector<progress_field> fed_fields(const job_status& s) {
+  return {
+      {"[" + s.phase + "]", 10},
+      {fmt::format("round {}/{}", s.round, s.rounds), 9},
+      {s.test_accuracy >= 0 ? fmt::format("acc {:.2f}%", 100 * s.test_accuracy)
+                            : std::string("acc -"),
+       8},
+      {fmt::format("last round {:.1f} s", s.round_s), 6},
+      {fmt::format("{}/{} clients", s.contributed, s.clients), 5},
+      {fmt::format("{} dropped", s.dropped_updates), 3},
+      {fmt::format("{:.0f} s", s.train_s), 4},
+      {s.strategy, 2},
+  };
+}
+
 } // namespace
 
 std::vector<progress_field> status_fields(const job_status& s, eta_clock* eta) {
   if (s.mode == "serve") {
     return serve_fields(s);
+  }
+  if (s.mode == "federate") {
+    return fed_fields(s);
   }
   eta_clock once;
   auto& clock = eta ? *eta : once;

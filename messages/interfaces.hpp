@@ -92,7 +92,8 @@ using profiler_actor = caf::typed_actor<
 /// another (its pipeline neighbour), so that tensors between their stages go
 /// node to node; false if it could not (they then go through the
 /// supervisor's process). spawn starts a stage
-/// on this device and returns its handle; profile(model, micro-batch size)
+/// on this device and returns its handle (spawn(fed_client_spec): a
+/// federated client); profile(model, micro-batch size)
 /// asks its profiler; slow(factor) makes an emulated device run at that
 /// factor of its share from now on (1 restores it); kill makes a node
 /// process kill itself with SIGKILL (chaos; refused by in-process nodes);
@@ -101,6 +102,7 @@ using node_actor = caf::typed_actor<
     caf::replies_to<hello_atom, uint32_t, std::string>::with<node_info>,
     caf::reacts_to<auth_atom, std::string, std::string>,
     caf::replies_to<spawn_atom, stage_spec>::with<caf::actor>,
+    caf::replies_to<spawn_atom, fed_client_spec>::with<caf::actor>,
     caf::replies_to<profile_atom, std::string, uint32_t>::with<device_report>,
     caf::replies_to<probe_atom, caf::actor, std::string>::with<link_report>,
     caf::replies_to<peer_atom, std::string, uint16_t>::with<bool>,
@@ -194,6 +196,39 @@ using serve_job_actor = job_actor::extend<
     caf::reacts_to<done_atom, batch_stats>, caf::reacts_to<tick_atom>,
     caf::reacts_to<dispatch_atom>,
     caf::replies_to<kill_atom, uint32_t>::with<std::string>,
+    caf::replies_to<replan_atom, std::string>::with<std::string>,
+    caf::replies_to<replicate_atom>::with<std::string>,
+    caf::replies_to<snapshot_atom>::with<snapshot_payload>>;
+
+/// A federated client (actors/federated/fed_client.hpp), one per node:
+/// holds its shard of the data (computed on its node) and trains whatever
+/// sub-model a round asks for.
+///
+///   profile -> fed_profile   time a few training batches at each kept
+///                            fraction of its spec (ELFISH's time model)
+///   round(task)              train the task's sub-model for its epochs from
+///                            its weights, then send (update, result) to the
+///                            sender; a newer task replaces an unfinished one
+///   stop                     abandon the task in hand (the round ended)
+///   tick(work)               its own: the next few batches of work `work`
+///                            (ticks of replaced work are ignored)
+using fed_client_actor =
+    caf::typed_actor<caf::replies_to<profile_atom>::with<fed_profile>,
+                     caf::reacts_to<round_atom, fed_task>, caf::reacts_to<stop_atom>,
+                     caf::reacts_to<tick_atom, uint64_t>>;
+
+/// The federated job (actors/federated/fed_job.hpp): the job interface,
+/// plus what its clients send and its own timers.
+///
+///   update(result)         a client's trained delta (or its error)
+///   deadline(round)        its own: round `round` waits no longer
+///   tick                   its own: status, metrics, rejoining clients
+///   kill(client)           chaos: crash client N (it rejoins next round)
+///   replan, replicate      refused with why (no pipeline here)
+///   snapshot -> weights    the global model
+using fed_job_actor = job_actor::extend<
+    caf::reacts_to<update_atom, fed_update>, caf::reacts_to<deadline_atom, uint64_t>,
+    caf::reacts_to<tick_atom>, caf::replies_to<kill_atom, uint32_t>::with<std::string>,
     caf::replies_to<replan_atom, std::string>::with<std::string>,
     caf::replies_to<replicate_atom>::with<std::string>,
     caf::replies_to<snapshot_atom>::with<snapshot_payload>>;

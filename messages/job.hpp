@@ -62,7 +62,7 @@ struct job_status {
   std::string stopped;
   std::vector<node_row> nodes;
   std::vector<stage_row> stages;
-  /// "train", or "serve" (a serving job: the figures below instead of
+  /// "train", "federate", or "serve" (a serving job: the figures below instead of
   /// batches and loss; stage_compute_s is each stage's busy time)
   std::string mode = "train";
   int64_t requests = 0;        ///< answered
@@ -76,6 +76,16 @@ struct job_status {
   double latency_p99_s = 0;
   int64_t resent = 0;     ///< micro-batches sent again after a failure
   int64_t duplicates = 0; ///< answers dropped: that micro-batch was answered
+  /// "federate": rounds instead of batches (test_accuracy: the global model
+  /// after the last round)
+  std::string strategy;
+  int64_t round = 0; ///< rounds aggregated (fedbuff: server steps)
+  int64_t rounds = 0;
+  int64_t clients = 0;       ///< clients alive
+  int64_t contributed = 0;   ///< clients whose update the last round took
+  int64_t dropped_updates = 0; ///< late or failed updates, summed
+  double round_s = 0;        ///< the last round's wall time
+  double pace_s = 0;         ///< the round time the strategy aims at
   bool finished() const { return phase == "finished" || phase == "failed"; }
 };
 
@@ -91,7 +101,8 @@ typename Inspector::result_type inspect(Inspector& f, job_status& x) {
            x.replicated_version, x.exact, x.missed_layer_updates, x.stopped, x.nodes,
            x.stages, x.mode, x.requests, x.failed_requests, x.rejected,
            x.requests_per_s, x.queue_depth, x.in_flight, x.latency_p50_s,
-           x.latency_p95_s, x.latency_p99_s, x.resent, x.duplicates);
+           x.latency_p95_s, x.latency_p99_s, x.resent, x.duplicates, x.strategy, x.round,
+           x.rounds, x.clients, x.contributed, x.dropped_updates, x.round_s, x.pace_s);
 }
 
 } // namespace salamander

@@ -6,10 +6,12 @@
 //   job.hpp          a job's status (every mode)
 //   pipeline.hpp     stage specs and per-batch reports (pipeline training)
 //   replication.hpp  replica inventories, recovery decisions
+//   federated.hpp    federated clients, their profiles, tasks and updates
 //   interfaces.hpp   the typed actor interfaces, by role
 #pragma once
 
 #include "messages/cluster.hpp"
+#include "messages/federated.hpp"
 #include "messages/job.hpp"
 #include "messages/payloads.hpp"
 #include "messages/pipeline.hpp"
@@ -24,7 +26,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 7;
+constexpr uint32_t protocol_version = 8;
 
 } // namespace salamander
 
@@ -50,6 +52,10 @@ CAF_ADD_TYPE_ID(salamander, (salamander::cluster_profile))
 CAF_ADD_TYPE_ID(salamander, (salamander::recovery_source_info))
 CAF_ADD_TYPE_ID(salamander, (salamander::recovery_decision))
 CAF_ADD_TYPE_ID(salamander, (salamander::launch_result))
+CAF_ADD_TYPE_ID(salamander, (salamander::fed_client_spec))
+CAF_ADD_TYPE_ID(salamander, (salamander::fed_profile))
+CAF_ADD_TYPE_ID(salamander, (salamander::fed_task))
+CAF_ADD_TYPE_ID(salamander, (salamander::fed_update))
 CAF_ADD_ATOM(salamander, salamander, forward_atom, "forward")
 CAF_ADD_ATOM(salamander, salamander, backward_atom, "backward")
 CAF_ADD_ATOM(salamander, salamander, labels_atom, "labels")
@@ -86,4 +92,7 @@ CAF_ADD_ATOM(salamander, salamander, launch_atom, "launch")
 CAF_ADD_ATOM(salamander, salamander, stop_atom, "stop")
 CAF_ADD_ATOM(salamander, salamander, infer_atom, "infer")
 CAF_ADD_ATOM(salamander, salamander, dispatch_atom, "dispatch")
+CAF_ADD_ATOM(salamander, salamander, round_atom, "round")
+CAF_ADD_ATOM(salamander, salamander, update_atom, "update")
+CAF_ADD_ATOM(salamander, salamander, deadline_atom, "deadline")
 CAF_END_TYPE_ID_BLOCK(salamander)

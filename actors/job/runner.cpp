@@ -12,13 +12,10 @@ cluster_config cluster_config_for(const job_config& cfg) {
   return c;
 }
 
-job_result run_job(caf::actor_system& sys, const job_config& cfg,
-                   std::vector<remote_node> nodes,
-                   std::shared_ptr<const models::dataset> train,
-                   std::shared_ptr<const models::dataset> test, const job_options& opts) {
+job_result run_to_end(caf::actor_system& sys, const caf::actor& job,
+                      const cluster_actor& cluster, std::chrono::milliseconds timeout,
+                      const job_options& opts) {
   job_result result;
-  auto cluster = sys.spawn(cluster_supervisor, cluster_config_for(cfg), std::move(nodes));
-  auto job = sys.spawn(train_job, cfg, cluster, std::move(train), std::move(test));
   if (opts.on_start) {
     opts.on_start(cluster);
   }
@@ -27,7 +24,7 @@ job_result run_job(caf::actor_system& sys, const job_config& cfg,
     int silent_polls = 0;
     while (!result.status.finished()) {
       std::this_thread::sleep_for(opts.poll);
-      self->request(job, cfg.request_timeout, caf::get_atom_v)
+      self->request(job, timeout, caf::get_atom_v)
           .receive(
               [&](job_status& s) {
                 result.status = std::move(s);
@@ -49,7 +46,7 @@ job_result run_job(caf::actor_system& sys, const job_config& cfg,
     // a finished job's weights, or those a job that gave up ends with
     if (opts.fetch_weights &&
         (result.status.phase == "finished" || !result.status.stopped.empty())) {
-      self->request(job, cfg.request_timeout, snapshot_atom_v)
+      self->request(job, timeout, snapshot_atom_v)
           .receive([&](snapshot_payload& p) { result.weights = std::move(p.snapshot); },
                    [&](caf::error& err) {
                      if (result.status.phase != "finished") {
@@ -64,6 +61,15 @@ job_result run_job(caf::actor_system& sys, const job_config& cfg,
     self->send(cluster, leave_atom_v);
   }
   return result;
+}
+
+job_result run_job(caf::actor_system& sys, const job_config& cfg,
+                   std::vector<remote_node> nodes,
+                   std::shared_ptr<const models::dataset> train,
+                   std::shared_ptr<const models::dataset> test, const job_options& opts) {
+  auto cluster = sys.spawn(cluster_supervisor, cluster_config_for(cfg), std::move(nodes));
+  auto job = sys.spawn(train_job, cfg, cluster, std::move(train), std::move(test));
+  return run_to_end(sys, caf::actor_cast<caf::actor>(job), cluster, cfg.request_timeout, opts);
 }
 
 } // namespace salamander::actors

@@ -31,6 +31,14 @@ struct job_options {
 /// The cluster supervisor's settings for a training job's configuration.
 cluster_config cluster_config_for(const job_config& cfg);
 
+/// Polls `job` (any mode) until it ends, fetches its weights when asked and
+/// the job finished (or was stopped), then stops it and `cluster`. A job that
+/// does not answer three polls in a row (each within `timeout`) is reported
+/// failed.
+job_result run_to_end(caf::actor_system& sys, const caf::actor& job,
+                      const cluster_actor& cluster, std::chrono::milliseconds timeout,
+                      const job_options& opts);
+
 job_result run_job(caf::actor_system& sys, const job_config& cfg,
                    std::vector<remote_node> nodes,
                    std::shared_ptr<const models::dataset> train,

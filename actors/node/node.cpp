@@ -6,6 +6,8 @@
 
 #include "actors/cluster/auth.hpp"
 
+#include "actors/federated/fed_client.hpp"
+
 #include "actors/node/profiler.hpp"
 #include "actors/replication/replica_holder.hpp"
 #include "actors/train/stage.hpp"
@@ -203,6 +205,35 @@ caf::result<caf::actor> on_spawn(node_actor::stateful_pointer<node_state> self,
   }
 }
 
+caf::result<caf::actor> on_spawn_client(node_actor::stateful_pointer<node_state> self,
+                                        fed_client_spec spec) {
+  auto& c = self->state.config;
+  if (!self->state.authenticated) {
+    return unauthorized(c.name);
+  }
+  try {
+    auto desc = models::describe(models::model_spec::parse(spec.model));
+    if (desc.fingerprint != spec.fingerprint) {
+      return caf::make_error(errc::model_mismatch,
+                             "node " + c.name + " describes model " + spec.model +
+                                 " with fingerprint " + desc.fingerprint +
+                                 ", the supervisor with " + spec.fingerprint +
+                                 " (different salamander builds?)");
+    }
+    if (spec.client >= spec.clients) {
+      return caf::make_error(errc::bad_config, "node " + c.name + ": client " +
+                                                   std::to_string(spec.client) + " of " +
+                                                   std::to_string(spec.clients));
+    }
+    auto s = self->spawn(fed_client, std::move(spec), c.emulation, c.name, c.data_dir);
+    auto handle = caf::actor_cast<caf::actor>(s);
+    self->state.stages.push_back(handle);
+    return handle;
+  } catch (const std::exception& e) {
+    return caf::make_error(errc::stage_failed, "node " + c.name + ": " + e.what());
+  }
+}
+
 caf::result<std::string> on_slow(node_actor::stateful_pointer<node_state> self,
                                  double factor) {
   auto& c = self->state.config;
@@ -285,6 +316,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
         return on_probe(self, peer, name);
       },
       [=](spawn_atom, stage_spec spec) { return on_spawn(self, spec); },
+      [=](spawn_atom, fed_client_spec spec) { return on_spawn_client(self, spec); },
       [=](slow_atom, double factor) { return on_slow(self, factor); },
       [=](kill_atom) { return on_kill(self); },
       [=](leave_atom) { on_leave(self); },

@@ -33,12 +33,15 @@ struct node_config {
   /// wait behind stages. Deterministic tests (CAF's test coordinator, one
   /// thread for every actor) turn it off.
   bool detached_profiler = true;
+  /// `node --data DIR`: federated clients here train on this node's own
+  /// data (the training split in DIR) instead of a shard of the experiment's.
+  std::string data_dir;
 };
 
 struct node_state {
   static inline const char* name = "node";
   node_config config;
-  std::vector<caf::actor> stages;
+  std::vector<caf::actor> stages; ///< and federated clients
   profiler_actor profiler;
   replica_holder_actor holder;
   /// A supervisor proved the cluster secret (in-process nodes: always).

@@ -1,0 +1,357 @@
+#include "actors/federated/fed_client.hpp"
+#include "actors/logging.hpp"
+
+#include "algorithms/sampling.hpp"
+#include "messages/errors.hpp"
+
+#include <fmt/format.h>
+
+#include <ctime>
+#include <map>
+#include <mutex>
+
+namespace salamander::actors {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// CPU time one tick may use before it yields to the mailbox.
+constexpr double tick_cpu_s = 0.05;
+
+double thread_cpu() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+using client_ptr = fed_client_actor::stateful_pointer<fed_client_state>;
+
+// A tick that took `wall` seconds and `cpu` of CPU: what the device took
+// (emulated seconds under dilation, else the wall time), and how long to
+// wait before the next tick so that the device's pace holds.
+std::pair<double, std::chrono::microseconds> device_time(client_ptr self, double wall,
+                                                         double cpu) {
+  auto& lim = self->state.emulation.limiter;
+  double d = lim ? lim->dilation() : 1.0;
+  double device = std::max(wall, cpu * d);
+  auto pause = std::chrono::microseconds(static_cast<int64_t>((device - wall) * 1e6));
+  return {device, pause};
+}
+
+void schedule_tick(client_ptr self, std::chrono::microseconds pause) {
+  auto id = self->state.work->id;
+  if (pause.count() > 0) {
+    self->delayed_send(self, pause, tick_atom_v, id);
+  } else {
+    self->send(self, tick_atom_v, id);
+  }
+}
+
+// Builds the model a work trains: the sub-model of `kept`, its weights from
+// `weights` (or the seed's, for the profile), a fresh optimizer.
+void build(client_ptr self, fed_work& w, const fed::unit_sets& kept,
+           const models::weight_snapshot* weights) {
+  auto& st = self->state;
+  auto sub = sub_desc(st.desc, kept);
+  w.model = std::make_unique<models::layered_model>(sub, st.spec.seed);
+  if (weights) {
+    load_params(*w.model, *weights);
+    w.start = *weights;
+  }
+  auto net = w.model->all();
+  models::optimizer_config ocfg{st.spec.optimizer, st.spec.lr, st.spec.momentum, 0.0};
+  w.opt = models::make_optimizer(ocfg, net->parameters());
+}
+
+int64_t samples(const fed_client_state& st) { return st.shard.defined() ? st.shard.size(0) : 0; }
+
+// One training step on rows `positions` of the shard; the loss.
+double step(client_ptr self, fed_work& w, const std::vector<int64_t>& positions) {
+  auto& st = self->state;
+  auto pos = torch::tensor(positions, torch::kInt64);
+  auto idx = st.shard.index_select(0, pos);
+  auto x = st.data->images.index_select(0, idx);
+  auto y = st.data->labels.index_select(0, idx);
+  auto net = w.model->all();
+  w.opt->zero_grad();
+  auto loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+  loss.backward();
+  w.opt->step();
+  return loss.item<double>();
+}
+
+std::vector<int64_t> batch_positions(const fed_client_state& st, const fed_work& w) {
+  auto n = static_cast<int64_t>(w.order.size());
+  auto b0 = w.batch * st.spec.batch_size;
+  auto b1 = std::min(n, b0 + st.spec.batch_size);
+  return {w.order.begin() + b0, w.order.begin() + b1};
+}
+
+void new_epoch_order(const fed_client_state& st, fed_work& w) {
+  w.order = algorithms::epoch_permutation(
+      algorithms::mix_seed(st.spec.seed, st.spec.client, w.task.round),
+      static_cast<uint64_t>(w.epoch), samples(st));
+}
+
+void send_update(client_ptr self, fed_work& w, std::chrono::microseconds pause) {
+  auto& st = self->state;
+  fed_update u;
+  u.round = w.task.round;
+  u.client = st.spec.client;
+  u.base_version = w.task.base_version;
+  u.keep = w.task.keep;
+  u.samples = samples(st);
+  u.train_s = w.device_s;
+  u.loss = w.loss_batches ? w.loss_sum / static_cast<double>(w.loss_batches) : 0.0;
+  auto after = models::capture(*w.model, nullptr, "", w.task.base_version);
+  for (size_t l = 0; l < after.layers.size(); ++l) {
+    for (size_t p = 0; p < after.layers[l].params.size(); ++p) {
+      auto& t = after.layers[l].params[p].tensor;
+      t = t - w.start.layers[l].params[p].tensor;
+    }
+  }
+  u.delta.snapshot = std::move(after);
+  if (pause.count() > 0) {
+    self->delayed_send(w.reply, pause, update_atom_v, std::move(u));
+  } else {
+    self->send(w.reply, update_atom_v, std::move(u));
+  }
+}
+
+void fail_work(client_ptr self, const std::string& what) {
+  auto& st = self->state;
+  subsystem_log("federated")->debug("client {} on {}: {}", st.spec.client, st.node, what);
+  if (st.work && !st.work->profile) {
+    fed_update u;
+    u.round = st.work->task.round;
+    u.client = st.spec.client;
+    u.base_version = st.work->task.base_version;
+    u.error = "client " + std::to_string(st.spec.client) + " on " + st.node + ": " + what;
+    self->send(st.work->reply, update_atom_v, std::move(u));
+  }
+  if (st.work && st.work->profile && st.profile_promise) {
+    st.profile_promise->deliver(caf::make_error(errc::stage_failed, what));
+    st.profile_promise.reset();
+  }
+  st.work.reset();
+}
+
+// Training: batches until the tick's CPU is used; the update once the
+// task's epochs are done.
+void train_tick(client_ptr self) {
+  auto& st = self->state;
+  auto& w = *st.work;
+  double w0 = since(w.started), c0 = thread_cpu();
+  auto n = samples(st);
+  auto per_epoch = algorithms::batches_per_epoch(n, st.spec.batch_size, false);
+  bool done = false;
+  while (thread_cpu() - c0 < tick_cpu_s) {
+    if (w.batch >= per_epoch) {
+      ++w.epoch;
+      w.batch = 0;
+      if (w.epoch >= w.task.epochs) {
+        done = true;
+        break;
+      }
+      new_epoch_order(st, w);
+      w.loss_sum = 0;
+      w.loss_batches = 0;
+    }
+    w.loss_sum += step(self, w, batch_positions(st, w));
+    ++w.loss_batches;
+    ++w.batch;
+  }
+  auto [device, pause] = device_time(self, since(w.started) - w0, thread_cpu() - c0);
+  w.device_s += device;
+  if (done) {
+    send_update(self, w, pause);
+    st.work.reset();
+    return;
+  }
+  schedule_tick(self, pause);
+}
+
+// Profile: one kept fraction per tick, one warm-up batch and then the
+// timed ones; seconds per epoch from the median batch.
+void profile_tick(client_ptr self) {
+  auto& st = self->state;
+  auto& w = *st.work;
+  if (w.profile_step >= st.spec.profile_keeps.size()) {
+    // answered once the device would have finished it
+    st.work.reset();
+    if (st.profile_promise) {
+      st.profile_promise->deliver(st.profile);
+      st.profile_promise.reset();
+    }
+    return;
+  }
+  auto keep = st.spec.profile_keeps[w.profile_step];
+  build(self, w, fed::mask_prefix(st.layout, keep), nullptr);
+  w.task.round = 0;
+  w.epoch = 0;
+  new_epoch_order(st, w);
+  double cpu_total = 0, wall_total = 0;
+  std::vector<double> times;
+  auto per_epoch = algorithms::batches_per_epoch(samples(st), st.spec.batch_size, false);
+  for (int64_t b = 0; b <= st.spec.profile_batches; ++b) {
+    w.batch = b % per_epoch;
+    auto t0 = clock::now();
+    double c0 = thread_cpu();
+    step(self, w, batch_positions(st, w));
+    double cpu = thread_cpu() - c0, wall = since(t0);
+    cpu_total += cpu;
+    wall_total += wall;
+    if (b > 0) { // the first one warms up
+      times.push_back(device_time(self, wall, cpu).first);
+    }
+  }
+  std::sort(times.begin(), times.end());
+  double per_batch = times[times.size() / 2];
+  st.profile.keep.push_back(keep);
+  st.profile.epoch_s.push_back(per_batch * static_cast<double>(per_epoch));
+  ++w.profile_step;
+  schedule_tick(self, device_time(self, wall_total, cpu_total).second);
+}
+
+void load_data(client_ptr self, const std::string& data_dir) {
+  auto& st = self->state;
+  auto& spec = st.spec;
+  st.data = shared_training_set(spec.dataset, st.desc, data_dir);
+  if (!data_dir.empty()) {
+    st.shard = torch::arange(st.data->size(), torch::kInt64);
+    st.data_note = fmt::format("the node's own data in {} ({} examples)", data_dir,
+                               st.data->size());
+  } else {
+    std::vector<int64_t> mine;
+    if (spec.alpha > 0) {
+      mine = algorithms::partition_dirichlet(spec.seed, st.data->label_vector(),
+                                             static_cast<int>(spec.clients),
+                                             spec.alpha)[spec.client];
+      st.data_note = fmt::format("shard {} of {}, dirichlet({})", spec.client, spec.clients,
+                                 spec.alpha);
+    } else {
+      mine = algorithms::partition_iid(spec.seed, st.data->size(),
+                                       static_cast<int>(spec.clients))[spec.client];
+      st.data_note = fmt::format("shard {} of {}, iid", spec.client, spec.clients);
+    }
+    if (spec.max_samples > 0 && static_cast<int64_t>(mine.size()) > spec.max_samples) {
+      mine.resize(static_cast<size_t>(spec.max_samples));
+    }
+    st.shard = torch::tensor(mine, torch::kInt64);
+  }
+  st.data_note += fmt::format(", {} examples", samples(st));
+}
+
+} // namespace
+
+std::shared_ptr<const models::dataset>
+shared_training_set(const std::string& name, const models::model_desc& desc,
+                    const std::string& dir) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<const models::dataset>> cache;
+  std::lock_guard<std::mutex> guard(mutex);
+  auto key = name + "|" + dir + "|" + models::to_string(desc.input);
+  if (auto hit = cache[key].lock()) {
+    return hit;
+  }
+  auto data = std::make_shared<const models::dataset>(models::load_dataset(name, true, desc, dir));
+  cache[key] = data;
+  return data;
+}
+
+fed_client_actor::behavior_type
+fed_client(fed_client_actor::stateful_pointer<fed_client_state> self, fed_client_spec spec,
+           node_emulation emulation, std::string node, std::string data_dir) {
+  auto& st = self->state;
+  st.spec = std::move(spec);
+  st.emulation = std::move(emulation);
+  st.node = std::move(node);
+  st.profile.client = st.spec.client;
+  std::string error;
+  try {
+    st.desc = models::describe(models::model_spec::parse(st.spec.model));
+    st.layout = width_layout(st.desc);
+    load_data(self, data_dir);
+    std::sort(st.spec.profile_keeps.begin(), st.spec.profile_keeps.end());
+    if (st.spec.profile_keeps.empty() || st.spec.profile_keeps.back() != 1.0) {
+      st.spec.profile_keeps.push_back(1.0);
+    }
+    st.profile.samples = samples(st);
+    st.profile.data = st.data_note;
+    st.profile.emulation = st.emulation.config.describe();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  return {
+      [=](profile_atom) -> caf::result<fed_profile> {
+        auto& st = self->state;
+        if (!error.empty()) {
+          return caf::make_error(errc::bad_config, "client on " + st.node + ": " + error);
+        }
+        if (samples(st) == 0) {
+          return caf::make_error(errc::bad_config,
+                                 "client on " + st.node + " has no examples (" + st.data_note +
+                                     ")");
+        }
+        st.profile.keep.clear();
+        st.profile.epoch_s.clear();
+        st.work.emplace();
+        st.work->id = st.next_work++;
+        st.work->profile = true;
+        st.work->started = clock::now();
+        st.profile_promise = self->make_response_promise<fed_profile>();
+        schedule_tick(self, std::chrono::microseconds(0));
+        return *st.profile_promise;
+      },
+      [=](round_atom, fed_task& task) {
+        auto& st = self->state;
+        auto reply = caf::actor_cast<fed_job_actor>(self->current_sender());
+        if (st.work && st.work->profile) {
+          return; // the job asks for rounds only after the profile
+        }
+        st.work.emplace();
+        auto& w = *st.work;
+        w.id = st.next_work++;
+        w.reply = reply;
+        w.started = clock::now();
+        try {
+          auto weights = std::move(task.weights.snapshot);
+          w.task = std::move(task);
+          build(self, w, w.task.kept, &weights);
+          new_epoch_order(st, w);
+        } catch (const std::exception& e) {
+          fail_work(self, e.what());
+          return;
+        }
+        schedule_tick(self, std::chrono::microseconds(0));
+      },
+      [=](stop_atom) {
+        auto& st = self->state;
+        if (st.work && !st.work->profile) {
+          st.work.reset();
+        }
+      },
+      [=](tick_atom, uint64_t id) {
+        auto& st = self->state;
+        if (!st.work || st.work->id != id) {
+          return; // replaced or stopped
+        }
+        try {
+          if (st.work->profile) {
+            profile_tick(self);
+          } else {
+            train_tick(self);
+          }
+        } catch (const std::exception& e) {
+          fail_work(self, e.what());
+        }
+      },
+  };
+}
+
+} // namespace salamander::actors

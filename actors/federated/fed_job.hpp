@@ -1,0 +1,138 @@
+// The federated job supervisor (ELFISH mode): one per federated job, a peer
+// of the training and serving jobs under the cluster supervisor. It spawns a
+// client on every node, collects their profiles, and runs rounds: the
+// strategy (algorithms/federated.hpp) says who trains what, the job cuts
+// each client's sub-model out of the global one, sends it, and aggregates
+// what comes back within the round's bounded wait.
+//
+//   starting --> profiling --> training <--> paused (console)
+//                                 |  round: configure -> tasks out -> updates in
+//                                 |         (all answered, or the wait ends) -> aggregate
+//                                 |         -> evaluate -> checkpoint -> next round
+//                                 '--> finished (rounds done, time budget, stop) | failed
+//
+// Asynchronous strategies (fedbuff) have no rounds: every idle client gets a
+// task from the newest global model, and the server steps every `buffer`
+// updates.
+//
+// Faults: a client whose node is lost, or that dies, is out of the round in
+// hand at once (the round does not wait for it); a hung one is out when the
+// round's wait ends, and its late update is dropped. Every second the job
+// spawns a client again on each live node that has none (a node that came
+// back, a client that was killed), profiles it, and takes it into the next
+// round. The global model and its round are checkpointed after every round
+// (written to a temporary file and renamed), and a job started with resume
+// carries on from the last one.
+#pragma once
+
+#include "actors/federated/width.hpp"
+#include "actors/job/job_nodes.hpp"
+#include "actors/job/runner.hpp"
+#include "actors/tuning.hpp"
+#include "messages/interfaces.hpp"
+#include "models/data.hpp"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+namespace salamander::actors {
+
+class metrics_log;
+
+/// A federated job's description: what `salamander federate` and the tests
+/// set. The defaults are the ones the README documents.
+struct fed_config {
+  std::string model = "cnn";
+  std::string strategy = "fedavg";
+  fed::settings settings;
+  int64_t rounds = 20;      ///< rounds (fedbuff: server steps) at most
+  double time_budget_s = 0; ///< stop after this much training time (0: none)
+  std::string dataset = "fashion-mnist";
+  std::string data_dir; ///< where the supervisor reads the test split
+  double alpha = 0.5;   ///< Dirichlet label skew; <= 0: IID
+  uint64_t seed = 1;
+  int64_t batch_size = 64;
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  double momentum = 0.9;
+  int64_t max_samples = 0;  ///< per client, at most (0: its whole shard)
+  int64_t test_samples = 0; ///< evaluate on this many test examples (0: all)
+  std::vector<double> profile_keeps = {0.0625, 0.125, 0.25, 0.5, 1.0};
+  int64_t profile_batches = 3;
+  std::string checkpoint_path; ///< written after every round ("": none)
+  bool resume = false;         ///< start from checkpoint_path
+  std::string metrics_path;
+  std::string secret;
+  int32_t threads = 1;
+  std::chrono::milliseconds node_timeout = tuning::request_timeout;
+  std::chrono::milliseconds profile_timeout = tuning::profile_timeout;
+};
+
+/// One client as the job sees it: client i runs on node i.
+struct fed_client_entry {
+  fed_client_actor handle;
+  bool spawning = false;
+  bool profiled = false;
+  bool busy = false; ///< fedbuff: a task is out
+  fed::client_view view;
+  fed_profile profile;
+  double last_keep = 0; ///< of its last task (0: none yet)
+  double last_train_s = 0;
+  int64_t updates = 0; ///< taken into the global model
+  int spawn_failures = 0;
+  std::chrono::steady_clock::time_point retry_at{};
+};
+
+struct fed_job_state {
+  static inline const char* name = "fed_job";
+  fed_config cfg;
+  cluster_actor cluster;
+  std::vector<job_node> nodes;
+  std::vector<fed_client_entry> clients; ///< one per node of the start
+  models::model_desc desc;
+  fed::model_layout layout;
+  std::unique_ptr<fed::strategy> strategy;
+  fed::flat_params global;
+  uint64_t version = 0; ///< rounds aggregated (fedbuff: server steps)
+  std::shared_ptr<const models::dataset> test;
+  std::unique_ptr<models::layered_model> eval_model;
+  std::string phase = "starting";
+  bool user_paused = false;
+  std::string stop_requested;
+  size_t profiles_pending = 0;
+
+  // the round in hand (synchronous strategies)
+  bool in_round = false;
+  fed::round_plan plan;
+  std::map<uint32_t, fed::client_task> tasks; ///< by client: out, not answered
+  std::vector<fed::update> arrived;
+  std::vector<uint32_t> failed; ///< answered with an error, or lost
+  std::chrono::steady_clock::time_point round_started{};
+  double round_loss = 0; ///< clients' training losses, summed
+  // fedbuff
+  std::vector<fed::update> buffer;
+  std::map<uint32_t, fed::client_task> async_tasks;
+
+  std::chrono::steady_clock::time_point started{};
+  std::chrono::steady_clock::time_point train_started{};
+  bool training_started = false;
+  double train_s_before = 0; ///< a resumed job: training time of the run before
+  job_status status;
+  std::shared_ptr<metrics_log> metrics;
+};
+
+fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_state> self,
+                                     fed_config cfg, cluster_actor cluster);
+
+/// The cluster supervisor's settings for a federated job.
+cluster_config cluster_config_for(const fed_config& cfg);
+
+/// Runs a federated job over `nodes` to its end (the CLI, tests,
+/// benchmarks); weights: the global model, when asked for.
+job_result run_fed_job(caf::actor_system& sys, const fed_config& cfg,
+                       std::vector<remote_node> nodes, const job_options& opts = {});
+
+} // namespace salamander::actors
