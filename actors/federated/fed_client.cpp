@@ -31,25 +31,42 @@ double since(clock::time_point t) {
 
 using client_ptr = fed_client_actor::stateful_pointer<fed_client_state>;
 
-// A tick that took `wall` seconds and `cpu` of CPU: what the device took
-// (emulated seconds under dilation, else the wall time), and how long to
-// wait before the next tick so that the device's pace holds.
+// LibTorch's intra-op thread count is OpenMP's, which is per thread: the
+// main thread's setting does not reach CAF's workers, which would each run
+// OpenMP teams of one thread per core (and time their barrier waits as the
+// device's compute). Set on each worker the first time a client runs there.
+void use_threads(int32_t threads) {
+  thread_local int32_t applied = -1;
+  auto n = std::max<int32_t>(1, threads);
+  if (applied != n) {
+    at::set_num_threads(n);
+    applied = n;
+  }
+}
+
+// A tick that took `wall` seconds and `cpu` of CPU: what the device took,
+// and how long to wait before the next tick so that the device's pace
+// holds. Under compute-time dilation the emulated device's time is its CPU
+// time over its share (what the host's other load adds to the wall time is
+// not the device's); a real device, or one under a cgroup quota, takes the
+// wall time.
 std::pair<double, std::chrono::microseconds> device_time(client_ptr self, double wall,
                                                          double cpu) {
   auto& lim = self->state.emulation.limiter;
-  double d = lim ? lim->dilation() : 1.0;
-  double device = std::max(wall, cpu * d);
-  auto pause = std::chrono::microseconds(static_cast<int64_t>((device - wall) * 1e6));
+  bool dilated = lim && lim->method() == "compute-time dilation";
+  double device = dilated ? cpu * lim->dilation() : wall;
+  auto pause =
+      std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, device - wall) * 1e6));
   return {device, pause};
 }
 
+// Always through the clock, never a plain send to itself: CAF 0.17 runs an
+// actor for as long as its mailbox has messages (max-throughput is
+// unlimited by default), so a tick sent to itself would hold a scheduler
+// thread for the whole round and starve every other actor on it.
 void schedule_tick(client_ptr self, std::chrono::microseconds pause) {
   auto id = self->state.work->id;
-  if (pause.count() > 0) {
-    self->delayed_send(self, pause, tick_atom_v, id);
-  } else {
-    self->send(self, tick_atom_v, id);
-  }
+  self->delayed_send(self, std::max(pause, std::chrono::microseconds(1)), tick_atom_v, id);
 }
 
 // Builds the model a work trains: the sub-model of `kept`, its weights from
@@ -63,9 +80,9 @@ void build(client_ptr self, fed_work& w, const fed::unit_sets& kept,
     load_params(*w.model, *weights);
     w.start = *weights;
   }
-  auto net = w.model->all();
+  w.net = w.model->all();
   models::optimizer_config ocfg{st.spec.optimizer, st.spec.lr, st.spec.momentum, 0.0};
-  w.opt = models::make_optimizer(ocfg, net->parameters());
+  w.opt = models::make_optimizer(ocfg, w.net->parameters());
 }
 
 int64_t samples(const fed_client_state& st) { return st.shard.defined() ? st.shard.size(0) : 0; }
@@ -77,9 +94,8 @@ double step(client_ptr self, fed_work& w, const std::vector<int64_t>& positions)
   auto idx = st.shard.index_select(0, pos);
   auto x = st.data->images.index_select(0, idx);
   auto y = st.data->labels.index_select(0, idx);
-  auto net = w.model->all();
   w.opt->zero_grad();
-  auto loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+  auto loss = torch::nn::functional::cross_entropy(w.net->forward(x), y);
   loss.backward();
   w.opt->step();
   return loss.item<double>();
@@ -341,6 +357,7 @@ fed_client(fed_client_actor::stateful_pointer<fed_client_state> self, fed_client
         if (!st.work || st.work->id != id) {
           return; // replaced or stopped
         }
+        use_threads(st.spec.threads);
         try {
           if (st.work->profile) {
             profile_tick(self);

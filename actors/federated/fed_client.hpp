@@ -35,6 +35,7 @@ struct fed_work {
   size_t profile_step = 0; ///< profile: index into the spec's keeps
   std::vector<double> profile_batch_s;
   std::unique_ptr<models::layered_model> model;
+  torch::nn::Sequential net{nullptr}; ///< the model's layers, as one module
   std::unique_ptr<torch::optim::Optimizer> opt;
   models::weight_snapshot start;
   std::vector<int64_t> order; ///< this epoch's example order (shard positions)

@@ -1,0 +1,318 @@
+// Federated learning (ELFISH mode) over local clients: FedAvg gives exactly
+// the sample-weighted mean of what each client trains alone; every strategy
+// runs its rounds to the end and improves the global model, ELFISH and the
+// width-sliced baselines soft-train the emulated straggler; a killed client
+// never stalls a round and rejoins a later one; a hung one is dropped when
+// the round's wait ends; a restarted job resumes from its checkpoint.
+#include "../support.hpp"
+
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/federated/fed_job.hpp"
+#include "actors/node/system.hpp"
+#include "algorithms/sampling.hpp"
+#include "messages/checkpoint.hpp"
+#include "models/data.hpp"
+#include "models/layered_model.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+using namespace salamander;
+using salamander::testing::temp_dir;
+
+namespace {
+
+const std::string model = "mlp:hidden=96";
+
+actors::fed_config config(const std::string& strategy, int64_t rounds) {
+  actors::fed_config cfg;
+  cfg.model = models::describe(models::model_spec::parse(model)).spec.canonical();
+  cfg.strategy = strategy;
+  cfg.rounds = rounds;
+  cfg.dataset = "synthetic";
+  cfg.alpha = 0; // IID: the clients' shards are alike, only their speeds differ
+  cfg.batch_size = 32;
+  cfg.lr = 0.05;
+  cfg.max_samples = 320;
+  cfg.profile_batches = 2;
+  cfg.settings.buffer = 2;
+  return cfg;
+}
+
+struct fed_system {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  fed_system() {
+    torch::set_num_threads(1); // as the CLI runs a device: one compute thread
+    actors::configure(cfg, {});
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+std::vector<actors::emulation_config> shares(std::vector<double> s) {
+  std::vector<actors::emulation_config> out;
+  for (double x : s) {
+    actors::emulation_config c;
+    c.cpu_share = x;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<nlohmann::json> events(const std::string& path, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("event", "") == kind) {
+      out.push_back(j);
+    }
+  }
+  return out;
+}
+
+void leave(std::vector<actors::remote_node>& nodes) {
+  for (auto& n : nodes) {
+    caf::anon_send(n.handle, leave_atom_v);
+  }
+}
+
+// What client `c` trains alone in round 1: the client's own loop, written
+// out again (its shard, its example order, plain SGD steps).
+models::weight_snapshot train_alone(const actors::fed_config& cfg, uint32_t c, uint32_t n) {
+  auto desc = models::describe(models::model_spec::parse(cfg.model));
+  auto data = models::load_dataset(cfg.dataset, true, desc);
+  auto shard = algorithms::partition_iid(cfg.seed, data.size(), static_cast<int>(n))[c];
+  shard.resize(static_cast<size_t>(cfg.max_samples));
+  models::layered_model m(desc, cfg.seed);
+  auto net = m.all();
+  torch::optim::SGD opt(net->parameters(),
+                        torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum));
+  auto order = algorithms::epoch_permutation(algorithms::mix_seed(cfg.seed, c, 1), 0,
+                                             static_cast<int64_t>(shard.size()));
+  for (size_t b = 0; b < order.size(); b += static_cast<size_t>(cfg.batch_size)) {
+    std::vector<int64_t> idx;
+    for (size_t i = b; i < std::min(order.size(), b + cfg.batch_size); ++i) {
+      idx.push_back(shard[static_cast<size_t>(order[i])]);
+    }
+    auto t = torch::tensor(idx, torch::kInt64);
+    opt.zero_grad();
+    torch::nn::functional::cross_entropy(net->forward(data.images.index_select(0, t)),
+                                         data.labels.index_select(0, t))
+        .backward();
+    opt.step();
+  }
+  return models::capture(m, nullptr, "", 1);
+}
+
+} // namespace
+
+TEST_CASE("federated averaging gives the sample-weighted mean of what each client "
+          "trains alone",
+          "[actor][federated]") {
+  fed_system s;
+  auto cfg = config("fedavg", 1);
+  auto nodes = actors::local_nodes(*s.sys, 2, 1);
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  auto r = actors::run_fed_job(*s.sys, cfg, nodes, opts);
+  leave(nodes);
+  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.round == 1);
+  REQUIRE(r.weights);
+  auto a = train_alone(cfg, 0, 2);
+  auto b = train_alone(cfg, 1, 2);
+  double worst = 0;
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    for (size_t p = 0; p < a.layers[l].params.size(); ++p) {
+      auto mean = (a.layers[l].params[p].tensor + b.layers[l].params[p].tensor) / 2;
+      worst = std::max(worst, salamander::testing::max_abs_diff(
+                                  mean, r.weights->layers[l].params[p].tensor));
+    }
+  }
+  CHECK(worst < 1e-5);
+  // and it learnt something: the synthetic classes are well apart
+  CHECK(r.status.test_accuracy > 0.5);
+}
+
+TEST_CASE("every strategy runs its rounds and improves the global model; the width-sliced "
+          "ones soft-train the slow client",
+          "[actor][federated]") {
+  for (std::string strategy :
+       {"fedavg", "deadline", "elfish", "heterofl", "fedrolex", "fedbuff"}) {
+    DYNAMIC_SECTION(strategy) {
+      fed_system s;
+      temp_dir dir;
+      auto cfg = config(strategy, 3);
+      cfg.metrics_path = dir.file("m.jsonl");
+      // client 2 runs at a tenth of the others' speed (EMULATED, dilation:
+      // each client's time is its CPU time over its share, whatever else
+      // loads the host)
+      auto nodes = actors::local_nodes(*s.sys, 3, 1, shares({0.5, 0.5, 0.05}));
+      auto r = actors::run_fed_job(*s.sys, cfg, nodes);
+      leave(nodes);
+      INFO(r.status.error);
+      REQUIRE(r.status.phase == "finished");
+      CHECK(r.status.round == 3);
+      CHECK(r.status.test_accuracy > 0.3);
+      auto rounds = events(cfg.metrics_path, "round");
+      REQUIRE(rounds.size() == 3);
+      CHECK(rounds.back()["accuracy"].get<double>() == r.status.test_accuracy);
+      if (strategy == "elfish" || strategy == "heterofl" || strategy == "fedrolex") {
+        double slowest_keep = 1;
+        for (auto& e : events(cfg.metrics_path, "round_start")) {
+          for (auto& t : e["tasks"]) {
+            if (t["client"] == 2) {
+              slowest_keep = std::min(slowest_keep, t["keep"].get<double>());
+            }
+          }
+        }
+        CHECK(slowest_keep < 1.0);
+      }
+      if (strategy == "fedbuff") {
+        // asynchronous: each server step took `buffer` updates
+        for (auto& e : rounds) {
+          CHECK(e["contributions"].size() == 2);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a killed client never stalls a round and rejoins a later one",
+          "[actor][federated]") {
+  fed_system s;
+  temp_dir dir;
+  auto cfg = config("fedavg", 60);
+  cfg.metrics_path = dir.file("m.jsonl");
+  cfg.max_samples = 1200; // rounds long enough to kill a client in one
+  auto nodes = actors::local_nodes(*s.sys, 3, 1);
+  actors::job_options opts;
+  opts.poll = std::chrono::milliseconds(50);
+  cluster_actor cluster;
+  opts.on_start = [&](cluster_actor c) { cluster = c; };
+  int64_t killed_in = 0;
+  bool rejoined = false;
+  opts.on_status = [&](const job_status& st) {
+    if (killed_in == 0 && st.round >= 1 && st.phase == "training") {
+      caf::anon_send(cluster, kill_atom_v, uint32_t{1});
+      killed_in = st.round + 1;
+      return;
+    }
+    if (killed_in > 0 && !rejoined) {
+      for (auto& e : events(cfg.metrics_path, "round")) {
+        for (auto& c : e["contributions"]) {
+          if (e["round"].get<int64_t>() > killed_in && c["client"] == 1) {
+            rejoined = true;
+          }
+        }
+      }
+      if (rejoined) {
+        caf::anon_send(cluster, stop_atom_v, std::string("test"));
+      }
+    }
+  };
+  auto r = actors::run_fed_job(*s.sys, cfg, nodes, opts);
+  leave(nodes);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == "finished");
+  REQUIRE(killed_in > 0);
+  CHECK(rejoined);
+  // the rounds after the kill went on with the two others
+  bool without = false;
+  for (auto& e : events(cfg.metrics_path, "round")) {
+    without = without || (e["round"].get<int64_t>() >= killed_in &&
+                          e["contributions"].size() == 2);
+  }
+  CHECK(without);
+}
+
+TEST_CASE("a hung client is out of the round when the round's wait ends",
+          "[actor][federated]") {
+  fed_system s;
+  temp_dir dir;
+  auto cfg = config("fedavg", 4);
+  cfg.metrics_path = dir.file("m.jsonl");
+  cfg.settings.round_timeout_s = 3;
+  auto nodes = actors::local_nodes(*s.sys, 3, 1);
+  actors::job_options opts;
+  opts.poll = std::chrono::milliseconds(50);
+  cluster_actor cluster;
+  opts.on_start = [&](cluster_actor c) { cluster = c; };
+  bool slowed = false;
+  opts.on_status = [&](const job_status& st) {
+    if (!slowed && st.round >= 1) {
+      // a thousandth of its speed: it will not finish a round in minutes
+      caf::anon_send(cluster, slow_atom_v, std::string("local2"), 0.001);
+      slowed = true;
+    }
+  };
+  auto r = actors::run_fed_job(*s.sys, cfg, nodes, opts);
+  leave(nodes);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == "finished");
+  CHECK(r.status.round == 4);
+  CHECK(r.status.dropped_updates >= 1);
+  bool dropped = false;
+  for (auto& e : events(cfg.metrics_path, "round")) {
+    for (auto& c : e["late"]) {
+      dropped = dropped || c == 2;
+    }
+  }
+  CHECK(dropped);
+}
+
+TEST_CASE("a restarted federated job resumes from the last round's checkpoint",
+          "[actor][federated]") {
+  temp_dir dir;
+  auto cfg = config("elfish", 2);
+  cfg.checkpoint_path = dir.file("fed.ckpt");
+  double accuracy = 0;
+  {
+    fed_system s;
+    auto nodes = actors::local_nodes(*s.sys, 2, 1);
+    auto r = actors::run_fed_job(*s.sys, cfg, nodes);
+    leave(nodes);
+    REQUIRE(r.status.phase == "finished");
+    accuracy = r.status.test_accuracy;
+  }
+  auto ckpt = messages::load_checkpoint(cfg.checkpoint_path);
+  CHECK(ckpt.epoch == 2);
+  {
+    fed_system s;
+    cfg.resume = true;
+    cfg.rounds = 4;
+    cfg.metrics_path = dir.file("m.jsonl");
+    auto nodes = actors::local_nodes(*s.sys, 2, 1);
+    auto r = actors::run_fed_job(*s.sys, cfg, nodes);
+    leave(nodes);
+    REQUIRE(r.status.phase == "finished");
+    CHECK(r.status.round == 4);
+    auto start = events(cfg.metrics_path, "start");
+    REQUIRE(start.size() == 1);
+    CHECK(start[0]["resumed_at"] == 2);
+    // the model it resumed with is the one the first run ended with
+    CHECK(start[0]["accuracy"].get<double>() == accuracy);
+    auto rounds = events(cfg.metrics_path, "round");
+    REQUIRE(rounds.size() == 2);
+    CHECK(rounds[0]["round"] == 3);
+  }
+}
+
+TEST_CASE("a federated job refuses a model it cannot slice and an unknown strategy",
+          "[actor][federated]") {
+  fed_system s;
+  auto nodes = actors::local_nodes(*s.sys, 1, 1);
+  auto cfg = config("fedavg", 1);
+  cfg.model = "resnet";
+  auto r = actors::run_fed_job(*s.sys, cfg, nodes);
+  CHECK(r.status.phase == "failed");
+  CHECK_THAT(r.status.error, Catch::Contains("dense and conv"));
+  cfg = config("fedprox", 1);
+  r = actors::run_fed_job(*s.sys, cfg, nodes);
+  CHECK(r.status.phase == "failed");
+  CHECK_THAT(r.status.error, Catch::Contains("elfish"));
+  leave(nodes);
+}
