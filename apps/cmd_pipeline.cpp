@@ -418,7 +418,9 @@ int run_node(const node_cli& cli) {
               cli.name);
   }
   auto n = sys.spawn(actors::node, ncfg);
-  auto bound = sys.middleman().publish(n, port, host.c_str());
+  // reuse: a node started again on its port after a crash binds it although
+  // the old connections linger in TIME_WAIT (it does not let two listen)
+  auto bound = sys.middleman().publish(n, port, host.c_str(), true);
   if (!bound) {
     log->error("node {} cannot listen on {}: {}", cli.name, cli.listen,
                sys.render(bound.error()));

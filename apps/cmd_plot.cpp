@@ -423,22 +423,10 @@ std::string serve_script(const run_log& r, const plot_cli& cli,
   return gp;
 }
 
-} // namespace
-
-int plot_log(const plot_cli& cli) {
+// Runs gnuplot on `gp` (and keeps it in --script); `what` not "": the
+// line that says what was plotted.
+int draw(const plot_cli& cli, const std::string& gp, const std::string& what) {
   auto log = logger("plot");
-  auto r = read_log(cli.metrics);
-  if (r.bad_lines > 0) {
-    log->warn("{}: skipped {} unreadable line(s) (the first is line {})", cli.metrics,
-              r.bad_lines, r.first_bad_line);
-  }
-  bool serving = r.start && field(r, *r.start, "mode", std::string()) == "serve";
-  if (r.batches.empty() && !serving) {
-    log->error("{} has no batch lines: nothing to plot", cli.metrics);
-    return 1;
-  }
-  std::map<std::string, size_t> counts;
-  auto gp = serving ? serve_script(r, cli, counts) : gnuplot_script(r, cli, counts);
   if (!cli.script.empty()) {
     std::ofstream(cli.script) << gp;
   }
@@ -466,6 +454,104 @@ int plot_log(const plot_cli& cli) {
     return 1;
   }
   std::filesystem::remove_all(tmp);
+  if (!what.empty()) {
+    log->info("plotted {} to {}", what, cli.output);
+    std::printf("plot: %s\n", cli.output.c_str());
+  }
+  return 0;
+}
+
+// Federated runs, one or several: the global model's accuracy after each
+// round against training time (the first round's start is 0), one line per
+// run, and the rounds' times below.
+std::string fed_script(const std::vector<run_log>& runs, const plot_cli& cli,
+                       std::map<std::string, size_t>& counts) {
+  std::string data, acc_plot, round_plot;
+  static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                 "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto& r = runs[i];
+    auto block = fmt::format("$run{}", i);
+    data += block + " << EOD\n# train_s accuracy round_s round\n";
+    size_t rows = 0;
+    for (auto& e : r.events) {
+      if (e.event != "round") {
+        continue;
+      }
+      rows++;
+      data += fmt::format("{:.6g} {:.6g} {:.6g} {}\n", field(r, e, "train_s", 0.0),
+                          100 * field(r, e, "accuracy", 0.0), field(r, e, "round_s", 0.0),
+                          field(r, e, "round", int64_t{0}));
+    }
+    data += "EOD\n";
+    counts["round"] += rows;
+    if (rows == 0) {
+      throw log_error(r.path + " has no round lines: nothing to plot");
+    }
+    auto name = r.start ? field(r, *r.start, "strategy", std::string("?")) : "?";
+    auto color = colors[i % (sizeof(colors) / sizeof(colors[0]))];
+    auto sep = i == 0 ? std::string("plot ") : std::string(", ");
+    acc_plot += sep + fmt::format("{} using 1:2 with linespoints lw 2 pt 7 ps 0.5 lc rgb "
+                                  "'{}' title {}",
+                                  block, color, quote(name));
+    round_plot += sep + fmt::format("{} using 1:3 with points pt 7 ps 0.6 lc rgb '{}' "
+                                    "title {}",
+                                    block, color, quote(name));
+  }
+  std::string title = cli.title;
+  if (title.empty()) {
+    title = title_start(runs.front(), " federated");
+    if (runs.size() > 1) {
+      title += fmt::format(" ({} runs)", runs.size());
+    }
+  }
+  auto gp = script_start(cli, data, title);
+  gp += "set xlabel 'training time (s)'\n";
+  gp += "set ylabel 'test accuracy (%)'\nset yrange [*:*]\n" + acc_plot + "\n";
+  gp += "set ylabel 'round time (s)'\nset yrange [0:*]\n" + round_plot + "\n";
+  gp += "unset multiplot\n";
+  return gp;
+}
+
+bool federated(const run_log& r) {
+  return r.start && field(r, *r.start, "mode", std::string()) == "federate";
+}
+
+} // namespace
+
+int plot_log(const plot_cli& cli) {
+  auto log = logger("plot");
+  auto r = read_log(cli.metrics);
+  if (r.bad_lines > 0) {
+    log->warn("{}: skipped {} unreadable line(s) (the first is line {})", cli.metrics,
+              r.bad_lines, r.first_bad_line);
+  }
+  bool serving = r.start && field(r, *r.start, "mode", std::string()) == "serve";
+  if (federated(r) || !cli.more.empty()) {
+    std::vector<run_log> runs{r};
+    for (auto& path : cli.more) {
+      runs.push_back(read_log(path));
+    }
+    for (auto& run : runs) {
+      if (!federated(run)) {
+        throw log_error(run.path + " is not a federated run's log: only federated runs "
+                                   "are drawn together");
+      }
+    }
+    std::map<std::string, size_t> counts;
+    auto gp = fed_script(runs, cli, counts);
+    return draw(cli, gp, fmt::format("{} round(s) of {} run(s)", counts["round"],
+                                      runs.size()));
+  }
+  if (r.batches.empty() && !serving) {
+    log->error("{} has no batch lines: nothing to plot", cli.metrics);
+    return 1;
+  }
+  std::map<std::string, size_t> counts;
+  auto gp = serving ? serve_script(r, cli, counts) : gnuplot_script(r, cli, counts);
+  if (int code = draw(cli, gp, ""); code != 0) {
+    return code;
+  }
   std::string summary;
   for (auto& [k, n] : counts) {
     summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", n, k);

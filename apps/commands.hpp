@@ -144,6 +144,8 @@ struct console_cli {
 
 struct plot_cli {
   std::string metrics;
+  /// Further logs drawn beside it (federated runs: accuracy against time).
+  std::vector<std::string> more;
   std::string output;
   std::string title;
   std::string script; ///< also write the gnuplot script (data inline) here

@@ -20,7 +20,9 @@ const usage_line usages[] = {
     {"nodes", "nodes", "every node: health, role, CPU share, speed, memory, link, last heartbeat"},
     {"plan", "plan", "layer ranges per node, predicted vs measured stage times"},
     {"metrics", "metrics", "throughput, stage times, recoveries, re-plans, replicas, lineage"},
-    {"kill", "kill stage N | kill node NAME", "crash stage N, or make node NAME's process die (SIGKILL)"},
+    {"kill", "kill stage N | kill client N | kill node NAME",
+     "crash stage N (or a federated job's client N), or make node NAME's process die "
+     "(SIGKILL)"},
     {"slow", "slow node NAME FACTOR", "an emulated node runs at FACTOR (0 < FACTOR <= 1) of its share"},
     {"repartition", "repartition [BALANCE]", "re-plan at the next flush (BALANCE e.g. 1,2,1; default: the planner)"},
     {"replicate", "replicate", "replicate every stage's weights now (at the next version all reach)"},
@@ -88,7 +90,7 @@ console_command parse_one(const std::string& text) {
     c.op = console_op::help;
     c.args.assign(w.begin() + 1, w.end());
   } else if (verb == "kill") {
-    if (n == 3 && w[1] == "stage") {
+    if (n == 3 && (w[1] == "stage" || w[1] == "client")) { // client: a federated job's
       c.op = console_op::kill_stage;
       size_t used = 0;
       long v = -1;
@@ -97,7 +99,7 @@ console_command parse_one(const std::string& text) {
       } catch (const std::exception&) {
       }
       if (used != w[2].size() || v < 0) {
-        throw std::invalid_argument(bad(text, "'" + w[2] + "' is not a stage number", verb));
+        throw std::invalid_argument(bad(text, "'" + w[2] + "' is not a " + w[1] + " number", verb));
       }
       c.stage = static_cast<unsigned>(v);
       c.args = {w[2]};

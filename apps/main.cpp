@@ -527,8 +527,12 @@ int main(int argc, char** argv) {
   plot_cli plot;
   auto* pl = app.add_subcommand(
       "plot", "draw throughput and loss over time from a metrics log, with failures, "
-              "recoveries, re-plans and joins marked (needs gnuplot)");
-  pl->add_option("metrics", plot.metrics, "the job's metrics.jsonl")
+              "recoveries, re-plans and joins marked; for federated runs, accuracy "
+              "against training time of one or several runs (needs gnuplot)");
+  std::vector<std::string> plot_files;
+  pl->add_option("metrics", plot_files,
+                 "the job's metrics.jsonl; several federated runs' logs are drawn together "
+                 "(accuracy against training time)")
       ->required()
       ->check(CLI::ExistingFile);
   pl->add_option("-o,--output", plot.output, "PNG file to write")->required();
@@ -586,6 +590,8 @@ int main(int argc, char** argv) {
       return run_console(console);
     }
     if (*pl) {
+      plot.metrics = plot_files.front();
+      plot.more.assign(plot_files.begin() + 1, plot_files.end());
       return run_plot(plot);
     }
     if (*au) {

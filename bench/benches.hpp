@@ -116,5 +116,7 @@ int recovery(const bench_args& args);
 int failure_during_recovery(const bench_args& args);
 int replan_stability(const bench_args& args);
 int serve(const bench_args& args);
+int federated(const bench_args& args);
+int federated_niid(const bench_args& args);
 
 } // namespace salamander::bench

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
       {"recovery", recovery},
       {"failure_during_recovery", failure_during_recovery},
       {"serve", serve},
+      {"federated", federated},
+      {"federated_niid", federated_niid},
   };
   if (argc < 2 || benches.count(argv[1]) == 0) {
     std::fprintf(stderr, "usage: salamander_bench NAME [--out PATH] [--quick]\nbenchmarks:");

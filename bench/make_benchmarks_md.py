@@ -286,7 +286,66 @@ def main():
     if sv:
         p(serve_tables(sv))
 
+    fd = load("federated")
+    nd = load("federated_niid")
+    if fd or nd:
+        p("## Federated learning (ELFISH mode)\n")
+        p(federated_text(fd, nd))
+
     print("\n".join(out))
+
+
+STRATEGIES = ["fedavg", "deadline", "elfish", "heterofl", "fedrolex", "fedbuff"]
+
+
+def federated_text(fd, nd):
+    lines = []
+    p = lines.append
+    if fd:
+        p("`bench/run.sh federated` — ten clients on **EMULATED** devices in one process "
+          "(compute-time dilation: a client's time is its CPU time over its share), "
+          f"`{fd.get('model')}`, Fashion-MNIST in Dirichlet({f(fd.get('alpha'), 1)}) shards, "
+          f"one local epoch a round, SGD 0.01 momentum 0.9, batch 64. Seven clients at "
+          f"{f(fd.get('fast_share'), 3)} of a core, three at {f(fd.get('slow_share'), 3)} (a "
+          f"tenth). Every strategy runs in the same benchmark, one after the other, with the "
+          f"same seeds and shards and {f(fd.get('budget_s'), 0)} s of training each; the global "
+          "model is evaluated on the whole test split after every round. The target is "
+          "FedAvg's accuracy at the end of its budget.\n")
+        p("| strategy | rounds | final accuracy | time to FedAvg's final (s) | speedup | "
+          "dropped updates |")
+        p("|---|---|---|---|---|---|")
+        fedavg_t = fd.get("fedavg_time_to_target_s")
+        for s in STRATEGIES:
+            t = fedavg_t if s == "fedavg" else fd.get(s + "_time_to_target_s")
+            reached = t is not None and t >= 0
+            sp = fedavg_t / t if reached and t > 0 and fedavg_t else None
+            p(f"| {s} | {f(fd.get(s + '_rounds'), 0)} | {f(100 * fd.get(s + '_final_acc', 0), 2)}% "
+              f"| {f(t, 1) if reached else 'not reached'} | {f(sp) if sp else '-'} | "
+              f"{f(fd.get(s + '_dropped_updates'), 0)} |")
+        p("")
+        p("Headlines (goals: speedup >= 2; minus FedAvg >= 0 points; minus deadline >= +2 "
+          "points):\n")
+        for s in ["elfish", "heterofl", "fedrolex", "fedbuff"]:
+            p(f"- `{s}_time_to_target_speedup` **{f(fd.get(s + '_time_to_target_speedup'))}**, "
+              f"`{s}_minus_fedavg_final_acc` **{f(fd.get(s + '_minus_fedavg_final_acc'))}**, "
+              f"`{s}_minus_deadline_final_acc` **{f(fd.get(s + '_minus_deadline_final_acc'))}**")
+        p("")
+        p("Accuracy against training time, one point per round (`salamander plot "
+          "bench/results/federated/*.jsonl -o acc.png` draws them):\n")
+        p("```")
+        for s in STRATEGIES:
+            p(f"{s:9} {fd.get(s + '_curve', '')}")
+        p("```\n")
+    if nd:
+        p("`bench/run.sh federated_niid` — the protocol of Flower's NIID-Bench FedAvg "
+          "baseline (Fashion-MNIST, Dirichlet(0.5), 10 clients, all in every round, 50 rounds "
+          "of 10 local epochs, SGD 0.01 momentum 0.9, batch 64), no emulation, "
+          f"`{nd.get('model')}` (NIID-Bench's CNN has valid 5x5 convolutions and two hidden "
+          "dense layers, 120 and 84; the zoo's has same-padded ones and one). "
+          f"Final accuracy after {f(nd.get('rounds'), 0)} rounds: "
+          f"**{f(100 * nd.get('niid_fedavg_final_acc', 0), 2)}%** (`niid_fedavg_final_acc`); "
+          "Flower's reproduction reports 88.09%.\n")
+    return "\n".join(lines)
 
 
 def serve_intro():

@@ -2,6 +2,7 @@
 // its headline figures printed last, one `key: value` per line.
 #pragma once
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -46,6 +47,9 @@ public:
 
 private:
   static std::string fmt(double v) {
+    if (!std::isfinite(v)) {
+      return "null"; // JSON has no infinity; "not reached", "not measured"
+    }
     std::ostringstream s;
     s.precision(6);
     s << v;

@@ -21,6 +21,9 @@ struct fed_client_spec {
   std::string model;       ///< canonical model spec
   std::string fingerprint; ///< what the supervisor's describe() says
   std::string dataset = "fashion-mnist";
+  /// Where to read it ("": the usual places); a node's own data (node
+  /// --data) goes before it.
+  std::string data_dir;
   /// Dirichlet(alpha) label skew over the clients; <= 0: IID shards.
   double alpha = 0.5;
   uint64_t seed = 1;
@@ -76,7 +79,7 @@ struct fed_update {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fed_client_spec& x) {
   return f(caf::meta::type_name("fed_client_spec"), x.client, x.clients, x.model,
-           x.fingerprint, x.dataset, x.alpha, x.seed, x.batch_size, x.optimizer, x.lr,
+           x.fingerprint, x.dataset, x.data_dir, x.alpha, x.seed, x.batch_size, x.optimizer, x.lr,
            x.momentum, x.threads, x.profile_keeps, x.profile_batches, x.max_samples);
 }
 

@@ -234,13 +234,14 @@ void profile_tick(client_ptr self) {
   schedule_tick(self, device_time(self, wall_total, cpu_total).second);
 }
 
-void load_data(client_ptr self, const std::string& data_dir) {
+void load_data(client_ptr self, const std::string& node_dir) {
   auto& st = self->state;
   auto& spec = st.spec;
-  st.data = shared_training_set(spec.dataset, st.desc, data_dir);
-  if (!data_dir.empty()) {
+  st.data = shared_training_set(spec.dataset, st.desc,
+                                node_dir.empty() ? spec.data_dir : node_dir);
+  if (!node_dir.empty()) {
     st.shard = torch::arange(st.data->size(), torch::kInt64);
-    st.data_note = fmt::format("the node's own data in {} ({} examples)", data_dir,
+    st.data_note = fmt::format("the node's own data in {} ({} examples)", node_dir,
                                st.data->size());
   } else {
     std::vector<int64_t> mine;

@@ -45,8 +45,11 @@ void set_phase(self_ptr self, const std::string& phase) {
   self->state.status.phase = phase;
 }
 
+// Wall time since the first round started, without the supervisor's
+// evaluations of the global model (an experimenter's measurement, not
+// part of federated training).
 double train_time(const fed_job_state& st) {
-  return st.train_s_before + (st.training_started ? since(st.train_started) : 0.0);
+  return st.training_started ? std::max(0.0, since(st.train_started) - st.eval_s) : 0.0;
 }
 
 models::weight_snapshot global_snapshot(const fed_job_state& st) {
@@ -96,11 +99,15 @@ void evaluate(self_ptr self) {
   if (!st.eval_model) {
     st.eval_model = std::make_unique<models::layered_model>(st.desc, st.cfg.seed);
   }
+  auto t0 = clock::now();
   load_params(*st.eval_model, global_snapshot(st));
   auto net = st.eval_model->all();
   auto r = models::evaluate(net, *st.test, 1000);
   st.status.test_accuracy = r.accuracy();
   st.status.loss = r.mean_loss;
+  if (st.training_started) {
+    st.eval_s += since(t0);
+  }
 }
 
 void save(fed_job_state& st, const std::string& path) {
@@ -108,8 +115,8 @@ void save(fed_job_state& st, const std::string& path) {
   c.snapshot = global_snapshot(st);
   c.seed = st.cfg.seed;
   c.epoch = st.version;
-  c.note = fmt::format("federated {} round {}; trained {:.1f} s", st.cfg.strategy,
-                       st.version, train_time(st));
+  c.note = fmt::format("federated {} round {}; {:.1f} s of training in this run",
+                       st.cfg.strategy, st.version, train_time(st));
   messages::save_checkpoint(path, c);
 }
 
@@ -216,15 +223,21 @@ void finish_round(self_ptr self, const std::string& why) {
   }
   st.in_round = false;
   nlohmann::json late = nlohmann::json::array();
+  auto round_s = since(st.round_started);
   for (auto& [client, t] : st.tasks) {
     late.push_back(client);
     st.status.dropped_updates++;
-    if (auto& h = st.clients[client].handle) {
-      self->send(h, stop_atom_v);
+    auto& c = st.clients[client];
+    // it took at least this long: a device that slowed down gets a
+    // smaller part of the model next round instead of missing every one
+    if (round_s > t.predicted_s) {
+      c.view.time.observe(t.keep, st.cfg.settings.local_epochs, round_s);
+    }
+    if (c.handle) {
+      self->send(c.handle, stop_atom_v);
     }
   }
   st.tasks.clear();
-  auto round_s = since(st.round_started);
   try {
     st.global = st.strategy->aggregate(st.layout, st.global, st.arrived, st.version);
   } catch (const std::exception& e) {
@@ -259,6 +272,10 @@ void start_round(self_ptr self) {
     st.stop_requested = "the time budget";
     st.status.stopped = st.stop_requested;
     end(self, "finished", "");
+    return;
+  }
+  if (static_cast<int64_t>(st.version) >= st.cfg.rounds) {
+    end(self, "finished", ""); // resumed with every round done already
     return;
   }
   auto v = views(st);
@@ -310,19 +327,30 @@ void send_async_tasks(self_ptr self) {
   if (over(st) || st.user_paused || !st.stop_requested.empty()) {
     return;
   }
+  if (static_cast<int64_t>(st.version) >= st.cfg.rounds) {
+    end(self, "finished", "");
+    return;
+  }
   auto v = views(st);
   for (auto& c : v) {
     auto& e = st.clients[c.id];
-    if (!c.available || e.busy) {
+    if (!c.available || e.busy || clock::now() < e.retry_at) {
       continue;
     }
     if (!st.training_started) {
       st.training_started = true;
       st.train_started = clock::now();
+      st.round_started = st.train_started; // the first server step's time counts from here
       set_phase(self, "training");
     }
     auto t = st.strategy->next_task(c, st.version, st.layout);
-    self->send(e.handle, round_atom_v, make_task(st, t, st.version + 1));
+    try {
+      // numbered: two tasks from the same version see different example orders
+      self->send(e.handle, round_atom_v, make_task(st, t, ++st.async_tasks_sent));
+    } catch (const std::exception& ex) {
+      fail(self, std::string("cannot build a task: ") + ex.what());
+      return;
+    }
     e.busy = true;
     e.last_keep = t.keep;
     st.async_tasks[c.id] = t;
@@ -347,13 +375,20 @@ void on_update(self_ptr self, fed_update& u) {
     return;
   }
   auto& c = st.clients[u.client];
-  auto& pending = st.strategy->asynchronous() ? st.async_tasks : st.tasks;
+  bool async = st.strategy->asynchronous();
+  if (!c.handle || caf::actor_cast<caf::strong_actor_ptr>(c.handle) != self->current_sender()) {
+    return; // a client of before (killed, replaced): its work is void
+  }
+  auto& pending = async ? st.async_tasks : st.tasks;
   auto it = pending.find(u.client);
-  bool current = it != pending.end() && (st.strategy->asynchronous()
-                                             ? it->second.base_version == u.base_version
-                                             : u.round == st.version + 1 && st.in_round);
+  bool current = it != pending.end() && (async ? it->second.base_version == u.base_version
+                                               : u.round == st.version + 1 && st.in_round);
   if (!current) {
-    st.status.dropped_updates++;
+    // a round's late update was counted when the round ended; its time
+    // still tells how slow the device is
+    if (!async && u.error.empty() && u.train_s > 0) {
+      c.view.time.observe(u.keep, st.cfg.settings.local_epochs, u.train_s);
+    }
     log()->debug("dropped a late update of client {} (round {})", u.client, u.round);
     return;
   }
@@ -364,6 +399,7 @@ void on_update(self_ptr self, fed_update& u) {
     log()->warn("{}", u.error);
     st.failed.push_back(u.client);
     st.status.dropped_updates++;
+    c.retry_at = clock::now() + respawn_wait; // fedbuff: not again at once
   } else {
     try {
       c.last_train_s = u.train_s;
@@ -398,34 +434,23 @@ void on_update(self_ptr self, fed_update& u) {
     }
     auto step_s = since(st.round_started);
     st.round_started = clock::now();
-    after_step(self, taken, step_s, {{"staleness", stale}});
+    nlohmann::json failed = st.failed;
+    st.failed.clear();
+    after_step(self, taken, step_s, {{"staleness", stale}, {"failed", failed}});
   }
   send_async_tasks(self);
 }
 
-// A client is gone (its node, or itself): out of the round in hand.
-void client_gone(self_ptr self, uint32_t client, const std::string& why) {
+// The first profiles: training starts once every client of the start has
+// answered (or failed, or gone); clients that come later join the round
+// after theirs. Each client settles once.
+void settle_first_profile(self_ptr self, uint32_t client) {
   auto& st = self->state;
   auto& c = st.clients[client];
-  c.handle = nullptr;
-  c.profiled = false;
-  c.busy = false;
-  c.spawning = false;
-  c.retry_at = clock::now() + respawn_wait;
-  st.async_tasks.erase(client);
-  if (st.tasks.erase(client) > 0) {
-    st.failed.push_back(client);
-    st.status.dropped_updates++;
-    log()->warn("client {} ({}) is out of round {}: {}", client, st.nodes[client].name,
-                st.version + 1, why);
-    check_round(self);
+  if (!c.first_profile_pending) {
+    return;
   }
-}
-
-// The first profiles: training starts once every client answered (or
-// failed); clients that come later join the round after theirs.
-void profile_settled(self_ptr self) {
-  auto& st = self->state;
+  c.first_profile_pending = false;
   if (st.phase != "profiling" || st.profiles_pending == 0 || --st.profiles_pending > 0) {
     return;
   }
@@ -437,16 +462,47 @@ void profile_settled(self_ptr self) {
   }
 }
 
+// A spawn or profile failed: try again later, spaced out (up to half a
+// minute between attempts).
+void client_failed(self_ptr self, uint32_t client, const std::string& why) {
+  auto& c = self->state.clients[client];
+  c.failures++;
+  c.last_error = why;
+  c.retry_at = clock::now() + respawn_wait * std::min(c.failures, 15);
+}
+
+// A client is gone (its node, or itself): out of the round in hand.
+void client_gone(self_ptr self, uint32_t client, const std::string& why) {
+  auto& st = self->state;
+  auto& c = st.clients[client];
+  c.handle = nullptr;
+  c.profiled = false;
+  c.busy = false;
+  c.spawning = false;
+  c.attempt++; // answers about the client of before are stale
+  c.retry_at = std::max(c.retry_at, clock::now() + respawn_wait);
+  st.async_tasks.erase(client);
+  if (st.tasks.erase(client) > 0) {
+    st.failed.push_back(client);
+    st.status.dropped_updates++;
+    log()->warn("client {} ({}) is out of round {}: {}", client, st.nodes[client].name,
+                st.version + 1, why);
+    check_round(self);
+  }
+  settle_first_profile(self, client);
+}
+
 void profile_client(self_ptr self, uint32_t client) {
   auto& st = self->state;
   auto handle = st.clients[client].handle;
+  auto attempt = st.clients[client].attempt;
   self->request(handle, st.cfg.profile_timeout, profile_atom_v)
       .then(
           [=](fed_profile& p) {
             auto& st = self->state;
             auto& c = st.clients[client];
-            if (c.handle != handle) {
-              return; // replaced meanwhile
+            if (over(st) || c.attempt != attempt) {
+              return; // replaced or gone meanwhile (and settled then)
             }
             c.profile = p;
             c.view.samples = p.samples;
@@ -454,6 +510,7 @@ void profile_client(self_ptr self, uint32_t client) {
             c.view.time.seconds = p.epoch_s;
             c.view.time.scale = 1;
             c.profiled = true;
+            c.failures = 0;
             log()->info("client {} on {}: {}; {:.2f} s per local epoch at full width, "
                         "{:.2f} s at {:.2f}",
                         client, st.nodes[client].name, p.data, p.epoch_s.back(),
@@ -466,17 +523,20 @@ void profile_client(self_ptr self, uint32_t client) {
                        {"emulation", p.emulation},
                        {"keep", p.keep},
                        {"epoch_s", p.epoch_s}});
-            profile_settled(self);
+            settle_first_profile(self, client);
           },
           [=](caf::error& err) {
             auto& st = self->state;
-            log()->warn("client {} on {} could not profile: {}", client,
-                        st.nodes[client].name, self->system().render(err));
-            if (st.clients[client].handle == handle) {
-              self->send_exit(handle, caf::exit_reason::user_shutdown);
-              client_gone(self, client, "no profile");
+            auto& c = st.clients[client];
+            if (over(st) || c.attempt != attempt) {
+              return;
             }
-            profile_settled(self);
+            auto why = self->system().render(err);
+            log()->warn("client {} on {} could not profile: {}", client,
+                        st.nodes[client].name, why);
+            self->send_exit(handle, caf::exit_reason::user_shutdown);
+            client_gone(self, client, "no profile");
+            client_failed(self, client, why);
           });
 }
 
@@ -487,6 +547,7 @@ fed_client_spec client_spec(const fed_job_state& st, uint32_t client) {
   s.model = st.desc.spec.canonical();
   s.fingerprint = st.desc.fingerprint;
   s.dataset = st.cfg.dataset;
+  s.data_dir = st.cfg.data_dir;
   s.alpha = st.cfg.alpha;
   s.seed = st.cfg.seed;
   s.batch_size = st.cfg.batch_size;
@@ -505,14 +566,18 @@ void spawn_client(self_ptr self, uint32_t client) {
   auto& st = self->state;
   auto& c = st.clients[client];
   c.spawning = true;
+  auto attempt = ++c.attempt;
   self->request(st.nodes[client].handle, st.cfg.node_timeout, spawn_atom_v,
                 client_spec(st, client))
       .then(
           [=](caf::actor& a) {
             auto& st = self->state;
             auto& c = st.clients[client];
+            if (over(st) || c.attempt != attempt) {
+              self->send_exit(a, caf::exit_reason::user_shutdown); // nobody's client
+              return;
+            }
             c.spawning = false;
-            c.spawn_failures = 0;
             c.handle = caf::actor_cast<fed_client_actor>(a);
             self->monitor(a);
             profile_client(self, client);
@@ -520,14 +585,31 @@ void spawn_client(self_ptr self, uint32_t client) {
           [=](caf::error& err) {
             auto& st = self->state;
             auto& c = st.clients[client];
+            if (over(st) || c.attempt != attempt) {
+              return;
+            }
             c.spawning = false;
-            c.spawn_failures++;
-            // spaced out, up to half a minute between attempts
-            c.retry_at = clock::now() + respawn_wait * std::min(c.spawn_failures, 15);
+            auto why = self->system().render(err);
             log()->warn("cannot start client {} on {}: {}", client, st.nodes[client].name,
-                        self->system().render(err));
-            profile_settled(self);
+                        why);
+            client_failed(self, client, why);
+            settle_first_profile(self, client);
           });
+}
+
+// No client has ever trained and none can start: say why instead of
+// waiting for ever.
+bool hopeless(const fed_job_state& st) {
+  if (st.training_started) {
+    return false;
+  }
+  for (size_t i = 0; i < st.clients.size(); ++i) {
+    auto& c = st.clients[i];
+    if (!st.nodes[i].dead && (c.profiled || c.failures < 3)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void on_tick(self_ptr self) {
@@ -546,6 +628,16 @@ void on_tick(self_ptr self) {
     st.stop_requested = "the time budget";
     st.status.stopped = st.stop_requested;
     end(self, "finished", "");
+    return;
+  }
+  if (hopeless(st)) {
+    std::string why;
+    for (size_t i = 0; i < st.clients.size(); ++i) {
+      if (!st.clients[i].last_error.empty()) {
+        why = st.nodes[i].name + ": " + st.clients[i].last_error;
+      }
+    }
+    fail(self, "no client could start (3 attempts on every node); last: " + why);
     return;
   }
   // clients to start again: a node back, a client that died
@@ -587,7 +679,8 @@ void refresh_status(self_ptr self) {
                  : !c.profiled ? fmt::format("client {}: profiling", i)
                                : fmt::format("client {}: keep {:.2f}, {} updates", i,
                                              c.last_keep, c.updates);
-      row.speed = c.profiled && c.view.time.at(1) > 0 ? 1.0 / c.view.time.at(1) : 0;
+      // as the console explains it: measured over profiled (1: as profiled)
+      row.speed = c.profiled && c.view.time.scale > 0 ? 1.0 / c.view.time.scale : 0;
     } else {
       row.role = "unused (joined after the shards were drawn)";
     }
@@ -656,6 +749,7 @@ void first_clients(self_ptr self) {
   for (uint32_t i = 0; i < st.nodes.size(); ++i) {
     if (!st.nodes[i].dead) {
       ++st.profiles_pending;
+      st.clients[i].first_profile_pending = true;
       spawn_client(self, i);
     }
   }

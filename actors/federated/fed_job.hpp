@@ -51,7 +51,9 @@ struct fed_config {
   int64_t rounds = 20;      ///< rounds (fedbuff: server steps) at most
   double time_budget_s = 0; ///< stop after this much training time (0: none)
   std::string dataset = "fashion-mnist";
-  std::string data_dir; ///< where the supervisor reads the test split
+  /// Where the supervisor reads the test split, and embedded clients the
+  /// training split (a node started with --data uses its own instead).
+  std::string data_dir;
   double alpha = 0.5;   ///< Dirichlet label skew; <= 0: IID
   uint64_t seed = 1;
   int64_t batch_size = 64;
@@ -82,7 +84,10 @@ struct fed_client_entry {
   double last_keep = 0; ///< of its last task (0: none yet)
   double last_train_s = 0;
   int64_t updates = 0; ///< taken into the global model
-  int spawn_failures = 0;
+  int failures = 0;     ///< spawns or profiles that failed in a row
+  std::string last_error;
+  uint64_t attempt = 0; ///< of the spawn in hand: older answers are stale
+  bool first_profile_pending = false; ///< counted in profiles_pending
   std::chrono::steady_clock::time_point retry_at{};
 };
 
@@ -115,11 +120,12 @@ struct fed_job_state {
   // fedbuff
   std::vector<fed::update> buffer;
   std::map<uint32_t, fed::client_task> async_tasks;
+  uint64_t async_tasks_sent = 0; ///< numbers each task (its example order)
 
   std::chrono::steady_clock::time_point started{};
   std::chrono::steady_clock::time_point train_started{};
   bool training_started = false;
-  double train_s_before = 0; ///< a resumed job: training time of the run before
+  double eval_s = 0; ///< evaluating the global model (not training time)
   job_status status;
   std::shared_ptr<metrics_log> metrics;
 };

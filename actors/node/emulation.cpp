@@ -171,7 +171,7 @@ cpu_limiter::cpu_limiter(emulation_config cfg)
           write_file(v2 + "/cgroup.procs", std::to_string(::getpid()))) {
         cgroup_dir_ = v2;
         cgroup_version_ = 2;
-        method_ = "cgroup v2 cpu.max";
+        method_ = by_cgroup_v2;
       } else {
         ::rmdir(v2.c_str());
       }
@@ -183,14 +183,14 @@ cpu_limiter::cpu_limiter(emulation_config cfg)
           write_file(v1 + "/cgroup.procs", std::to_string(::getpid()))) {
         cgroup_dir_ = v1;
         cgroup_version_ = 1;
-        method_ = "cgroup v1 cfs quota";
+        method_ = by_cgroup_v1;
       } else {
         ::rmdir(v1.c_str());
       }
     }
   }
   if (cgroup_version_ == 0) {
-    method_ = "compute-time dilation";
+    method_ = by_dilation;
   } else {
     apply_quota(share_now());
     if (!cfg_.trace.empty()) {
@@ -227,8 +227,8 @@ void cpu_limiter::set_factor(double factor) {
   override_ = factor;
   if (cgroup_version_ != 0) {
     apply_quota(cfg_.cpu_share * factor);
-  } else if (method_ == "none") {
-    method_ = "compute-time dilation";
+  } else if (method_ == by_none) {
+    method_ = by_dilation;
   }
 }
 
@@ -276,8 +276,14 @@ void cpu_limiter::trace_loop() {
   }
 }
 
+const std::string& cpu_limiter::method() const {
+  static const std::string names[] = {"none", "cgroup v2 cpu.max", "cgroup v1 cfs quota",
+                                      "compute-time dilation"};
+  return names[method_.load()];
+}
+
 double cpu_limiter::dilation() const {
-  return method_ == "compute-time dilation" ? 1.0 / share_now() : 1.0;
+  return method_ == by_dilation ? 1.0 / share_now() : 1.0;
 }
 
 void cpu_limiter::after_compute(std::chrono::steady_clock::duration measured) const {

@@ -68,7 +68,7 @@ public:
   /// The share in force now (base share x trace factor).
   double share_now() const;
   /// "cgroup v2 cpu.max", "cgroup v1 cfs quota", "compute-time dilation", "none"
-  const std::string& method() const { return method_; }
+  const std::string& method() const;
   /// With dilation: sleeps so that an operation that took `measured` looks
   /// like it ran at the current share. With a cgroup: nothing to do.
   void after_compute(std::chrono::steady_clock::duration measured) const;
@@ -78,7 +78,7 @@ public:
   /// For profiling: emulated seconds per second of CPU time (1/share when
   /// emulating, whatever the method), or 0 on a real device (use wall time).
   double cpu_time_factor() const { return limited() ? 1.0 / share_now() : 0.0; }
-  bool limited() const { return method_ != "none" && share_now() < 1.0; }
+  bool limited() const { return method_ != by_none && share_now() < 1.0; }
   /// Slows the device to `factor` of its share from now on, overriding the
   /// trace (the console's `slow node NAME FACTOR`, tests). 1 restores it.
   void set_factor(double factor);
@@ -89,7 +89,10 @@ private:
 
   emulation_config cfg_;
   std::chrono::steady_clock::time_point start_;
-  std::string method_ = "none";
+  /// Read by every stage and client on each compute step while `slow` may
+  /// switch it (none -> dilation) on the node's thread: an atomic index.
+  enum method_kind : int { by_none, by_cgroup_v2, by_cgroup_v1, by_dilation };
+  std::atomic<int> method_{by_none};
   std::string cgroup_dir_;
   int cgroup_version_ = 0;
   std::thread trace_thread_;
