@@ -330,12 +330,27 @@ def federated_text(fd, nd):
               f"`{s}_minus_fedavg_final_acc` **{f(fd.get(s + '_minus_fedavg_final_acc'))}**, "
               f"`{s}_minus_deadline_final_acc` **{f(fd.get(s + '_minus_deadline_final_acc'))}**")
         p("")
-        p("Accuracy against training time, one point per round (`salamander plot "
-          "bench/results/federated/*.jsonl -o acc.png` draws them):\n")
-        p("```")
-        for s in STRATEGIES:
-            p(f"{s:9} {fd.get(s + '_curve', '')}")
-        p("```\n")
+        p("Accuracy against training time, one point per round (the curves are in "
+          "bench/results/federated.json; `salamander plot bench/results/federated/*.jsonl "
+          "-o acc.png` draws them):\n")
+        p("![accuracy against training time](bench/results/federated.png)\n")
+        p("Reading it. FedAvg waits for the slowest client every round (about 40 s: a "
+          "tenth-speed device with a large shard), so it finishes three rounds; every other "
+          "strategy keeps the pace of the fast clients (4-7 s rounds; fedbuff steps every "
+          "1-2 s) and passes FedAvg's final accuracy within 17-26 s. Deadline drops the three "
+          "stragglers' updates (101 dropped) and so never learns from their label-skewed "
+          "shards; ELFISH keeps them at 11-25% of each hidden layer and ends 1.1 points above "
+          "it in this run (2.4 in the run before the review fixes, same settings: "
+          "`elfish_minus_deadline_final_acc` 2.41, speedup 5.71). From one round to the next "
+          "the test accuracy moves by about a point either way (the plot), so the "
+          "deadline comparison at one budget is within that noise; the +2 points goal is not "
+          "met reliably here. The server's evaluations are not counted as training time "
+          "(fedbuff's clients go on training while the server evaluates, which favours it "
+          "slightly). The model is an MLP because a CNN on 28x28 inputs has a floor of "
+          "per-pixel work no channel mask removes (profiled: the zoo's cnn costs 4.8 ms a "
+          "batch at 1/16 of its channels and 12.5 ms at full width, while mlp:hidden=400 "
+          "costs 0.75 ms at 1/8 and 7.1 ms at full width), so soft-training could not bring "
+          "a tenth-speed device to the pace.\n")
     if nd:
         p("`bench/run.sh federated_niid` — the protocol of Flower's NIID-Bench FedAvg "
           "baseline (Fashion-MNIST, Dirichlet(0.5), 10 clients, all in every round, 50 rounds "

@@ -6,7 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -40,6 +43,20 @@ inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
     return 0.0;
   }
   return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+}
+
+/// The events of one kind in a job's metrics log (JSON lines), in order.
+inline std::vector<nlohmann::json> events(const std::string& path, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("event", "") == kind) {
+      out.push_back(std::move(j));
+    }
+  }
+  return out;
 }
 
 } // namespace salamander::testing

@@ -215,6 +215,19 @@ void after_step(self_ptr self, const std::vector<fed::update>& taken, double rou
   }
 }
 
+// The strategy's new global model from `updates`; false (and the job
+// failed) when it cannot make one.
+bool aggregate(self_ptr self, const std::vector<fed::update>& updates) {
+  auto& st = self->state;
+  try {
+    st.global = st.strategy->aggregate(st.layout, st.global, updates, st.version);
+  } catch (const std::exception& e) {
+    fail(self, std::string("aggregation failed: ") + e.what());
+    return false;
+  }
+  return true;
+}
+
 // The round in hand ends: aggregate what arrived, drop the rest.
 void finish_round(self_ptr self, const std::string& why) {
   auto& st = self->state;
@@ -238,14 +251,11 @@ void finish_round(self_ptr self, const std::string& why) {
     }
   }
   st.tasks.clear();
-  try {
-    st.global = st.strategy->aggregate(st.layout, st.global, st.arrived, st.version);
-  } catch (const std::exception& e) {
-    fail(self, std::string("aggregation failed: ") + e.what());
-    return;
-  }
   auto taken = std::move(st.arrived);
   st.arrived.clear();
+  if (!aggregate(self, taken)) {
+    return;
+  }
   nlohmann::json failed = st.failed;
   st.failed.clear();
   after_step(self, taken, round_s,
@@ -420,14 +430,11 @@ void on_update(self_ptr self, fed_update& u) {
     return;
   }
   if (st.buffer.size() >= st.strategy->buffer_size()) {
-    try {
-      st.global = st.strategy->aggregate(st.layout, st.global, st.buffer, st.version);
-    } catch (const std::exception& e) {
-      fail(self, std::string("aggregation failed: ") + e.what());
-      return;
-    }
     auto taken = std::move(st.buffer);
     st.buffer.clear();
+    if (!aggregate(self, taken)) {
+      return;
+    }
     nlohmann::json stale = nlohmann::json::array();
     for (auto& b : taken) {
       stale.push_back(st.version - std::min(st.version, b.base_version));

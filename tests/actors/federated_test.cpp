@@ -19,6 +19,7 @@
 #include <fstream>
 
 using namespace salamander;
+using salamander::testing::events;
 using salamander::testing::temp_dir;
 
 namespace {
@@ -63,18 +64,6 @@ std::vector<actors::emulation_config> shares(std::vector<double> s) {
   return out;
 }
 
-std::vector<nlohmann::json> events(const std::string& path, const std::string& kind) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("event", "") == kind) {
-      out.push_back(j);
-    }
-  }
-  return out;
-}
 
 void leave(std::vector<actors::remote_node>& nodes) {
   for (auto& n : nodes) {

@@ -30,19 +30,8 @@ actors::job_config job(int64_t steps, uint32_t replicate_every) {
 
 using salamander::testing::check_exact;
 using salamander::testing::watched;
+using salamander::testing::events;
 
-std::vector<nlohmann::json> events(const std::string& path, const std::string& kind) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("event", "") == kind) {
-      out.push_back(std::move(j));
-    }
-  }
-  return out;
-}
 
 // Asks the job, through its cluster supervisor, to stop at the next flush.
 void stop_job(caf::actor_system& sys, const cluster_actor& sup) {
