@@ -41,6 +41,11 @@ TEST_CASE("console lines parse into commands", "[unit][console]") {
   // quotes keep blanks and ';' inside a path
   CHECK(r.commands[10].args == std::vector<std::string>{"/tmp/a b;c.ckpt"});
   CHECK(r.commands[13].args == std::vector<std::string>{"kill"});
+  // a federated job's client: the same command, numbered like a stage
+  auto client = apps::parse_console("kill client 3");
+  REQUIRE(client.error.empty());
+  CHECK(client.commands.at(0).op == console_op::kill_stage);
+  CHECK(client.commands.at(0).stage == 3);
   CHECK(apps::parse_console("exit").commands.at(0).op == console_op::quit);
   CHECK(apps::parse_console("  ;  ").commands.empty());
 }
@@ -57,7 +62,8 @@ TEST_CASE("bad console lines say what is wrong and run nothing", "[unit][console
   expect_error("frobnicate", "unknown command 'frobnicate'");
   expect_error("kill stage two", "'two' is not a stage number");
   expect_error("kill stage -1", "is not a stage number");
-  expect_error("kill pi", "usage: kill stage N | kill node NAME");
+  expect_error("kill client x", "'x' is not a client number");
+  expect_error("kill pi", "usage: kill stage N | kill client N | kill node NAME");
   expect_error("slow node nuc", "usage: slow node NAME FACTOR");
   expect_error("slow node nuc 0", "FACTOR must be a number in (0, 1]");
   expect_error("slow node nuc 1.5", "FACTOR must be a number in (0, 1]");
