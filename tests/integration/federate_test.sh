@@ -124,6 +124,25 @@ last=$(grep '"event":"round",' run1.jsonl | tail -1 | sed 's/.*"round":\([0-9]*\
 grep -q "resuming from run1.ckpt: round $last" run2.err || fail "resume line: $(grep resum run2.err)"
 grep -q "^rounds: $((last + 2))$" run2.out || fail "resumed rounds: $(cat run2.out)"
 
+# a device with its own data (node --data DIR): its client trains on that,
+# not on a shard of the experiment's
+fm=/usr/share/datasets/fashion-mnist
+if [ -f "$fm/train-labels-idx1-ubyte.gz" ]; then
+  mkdir own
+  cp "$fm"/train-* own/
+  "$bin" node --name own1 --listen 127.0.0.1:0 --data "$work/own" >own1.out 2>own1.log &
+  nodes+=($!)
+  for _ in $(seq 1 200); do grep -q "listening on" own1.out 2>/dev/null && break; sleep 0.05; done
+  p=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' own1.out)
+  printf '[[node]]\nname = "own1"\naddress = "127.0.0.1:%s"\n' "$p" >own.toml
+  "$bin" federate --cluster own.toml --rounds 1 --model mlp:hidden=32 --test-samples 500 \
+    --metrics own.jsonl >own.fed.out 2>own.fed.err || fail "own data: $(tail -3 own.fed.err)"
+  grep -q "the node's own data in $work/own (60000 examples)" own.jsonl ||
+    fail "own data not used: $(grep profile own.jsonl)"
+else
+  echo "(no Fashion-MNIST in $fm: the node --data part is skipped)"
+fi
+
 # both runs on one plot
 if command -v gnuplot >/dev/null; then
   "$bin" plot run1.jsonl run2.jsonl -o both.png >plot.out 2>plot.err || fail "plot: $(cat plot.err)"
