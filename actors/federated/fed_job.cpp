@@ -157,6 +157,18 @@ bool budget_spent(const fed_job_state& st) {
          train_time(st) >= st.cfg.time_budget_s;
 }
 
+// The time budget is spent: the job ends (the round in hand is dropped).
+bool ended_by_budget(self_ptr self) {
+  auto& st = self->state;
+  if (!budget_spent(st)) {
+    return false;
+  }
+  st.stop_requested = "the time budget";
+  st.status.stopped = st.stop_requested;
+  end(self, "finished", "");
+  return true;
+}
+
 std::string contributions(const fed_job_state& st) {
   std::string out;
   for (size_t i = 0; i < st.clients.size(); ++i) {
@@ -208,10 +220,8 @@ void after_step(self_ptr self, const std::vector<fed::update>& taken, double rou
   log_event(self, "round", std::move(extra));
   if (static_cast<int64_t>(st.version) >= st.cfg.rounds) {
     end(self, "finished", "");
-  } else if (budget_spent(st)) {
-    st.stop_requested = "the time budget";
-    st.status.stopped = st.stop_requested;
-    end(self, "finished", "");
+  } else {
+    ended_by_budget(self);
   }
 }
 
@@ -278,10 +288,7 @@ void start_round(self_ptr self) {
   if (over(st) || st.in_round || st.user_paused || !st.stop_requested.empty()) {
     return;
   }
-  if (budget_spent(st)) {
-    st.stop_requested = "the time budget";
-    st.status.stopped = st.stop_requested;
-    end(self, "finished", "");
+  if (ended_by_budget(self)) {
     return;
   }
   if (static_cast<int64_t>(st.version) >= st.cfg.rounds) {
@@ -631,10 +638,7 @@ void on_tick(self_ptr self) {
   if (!st.stop_requested.empty()) {
     return;
   }
-  if (budget_spent(st)) {
-    st.stop_requested = "the time budget";
-    st.status.stopped = st.stop_requested;
-    end(self, "finished", "");
+  if (ended_by_budget(self)) {
     return;
   }
   if (hopeless(st)) {
