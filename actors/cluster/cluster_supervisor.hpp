@@ -62,6 +62,17 @@ struct cluster_config {
   std::chrono::milliseconds redial_timeout = tuning::redial_timeout;
 };
 
+/// The cluster supervisor's settings for a job whose configuration names
+/// its `secret`, a `node_timeout` (hello) and a `profile_timeout` (the
+/// serving and federated jobs; training has its own, in job/runner.hpp).
+template <class JobConfig> cluster_config cluster_config_for(const JobConfig& job) {
+  cluster_config c;
+  c.secret = job.secret;
+  c.hello_timeout = job.node_timeout;
+  c.profile_timeout = job.profile_timeout;
+  return c;
+}
+
 struct cluster_entry {
   std::string name;
   node_actor handle;

@@ -175,8 +175,8 @@ std::string contributions(const fed_job_state& st) {
     auto& c = st.clients[i];
     out += fmt::format("{}{}:{}", out.empty() ? "" : " ", st.nodes[i].name,
                        !c.handle || st.nodes[i].dead ? std::string("down")
-                       : c.last_keep > 0            ? fmt::format("{:.2f}", c.last_keep)
-                                                    : std::string("-"));
+                       : c.last_keep > 0             ? fmt::format("{:.2f}", c.last_keep)
+                                                     : std::string("-"));
   }
   return out;
 }
@@ -269,7 +269,10 @@ void finish_round(self_ptr self, const std::string& why) {
   nlohmann::json failed = st.failed;
   st.failed.clear();
   after_step(self, taken, round_s,
-             {{"ended", why}, {"late", late}, {"failed", failed}, {"pace_s", st.plan.pace_s},
+             {{"ended", why},
+              {"late", late},
+              {"failed", failed},
+              {"pace_s", st.plan.pace_s},
               {"wait_s", st.plan.wait_s}});
   if (!over(st)) {
     start_round(self);
@@ -332,7 +335,9 @@ void start_round(self_ptr self) {
     tasks.push_back(task_json(st, t));
   }
   log_event(self, "round_start",
-            {{"round", round}, {"tasks", tasks}, {"pace_s", st.plan.pace_s},
+            {{"round", round},
+             {"tasks", tasks},
+             {"pace_s", st.plan.pace_s},
              {"wait_s", st.plan.wait_s}});
   auto wait = std::chrono::milliseconds(static_cast<int64_t>(st.plan.wait_s * 1000) + 1);
   self->delayed_send(self, wait, deadline_atom_v, round);
@@ -357,7 +362,8 @@ void send_async_tasks(self_ptr self) {
     if (!st.training_started) {
       st.training_started = true;
       st.train_started = clock::now();
-      st.round_started = st.train_started; // the first server step's time counts from here
+      st.round_started =
+          st.train_started; // the first server step's time counts from here
       set_phase(self, "training");
     }
     auto t = st.strategy->next_task(c, st.version, st.layout);
@@ -393,13 +399,15 @@ void on_update(self_ptr self, fed_update& u) {
   }
   auto& c = st.clients[u.client];
   bool async = st.strategy->asynchronous();
-  if (!c.handle || caf::actor_cast<caf::strong_actor_ptr>(c.handle) != self->current_sender()) {
+  if (!c.handle ||
+      caf::actor_cast<caf::strong_actor_ptr>(c.handle) != self->current_sender()) {
     return; // a client of before (killed, replaced): its work is void
   }
   auto& pending = async ? st.async_tasks : st.tasks;
   auto it = pending.find(u.client);
-  bool current = it != pending.end() && (async ? it->second.base_version == u.base_version
-                                               : u.round == st.version + 1 && st.in_round);
+  bool current =
+      it != pending.end() && (async ? it->second.base_version == u.base_version
+                                    : u.round == st.version + 1 && st.in_round);
   if (!current) {
     // a round's late update was counted when the round ended; its time
     // still tells how slow the device is
@@ -506,6 +514,14 @@ void client_gone(self_ptr self, uint32_t client, const std::string& why) {
   settle_first_profile(self, client);
 }
 
+// The client a spawn or profile answer is about, or null when the answer
+// is stale: the job ended, or the client was replaced or went meanwhile.
+fed_client_entry* answered(self_ptr self, uint32_t client, uint64_t attempt) {
+  auto& st = self->state;
+  auto& c = st.clients[client];
+  return over(st) || c.attempt != attempt ? nullptr : &c;
+}
+
 void profile_client(self_ptr self, uint32_t client) {
   auto& st = self->state;
   auto handle = st.clients[client].handle;
@@ -513,11 +529,12 @@ void profile_client(self_ptr self, uint32_t client) {
   self->request(handle, st.cfg.profile_timeout, profile_atom_v)
       .then(
           [=](fed_profile& p) {
-            auto& st = self->state;
-            auto& c = st.clients[client];
-            if (over(st) || c.attempt != attempt) {
+            auto* cp = answered(self, client, attempt);
+            if (!cp) {
               return; // replaced or gone meanwhile (and settled then)
             }
+            auto& st = self->state;
+            auto& c = *cp;
             c.profile = p;
             c.view.samples = p.samples;
             c.view.time.keep = p.keep;
@@ -540,11 +557,10 @@ void profile_client(self_ptr self, uint32_t client) {
             settle_first_profile(self, client);
           },
           [=](caf::error& err) {
-            auto& st = self->state;
-            auto& c = st.clients[client];
-            if (over(st) || c.attempt != attempt) {
+            if (!answered(self, client, attempt)) {
               return;
             }
+            auto& st = self->state;
             auto why = self->system().render(err);
             log()->warn("client {} on {} could not profile: {}", client,
                         st.nodes[client].name, why);
@@ -585,23 +601,24 @@ void spawn_client(self_ptr self, uint32_t client) {
                 client_spec(st, client))
       .then(
           [=](caf::actor& a) {
-            auto& st = self->state;
-            auto& c = st.clients[client];
-            if (over(st) || c.attempt != attempt) {
+            auto* cp = answered(self, client, attempt);
+            if (!cp) {
               self->send_exit(a, caf::exit_reason::user_shutdown); // nobody's client
               return;
             }
+            auto& c = *cp;
             c.spawning = false;
             c.handle = caf::actor_cast<fed_client_actor>(a);
             self->monitor(a);
             profile_client(self, client);
           },
           [=](caf::error& err) {
-            auto& st = self->state;
-            auto& c = st.clients[client];
-            if (over(st) || c.attempt != attempt) {
+            auto* cp = answered(self, client, attempt);
+            if (!cp) {
               return;
             }
+            auto& st = self->state;
+            auto& c = *cp;
             c.spawning = false;
             auto why = self->system().render(err);
             log()->warn("cannot start client {} on {}: {}", client, st.nodes[client].name,
@@ -721,19 +738,22 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
   }
 }
 
-caf::result<std::string> on_node_joined(self_ptr self, uint32_t n, const cluster_member& m) {
+caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
+                                        const cluster_member& m) {
   auto& st = self->state;
   if (over(st)) {
     return caf::make_error(errc::bad_config, "the federated job has ended");
   }
   auto how = take_joined(st.nodes, st.status.dead_nodes, n, m);
   if (how == joined::unknown) {
-    return caf::make_error(errc::bad_config, "node index " + std::to_string(n) + " is unknown");
+    return caf::make_error(errc::bad_config,
+                           "node index " + std::to_string(n) + " is unknown");
   }
   log_event(self, "join", {{"node", m.name}});
   if (how == joined::new_node) {
     return "node " + m.name + " joined; the data is sharded over the " +
-           std::to_string(st.clients.size()) + " clients of the start, so it stays unused";
+           std::to_string(st.clients.size()) +
+           " clients of the start, so it stays unused";
   }
   st.clients[n].retry_at = clock::now();
   return "node " + m.name + " is back; its client starts again and joins the next round";
@@ -770,14 +790,6 @@ void first_clients(self_ptr self) {
 }
 
 } // namespace
-
-cluster_config cluster_config_for(const fed_config& cfg) {
-  cluster_config c;
-  c.secret = cfg.secret;
-  c.hello_timeout = cfg.node_timeout;
-  c.profile_timeout = cfg.profile_timeout;
-  return c;
-}
 
 fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_state> self,
                                      fed_config cfg, cluster_actor cluster) {
@@ -843,20 +855,21 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
                 st.nodes.push_back(node_of(m));
                 names.push_back(m.name);
               }
-              log_event(self, "start",
-                        {{"mode", "federate"},
-                         {"strategy", st.cfg.strategy},
-                         {"model", st.desc.spec.canonical()},
-                         {"nodes", names},
-                         {"rounds", st.cfg.rounds},
-                         {"local_epochs", st.cfg.settings.local_epochs},
-                         {"alpha", st.cfg.alpha},
-                         {"seed", st.cfg.seed},
-                         {"resumed_at", st.version},
-                         {"accuracy", st.status.test_accuracy},
-                         {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                         std::chrono::system_clock::now().time_since_epoch())
-                                         .count()}});
+              log_event(
+                  self, "start",
+                  {{"mode", "federate"},
+                   {"strategy", st.cfg.strategy},
+                   {"model", st.desc.spec.canonical()},
+                   {"nodes", names},
+                   {"rounds", st.cfg.rounds},
+                   {"local_epochs", st.cfg.settings.local_epochs},
+                   {"alpha", st.cfg.alpha},
+                   {"seed", st.cfg.seed},
+                   {"resumed_at", st.version},
+                   {"accuracy", st.status.test_accuracy},
+                   {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count()}});
               first_clients(self);
             },
             [=](caf::error& err) { fail(self, self->system().render(err)); });
@@ -895,11 +908,14 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
         } catch (const std::exception& e) {
           return caf::make_error(errc::bad_config, e.what());
         }
-        return "wrote the global model of round " + std::to_string(st.version) + " to " + path;
+        return "wrote the global model of round " + std::to_string(st.version) + " to " +
+               path;
       },
       [=](stop_atom, const std::string& why) { return on_stop(self, why); },
       [=](lost_atom, uint32_t node, std::string& why) { on_node_lost(self, node, why); },
-      [=](join_atom, uint32_t node, cluster_member& m) { return on_node_joined(self, node, m); },
+      [=](join_atom, uint32_t node, cluster_member& m) {
+        return on_node_joined(self, node, m);
+      },
       [=](capacity_atom, const std::string&, double) {
         // the clients' own round times correct their time models
       },
@@ -924,8 +940,9 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
       [=](kill_atom, uint32_t client) -> caf::result<std::string> {
         auto& st = self->state;
         if (client >= st.clients.size() || !st.clients[client].handle) {
-          return caf::make_error(errc::bad_config,
-                                 "there is no client " + std::to_string(client) + " running");
+          return caf::make_error(errc::bad_config, "there is no client " +
+                                                       std::to_string(client) +
+                                                       " running");
         }
         self->send_exit(st.clients[client].handle, caf::exit_reason::kill);
         return "client " + std::to_string(client) + " on node " + st.nodes[client].name +
@@ -937,9 +954,9 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
                                "trains the model; the strategy sizes each round");
       },
       [=](replicate_atom) -> caf::result<std::string> {
-        return caf::make_error(errc::bad_config,
-                               "a federated job keeps the global model beside the job and "
-                               "checkpoints it every round (--checkpoint)");
+        return caf::make_error(
+            errc::bad_config, "a federated job keeps the global model beside the job and "
+                              "checkpoints it every round (--checkpoint)");
       },
       [=](snapshot_atom) -> caf::result<snapshot_payload> {
         return snapshot_payload{global_snapshot(self->state)};
@@ -951,7 +968,8 @@ job_result run_fed_job(caf::actor_system& sys, const fed_config& cfg,
                        std::vector<remote_node> nodes, const job_options& opts) {
   auto cluster = sys.spawn(cluster_supervisor, cluster_config_for(cfg), std::move(nodes));
   auto job = sys.spawn(fed_job, cfg, cluster);
-  return run_to_end(sys, caf::actor_cast<caf::actor>(job), cluster, cfg.node_timeout, opts);
+  return run_to_end(sys, caf::actor_cast<caf::actor>(job), cluster, cfg.node_timeout,
+                    opts);
 }
 
 } // namespace salamander::actors

@@ -133,9 +133,6 @@ struct fed_job_state {
 fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_state> self,
                                      fed_config cfg, cluster_actor cluster);
 
-/// The cluster supervisor's settings for a federated job.
-cluster_config cluster_config_for(const fed_config& cfg);
-
 /// Runs a federated job over `nodes` to its end (the CLI, tests,
 /// benchmarks); weights: the global model, when asked for.
 job_result run_fed_job(caf::actor_system& sys, const fed_config& cfg,

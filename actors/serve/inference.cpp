@@ -7,14 +7,6 @@
 
 namespace salamander::actors {
 
-cluster_config cluster_config_for(const serve_config& cfg) {
-  cluster_config c;
-  c.secret = cfg.secret;
-  c.hello_timeout = cfg.node_timeout;
-  c.profile_timeout = cfg.profile_timeout;
-  return c;
-}
-
 service::service(caf::actor_system& sys, serve_config cfg, std::vector<remote_node> nodes)
     : sys_(sys), cfg_(cfg) {
   cluster_ = sys.spawn(cluster_supervisor, cluster_config_for(cfg), std::move(nodes));

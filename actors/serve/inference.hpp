@@ -11,9 +11,6 @@
 
 namespace salamander::actors {
 
-/// The cluster supervisor's settings for a serving job.
-cluster_config cluster_config_for(const serve_config& cfg);
-
 class service {
 public:
   service(caf::actor_system& sys, serve_config cfg, std::vector<remote_node> nodes);
