@@ -11,7 +11,10 @@
 #include "apps/runtime_env.hpp"
 #include "apps/status_text.hpp"
 
+#include "models/model_desc.hpp"
+
 #include <caf/io/middleman.hpp>
+
 #include <fmt/format.h>
 
 #include <readline/history.h>
@@ -62,9 +65,38 @@ std::string show_fed_status(const job_status& s) {
   return out;
 }
 
+std::string bytes_text(int64_t b) {
+  return models::format_bytes(static_cast<double>(b));
+}
+
+std::string show_split_status(const job_status& s) {
+  std::string out = status_line(s) + "\n";
+  out += fmt::format("split learning, method {}{}: round {} of {} after {:.1f} s of "
+                     "training; test accuracy {}\n",
+                     s.strategy, s.split_phase.empty() ? "" : " (" + s.split_phase + " phase)",
+                     s.round, s.rounds, s.train_s,
+                     s.test_accuracy >= 0 ? fmt::format("{:.2f}%", 100 * s.test_accuracy)
+                                          : std::string("-"));
+  out += fmt::format("across the cut: {} up, {} down; {:.2f} GFLOP on the clients, {:.2f} "
+                     "on the server\n",
+                     bytes_text(s.bytes_up), bytes_text(s.bytes_down), s.client_flops / 1e9,
+                     s.server_flops / 1e9);
+  out += fmt::format("clients: {} up; last round {:.1f} s: {}\n", s.clients, s.round_s, s.plan);
+  if (s.paused_by_user) {
+    out += "paused from the console: resume starts the next round\n";
+  }
+  if (!s.error.empty()) {
+    out += "last failure: " + s.error + "\n";
+  }
+  return out;
+}
+
 std::string show_status(const job_status& s) {
   if (s.mode == "federate") {
     return show_fed_status(s);
+  }
+  if (s.mode == "split") {
+    return show_split_status(s);
   }
   std::string out = status_line(s) + "\n";
   out += fmt::format("plan v{}: {}\n", s.plan_version,
@@ -127,6 +159,11 @@ std::string show_plan(const job_status& s) {
            "of it). Kept fractions of the last tasks: " +
            s.plan + "\n";
   }
+  if (s.mode == "split") {
+    return "a split job has no pipeline: every client holds the layers before the cut, "
+           "the server the rest. Clients: " +
+           s.plan + "\n";
+  }
   if (s.stages.empty()) {
     return "no plan yet (phase " + s.phase + ")\n";
   }
@@ -159,6 +196,22 @@ std::string show_plan(const job_status& s) {
 
 std::string show_metrics(const job_status& s) {
   std::string out;
+  if (s.mode == "split") {
+    out += fmt::format("rounds         {} of {} ({})\n", s.round, s.rounds, s.strategy);
+    out += fmt::format("accuracy       {:.2f}% (test split{})\n",
+                       100 * std::max(0.0, s.test_accuracy),
+                       s.strategy == "adasplit" ? ", each client's model, averaged" : "");
+    out += fmt::format("bytes          {} up, {} down\n", bytes_text(s.bytes_up),
+                       bytes_text(s.bytes_down));
+    out += fmt::format("compute        {:.2f} GFLOP on clients, {:.2f} GFLOP on the server\n",
+                       s.client_flops / 1e9, s.server_flops / 1e9);
+    if (!s.dead_nodes.empty()) {
+      out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
+    }
+    out += fmt::format("metrics log    {}\n",
+                       s.metrics_path.empty() ? "(none)" : s.metrics_path);
+    return out;
+  }
   if (s.mode == "federate") {
     out += fmt::format("rounds         {} of {} ({})\n", s.round, s.rounds, s.strategy);
     out += fmt::format("accuracy       {:.2f}% (global model, test split)\n",

@@ -108,6 +108,44 @@ struct fed_cli {
   double hang_timeout_s = 3.0;
 };
 
+/// `salamander split`: split learning (vanilla, SplitFed, AdaSplit).
+struct split_cli {
+  std::string method = "adasplit";
+  int64_t cut = 2;
+  int64_t rounds = 10;
+  double alpha = 0.5;
+  int clients = 0;
+  std::string client_shares;
+  std::string cluster;
+  double time_budget_s = 0;
+  double local_fraction = 0.3;
+  double client_fraction = 0.6;
+  double explore = 0.5;
+  double mask_lr = 0.1;
+  double mask_l1 = 1e-3;
+  double budget_mb = 1000;    ///< C3-style score: bytes budget (MB)
+  double budget_gflop = 1e4;  ///< and client compute budget (GFLOP)
+  double stall_s = 30;
+  std::string model = "cnn";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  uint64_t seed = 1;
+  int64_t batch_size = 64;
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  double momentum = 0.9;
+  int64_t max_samples = 0;
+  int64_t test_samples = 0;
+  std::string checkpoint;
+  bool resume = false;
+  std::string save;
+  std::string metrics = "";
+  std::string listen;
+  std::string secret_file;
+  int threads = 1;
+  double hang_timeout_s = 3.0;
+};
+
 struct eval_cli {
   std::string load;
   std::string dataset = "fashion-mnist";
@@ -168,6 +206,7 @@ int run_pipeline(const train_cli& cli);
 int run_node(const node_cli& cli);
 int run_eval(const eval_cli& cli);
 int run_federate(const fed_cli& cli);
+int run_split(const split_cli& cli);
 int run_infer(const serve_cli& cli);
 int run_serve(const serve_cli& cli);
 /// runs/job-YYYYmmdd-HHMMSS-PID/metrics.jsonl under the working directory.

@@ -21,7 +21,7 @@ const usage_line usages[] = {
     {"plan", "plan", "layer ranges per node, predicted vs measured stage times"},
     {"metrics", "metrics", "throughput, stage times, recoveries, re-plans, replicas, lineage"},
     {"kill", "kill stage N | kill client N | kill node NAME",
-     "crash stage N (or a federated job's client N), or make node NAME's process die "
+     "crash stage N (or a federated or split job's client N), or make node NAME's process die "
      "(SIGKILL)"},
     {"slow", "slow node NAME FACTOR", "an emulated node runs at FACTOR (0 < FACTOR <= 1) of its share"},
     {"repartition", "repartition [BALANCE]", "re-plan at the next flush (BALANCE e.g. 1,2,1; default: the planner)"},
@@ -90,7 +90,7 @@ console_command parse_one(const std::string& text) {
     c.op = console_op::help;
     c.args.assign(w.begin() + 1, w.end());
   } else if (verb == "kill") {
-    if (n == 3 && (w[1] == "stage" || w[1] == "client")) { // client: a federated job's
+    if (n == 3 && (w[1] == "stage" || w[1] == "client")) { // client: a federated or split job's
       c.op = console_op::kill_stage;
       size_t used = 0;
       long v = -1;

@@ -485,6 +485,114 @@ int main(int argc, char** argv) {
       ->check(number(1.5, 3600, false, "seconds"))
       ->capture_default_str();
 
+  // ---- split learning
+  split_cli spl;
+  auto* sp = app.add_subcommand(
+      "split",
+      "split learning: clients hold the layers before a cut and their own data, the "
+      "server the layers after it (vanilla, splitfed, adasplit)");
+  sp->add_option("--method", spl.method,
+                 "vanilla (clients take turns, gradients back every batch), splitfed "
+                 "(SplitFed v2: parallel clients, one server model, client models "
+                 "averaged), adasplit (local loss, then sparse sends, no gradients back, "
+                 "a server mask per client)")
+      ->capture_default_str();
+  sp->add_option("--cut", spl.cut,
+                 "clients hold layers [0, CUT) of the model, the server the rest "
+                 "(`salamander describe MODEL` lists them)")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  sp->add_option("--rounds", spl.rounds, "rounds: one local epoch per client each")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  sp->add_option("--clients", spl.clients, "embedded: N local nodes, one client each")
+      ->check(whole<int>(1));
+  sp->add_option("--client-shares", spl.client_shares,
+                 "embedded: EMULATED relative speed of each client, e.g. 1,1,0.5,0.5,0.25");
+  sp->add_option("--cluster", spl.cluster, "TOML file listing the node processes")
+      ->check(CLI::ExistingFile);
+  sp->add_option("--alpha", spl.alpha,
+                 "Dirichlet(alpha) label skew of the clients' shards; 0: IID shards")
+      ->check(number(0, 1e6, false, ""))
+      ->capture_default_str();
+  sp->add_option("--time-budget", spl.time_budget_s,
+                 "stop after this many seconds of training (0: only --rounds)")
+      ->check(number(0, 1e7, false, "seconds"))
+      ->capture_default_str();
+  sp->add_option("--local-fraction", spl.local_fraction,
+                 "adasplit: the share of the rounds in the local phase (nothing sent)")
+      ->check(number(0, 1, false, ""))
+      ->capture_default_str();
+  sp->add_option("--client-fraction", spl.client_fraction,
+                 "adasplit: the share of the clients the orchestrator picks to send, per "
+                 "iteration of the global phase")
+      ->check(number(0, 1, true, ""))
+      ->capture_default_str();
+  sp->add_option("--explore", spl.explore,
+                 "adasplit: the orchestrator's exploration weight (0: highest loss only)")
+      ->check(number(0, 100, false, ""))
+      ->capture_default_str();
+  sp->add_option("--mask-lr", spl.mask_lr, "adasplit: learning rate of the server masks")
+      ->check(number(0, 100, false, ""))
+      ->capture_default_str();
+  sp->add_option("--mask-l1", spl.mask_l1,
+                 "adasplit: L1 pull of the server masks towards 0, per element and step")
+      ->check(number(0, 100, false, ""))
+      ->capture_default_str();
+  sp->add_option("--budget-mb", spl.budget_mb,
+                 "C3-style score: the bytes budget (each budget's worth halves the score)")
+      ->check(number(0, 1e12, true, "MB"))
+      ->capture_default_str();
+  sp->add_option("--budget-gflop", spl.budget_gflop, "C3-style score: the client compute budget")
+      ->check(number(0, 1e15, true, "GFLOP"))
+      ->capture_default_str();
+  sp->add_option("--stall", spl.stall_s,
+                 "a client silent this many seconds in its round is out of it (hung)")
+      ->check(number(0, 1e6, true, "seconds"))
+      ->capture_default_str();
+  sp->add_option("--model", spl.model, model_help)->capture_default_str();
+  sp->add_option("--dataset", spl.dataset, "fashion-mnist or synthetic")->capture_default_str();
+  sp->add_option("--data", spl.data_dir,
+                 "directory with the Fashion-MNIST IDX files (the supervisor's test split; "
+                 "embedded clients' training split)");
+  sp->add_option("--seed", spl.seed, "initial weights, shards, example order")
+      ->capture_default_str();
+  sp->add_option("--batch-size", spl.batch_size, "client batch size")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  sp->add_option("--optimizer", spl.optimizer, "sgd or adam")->capture_default_str();
+  sp->add_option("--lr", spl.lr, "learning rate (clients and server)")
+      ->check(number(0, 10, true, ""))
+      ->capture_default_str();
+  sp->add_option("--momentum", spl.momentum, "sgd momentum")->capture_default_str();
+  sp->add_option("--max-samples", spl.max_samples,
+                 "each client trains on at most this many of its examples (0: all)")
+      ->check(whole<int64_t>(0))
+      ->capture_default_str();
+  sp->add_option("--test-samples", spl.test_samples,
+                 "evaluate on this many test examples (0: the whole test split)")
+      ->check(whole<int64_t>(0))
+      ->capture_default_str();
+  sp->add_option("--checkpoint", spl.checkpoint,
+                 "write the server, every client-side model and the counters here after "
+                 "every round");
+  sp->add_flag("--resume", spl.resume, "carry on from --checkpoint");
+  sp->add_option("--save", spl.save,
+                 "write the final model (client 0's side and the server's) here");
+  sp->add_option("--metrics", spl.metrics,
+                 "JSON-lines log (default runs/job-.../metrics.jsonl; none: off)");
+  sp->add_option("--listen", spl.listen,
+                 "HOST:PORT to publish the supervisor on (console, node --join)");
+  sp->add_option("--secret-file", spl.secret_file,
+                 "cluster secret the nodes must prove (default: $SALAMANDER_SECRET)");
+  sp->add_option("--threads", spl.threads, "compute threads (0: LibTorch's default)")
+      ->check(whole<int>(0))
+      ->capture_default_str();
+  sp->add_option("--hang-timeout", spl.hang_timeout_s,
+                 "seconds of silence after which a node counts as lost")
+      ->check(number(1.5, 3600, false, "seconds"))
+      ->capture_default_str();
+
   describe_cli describe;
   auto* d = app.add_subcommand(
       "describe",
@@ -608,6 +716,9 @@ int main(int argc, char** argv) {
     }
     if (*fd) {
       return run_federate(fed);
+    }
+    if (*sp) {
+      return run_split(spl);
     }
     if (*d) {
       return run_describe(describe);

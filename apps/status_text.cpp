@@ -1,5 +1,7 @@
 #include "apps/status_text.hpp"
 
+#include "models/model_desc.hpp"
+
 #include <fmt/format.h>
 
 namespace salamander::apps {
@@ -44,6 +46,24 @@ std::vector<progress_field> fed_fields(const job_status& s) {
   };
 }
 
+// A split-learning job: rounds, accuracy, and what crossed the cut.
+std::vector<progress_field> split_fields(const job_status& s) {
+  return {
+      {"[" + s.phase + (s.split_phase.empty() ? "" : ", " + s.split_phase) + "]", 10},
+      {fmt::format("round {}/{}", s.round, s.rounds), 9},
+      {s.test_accuracy >= 0 ? fmt::format("acc {:.2f}%", 100 * s.test_accuracy)
+                            : std::string("acc -"),
+       8},
+      {fmt::format("{} across the cut",
+                   models::format_bytes(static_cast<double>(s.bytes_up + s.bytes_down))),
+       7},
+      {fmt::format("{:.1f} GFLOP on clients", s.client_flops / 1e9), 5},
+      {fmt::format("{} clients", s.clients), 4},
+      {fmt::format("{:.0f} s", s.train_s), 3},
+      {s.strategy, 2},
+  };
+}
+
 } // namespace
 
 std::vector<progress_field> status_fields(const job_status& s, eta_clock* eta) {
@@ -52,6 +72,9 @@ std::vector<progress_field> status_fields(const job_status& s, eta_clock* eta) {
   }
   if (s.mode == "federate") {
     return fed_fields(s);
+  }
+  if (s.mode == "split") {
+    return split_fields(s);
   }
   eta_clock once;
   auto& clock = eta ? *eta : once;

@@ -93,7 +93,7 @@ using profiler_actor = caf::typed_actor<
 /// node to node; false if it could not (they then go through the
 /// supervisor's process). spawn starts a stage
 /// on this device and returns its handle (spawn(fed_client_spec): a
-/// federated client); profile(model, micro-batch size)
+/// federated client; spawn(split_client_spec): a split-learning client); profile(model, micro-batch size)
 /// asks its profiler; slow(factor) makes an emulated device run at that
 /// factor of its share from now on (1 restores it); kill makes a node
 /// process kill itself with SIGKILL (chaos; refused by in-process nodes);
@@ -103,6 +103,7 @@ using node_actor = caf::typed_actor<
     caf::reacts_to<auth_atom, std::string, std::string>,
     caf::replies_to<spawn_atom, stage_spec>::with<caf::actor>,
     caf::replies_to<spawn_atom, fed_client_spec>::with<caf::actor>,
+    caf::replies_to<spawn_atom, split_client_spec>::with<caf::actor>,
     caf::replies_to<profile_atom, std::string, uint32_t>::with<device_report>,
     caf::replies_to<probe_atom, caf::actor, std::string>::with<link_report>,
     caf::replies_to<peer_atom, std::string, uint16_t>::with<bool>,
@@ -229,6 +230,55 @@ using fed_client_actor =
 using fed_job_actor = job_actor::extend<
     caf::reacts_to<update_atom, fed_update>, caf::reacts_to<deadline_atom, uint64_t>,
     caf::reacts_to<tick_atom>, caf::replies_to<kill_atom, uint32_t>::with<std::string>,
+    caf::replies_to<replan_atom, std::string>::with<std::string>,
+    caf::replies_to<replicate_atom>::with<std::string>,
+    caf::replies_to<snapshot_atom>::with<snapshot_payload>>;
+
+/// A split-learning client (actors/split/split_client.hpp), one per node:
+/// holds the layers before the cut and its shard of the data (computed on
+/// its node).
+///
+///   get -> samples         how many examples its shard has (an error if it
+///                          could not start: no data, a bad cut)
+///   round(task)            train one local epoch from the task's weights
+///                          (or its own): forward, activations across the
+///                          cut to the task's server, and either its
+///                          gradient back (vanilla, splitfed) or the local
+///                          loss (adasplit); then (update, result) to the
+///                          sender; a newer task replaces an unfinished one
+///   stop                   abandon the round in hand
+///   tick(work)             its own: the next batch of work `work`
+using split_client_actor =
+    caf::typed_actor<caf::replies_to<caf::get_atom>::with<int64_t>,
+                     caf::reacts_to<round_atom, split_task>, caf::reacts_to<stop_atom>,
+                     caf::reacts_to<tick_atom, uint64_t>>;
+
+/// The split-learning server (actors/split/split_client.hpp), beside the
+/// job: the layers after the cut (adasplit: with a sparse mask over them
+/// per client).
+///
+///   forward(smash) -> reply   train on a batch of activations; the
+///                             gradient across the cut when asked for
+///   snapshot -> weights       its layers (and masks), for checkpoints and
+///                             evaluation
+using split_server_actor =
+    caf::typed_actor<caf::replies_to<forward_atom, split_smash>::with<split_reply>,
+                     caf::replies_to<snapshot_atom>::with<snapshot_payload>>;
+
+/// The split-learning job (actors/split/split_job.hpp): the job interface,
+/// plus what its clients send and its own timers.
+///
+///   update(result)         a client's round is done (or failed)
+///   progress(client, round, batches)
+///                          a client is alive and this far into its round
+///   tick                   its own: status, metrics, stalls, rejoining clients
+///   kill(client)           chaos: crash client N (it rejoins later)
+///   replan, replicate      refused with why (no pipeline here)
+///   snapshot -> weights    the whole model (client side of client 0)
+using split_job_actor = job_actor::extend<
+    caf::reacts_to<update_atom, split_result>,
+    caf::reacts_to<progress_atom, uint32_t, uint64_t, int64_t>, caf::reacts_to<tick_atom>,
+    caf::replies_to<kill_atom, uint32_t>::with<std::string>,
     caf::replies_to<replan_atom, std::string>::with<std::string>,
     caf::replies_to<replicate_atom>::with<std::string>,
     caf::replies_to<snapshot_atom>::with<snapshot_payload>>;

@@ -62,7 +62,7 @@ struct job_status {
   std::string stopped;
   std::vector<node_row> nodes;
   std::vector<stage_row> stages;
-  /// "train", "federate", or "serve" (a serving job: the figures below instead of
+  /// "train", "federate", "split", or "serve" (a serving job: the figures below instead of
   /// batches and loss; stage_compute_s is each stage's busy time)
   std::string mode = "train";
   int64_t requests = 0;        ///< answered
@@ -86,6 +86,13 @@ struct job_status {
   int64_t dropped_updates = 0; ///< late or failed updates, summed
   double round_s = 0;        ///< the last round's wall time
   double pace_s = 0;         ///< the round time the strategy aims at
+  /// "split": strategy is the method, rounds as above, and what crossed the
+  /// cut so far (activations, labels, gradients, client-side weights)
+  int64_t bytes_up = 0;
+  int64_t bytes_down = 0;
+  double client_flops = 0;
+  double server_flops = 0;
+  std::string split_phase; ///< adasplit: "local" or "global"
   bool finished() const { return phase == "finished" || phase == "failed"; }
 };
 
@@ -102,7 +109,8 @@ typename Inspector::result_type inspect(Inspector& f, job_status& x) {
            x.stages, x.mode, x.requests, x.failed_requests, x.rejected,
            x.requests_per_s, x.queue_depth, x.in_flight, x.latency_p50_s,
            x.latency_p95_s, x.latency_p99_s, x.resent, x.duplicates, x.strategy, x.round,
-           x.rounds, x.clients, x.contributed, x.dropped_updates, x.round_s, x.pace_s);
+           x.rounds, x.clients, x.contributed, x.dropped_updates, x.round_s, x.pace_s, x.bytes_up,
+           x.bytes_down, x.client_flops, x.server_flops, x.split_phase);
 }
 
 } // namespace salamander

@@ -7,6 +7,7 @@
 //   pipeline.hpp     stage specs and per-batch reports (pipeline training)
 //   replication.hpp  replica inventories, recovery decisions
 //   federated.hpp    federated clients, their profiles, tasks and updates
+//   split.hpp        split-learning clients, their tasks, the cut's traffic
 //   interfaces.hpp   the typed actor interfaces, by role
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "messages/payloads.hpp"
 #include "messages/pipeline.hpp"
 #include "messages/replication.hpp"
+#include "messages/split.hpp"
 
 #include <caf/all.hpp>
 
@@ -26,7 +28,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 8;
+constexpr uint32_t protocol_version = 9;
 
 } // namespace salamander
 
@@ -56,6 +58,11 @@ CAF_ADD_TYPE_ID(salamander, (salamander::fed_client_spec))
 CAF_ADD_TYPE_ID(salamander, (salamander::fed_profile))
 CAF_ADD_TYPE_ID(salamander, (salamander::fed_task))
 CAF_ADD_TYPE_ID(salamander, (salamander::fed_update))
+CAF_ADD_TYPE_ID(salamander, (salamander::split_client_spec))
+CAF_ADD_TYPE_ID(salamander, (salamander::split_task))
+CAF_ADD_TYPE_ID(salamander, (salamander::split_smash))
+CAF_ADD_TYPE_ID(salamander, (salamander::split_reply))
+CAF_ADD_TYPE_ID(salamander, (salamander::split_result))
 CAF_ADD_ATOM(salamander, salamander, forward_atom, "forward")
 CAF_ADD_ATOM(salamander, salamander, backward_atom, "backward")
 CAF_ADD_ATOM(salamander, salamander, labels_atom, "labels")
@@ -95,4 +102,5 @@ CAF_ADD_ATOM(salamander, salamander, dispatch_atom, "dispatch")
 CAF_ADD_ATOM(salamander, salamander, round_atom, "round")
 CAF_ADD_ATOM(salamander, salamander, update_atom, "update")
 CAF_ADD_ATOM(salamander, salamander, deadline_atom, "deadline")
+CAF_ADD_ATOM(salamander, salamander, progress_atom, "progress")
 CAF_END_TYPE_ID_BLOCK(salamander)

@@ -19,45 +19,15 @@ using clock = std::chrono::steady_clock;
 // CPU time one tick may use before it yields to the mailbox.
 constexpr double tick_cpu_s = 0.05;
 
-double thread_cpu() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 double since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
 }
 
 using client_ptr = fed_client_actor::stateful_pointer<fed_client_state>;
 
-// LibTorch's intra-op thread count is OpenMP's, which is per thread: the
-// main thread's setting does not reach CAF's workers, which would each run
-// OpenMP teams of one thread per core (and time their barrier waits as the
-// device's compute). Set on each worker the first time a client runs there.
-void use_threads(int32_t threads) {
-  thread_local int32_t applied = -1;
-  auto n = std::max<int32_t>(1, threads);
-  if (applied != n) {
-    at::set_num_threads(n);
-    applied = n;
-  }
-}
-
-// A tick that took `wall` seconds and `cpu` of CPU: what the device took,
-// and how long to wait before the next tick so that the device's pace
-// holds. Under compute-time dilation the emulated device's time is its CPU
-// time over its share (what the host's other load adds to the wall time is
-// not the device's); a real device, or one under a cgroup quota, takes the
-// wall time.
 std::pair<double, std::chrono::microseconds> device_time(client_ptr self, double wall,
                                                          double cpu) {
-  auto& lim = self->state.emulation.limiter;
-  bool dilated = lim && lim->method() == "compute-time dilation";
-  double device = dilated ? cpu * lim->dilation() : wall;
-  auto pause =
-      std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, device - wall) * 1e6));
-  return {device, pause};
+  return actors::device_time(self->state.emulation, wall, cpu);
 }
 
 // Always through the clock, never a plain send to itself: CAF 0.17 runs an
@@ -66,7 +36,8 @@ std::pair<double, std::chrono::microseconds> device_time(client_ptr self, double
 // thread for the whole round and starve every other actor on it.
 void schedule_tick(client_ptr self, std::chrono::microseconds pause) {
   auto id = self->state.work->id;
-  self->delayed_send(self, std::max(pause, std::chrono::microseconds(1)), tick_atom_v, id);
+  self->delayed_send(self, std::max(pause, std::chrono::microseconds(1)), tick_atom_v,
+                     id);
 }
 
 // Builds the model a work trains: the sub-model of `kept`, its weights from
@@ -85,7 +56,9 @@ void build(client_ptr self, fed_work& w, const fed::unit_sets& kept,
   w.opt = models::make_optimizer(ocfg, w.net->parameters());
 }
 
-int64_t samples(const fed_client_state& st) { return st.shard.defined() ? st.shard.size(0) : 0; }
+int64_t samples(const fed_client_state& st) {
+  return st.shard.defined() ? st.shard.size(0) : 0;
+}
 
 // One training step on rows `positions` of the shard; the loss.
 double step(client_ptr self, fed_work& w, const std::vector<int64_t>& positions) {
@@ -237,38 +210,73 @@ void profile_tick(client_ptr self) {
 void load_data(client_ptr self, const std::string& node_dir) {
   auto& st = self->state;
   auto& spec = st.spec;
-  st.data = shared_training_set(spec.dataset, st.desc,
-                                node_dir.empty() ? spec.data_dir : node_dir);
-  if (!node_dir.empty()) {
-    st.shard = torch::arange(st.data->size(), torch::kInt64);
-    st.data_note = fmt::format("the node's own data in {} ({} examples)", node_dir,
-                               st.data->size());
-  } else {
-    std::vector<int64_t> mine;
-    if (spec.alpha > 0) {
-      mine = algorithms::partition_dirichlet(spec.seed, st.data->label_vector(),
-                                             static_cast<int>(spec.clients),
-                                             spec.alpha)[spec.client];
-      st.data_note = fmt::format("shard {} of {}, dirichlet({})", spec.client, spec.clients,
-                                 spec.alpha);
-    } else {
-      mine = algorithms::partition_iid(spec.seed, st.data->size(),
-                                       static_cast<int>(spec.clients))[spec.client];
-      st.data_note = fmt::format("shard {} of {}, iid", spec.client, spec.clients);
-    }
-    if (spec.max_samples > 0 && static_cast<int64_t>(mine.size()) > spec.max_samples) {
-      mine.resize(static_cast<size_t>(spec.max_samples));
-    }
-    st.shard = torch::tensor(mine, torch::kInt64);
-  }
-  st.data_note += fmt::format(", {} examples", samples(st));
+  auto shard = load_shard(spec.dataset, st.desc, spec.data_dir, node_dir, spec.client,
+                          spec.clients, spec.alpha, spec.seed, spec.max_samples);
+  st.data = std::move(shard.data);
+  st.shard = std::move(shard.shard);
+  st.data_note = std::move(shard.note);
 }
 
 } // namespace
 
-std::shared_ptr<const models::dataset>
-shared_training_set(const std::string& name, const models::model_desc& desc,
-                    const std::string& dir) {
+double thread_cpu() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+void use_intra_op_threads(int32_t threads) {
+  thread_local int32_t applied = -1;
+  auto n = std::max<int32_t>(1, threads);
+  if (applied != n) {
+    at::set_num_threads(n);
+    applied = n;
+  }
+}
+
+std::pair<double, std::chrono::microseconds> device_time(const node_emulation& emulation,
+                                                         double wall, double cpu) {
+  auto& lim = emulation.limiter;
+  bool dilated = lim && lim->method() == "compute-time dilation";
+  double device = dilated ? cpu * lim->dilation() : wall;
+  auto pause =
+      std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, device - wall) * 1e6));
+  return {device, pause};
+}
+
+client_shard load_shard(const std::string& dataset, const models::model_desc& desc,
+                        const std::string& data_dir, const std::string& node_dir,
+                        uint32_t client, uint32_t clients, double alpha, uint64_t seed,
+                        int64_t max_samples) {
+  client_shard out;
+  out.data = shared_training_set(dataset, desc, node_dir.empty() ? data_dir : node_dir);
+  if (!node_dir.empty()) {
+    out.shard = torch::arange(out.data->size(), torch::kInt64);
+    out.note = fmt::format("the node's own data in {} ({} examples)", node_dir,
+                           out.data->size());
+  } else {
+    std::vector<int64_t> mine;
+    if (alpha > 0) {
+      mine = algorithms::partition_dirichlet(seed, out.data->label_vector(),
+                                             static_cast<int>(clients), alpha)[client];
+      out.note = fmt::format("shard {} of {}, dirichlet({})", client, clients, alpha);
+    } else {
+      mine = algorithms::partition_iid(seed, out.data->size(),
+                                       static_cast<int>(clients))[client];
+      out.note = fmt::format("shard {} of {}, iid", client, clients);
+    }
+    if (max_samples > 0 && static_cast<int64_t>(mine.size()) > max_samples) {
+      mine.resize(static_cast<size_t>(max_samples));
+    }
+    out.shard = torch::tensor(mine, torch::kInt64);
+  }
+  out.note += fmt::format(", {} examples", out.shard.size(0));
+  return out;
+}
+
+std::shared_ptr<const models::dataset> shared_training_set(const std::string& name,
+                                                           const models::model_desc& desc,
+                                                           const std::string& dir) {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const models::dataset>> cache;
   std::lock_guard<std::mutex> guard(mutex);
@@ -276,14 +284,16 @@ shared_training_set(const std::string& name, const models::model_desc& desc,
   if (auto hit = cache[key].lock()) {
     return hit;
   }
-  auto data = std::make_shared<const models::dataset>(models::load_dataset(name, true, desc, dir));
+  auto data = std::make_shared<const models::dataset>(
+      models::load_dataset(name, true, desc, dir));
   cache[key] = data;
   return data;
 }
 
 fed_client_actor::behavior_type
-fed_client(fed_client_actor::stateful_pointer<fed_client_state> self, fed_client_spec spec,
-           node_emulation emulation, std::string node, std::string data_dir) {
+fed_client(fed_client_actor::stateful_pointer<fed_client_state> self,
+           fed_client_spec spec, node_emulation emulation, std::string node,
+           std::string data_dir) {
   auto& st = self->state;
   st.spec = std::move(spec);
   st.emulation = std::move(emulation);
@@ -311,9 +321,9 @@ fed_client(fed_client_actor::stateful_pointer<fed_client_state> self, fed_client
           return caf::make_error(errc::bad_config, "client on " + st.node + ": " + error);
         }
         if (samples(st) == 0) {
-          return caf::make_error(errc::bad_config,
-                                 "client on " + st.node + " has no examples (" + st.data_note +
-                                     ")");
+          return caf::make_error(errc::bad_config, "client on " + st.node +
+                                                       " has no examples (" +
+                                                       st.data_note + ")");
         }
         st.profile.keep.clear();
         st.profile.epoch_s.clear();
@@ -358,7 +368,7 @@ fed_client(fed_client_actor::stateful_pointer<fed_client_state> self, fed_client
         if (!st.work || st.work->id != id) {
           return; // replaced or stopped
         }
-        use_threads(st.spec.threads);
+        use_intra_op_threads(st.spec.threads);
         try {
           if (st.work->profile) {
             profile_tick(self);

@@ -7,6 +7,7 @@
 #include "actors/cluster/auth.hpp"
 
 #include "actors/federated/fed_client.hpp"
+#include "actors/split/split_client.hpp"
 
 #include "actors/node/profiler.hpp"
 #include "actors/replication/replica_holder.hpp"
@@ -205,8 +206,11 @@ caf::result<caf::actor> on_spawn(node_actor::stateful_pointer<node_state> self,
   }
 }
 
+// A federated or split-learning client: the model must describe the same
+// here as at the supervisor.
+template <class Spec, class Behavior>
 caf::result<caf::actor> on_spawn_client(node_actor::stateful_pointer<node_state> self,
-                                        fed_client_spec spec) {
+                                        Spec spec, Behavior behavior) {
   auto& c = self->state.config;
   if (!self->state.authenticated) {
     return unauthorized(c.name);
@@ -225,7 +229,7 @@ caf::result<caf::actor> on_spawn_client(node_actor::stateful_pointer<node_state>
                                                    std::to_string(spec.client) + " of " +
                                                    std::to_string(spec.clients));
     }
-    auto s = self->spawn(fed_client, std::move(spec), c.emulation, c.name, c.data_dir);
+    auto s = self->spawn(behavior, std::move(spec), c.emulation, c.name, c.data_dir);
     auto handle = caf::actor_cast<caf::actor>(s);
     self->state.stages.push_back(handle);
     return handle;
@@ -316,7 +320,12 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
         return on_probe(self, peer, name);
       },
       [=](spawn_atom, stage_spec spec) { return on_spawn(self, spec); },
-      [=](spawn_atom, fed_client_spec spec) { return on_spawn_client(self, spec); },
+      [=](spawn_atom, fed_client_spec spec) {
+        return on_spawn_client(self, std::move(spec), fed_client);
+      },
+      [=](spawn_atom, split_client_spec spec) {
+        return on_spawn_client(self, std::move(spec), split_client);
+      },
       [=](slow_atom, double factor) { return on_slow(self, factor); },
       [=](kill_atom) { return on_kill(self); },
       [=](leave_atom) { on_leave(self); },

@@ -132,6 +132,9 @@ node_actor::behavior_type odd_node(node_actor::pointer self, uint32_t protocol) 
       [=](spawn_atom, fed_client_spec) -> caf::result<caf::actor> {
         return caf::make_error(errc::model_mismatch, "node odd runs no federated client");
       },
+      [=](spawn_atom, split_client_spec) -> caf::result<caf::actor> {
+        return caf::make_error(errc::model_mismatch, "node odd runs no split client");
+      },
       [=](profile_atom, const std::string&, uint32_t) -> caf::result<device_report> {
         return caf::make_error(errc::bad_config, "node odd cannot profile");
       },

@@ -1,0 +1,163 @@
+// The split-learning job supervisor (AdaSplit mode): one per split job, a
+// peer of the training, serving and federated jobs under the cluster
+// supervisor. It spawns the server beside itself and a client on every
+// node, and runs rounds of one local epoch per client:
+//
+//   vanilla   clients take turns; each trains its epoch through the server
+//             (activations up, gradients down, every batch), starting from
+//             the client-side weights the previous client ended with
+//   splitfed  SplitFed v2: every client in parallel through one shared
+//             server model; the client-side models are averaged (weighted
+//             by examples) at the end of the round
+//   adasplit  every client in parallel, each keeping its own client-side
+//             model (never averaged); rounds 1..round(kappa R) are the local
+//             phase (local loss only, nothing sent); after it, a client
+//             sends its activations only on the batches the orchestrator
+//             picked (algorithms/split.hpp) and gets no gradient back
+//
+//   starting --> spawning --> training <--> paused (console)
+//                               |  round: tasks out -> results in (vanilla: one
+//                               |         turn after another) -> server snapshot
+//                               |         -> evaluate -> checkpoint -> next round
+//                               '--> finished (rounds done, time budget, stop) | failed
+//
+// Faults: a client whose node is lost, that dies, or that reports no
+// progress for stall_s is out of the round in hand at once (vanilla: the
+// next client takes its turn from the weights before it); the job spawns it
+// again when its node is back and it takes part from the next round
+// (adasplit: with its own last weights). After every round the server's
+// layers and masks, every client-side model and the job's counters are
+// checkpointed (one file, written to a temporary and renamed); a job
+// started with resume carries on from there.
+#pragma once
+
+#include "actors/job/job_nodes.hpp"
+#include "actors/job/runner.hpp"
+#include "actors/split/split_client.hpp"
+#include "actors/tuning.hpp"
+#include "messages/interfaces.hpp"
+#include "models/data.hpp"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+namespace salamander::actors {
+
+class metrics_log;
+
+/// A split job's description: what `salamander split` and the tests set.
+/// The defaults are the ones the README documents.
+struct split_config {
+  std::string model = "cnn";
+  std::string method = "adasplit";
+  int64_t cut = 2;     ///< the client holds layers [0, cut)
+  int64_t rounds = 10; ///< rounds (one local epoch per client each)
+  double time_budget_s = 0;
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  double alpha = 0.5; ///< Dirichlet label skew; <= 0: IID
+  uint64_t seed = 1;
+  int64_t batch_size = 64;
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  double momentum = 0.9;
+  int64_t max_samples = 0;  ///< per client, at most (0: its whole shard)
+  int64_t test_samples = 0; ///< evaluate on this many test examples (0: all)
+  // adasplit
+  double local_fraction = 0.3;  ///< kappa: share of the rounds in the local phase
+  double client_fraction = 0.6; ///< eta: share of the clients sending per iteration
+  double explore = 0.5;         ///< the orchestrator's exploration weight
+  double loss_decay = 0.5;      ///< of its per-client loss average
+  double mask_lr = 0.1;
+  double mask_l1 = 1e-3;
+  split::c3_budget budget; ///< for the C3-style score
+  /// A client that reports no progress for this long in its round is hung.
+  double stall_s = 30;
+  std::string checkpoint_path; ///< written after every round ("": none)
+  bool resume = false;         ///< start from checkpoint_path
+  std::string metrics_path;
+  std::string secret;
+  int32_t threads = 1;
+  std::chrono::milliseconds node_timeout = tuning::request_timeout;
+  std::chrono::milliseconds profile_timeout = tuning::profile_timeout;
+};
+
+/// One client as the job sees it: client i runs on node i.
+struct split_client_entry {
+  split_client_actor handle;
+  bool spawning = false;
+  bool ready = false;         ///< spawned and answered how many examples it has
+  bool holds_weights = false; ///< adasplit: the live actor has its own weights
+  int64_t samples = 0;
+  uint64_t attempt = 0; ///< of the spawn in hand: older answers are stale
+  int failures = 0;
+  std::string last_error;
+  bool first_pending = false;
+  std::chrono::steady_clock::time_point retry_at{};
+  std::chrono::steady_clock::time_point last_heard{};
+  int64_t weights_sent_bytes = 0;  ///< of the task in hand
+  models::weight_snapshot weights; ///< adasplit: its client-side model, as last reported
+  split::traffic traffic;
+  int64_t rounds_done = 0;
+  double last_loss = 0;
+  double last_server_loss = 0;
+  int64_t last_sent = 0;
+  int64_t last_batches = 0;
+};
+
+struct split_job_state {
+  static inline const char* name = "split_job";
+  split_config cfg;
+  cluster_actor cluster;
+  split::method method = split::method::adasplit;
+  std::vector<job_node> nodes;
+  std::vector<split_client_entry> clients; ///< one per node of the start
+  models::model_desc desc;
+  split::cut_costs costs;
+  split_server_actor server;
+  models::weight_snapshot client_model; ///< vanilla, splitfed: the current one
+  models::weight_snapshot server_snap;  ///< fetched at the end of each round
+  models::weight_snapshot resume_snap;  ///< the checkpoint resumed from
+  split::orchestrator orch;
+  uint64_t round = 0; ///< rounds completed
+  bool in_round = false;
+  bool finishing = false;      ///< the round's results are in; fetching the server
+  std::vector<uint32_t> turns; ///< vanilla: this round's order
+  size_t turn = 0;
+  std::set<uint32_t> pending; ///< clients whose result the round waits for
+  std::vector<split_result> arrived;
+  std::vector<uint32_t> failed;
+  std::chrono::steady_clock::time_point round_started{};
+  split::traffic total;
+  std::shared_ptr<const models::dataset> test;
+  std::unique_ptr<models::layered_model> eval_model;
+  std::vector<double> client_accuracy; ///< adasplit: per client, last evaluation
+  std::string phase = "starting";
+  bool user_paused = false;
+  std::string stop_requested;
+  size_t first_pending = 0;
+  std::chrono::steady_clock::time_point started{};
+  std::chrono::steady_clock::time_point train_started{};
+  bool training_started = false;
+  double train_s_before = 0; ///< resumed: training time of the runs before
+  double eval_s = 0;
+  job_status status;
+  std::shared_ptr<metrics_log> metrics;
+};
+
+split_job_actor::behavior_type
+split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config cfg,
+          cluster_actor cluster);
+
+/// Runs a split job over `nodes` to its end (the CLI, tests, benchmarks);
+/// weights: the whole model (client 0's side in adasplit), when asked for.
+job_result run_split_job(caf::actor_system& sys, const split_config& cfg,
+                         std::vector<remote_node> nodes, const job_options& opts = {});
+
+/// The C3-style score of a finished split job's status under `budget`.
+double c3_of(const job_status& s, const split::c3_budget& budget);
+
+} // namespace salamander::actors

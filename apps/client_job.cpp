@@ -1,0 +1,172 @@
+#include "apps/client_job.hpp"
+#include "actors/cluster/auth.hpp"
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/node/system.hpp"
+#include "apps/runtime_env.hpp"
+
+#include <caf/io/middleman.hpp>
+
+#include <csignal>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace salamander::apps {
+
+std::vector<double> parse_shares(const std::string& text) {
+  std::vector<double> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      double v = std::stod(item, &used);
+      if (used != item.size() || !(v > 0) || v > 1000) {
+        throw std::invalid_argument("");
+      }
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--client-shares: '" + item +
+                                  "' is not a positive speed (e.g. 1,1,0.1)");
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Embedded emulation: one share of a core per client. The shares are
+// relative speeds; scaled down, when they add up to more than this host
+// has, so that the fast clients are not slowed by each other instead of by
+// their share.
+std::vector<actors::emulation_config> emulated_clients(const client_job_options& o,
+                                                       const std::string& subsystem) {
+  std::vector<actors::emulation_config> out;
+  if (o.client_shares.empty()) {
+    return out;
+  }
+  auto shares = parse_shares(o.client_shares);
+  if (static_cast<int>(shares.size()) != o.clients) {
+    throw std::invalid_argument("--client-shares lists " + std::to_string(shares.size()) +
+                                " speeds for " + std::to_string(o.clients) +
+                                " clients (--clients)");
+  }
+  double sum = 0, top = 0;
+  for (auto s : shares) {
+    sum += s;
+    top = std::max(top, s);
+  }
+  double cores = std::max(1u, std::thread::hardware_concurrency());
+  // at most 90% of the host, and no client above one core
+  double scale = std::min(0.9 * cores / sum, 1.0 / top);
+  for (size_t i = 0; i < shares.size(); ++i) {
+    actors::emulation_config c;
+    c.cpu_share = std::min(1.0, shares[i] * scale);
+    out.push_back(c);
+  }
+  logger(subsystem)->info("EMULATED clients: relative speeds {} run at {:.3f} x those "
+                          "shares of one core each ({} host cores)",
+                          o.client_shares, scale, cores);
+  return out;
+}
+
+} // namespace
+
+actors::job_result run_client_job(
+    const client_job_options& o, const std::string& subsystem,
+    const std::function<actors::job_result(caf::actor_system&, const std::string& secret,
+                                           std::vector<actors::remote_node>,
+                                           const actors::job_options&)>& run,
+    const std::function<void(const job_status&, progress_line&)>& on_status) {
+  auto log = logger(subsystem);
+  if (o.clients <= 0 && o.cluster.empty()) {
+    throw std::invalid_argument(
+        "say where the clients run: --clients N (N local nodes, one "
+        "process) or --cluster FILE (node processes)");
+  }
+  if (o.clients > 0 && !o.cluster.empty()) {
+    throw std::invalid_argument("--clients and --cluster exclude each other");
+  }
+  if (!o.cluster.empty() && !o.client_shares.empty()) {
+    throw std::invalid_argument("--client-shares emulates local clients; node processes "
+                                "take --cpu-share each");
+  }
+  std::string secret;
+  std::vector<actors::cluster_node> listed;
+  if (!o.cluster.empty()) {
+    listed = actors::read_cluster_file(o.cluster);
+    if (auto s = actors::load_secret(o.secret_file)) {
+      secret = *s;
+    }
+  }
+  auto emulation = emulated_clients(o, subsystem);
+  caf::actor_system_config sys_cfg;
+  actors::system_options sopts;
+  sopts.connection_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(o.hang_timeout_s * 1000));
+  actors::configure(sys_cfg, sopts);
+  caf::actor_system sys{sys_cfg};
+  std::vector<actors::remote_node> nodes;
+  if (o.cluster.empty()) {
+    nodes = actors::local_nodes(sys, o.clients, o.threads, emulation);
+  } else {
+    auto connected = actors::connect_nodes(sys, listed);
+    if (!connected) {
+      throw std::runtime_error(sys.render(connected.error()));
+    }
+    nodes = std::move(*connected);
+  }
+  auto handles = nodes;
+  watch_stop_signals();
+  std::mutex cluster_mutex;
+  cluster_actor cluster;
+  std::thread watcher([&] {
+    int sig = next_stop_signal();
+    std::lock_guard<std::mutex> guard(cluster_mutex);
+    if (sig > 0 && cluster) {
+      log->warn("{}: stopping after the last whole round (its state is kept)",
+                sig == SIGINT ? "SIGINT" : "SIGTERM");
+      caf::anon_send(cluster, stop_atom_v,
+                     std::string(sig == SIGINT ? "SIGINT" : "SIGTERM"));
+    }
+  });
+  progress_line progress(log);
+  actors::job_options opts;
+  opts.fetch_weights = o.fetch_weights;
+  opts.on_start = [&](cluster_actor c) {
+    {
+      std::lock_guard<std::mutex> guard(cluster_mutex);
+      cluster = c;
+    }
+    if (!o.listen.empty()) {
+      auto [host, port] = actors::parse_address(o.listen);
+      auto bound = sys.middleman().publish(c, port, host.c_str());
+      if (!bound) {
+        throw std::runtime_error("cannot listen on " + o.listen + ": " +
+                                 sys.render(bound.error()));
+      }
+      log->info("supervisor listening on {}:{} (salamander console {}:{})", host, *bound,
+                host, *bound);
+    }
+  };
+  opts.on_status = [&](const job_status& s) { on_status(s, progress); };
+  actors::job_result result;
+  try {
+    result = run(sys, secret, std::move(nodes), opts);
+  } catch (...) {
+    end_stop_watch();
+    watcher.join();
+    throw;
+  }
+  end_stop_watch();
+  watcher.join();
+  progress.finish();
+  if (o.cluster.empty()) {
+    for (auto& n : handles) {
+      caf::anon_send(n.handle, leave_atom_v);
+    }
+  }
+  return result;
+}
+
+} // namespace salamander::apps

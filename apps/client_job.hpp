@@ -1,0 +1,45 @@
+// What `salamander federate` and `salamander split` share: one client per
+// node, on local nodes of this process (--clients N, each device emulated at
+// its share of a core) or on the node processes of a cluster file; the
+// supervisor published with --listen; SIGINT and SIGTERM stop the job after
+// its last whole round.
+#pragma once
+
+#include "actors/job/runner.hpp"
+#include "apps/progress.hpp"
+
+#include <caf/all.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace salamander::apps {
+
+/// The options every client job takes.
+struct client_job_options {
+  int clients = 0;           ///< embedded: this many local nodes, one client each
+  std::string client_shares; ///< embedded: relative speeds, e.g. 1,1,0.1 (EMULATED)
+  std::string cluster;       ///< or the nodes of a cluster file
+  std::string secret_file;
+  std::string listen;
+  int threads = 1;
+  double hang_timeout_s = 3.0;
+  bool fetch_weights = false;
+};
+
+/// "1,1,0.1" -> {1, 1, 0.1}; throws std::invalid_argument naming the entry.
+std::vector<double> parse_shares(const std::string& text);
+
+/// Runs a job over the clients `o` names. `run` starts it (with the cluster
+/// secret, the nodes, and the options to pass on); `on_status` sees every
+/// status polled. Throws std::invalid_argument for options that do not fit
+/// together, before anything starts.
+actors::job_result run_client_job(
+    const client_job_options& o, const std::string& subsystem,
+    const std::function<actors::job_result(caf::actor_system&, const std::string& secret,
+                                           std::vector<actors::remote_node>,
+                                           const actors::job_options&)>& run,
+    const std::function<void(const job_status&, progress_line&)>& on_status);
+
+} // namespace salamander::apps
