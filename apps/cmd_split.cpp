@@ -41,6 +41,7 @@ actors::split_config config_of(const split_cli& cli) {
   cfg.explore = cli.explore;
   cfg.mask_lr = cli.mask_lr;
   cfg.mask_l1 = cli.mask_l1;
+  cfg.average_clients = !cli.own_models;
   cfg.budget.bytes = cli.budget_mb * 1e6;
   cfg.budget.client_flops = cli.budget_gflop * 1e9;
   cfg.stall_s = cli.stall_s;

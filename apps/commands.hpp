@@ -123,6 +123,7 @@ struct split_cli {
   double explore = 0.5;
   double mask_lr = 0.1;
   double mask_l1 = 1e-3;
+  bool own_models = false; ///< adasplit: never average the client-side models
   double budget_mb = 1000;    ///< C3-style score: bytes budget (MB)
   double budget_gflop = 1e4;  ///< and client compute budget (GFLOP)
   double stall_s = 30;

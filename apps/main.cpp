@@ -539,6 +539,9 @@ int main(int argc, char** argv) {
                  "adasplit: L1 pull of the server masks towards 0, per element and step")
       ->check(number(0, 100, false, ""))
       ->capture_default_str();
+  sp->add_flag("--own-models", spl.own_models,
+              "adasplit: each client keeps its own client-side model (never averaged; by "
+              "default they are averaged after each global-phase round)");
   sp->add_option("--budget-mb", spl.budget_mb,
                  "C3-style score: the bytes budget (each budget's worth halves the score)")
       ->check(number(0, 1e12, true, "MB"))

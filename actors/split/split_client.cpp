@@ -613,10 +613,14 @@ models::weight_snapshot server_view(const models::weight_snapshot& server,
   if (mask.layers.empty()) {
     return out;
   }
-  for (size_t l = 0; l < out.layers.size() && l < mask.layers.size(); ++l) {
-    auto& params = out.layers[l].params;
-    for (size_t p = 0; p < params.size() && p < mask.layers[l].params.size(); ++p) {
-      params[p].tensor = params[p].tensor * mask.layers[l].params[p].tensor;
+  for (auto& lw : out.layers) {
+    for (auto& m : mask.layers) {
+      if (m.index != lw.index) {
+        continue; // a checkpoint's client-side layers have no mask
+      }
+      for (size_t p = 0; p < lw.params.size() && p < m.params.size(); ++p) {
+        lw.params[p].tensor = lw.params[p].tensor * m.params[p].tensor;
+      }
     }
   }
   return out;

@@ -123,7 +123,9 @@ const models::weight_snapshot& client_side(const split_job_state& st, uint32_t c
 models::weight_snapshot whole_model(const split_job_state& st, uint32_t c) {
   auto snap = untagged(client_side(st, c));
   for (auto& lw : server_view(st.server_snap, c).layers) {
-    snap.layers.push_back(lw);
+    if (lw.index >= static_cast<uint32_t>(st.cfg.cut)) { // a checkpoint holds all layers
+      snap.layers.push_back(lw);
+    }
   }
   snap.version = st.round;
   return snap;
@@ -209,11 +211,13 @@ std::string describe_run(split::method m, int64_t cut, size_t clients) {
 
 void save(split_job_state& st, const std::string& path) {
   messages::checkpoint c;
-  // the whole model first (client 0's side): `salamander eval --load` reads it
-  c.snapshot = whole_model(st, 0);
+  // the whole model first, client 0's side and the server's shared layers
+  // (unmasked): `salamander eval --load` reads it
+  c.snapshot = untagged(client_side(st, 0));
+  c.snapshot.version = st.round;
   for (auto& lw : st.server_snap.layers) {
-    if (lw.index >= tagged_base) {
-      c.snapshot.layers.push_back(lw); // the server's masks, tagged already
+    if (lw.index >= static_cast<uint32_t>(st.cfg.cut)) {
+      c.snapshot.layers.push_back(lw); // the server's layers, then its masks (tagged)
     }
   }
   if (ada(st)) {
@@ -337,29 +341,44 @@ bool available(const split_job_state& st, uint32_t c) {
 
 void start_round(self_ptr self);
 
+// The clients' weights, averaged weighted by their examples (FedAvg); every
+// entry of the snapshots, tagged ones (adasplit's heads) included.
+models::weight_snapshot average(const std::vector<split_result>& results) {
+  std::vector<int64_t> samples;
+  for (auto& r : results) {
+    samples.push_back(r.samples);
+  }
+  auto w = split::sample_weights(samples);
+  auto avg = results[0].weights.snapshot;
+  for (size_t l = 0; l < avg.layers.size(); ++l) {
+    for (size_t p = 0; p < avg.layers[l].params.size(); ++p) {
+      torch::Tensor sum;
+      for (size_t k = 0; k < results.size(); ++k) {
+        auto& t = results[k].weights.snapshot.layers.at(l).params.at(p).tensor;
+        sum = k == 0 ? t * w[k] : sum + t * w[k];
+      }
+      avg.layers[l].params[p].tensor = sum;
+    }
+  }
+  return avg;
+}
+
 // The round's results are in and the server's state fetched: average or
 // keep, evaluate, checkpoint, log, go on.
 void round_complete(self_ptr self) {
   auto& st = self->state;
   auto round_s = since(st.round_started);
   if (st.method == split::method::splitfed && !st.arrived.empty()) {
-    std::vector<int64_t> samples;
-    for (auto& r : st.arrived) {
-      samples.push_back(r.samples);
+    st.client_model = untagged(average(st.arrived));
+  }
+  if (ada(st) && st.cfg.average_clients && st.status.split_phase == "global" &&
+      !st.arrived.empty()) {
+    // every client starts the next round from the average (heads included)
+    auto avg = average(st.arrived);
+    for (auto& c : st.clients) {
+      c.weights = avg;
+      c.holds_weights = false;
     }
-    auto w = split::sample_weights(samples);
-    auto avg = untagged(st.arrived[0].weights.snapshot);
-    for (size_t l = 0; l < avg.layers.size(); ++l) {
-      for (size_t p = 0; p < avg.layers[l].params.size(); ++p) {
-        torch::Tensor sum;
-        for (size_t k = 0; k < st.arrived.size(); ++k) {
-          auto& t = st.arrived[k].weights.snapshot.layers.at(l).params.at(p).tensor;
-          sum = k == 0 ? t * w[k] : sum + t * w[k];
-        }
-        avg.layers[l].params[p].tensor = sum;
-      }
-    }
-    st.client_model = std::move(avg);
   }
   ++st.round;
   evaluate(self);
@@ -881,13 +900,10 @@ caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
          " (the round in hand is dropped; the checkpoint holds the last whole round)";
 }
 
-void first_clients(self_ptr self) {
+// The clients' entries, with what a resumed job starts them from.
+void prepare_clients(self_ptr self) {
   auto& st = self->state;
-  set_phase(self, "spawning");
-  st.clients.resize(st.nodes.size());
-  if (!st.resume_snap.layers.empty()) {
-    resume_from(st, messages::checkpoint{st.resume_snap, 0, 0, st.round, 0, ""});
-  }
+  st.clients.resize(st.nodes.size()); // resumed: as many as the checkpoint's (checked)
   if (st.orch.loss.size() != st.clients.size()) {
     st.orch = split::orchestrator(st.clients.size());
   }
@@ -897,6 +913,12 @@ void first_clients(self_ptr self) {
       st.clients[i].weights = saved.layers.empty() ? st.client_model : saved;
     }
   }
+  evaluate(self); // resumed: what the checkpoint holds (else nothing yet)
+}
+
+void first_clients(self_ptr self) {
+  auto& st = self->state;
+  set_phase(self, "spawning");
   st.first_pending = 0;
   for (uint32_t i = 0; i < st.nodes.size(); ++i) {
     if (!st.nodes[i].dead) {
@@ -1066,6 +1088,12 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
                 fail(self, std::string("cannot start the split server: ") + e.what());
                 return;
               }
+              try {
+                prepare_clients(self);
+              } catch (const std::exception& e) {
+                fail(self, std::string("cannot resume: ") + e.what());
+                return;
+              }
               log_event(
                   self, "start",
                   {{"mode", "split"},
@@ -1079,9 +1107,11 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
                    {"seed", st.cfg.seed},
                    {"local_fraction", st.cfg.local_fraction},
                    {"client_fraction", st.cfg.client_fraction},
+                   {"average_clients", st.cfg.average_clients},
                    {"budget_bytes", st.cfg.budget.bytes},
                    {"budget_flops", st.cfg.budget.client_flops},
                    {"resumed_at", st.round},
+                   {"accuracy", st.status.test_accuracy},
                    {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count()}});

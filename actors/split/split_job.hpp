@@ -9,11 +9,14 @@
 //   splitfed  SplitFed v2: every client in parallel through one shared
 //             server model; the client-side models are averaged (weighted
 //             by examples) at the end of the round
-//   adasplit  every client in parallel, each keeping its own client-side
-//             model (never averaged); rounds 1..round(kappa R) are the local
+//   adasplit  every client in parallel; rounds 1..round(kappa R) are the local
 //             phase (local loss only, nothing sent); after it, a client
 //             sends its activations only on the batches the orchestrator
-//             picked (algorithms/split.hpp) and gets no gradient back
+//             picked (algorithms/split.hpp) and gets no gradient back. The
+//             client-side models are averaged after each global-phase round
+//             (our choice, average_clients; without it each client keeps its
+//             own model all along, and the server's mask per client is what
+//             reconciles them)
 //
 //   starting --> spawning --> training <--> paused (console)
 //                               |  round: tasks out -> results in (vanilla: one
@@ -71,6 +74,10 @@ struct split_config {
   double client_fraction = 0.6; ///< eta: share of the clients sending per iteration
   double explore = 0.5;         ///< the orchestrator's exploration weight
   double loss_decay = 0.5;      ///< of its per-client loss average
+  /// After each global-phase round, average the client-side models (and
+  /// heads), weighted by examples, and start every client from the average;
+  /// false: each client keeps its own model all along.
+  bool average_clients = true;
   double mask_lr = 0.1;
   double mask_l1 = 1e-3;
   split::c3_budget budget; ///< for the C3-style score
