@@ -461,60 +461,79 @@ int draw(const plot_cli& cli, const std::string& gp, const std::string& what) {
   return 0;
 }
 
-// Federated runs, one or several: the global model's accuracy after each
-// round against training time (the first round's start is 0), one line per
-// run, and the rounds' times below.
-std::string fed_script(const std::vector<run_log>& runs, const plot_cli& cli,
-                       std::map<std::string, size_t>& counts) {
-  std::string data, acc_plot, round_plot;
+bool federated(const run_log& r) {
+  return r.start && field(r, *r.start, "mode", std::string()) == "federate";
+}
+
+bool split_run(const run_log& r) {
+  return r.start && field(r, *r.start, "mode", std::string()) == "split";
+}
+
+// Runs in rounds, one or several: federated runs draw the global model's
+// accuracy after each round against training time (the first round's start
+// is 0) and the rounds' times below; split-learning runs draw accuracy
+// against the bytes that crossed the cut, and against training time below.
+// One line per run.
+std::string rounds_script(const std::vector<run_log>& runs, const plot_cli& cli,
+                          std::map<std::string, size_t>& counts) {
+  bool split = split_run(runs.front());
+  std::string data, top_plot, bottom_plot;
   static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                  "#9467bd", "#8c564b", "#e377c2", "#17becf"};
   for (size_t i = 0; i < runs.size(); ++i) {
     auto& r = runs[i];
     auto block = fmt::format("$run{}", i);
-    data += block + " << EOD\n# train_s accuracy round_s round\n";
+    data += block + " << EOD\n# train_s accuracy round_s round mbytes\n";
     size_t rows = 0;
     for (auto& e : r.events) {
       if (e.event != "round") {
         continue;
       }
       rows++;
-      data += fmt::format("{:.6g} {:.6g} {:.6g} {}\n", field(r, e, "train_s", 0.0),
+      data += fmt::format("{:.6g} {:.6g} {:.6g} {} {:.6g}\n", field(r, e, "train_s", 0.0),
                           100 * field(r, e, "accuracy", 0.0), field(r, e, "round_s", 0.0),
-                          field(r, e, "round", int64_t{0}));
+                          field(r, e, "round", int64_t{0}), field(r, e, "bytes", 0.0) / 1e6);
     }
     data += "EOD\n";
     counts["round"] += rows;
     if (rows == 0) {
       throw log_error(r.path + " has no round lines: nothing to plot");
     }
-    auto name = r.start ? field(r, *r.start, "strategy", std::string("?")) : "?";
+    auto name = r.start ? field(r, *r.start, split ? "method" : "strategy", std::string("?"))
+                        : "?";
     auto color = colors[i % (sizeof(colors) / sizeof(colors[0]))];
     auto sep = i == 0 ? std::string("plot ") : std::string(", ");
-    acc_plot += sep + fmt::format("{} using 1:2 with linespoints lw 2 pt 7 ps 0.5 lc rgb "
-                                  "'{}' title {}",
-                                  block, color, quote(name));
-    round_plot += sep + fmt::format("{} using 1:3 with points pt 7 ps 0.6 lc rgb '{}' "
-                                    "title {}",
-                                    block, color, quote(name));
+    auto line = [&](const char* cols) {
+      return sep + fmt::format("{} using {} with linespoints lw 2 pt 7 ps 0.5 lc rgb '{}' "
+                               "title {}",
+                               block, cols, color, quote(name));
+    };
+    top_plot += split ? line("5:2") : line("1:2");
+    bottom_plot += split ? line("1:2")
+                         : sep + fmt::format("{} using 1:3 with points pt 7 ps 0.6 lc rgb "
+                                             "'{}' title {}",
+                                             block, color, quote(name));
   }
   std::string title = cli.title;
   if (title.empty()) {
-    title = title_start(runs.front(), " federated");
+    title = title_start(runs.front(), split ? " split learning" : " federated");
     if (runs.size() > 1) {
       title += fmt::format(" ({} runs)", runs.size());
     }
   }
   auto gp = script_start(cli, data, title);
-  gp += "set xlabel 'training time (s)'\n";
-  gp += "set ylabel 'test accuracy (%)'\nset yrange [*:*]\n" + acc_plot + "\n";
-  gp += "set ylabel 'round time (s)'\nset yrange [0:*]\n" + round_plot + "\n";
+  if (split) {
+    gp += "set xlabel 'across the cut, up and down (MB)'\n";
+    gp += "set ylabel 'test accuracy (%)'\nset yrange [*:*]\n" + top_plot + "\n";
+    gp += "set xlabel 'training time (s)'\n";
+    gp += "set ylabel 'test accuracy (%)'\nset yrange [*:*]\n" + bottom_plot + "\n";
+  } else {
+    gp += "set xlabel 'training time (s)'\n";
+    gp += "set ylabel 'test accuracy (%)'\nset yrange [*:*]\n" + top_plot + "\n";
+    gp += "set ylabel 'round time (s)'\nset yrange [0:*]\n" + bottom_plot + "\n";
+  }
   gp += "unset multiplot\n";
   return gp;
-}
-
-bool federated(const run_log& r) {
-  return r.start && field(r, *r.start, "mode", std::string()) == "federate";
 }
 
 } // namespace
@@ -527,19 +546,20 @@ int plot_log(const plot_cli& cli) {
               r.bad_lines, r.first_bad_line);
   }
   bool serving = r.start && field(r, *r.start, "mode", std::string()) == "serve";
-  if (federated(r) || !cli.more.empty()) {
+  if (federated(r) || split_run(r) || !cli.more.empty()) {
     std::vector<run_log> runs{r};
     for (auto& path : cli.more) {
       runs.push_back(read_log(path));
     }
     for (auto& run : runs) {
-      if (!federated(run)) {
-        throw log_error(run.path + " is not a federated run's log: only federated runs "
-                                   "are drawn together");
+      if (!(federated(run) && federated(r)) && !(split_run(run) && split_run(r))) {
+        throw log_error(run.path + " is not a " + (split_run(r) ? "split" : "federated") +
+                        " run's log: only federated runs, or split-learning runs, are "
+                        "drawn together");
       }
     }
     std::map<std::string, size_t> counts;
-    auto gp = fed_script(runs, cli, counts);
+    auto gp = rounds_script(runs, cli, counts);
     return draw(cli, gp, fmt::format("{} round(s) of {} run(s)", counts["round"],
                                       runs.size()));
   }

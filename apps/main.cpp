@@ -639,11 +639,12 @@ int main(int argc, char** argv) {
   auto* pl = app.add_subcommand(
       "plot", "draw throughput and loss over time from a metrics log, with failures, "
               "recoveries, re-plans and joins marked; for federated runs, accuracy "
-              "against training time of one or several runs (needs gnuplot)");
+              "against training time of one or several runs; for split-learning runs, "
+              "accuracy against the bytes across the cut (needs gnuplot)");
   std::vector<std::string> plot_files;
   pl->add_option("metrics", plot_files,
-                 "the job's metrics.jsonl; several federated runs' logs are drawn together "
-                 "(accuracy against training time)")
+                 "the job's metrics.jsonl; several federated (or split-learning) runs' logs "
+                 "are drawn together")
       ->required()
       ->check(CLI::ExistingFile);
   pl->add_option("-o,--output", plot.output, "PNG file to write")->required();
