@@ -118,5 +118,6 @@ int replan_stability(const bench_args& args);
 int serve(const bench_args& args);
 int federated(const bench_args& args);
 int federated_niid(const bench_args& args);
+int split(const bench_args& args);
 
 } // namespace salamander::bench

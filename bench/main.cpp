@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
       {"serve", serve},
       {"federated", federated},
       {"federated_niid", federated_niid},
+      {"split", split},
   };
   if (argc < 2 || benches.count(argv[1]) == 0) {
     std::fprintf(stderr, "usage: salamander_bench NAME [--out PATH] [--quick]\nbenchmarks:");

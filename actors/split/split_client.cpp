@@ -90,6 +90,9 @@ void check_cut(const models::model_desc& desc, int64_t cut) {
 
 namespace {
 
+// A mask keeps a server parameter for a client while its score is above this.
+constexpr double mask_keep = 0.5;
+
 using clock = std::chrono::steady_clock;
 using client_ptr = split_client_actor::stateful_pointer<split_client_state>;
 using server_ptr = split_server_actor::stateful_pointer<split_server_state>;
@@ -443,20 +446,22 @@ split_client(split_client_actor::stateful_pointer<split_client_state> self,
 
 namespace {
 
-// Client c's batch through W * m_c: the mask learns from the loss and an L1
-// pull towards 0 (a proximal step), and W is updated only where m_c > 0.
+// Client c's batch through W where its mask keeps it (m_c > 1/2, the
+// Piggyback rule: a real-valued score per parameter, thresholded, trained
+// straight through). The loss's gradient and an L1 pull towards 0 train
+// the scores; W is updated only where the mask keeps it.
 double masked_step(server_ptr self, uint32_t client, const torch::Tensor& x,
                    const torch::Tensor& y, int64_t& correct) {
   auto& st = self->state;
   auto& m = st.masks.at(client);
   auto params = st.net->parameters();
-  std::vector<torch::Tensor> saved, active;
+  std::vector<torch::Tensor> saved, kept;
   {
     torch::NoGradGuard no_grad;
     for (size_t k = 0; k < params.size(); ++k) {
       saved.push_back(params[k].detach().clone());
-      active.push_back(m[k] > 0);
-      params[k].mul_(m[k]);
+      kept.push_back(m[k] > mask_keep);
+      params[k].mul_(kept[k]);
     }
   }
   st.opt->zero_grad();
@@ -473,17 +478,16 @@ double masked_step(server_ptr self, uint32_t client, const torch::Tensor& x,
       if (!g.defined()) {
         continue;
       }
-      // d loss / d m = g * W (g: the gradient at the effective weight)
-      auto next = (m[k] - lr * (g * saved[k]) - lr * st.cfg.mask_l1).clamp_(0, 1);
-      g.mul_(m[k]); // d loss / d W = g * m
-      m[k] = next;
+      // straight through: d loss / d m = g * W (g: at the effective weight)
+      m[k] = (m[k] - lr * (g * saved[k]) - lr * st.cfg.mask_l1).clamp_(0, 1);
+      g.mul_(kept[k]); // d loss / d W, where the mask keeps W
     }
   }
   st.opt->step();
   {
     torch::NoGradGuard no_grad;
     for (size_t k = 0; k < params.size(); ++k) {
-      params[k].copy_(torch::where(active[k], params[k], saved[k]));
+      params[k].copy_(torch::where(kept[k], params[k], saved[k]));
     }
   }
   return loss.item<double>();
@@ -619,7 +623,7 @@ models::weight_snapshot server_view(const models::weight_snapshot& server,
         continue; // a checkpoint's client-side layers have no mask
       }
       for (size_t p = 0; p < lw.params.size() && p < m.params.size(); ++p) {
-        lw.params[p].tensor = lw.params[p].tensor * m.params[p].tensor;
+        lw.params[p].tensor = lw.params[p].tensor * (m.params[p].tensor > mask_keep);
       }
     }
   }
@@ -631,7 +635,7 @@ double mask_density(const models::weight_snapshot& server, uint32_t client) {
   double nonzero = 0, total = 0;
   for (auto& lw : mask.layers) {
     for (auto& p : lw.params) {
-      nonzero += static_cast<double>(p.tensor.ne(0).sum().item<int64_t>());
+      nonzero += static_cast<double>(p.tensor.gt(mask_keep).sum().item<int64_t>());
       total += static_cast<double>(p.tensor.numel());
     }
   }

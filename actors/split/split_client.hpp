@@ -19,11 +19,12 @@
 //
 // The server trains its layers on whatever arrives, in arrival order (one
 // shared server model: SplitFed v2, and vanilla's). In adasplit it keeps a
-// mask m_c in [0, 1] over every server parameter for each client c: client
-// c's batches run through W * m_c, its gradient trains m_c (plus an L1
-// penalty, applied as a proximal step that pulls m_c towards 0), and W is
-// updated only where m_c > 0, so each client's data updates only a subset of
-// the server's model.
+// mask over every server parameter for each client c (Piggyback's: a score
+// m_c in [0, 1] per parameter, starting at 1, that keeps the parameter while
+// it is above 1/2): client c's batches run through the kept part of W, their
+// loss trains m_c straight through (plus an L1 pull towards 0, a proximal
+// step), and W is updated only where the mask keeps it, so each client's
+// data updates only a subset of the server's model.
 //
 // Emulated devices are paced like the federated clients: a batch whose
 // client-side work took t of CPU time is followed by a pause that makes it
@@ -150,11 +151,11 @@ split_server(split_server_actor::stateful_pointer<split_server_state> self,
              split_server_config cfg, models::weight_snapshot start);
 
 /// The server layers of `server` (a server snapshot) as client c sees them:
-/// W * mask<c> in adasplit, W otherwise.
+/// W where mask<c> keeps it (0 elsewhere) in adasplit, W otherwise.
 models::weight_snapshot server_view(const models::weight_snapshot& server,
                                     uint32_t client);
 
-/// Of a server snapshot: the fraction of client c's mask that is not 0
+/// Of a server snapshot: the fraction of server parameters client c's mask keeps
 /// (the share of the server's parameters its data updates); 1 without masks.
 double mask_density(const models::weight_snapshot& server, uint32_t client);
 

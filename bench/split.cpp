@@ -1,0 +1,212 @@
+// Split learning (AdaSplit mode) on EMULATED devices: five clients in one
+// process, each paced to its share of a core by compute-time dilation (two
+// of them at half the others' speed), Fashion-MNIST in Dirichlet(0.5)
+// shards, the zoo CNN cut before fc1 (the clients hold both conv layers).
+// vanilla, splitfed and adasplit run one after the other with the same
+// seeds, shards, rounds and learning rate; every model is evaluated on the
+// whole test split after every round.
+//
+//   bytes      activations, labels, gradients and client-side weights, up
+//              and down, summed over the clients (what the protocol sends;
+//              counted from the tensors, the same whether the bytes go
+//              through loopback or stay in one process)
+//   accuracy   of the last round (adasplit: each client's model, the
+//              average of the clients' weighted by their examples)
+//   C3-style   ours: accuracy x 2^(-bytes / 1 GB) x 2^(-client FLOPs / 10
+//              TFLOP) (algorithms/split.hpp)
+//
+// The sweep runs adasplit again over the local-phase fraction and the
+// client fraction per iteration, once with a stronger L1 pull on the
+// server masks, and once with every client keeping its own client-side
+// model (--own-models).
+#include "actors/node/system.hpp"
+#include "actors/split/split_job.hpp"
+#include "bench/benches.hpp"
+#include "bench/report.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+namespace salamander::bench {
+
+namespace {
+
+struct outcome {
+  job_status status;
+  std::vector<double> accuracy; ///< after each round
+  double c3 = 0;
+  double mask_density = 1; ///< adasplit: the clients' mean share kept, last round
+  std::string error;
+
+  double bytes() const {
+    return static_cast<double>(status.bytes_up + status.bytes_down);
+  }
+  double final_acc() const { return accuracy.empty() ? 0 : accuracy.back(); }
+  double last3() const {
+    double sum = 0;
+    size_t n = std::min<size_t>(3, accuracy.size());
+    for (size_t i = accuracy.size() - n; i < accuracy.size(); ++i) {
+      sum += accuracy[i];
+    }
+    return n ? sum / static_cast<double>(n) : 0;
+  }
+  std::string curve() const {
+    std::string out;
+    for (auto a : accuracy) {
+      out += fmt::format("{}{:.4f}", out.empty() ? "" : " ", a);
+    }
+    return out;
+  }
+};
+
+outcome run_method(const actors::split_config& base, const std::string& method,
+                   const std::vector<double>& shares, const std::string& log_path) {
+  caf::actor_system_config cfg;
+  actors::configure(cfg, {});
+  caf::actor_system sys{cfg};
+  std::vector<actors::emulation_config> emu;
+  for (auto s : shares) {
+    actors::emulation_config e;
+    e.cpu_share = s;
+    emu.push_back(e);
+  }
+  auto nodes = actors::local_nodes(sys, static_cast<int>(shares.size()), 1, emu);
+  auto sc = base;
+  sc.method = method;
+  sc.metrics_path = log_path;
+  actors::job_options opts;
+  opts.poll = std::chrono::milliseconds(500);
+  int64_t shown = 0;
+  opts.on_status = [&](const job_status& s) {
+    if (s.round != shown) {
+      shown = s.round;
+      std::fprintf(stderr, "  %s round %lld: %.2f%%, %.1f MB across the cut\n",
+                   method.c_str(), static_cast<long long>(s.round), 100 * s.test_accuracy,
+                   static_cast<double>(s.bytes_up + s.bytes_down) / 1e6);
+    }
+  };
+  auto r = actors::run_split_job(sys, sc, nodes, opts);
+  for (auto& n : nodes) {
+    caf::anon_send(n.handle, leave_atom_v);
+  }
+  outcome o;
+  o.status = r.status;
+  o.c3 = actors::c3_of(r.status, sc.budget);
+  if (r.status.phase != "finished") {
+    o.error = r.status.error;
+  }
+  std::ifstream in(log_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("event", "") == "round") {
+      o.accuracy.push_back(j.value("accuracy", 0.0));
+      auto d = j.value("mask_density", std::vector<double>{});
+      if (!d.empty()) {
+        double sum = 0;
+        for (auto x : d) {
+          sum += x;
+        }
+        o.mask_density = sum / static_cast<double>(d.size());
+      }
+    }
+  }
+  return o;
+}
+
+void record(report& rep, const std::string& key, const outcome& o) {
+  rep.detail(key + "_acc", o.final_acc());
+  rep.detail(key + "_acc_last3", o.last3());
+  rep.detail(key + "_curve", o.curve());
+  rep.detail(key + "_bytes", o.bytes());
+  rep.detail(key + "_bytes_up", static_cast<double>(o.status.bytes_up));
+  rep.detail(key + "_bytes_down", static_cast<double>(o.status.bytes_down));
+  rep.detail(key + "_client_gflop", o.status.client_flops / 1e9);
+  rep.detail(key + "_server_gflop", o.status.server_flops / 1e9);
+  rep.detail(key + "_train_s", o.status.train_s);
+  rep.detail(key + "_c3", o.c3);
+  rep.detail(key + "_mask_density", o.mask_density);
+}
+
+} // namespace
+
+int split(const bench_args& args) {
+  report rep("split");
+  // one core per client at most, two at half speed: what each client's
+  // device time follows (its CPU time over its share)
+  std::vector<double> shares = {1, 1, 1, 0.5, 0.5};
+  actors::split_config base;
+  base.model = "cnn";
+  base.cut = 2;
+  base.rounds = args.quick ? 2 : 10;
+  base.max_samples = args.quick ? 500 : 0;
+  base.alpha = 0.5;
+  base.seed = 1;
+  base.batch_size = 64;
+  base.lr = 0.01;
+  base.momentum = 0.9;
+  auto dir = std::filesystem::path(args.out).parent_path() / "split";
+  std::filesystem::create_directories(dir);
+  rep.detail("emulation", "EMULATED devices, compute-time dilation, one 2-core host");
+  rep.detail("model", base.model);
+  rep.detail("cut", static_cast<double>(base.cut));
+  rep.detail("clients", static_cast<double>(shares.size()));
+  rep.detail("rounds", static_cast<double>(base.rounds));
+  rep.detail("alpha", base.alpha);
+  rep.detail("local_fraction", base.local_fraction);
+  rep.detail("client_fraction", base.client_fraction);
+  rep.detail("budget_bytes", base.budget.bytes);
+  rep.detail("budget_client_flops", base.budget.client_flops);
+  std::map<std::string, outcome> runs;
+  auto run = [&](const std::string& key, const std::string& method,
+                 const actors::split_config& c) {
+    std::fprintf(stderr, "%s: %lld rounds\n", key.c_str(),
+                 static_cast<long long>(c.rounds));
+    auto o = run_method(c, method, shares, (dir / (key + ".jsonl")).string());
+    if (!o.error.empty()) {
+      throw std::runtime_error(key + " failed: " + o.error);
+    }
+    record(rep, key, o);
+    runs[key] = o;
+  };
+  try {
+    for (std::string m : {"vanilla", "splitfed", "adasplit"}) {
+      run(m, m, base);
+    }
+    // the sensitivity sweep: one setting changed at a time
+    for (double kappa : {0.1, 0.5}) {
+      auto c = base;
+      c.local_fraction = kappa;
+      run(fmt::format("adasplit_kappa{}", kappa), "adasplit", c);
+    }
+    for (double eta : {0.4, 0.8}) {
+      auto c = base;
+      c.client_fraction = eta;
+      run(fmt::format("adasplit_eta{}", eta), "adasplit", c);
+    }
+    // a stronger L1 pull: the masks prune (the default barely does in ten rounds)
+    auto pruned = base;
+    pruned.mask_l1 = 1e-2;
+    run("adasplit_l1_0.01", "adasplit", pruned);
+    auto own = base;
+    own.average_clients = false;
+    run("adasplit_own_models", "adasplit", own);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  auto& v = runs["vanilla"];
+  auto& a = runs["adasplit"];
+  rep.headline("adasplit_bytes_saved_vs_vanilla", 1 - a.bytes() / v.bytes());
+  rep.headline("adasplit_minus_vanilla_acc", 100 * (a.final_acc() - v.final_acc()));
+  rep.headline("adasplit_c3_over_vanilla", v.c3 > 0 ? a.c3 / v.c3 : 0);
+  rep.headline("splitfed_minus_vanilla_acc",
+               100 * (runs["splitfed"].final_acc() - v.final_acc()));
+  rep.finish(args.out);
+  return 0;
+}
+
+} // namespace salamander::bench
