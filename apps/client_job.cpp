@@ -154,6 +154,19 @@ actors::job_result run_client_job(
   try {
     result = run(sys, secret, std::move(nodes), opts);
   } catch (...) {
+    // (a --listen that cannot bind): stop what was started, or the actor
+    // system would wait for it for ever
+    {
+      std::lock_guard<std::mutex> guard(cluster_mutex);
+      if (cluster) {
+        caf::anon_send(cluster, leave_atom_v);
+      }
+    }
+    if (o.cluster.empty()) {
+      for (auto& n : handles) {
+        caf::anon_send(n.handle, leave_atom_v);
+      }
+    }
     end_stop_watch();
     watcher.join();
     throw;

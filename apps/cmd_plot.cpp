@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -490,29 +491,41 @@ std::string rounds_script(const std::vector<run_log>& runs, const plot_cli& cli,
         continue;
       }
       rows++;
-      data += fmt::format("{:.6g} {:.6g} {:.6g} {} {:.6g}\n", field(r, e, "train_s", 0.0),
-                          100 * field(r, e, "accuracy", 0.0), field(r, e, "round_s", 0.0),
-                          field(r, e, "round", int64_t{0}), field(r, e, "bytes", 0.0) / 1e6);
+      data +=
+          fmt::format("{:.6g} {:.6g} {:.6g} {} {:.6g}\n", field(r, e, "train_s", 0.0),
+                      100 * field(r, e, "accuracy", 0.0), field(r, e, "round_s", 0.0),
+                      field(r, e, "round", int64_t{0}), field(r, e, "bytes", 0.0) / 1e6);
     }
     data += "EOD\n";
     counts["round"] += rows;
     if (rows == 0) {
       throw log_error(r.path + " has no round lines: nothing to plot");
     }
-    auto name = r.start ? field(r, *r.start, split ? "method" : "strategy", std::string("?"))
-                        : "?";
+    auto key = split ? "method" : "strategy";
+    auto name_of = [&](const run_log& x) {
+      return x.start ? field(x, *x.start, key, std::string("?")) : std::string("?");
+    };
+    auto name = name_of(r);
+    // two runs of one method or strategy (a sweep): their files tell them apart
+    if (std::count_if(runs.begin(), runs.end(),
+                      [&](const run_log& x) { return name_of(x) == name; }) > 1) {
+      name = std::filesystem::path(r.path).stem().string();
+      std::replace(name.begin(), name.end(), '_', ' '); // gnuplot: _ subscripts
+    }
     auto color = colors[i % (sizeof(colors) / sizeof(colors[0]))];
     auto sep = i == 0 ? std::string("plot ") : std::string(", ");
     auto line = [&](const char* cols) {
-      return sep + fmt::format("{} using {} with linespoints lw 2 pt 7 ps 0.5 lc rgb '{}' "
-                               "title {}",
-                               block, cols, color, quote(name));
+      return sep +
+             fmt::format("{} using {} with linespoints lw 2 pt 7 ps 0.5 lc rgb '{}' "
+                         "title {}",
+                         block, cols, color, quote(name));
     };
     top_plot += split ? line("5:2") : line("1:2");
-    bottom_plot += split ? line("1:2")
-                         : sep + fmt::format("{} using 1:3 with points pt 7 ps 0.6 lc rgb "
-                                             "'{}' title {}",
-                                             block, color, quote(name));
+    bottom_plot += split
+                       ? line("1:2")
+                       : sep + fmt::format("{} using 1:3 with points pt 7 ps 0.6 lc rgb "
+                                           "'{}' title {}",
+                                           block, color, quote(name));
   }
   std::string title = cli.title;
   if (title.empty()) {
@@ -560,8 +573,8 @@ int plot_log(const plot_cli& cli) {
     }
     std::map<std::string, size_t> counts;
     auto gp = rounds_script(runs, cli, counts);
-    return draw(cli, gp, fmt::format("{} round(s) of {} run(s)", counts["round"],
-                                      runs.size()));
+    return draw(cli, gp,
+                fmt::format("{} round(s) of {} run(s)", counts["round"], runs.size()));
   }
   if (r.batches.empty() && !serving) {
     log->error("{} has no batch lines: nothing to plot", cli.metrics);

@@ -292,7 +292,72 @@ def main():
         p("## Federated learning (ELFISH mode)\n")
         p(federated_text(fd, nd))
 
+    sd = load("split")
+    if sd:
+        p("## Split learning (AdaSplit mode)\n")
+        p(split_text(sd))
+
     print("\n".join(out))
+
+
+def split_text(d):
+    """The split benchmark's section; the reading of this run's figures is
+    hand-written beside its results (bench/results/split_reading.md)."""
+    lines = []
+    p = lines.append
+    mb = lambda k: f(d.get(k, 0) / 1e6, 0) if d.get(k) is not None else "-"
+    pct = lambda k: f(100 * d[k], 2) + "%" if d.get(k) is not None else "-"
+    p("`bench/run.sh split` — five clients on **EMULATED** devices in one process "
+      "(compute-time dilation: a client's time is its CPU time over its share; three at one "
+      "core, two at half of one), Fashion-MNIST in Dirichlet(0.5) shards, the zoo `cnn` cut "
+      "before `fc1` (the clients hold conv1 and conv2, 3.1 KB of activations per example), "
+      f"{f(d.get('rounds'), 0)} rounds of one local epoch, SGD 0.01 momentum 0.9, batch 64, "
+      "seed 1. vanilla, splitfed and adasplit run one after the other in the same benchmark "
+      "with the same shards, seeds and rounds; every model is evaluated on the whole test "
+      "split after every round. Bytes are what each protocol sends (activations, labels, "
+      "gradients, client-side weights, up and down, counted from the tensors); FLOPs are "
+      "the zoo's per-layer forward figures x 3 per training step. The C3-style score is "
+      "ours (the published formula is not available): accuracy x 2^(-bytes / 1 GB) x "
+      "2^(-client FLOPs / 10 TFLOP).\n")
+    p("| run | final accuracy | mean of last 3 rounds | bytes up / down | client GFLOP | "
+      "server GFLOP | C3-style | training s |")
+    p("|---|---|---|---|---|---|---|---|")
+    for k, name in [("vanilla", "vanilla"), ("splitfed", "splitfed (v2)"),
+                    ("adasplit", f"adasplit (kappa {d.get('local_fraction')}, eta "
+                                 f"{d.get('client_fraction')})")]:
+        p(f"| {name} | {pct(k + '_acc')} | {pct(k + '_acc_last3')} | {mb(k + '_bytes_up')} MB / "
+          f"{f(d.get(k + '_bytes_down', 0) / 1e6, 1 if d.get(k + '_bytes_down', 0) < 1e7 else 0)} MB | {f(d.get(k + '_client_gflop'), 0)} | "
+          f"{f(d.get(k + '_server_gflop'), 0)} | {f(d.get(k + '_c3'), 4)} | "
+          f"{f(d.get(k + '_train_s'), 1)} |")
+    p("")
+    p("Headlines (goals: bytes saved >= 0.70; accuracy minus vanilla >= -1 point):\n")
+    for k in ["adasplit_bytes_saved_vs_vanilla", "adasplit_minus_vanilla_acc",
+              "adasplit_c3_over_vanilla", "splitfed_minus_vanilla_acc"]:
+        p(f"- `{k}` **{f(d.get(k), 3 if 'saved' in k else 2)}**")
+    p("")
+    p("Sensitivity (adasplit, one setting changed at a time, same run):\n")
+    p("| setting | final accuracy | last 3 | bytes | C3-style | masks keep |")
+    p("|---|---|---|---|---|---|")
+    for k, name in [("adasplit_kappa0.1", "kappa 0.1"), ("adasplit", "kappa 0.3, eta 0.6 (default)"),
+                    ("adasplit_kappa0.5", "kappa 0.5"), ("adasplit_eta0.4", "eta 0.4"),
+                    ("adasplit_eta0.8", "eta 0.8"),
+                    ("adasplit_l1_0.01", "mask L1 0.01 (default 0.001)"),
+                    ("adasplit_own_models", "--own-models (no averaging)")]:
+        if d.get(k + "_acc") is None:
+            continue
+        p(f"| {name} | {pct(k + '_acc')} | {pct(k + '_acc_last3')} | {mb(k + '_bytes')} MB | "
+          f"{f(d.get(k + '_c3'), 4)} | {f(float(d.get(k + '_mask_density', 1)), 3)} |")
+    p("")
+    p("Accuracy against the bytes across the cut (top) and against training time (bottom), "
+      "one point per round (`salamander plot bench/results/split/{vanilla,splitfed,adasplit,"
+      "adasplit_kappa0.5,adasplit_own_models}.jsonl -o split.png`):\n")
+    p("![accuracy against bytes and training time](bench/results/split.png)\n")
+    try:
+        with open(os.path.join(HERE, "results", "split_reading.md")) as fh:
+            p(fh.read().rstrip("\n") + "\n")
+    except OSError:
+        pass
+    return "\n".join(lines)
 
 
 STRATEGIES = ["fedavg", "deadline", "elfish", "heterofl", "fedrolex", "fedbuff"]

@@ -186,6 +186,12 @@ weight_snapshot capture(const layered_model& model, const torch::optim::Optimize
   return capture(model, model.begin(), model.end(), opt, opt_kind, version);
 }
 
+// Entries from this index on are not layers but what a job keeps beside
+// them in one snapshot (split learning's tagged entries: masks, per-client
+// models, counters; actors/split/split_client.hpp): restore passes over them,
+// so `eval --load` reads a split job's checkpoint.
+constexpr uint32_t extra_entries = 1u << 24;
+
 void restore(layered_model& model, torch::optim::Optimizer* opt,
              const weight_snapshot& snap) {
   const auto& desc = model.desc();
@@ -203,6 +209,9 @@ void restore(layered_model& model, torch::optim::Optimizer* opt,
   }
   std::set<uint32_t> seen;
   for (auto& lw : snap.layers) {
+    if (lw.index >= extra_entries) {
+      continue;
+    }
     if (lw.index >= desc.layers.size() || desc.layers[lw.index].name != lw.name) {
       throw std::invalid_argument("snapshot layer " + std::to_string(lw.index) + " '" +
                                   lw.name + "' is not a layer of " +
@@ -224,7 +233,7 @@ void restore(layered_model& model, torch::optim::Optimizer* opt,
   }
   torch::NoGradGuard no_grad;
   for (auto& lw : snap.layers) {
-    if (lw.index < model.begin() || lw.index >= model.end()) {
+    if (lw.index >= extra_entries || lw.index < model.begin() || lw.index >= model.end()) {
       continue;
     }
     auto module = model.layer(lw.index).ptr();

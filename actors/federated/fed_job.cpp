@@ -755,6 +755,11 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
            std::to_string(st.clients.size()) +
            " clients of the start, so it stays unused";
   }
+  if (n >= st.clients.size()) {
+    return "node " + m.name +
+           " is back; it joined after the shards were drawn, so it "
+           "stays unused";
+  }
   st.clients[n].retry_at = clock::now();
   return "node " + m.name + " is back; its client starts again and joins the next round";
 }
@@ -850,6 +855,9 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
         .then(
             [=](std::vector<cluster_member>& members) {
               auto& st = self->state;
+              if (over(st)) {
+                return; // stopped while the nodes were connecting
+              }
               nlohmann::json names = nlohmann::json::array();
               for (auto& m : members) {
                 st.nodes.push_back(node_of(m));

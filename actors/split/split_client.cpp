@@ -403,6 +403,7 @@ split_client(split_client_actor::stateful_pointer<split_client_state> self,
         w.reply = reply;
         w.started = clock::now();
         w.last_progress = w.started;
+        w.task.round = task.round; // what a failure below answers about
         if (!st.error.empty()) {
           fail_work(self, st.error);
           return;
@@ -564,39 +565,48 @@ split_server(split_server_actor::stateful_pointer<split_server_state> self,
              split_server_config cfg, models::weight_snapshot start) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
-  st.method = split::parse_method(st.cfg.method);
-  st.desc = models::describe(models::model_spec::parse(st.cfg.model));
-  check_cut(st.desc, st.cfg.cut);
-  st.model = std::make_unique<models::layered_model>(st.desc, st.cfg.seed, st.cfg.cut);
-  if (!start.layers.empty()) {
-    models::restore(*st.model, nullptr, untagged(start));
-    st.steps = start.version;
-  }
-  st.net = st.model->all();
-  models::optimizer_config ocfg{st.cfg.optimizer, st.cfg.lr, st.cfg.momentum, 0.0};
-  st.opt = models::make_optimizer(ocfg, st.net->parameters());
-  if (st.method == split::method::adasplit) {
-    auto params = st.net->parameters();
-    for (uint32_t c = 0; c < st.cfg.clients; ++c) {
-      std::vector<torch::Tensor> m;
-      auto saved = take_tagged(start, "mask" + std::to_string(c));
-      std::vector<torch::Tensor> from;
-      for (auto& lw : saved.layers) {
-        for (auto& p : lw.params) {
-          from.push_back(p.tensor);
-        }
-      }
-      for (size_t k = 0; k < params.size(); ++k) {
-        bool fits =
-            from.size() == params.size() && from[k].sizes().equals(params[k].sizes());
-        m.push_back(fits ? from[k].clone().to(torch::kFloat32)
-                         : torch::ones_like(params[k]));
-      }
-      st.masks.push_back(std::move(m));
+  // what cannot start (a checkpoint that does not fit) is every answer's error
+  std::string error;
+  try {
+    st.method = split::parse_method(st.cfg.method);
+    st.desc = models::describe(models::model_spec::parse(st.cfg.model));
+    check_cut(st.desc, st.cfg.cut);
+    st.model = std::make_unique<models::layered_model>(st.desc, st.cfg.seed, st.cfg.cut);
+    if (!start.layers.empty()) {
+      models::restore(*st.model, nullptr, untagged(start));
+      st.steps = start.version;
     }
+    st.net = st.model->all();
+    models::optimizer_config ocfg{st.cfg.optimizer, st.cfg.lr, st.cfg.momentum, 0.0};
+    st.opt = models::make_optimizer(ocfg, st.net->parameters());
+    if (st.method == split::method::adasplit) {
+      auto params = st.net->parameters();
+      for (uint32_t c = 0; c < st.cfg.clients; ++c) {
+        std::vector<torch::Tensor> m;
+        auto saved = take_tagged(start, "mask" + std::to_string(c));
+        std::vector<torch::Tensor> from;
+        for (auto& lw : saved.layers) {
+          for (auto& p : lw.params) {
+            from.push_back(p.tensor);
+          }
+        }
+        for (size_t k = 0; k < params.size(); ++k) {
+          bool fits =
+              from.size() == params.size() && from[k].sizes().equals(params[k].sizes());
+          m.push_back(fits ? from[k].clone().to(torch::kFloat32)
+                           : torch::ones_like(params[k]));
+        }
+        st.masks.push_back(std::move(m));
+      }
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
   }
   return {
       [=](forward_atom, split_smash& s) -> caf::result<split_reply> {
+        if (!error.empty()) {
+          return caf::make_error(errc::bad_config, "split server: " + error);
+        }
         try {
           return server_step(self, s);
         } catch (const std::exception& e) {
@@ -604,7 +614,10 @@ split_server(split_server_actor::stateful_pointer<split_server_state> self,
                                  std::string("split server: ") + e.what());
         }
       },
-      [=](snapshot_atom) -> snapshot_payload {
+      [=](snapshot_atom) -> caf::result<snapshot_payload> {
+        if (!error.empty()) {
+          return caf::make_error(errc::bad_config, "split server: " + error);
+        }
         return snapshot_payload{server_snapshot(self->state)};
       },
   };

@@ -51,7 +51,8 @@ namespace salamander::actors {
 // ("aux"), the server's mask for client c ("mask<c>"), every client's
 // client-side layers in a checkpoint ("client<c>"), the job's counters.
 
-constexpr uint32_t tagged_base = 1u << 24;
+constexpr uint32_t tagged_base = 1u
+                                 << 24; // models::restore passes over these (weights.cpp)
 
 /// Appends `part`'s layers to `into` under `tag`.
 void add_tagged(models::weight_snapshot& into, const std::string& tag,

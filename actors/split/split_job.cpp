@@ -216,8 +216,12 @@ void save(split_job_state& st, const std::string& path) {
   c.snapshot = untagged(client_side(st, 0));
   c.snapshot.version = st.round;
   for (auto& lw : st.server_snap.layers) {
-    if (lw.index >= static_cast<uint32_t>(st.cfg.cut)) {
-      c.snapshot.layers.push_back(lw); // the server's layers, then its masks (tagged)
+    // the server's layers, then its masks (a resumed job's server snapshot
+    // is the whole checkpoint: its clients and counters are written anew)
+    bool mask = lw.index >= tagged_base && lw.name.compare(0, 4, "mask") == 0;
+    if ((lw.index < tagged_base && lw.index >= static_cast<uint32_t>(st.cfg.cut)) ||
+        mask) {
+      c.snapshot.layers.push_back(lw);
     }
   }
   if (ada(st)) {
@@ -341,6 +345,16 @@ bool available(const split_job_state& st, uint32_t c) {
 
 void start_round(self_ptr self);
 
+// Runs `f`; what it throws (a diverging run's numbers, a snapshot that does
+// not fit) fails the job with why, instead of killing the supervisor.
+template <class F> void guarded(self_ptr self, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    fail(self, std::string("split job: ") + e.what());
+  }
+}
+
 // The clients' weights, averaged weighted by their examples (FedAvg); every
 // entry of the snapshots, tagged ones (adasplit's heads) included.
 models::weight_snapshot average(const std::vector<split_result>& results) {
@@ -359,6 +373,17 @@ models::weight_snapshot average(const std::vector<split_result>& results) {
       }
       avg.layers[l].params[p].tensor = sum;
     }
+    for (size_t b = 0; b < avg.layers[l].buffers.size(); ++b) {
+      if (!avg.layers[l].buffers[b].tensor.is_floating_point()) {
+        continue; // BatchNorm's batch counter: the first client's
+      }
+      torch::Tensor sum;
+      for (size_t k = 0; k < results.size(); ++k) {
+        auto& t = results[k].weights.snapshot.layers.at(l).buffers.at(b).tensor;
+        sum = k == 0 ? t * w[k] : sum + t * w[k];
+      }
+      avg.layers[l].buffers[b].tensor = sum;
+    }
   }
   return avg;
 }
@@ -368,6 +393,23 @@ models::weight_snapshot average(const std::vector<split_result>& results) {
 void round_complete(self_ptr self) {
   auto& st = self->state;
   auto round_s = since(st.round_started);
+  if (st.arrived.empty()) {
+    // every client failed or went: the round does not count
+    st.in_round = false;
+    st.finishing = false;
+    nlohmann::json failed = st.failed;
+    st.failed.clear();
+    log_event(self, "round_void", {{"round", st.round + 1}, {"failed", failed}});
+    if (++st.void_rounds >= 3) {
+      fail(self, "3 rounds in a row in which no client finished; last: " +
+                     (st.last_client_error.empty() ? std::string("every client was lost")
+                                                   : st.last_client_error));
+      return;
+    }
+    start_round(self);
+    return;
+  }
+  st.void_rounds = 0;
   if (st.method == split::method::splitfed && !st.arrived.empty()) {
     st.client_model = untagged(average(st.arrived));
   }
@@ -460,7 +502,7 @@ void finish_round(self_ptr self) {
               return;
             }
             self->state.server_snap = std::move(p.snapshot);
-            round_complete(self);
+            guarded(self, [&] { round_complete(self); });
           },
           [=](caf::error& err) {
             fail(self, "the split server did not answer: " + self->system().render(err));
@@ -582,6 +624,7 @@ void on_result(self_ptr self, split_result& r) {
   st.pending.erase(r.client);
   if (!r.error.empty()) {
     log()->warn("{}", r.error);
+    st.last_client_error = r.error;
     st.failed.push_back(r.client);
     c.failures++;
     c.last_error = r.error;
@@ -607,7 +650,7 @@ void on_result(self_ptr self, split_result& r) {
   c.last_batches = r.batches;
   if (ada(st)) {
     c.weights = r.weights.snapshot;
-    if (r.sent > 0) {
+    if (r.sent > 0 && std::isfinite(r.server_loss)) {
       split::observe_loss(st.orch, r.client, r.server_loss, st.cfg.loss_decay);
     }
   } else if (st.method == split::method::vanilla) {
@@ -709,7 +752,7 @@ void spawn_client(self_ptr self, uint32_t client) {
             cp->spawning = false;
             cp->handle = caf::actor_cast<split_client_actor>(a);
             self->monitor(a);
-            self->request(cp->handle, self->state.cfg.node_timeout, caf::get_atom_v)
+            self->request(cp->handle, self->state.cfg.profile_timeout, caf::get_atom_v)
                 .then(
                     [=](int64_t samples) {
                       auto* cp = answered(self, client, attempt);
@@ -883,6 +926,11 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
            std::to_string(st.clients.size()) +
            " clients of the start, so it stays unused";
   }
+  if (n >= st.clients.size()) {
+    return "node " + m.name +
+           " is back; it joined after the shards were drawn, so it "
+           "stays unused";
+  }
   st.clients[n].retry_at = clock::now();
   return "node " + m.name + " is back; its client starts again and joins the next round";
 }
@@ -1051,6 +1099,9 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
         .then(
             [=](std::vector<cluster_member>& members) {
               auto& st = self->state;
+              if (over(st)) {
+                return; // stopped while the nodes were connecting
+              }
               nlohmann::json names = nlohmann::json::array();
               for (auto& m : members) {
                 st.nodes.push_back(node_of(m));
@@ -1177,14 +1228,14 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
         }
         self->quit();
       },
-      [=](update_atom, split_result& r) { on_result(self, r); },
+      [=](update_atom, split_result& r) { guarded(self, [&] { on_result(self, r); }); },
       [=](progress_atom, uint32_t client, uint64_t round, int64_t) {
         auto& st = self->state;
         if (client < st.clients.size() && round == st.round + 1) {
           st.clients[client].last_heard = clock::now();
         }
       },
-      [=](tick_atom) { on_tick(self); },
+      [=](tick_atom) { guarded(self, [&] { on_tick(self); }); },
       [=](kill_atom, uint32_t client) -> caf::result<std::string> {
         auto& st = self->state;
         if (client >= st.clients.size() || !st.clients[client].handle) {

@@ -139,6 +139,8 @@ struct split_job_state {
   std::vector<uint32_t> failed;
   std::chrono::steady_clock::time_point round_started{};
   split::traffic total;
+  int void_rounds = 0; ///< in a row: rounds in which no client finished
+  std::string last_client_error;
   std::shared_ptr<const models::dataset> test;
   std::unique_ptr<models::layered_model> eval_model;
   std::vector<double> client_accuracy; ///< adasplit: per client, last evaluation

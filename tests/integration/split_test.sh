@@ -134,6 +134,10 @@ grep -q "stopped: SIGTERM" job.err || fail "no stop line: $(tail -3 job.err)"
 last=$(grep '"event":"round",' run1.jsonl | tail -1 | sed 's/.*"round":\([0-9]*\).*/\1/')
 up=$(grep '"event":"round",' run1.jsonl | tail -1 | sed 's/.*"bytes_up":\([0-9]*\).*/\1/')
 [ -s run1.ckpt ] || fail "no checkpoint"
+# its plain layers are a whole model (client 0's side and the server's)
+"$bin" eval --load run1.ckpt --dataset synthetic >eval.out 2>eval.err ||
+  fail "eval --load of a split checkpoint: $(tail -3 eval.err)"
+grep -qi "accuracy" eval.out || fail "eval said: $(cat eval.out)"
 
 # a second run resumes from it (local clients now, as many), its counters too
 "$bin" split --clients 3 "${common[@]}" --rounds $((last + 1)) --checkpoint run1.ckpt --resume \
