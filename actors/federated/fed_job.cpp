@@ -2,6 +2,7 @@
 // configured by the strategy, sub-models out, updates in, aggregation,
 // evaluation, checkpoints, faults and the console's commands.
 #include "actors/federated/fed_job.hpp"
+#include "actors/job/client_roster.hpp"
 #include "actors/job/metrics.hpp"
 #include "actors/logging.hpp"
 #include "messages/checkpoint.hpp"
@@ -20,7 +21,7 @@ using clock = std::chrono::steady_clock;
 using self_ptr = fed_job_actor::stateful_pointer<fed_job_state>;
 
 constexpr auto tick_period = std::chrono::milliseconds(500);
-constexpr auto respawn_wait = std::chrono::seconds(2);
+using roster::respawn_wait;
 
 auto log() {
   return subsystem_log("federated");
@@ -487,10 +488,7 @@ void settle_first_profile(self_ptr self, uint32_t client) {
 // A spawn or profile failed: try again later, spaced out (up to half a
 // minute between attempts).
 void client_failed(self_ptr self, uint32_t client, const std::string& why) {
-  auto& c = self->state.clients[client];
-  c.failures++;
-  c.last_error = why;
-  c.retry_at = clock::now() + respawn_wait * std::min(c.failures, 15);
+  roster::spawn_failed(self->state.clients[client], why);
 }
 
 // A client is gone (its node, or itself): out of the round in hand.
@@ -630,18 +628,6 @@ void spawn_client(self_ptr self, uint32_t client) {
 
 // No client has ever trained and none can start: say why instead of
 // waiting for ever.
-bool hopeless(const fed_job_state& st) {
-  if (st.training_started) {
-    return false;
-  }
-  for (size_t i = 0; i < st.clients.size(); ++i) {
-    auto& c = st.clients[i];
-    if (!st.nodes[i].dead && (c.profiled || c.failures < 3)) {
-      return false;
-    }
-  }
-  return true;
-}
 
 void on_tick(self_ptr self) {
   auto& st = self->state;
@@ -658,7 +644,7 @@ void on_tick(self_ptr self) {
   if (ended_by_budget(self)) {
     return;
   }
-  if (hopeless(st)) {
+  if (roster::hopeless(st, [](auto& c) { return c.profiled; })) {
     std::string why;
     for (size_t i = 0; i < st.clients.size(); ++i) {
       if (!st.clients[i].last_error.empty()) {
@@ -727,41 +713,9 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
 
 void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
   auto& st = self->state;
-  if (n >= st.nodes.size() || st.nodes[n].dead) {
-    return;
-  }
-  st.nodes[n].dead = true;
-  st.status.dead_nodes.push_back(st.nodes[n].name);
-  log_event(self, "failure", {{"node", st.nodes[n].name}, {"why", why}});
-  if (n < st.clients.size()) {
+  if (roster::mark_lost(st, n, why) && n < st.clients.size()) {
     client_gone(self, n, "node " + st.nodes[n].name + " lost: " + why);
   }
-}
-
-caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
-                                        const cluster_member& m) {
-  auto& st = self->state;
-  if (over(st)) {
-    return caf::make_error(errc::bad_config, "the federated job has ended");
-  }
-  auto how = take_joined(st.nodes, st.status.dead_nodes, n, m);
-  if (how == joined::unknown) {
-    return caf::make_error(errc::bad_config,
-                           "node index " + std::to_string(n) + " is unknown");
-  }
-  log_event(self, "join", {{"node", m.name}});
-  if (how == joined::new_node) {
-    return "node " + m.name + " joined; the data is sharded over the " +
-           std::to_string(st.clients.size()) +
-           " clients of the start, so it stays unused";
-  }
-  if (n >= st.clients.size()) {
-    return "node " + m.name +
-           " is back; it joined after the shards were drawn, so it "
-           "stays unused";
-  }
-  st.clients[n].retry_at = clock::now();
-  return "node " + m.name + " is back; its client starts again and joins the next round";
 }
 
 caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
@@ -922,7 +876,8 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
       [=](stop_atom, const std::string& why) { return on_stop(self, why); },
       [=](lost_atom, uint32_t node, std::string& why) { on_node_lost(self, node, why); },
       [=](join_atom, uint32_t node, cluster_member& m) {
-        return on_node_joined(self, node, m);
+        auto& st = self->state;
+        return roster::node_joined(st, over(st), "federated", node, m);
       },
       [=](capacity_atom, const std::string&, double) {
         // the clients' own round times correct their time models
