@@ -2,11 +2,13 @@
 #include "actors/cluster/auth.hpp"
 #include "actors/cluster/cluster_file.hpp"
 #include "actors/node/system.hpp"
+#include "apps/commands.hpp"
 #include "apps/runtime_env.hpp"
 
 #include <caf/io/middleman.hpp>
 
 #include <csignal>
+#include <filesystem>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -31,6 +33,24 @@ std::vector<double> parse_shares(const std::string& text) {
     }
   }
   return out;
+}
+
+void check_checkpoint_options(const std::string& checkpoint, bool resume) {
+  if (resume && checkpoint.empty()) {
+    throw std::invalid_argument(
+        "--resume needs --checkpoint FILE (the file to resume from)");
+  }
+  if (resume && !std::filesystem::exists(checkpoint)) {
+    throw std::invalid_argument("--resume: " + checkpoint + " does not exist");
+  }
+  if (!resume && !checkpoint.empty() && std::filesystem::exists(checkpoint)) {
+    throw std::invalid_argument("--checkpoint " + checkpoint +
+                                " exists: --resume to carry on from it, or remove it");
+  }
+}
+
+std::string metrics_path_of(const std::string& option) {
+  return option == "none" ? "" : option.empty() ? default_metrics_path() : option;
 }
 
 namespace {

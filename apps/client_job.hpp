@@ -28,6 +28,28 @@ struct client_job_options {
   bool fetch_weights = false;
 };
 
+/// The client-job options of a command's options (federate, split: the
+/// same names).
+template <class Cli> client_job_options client_options_of(const Cli& cli) {
+  client_job_options o;
+  o.clients = cli.clients;
+  o.client_shares = cli.client_shares;
+  o.cluster = cli.cluster;
+  o.secret_file = cli.secret_file;
+  o.listen = cli.listen;
+  o.threads = cli.threads;
+  o.hang_timeout_s = cli.hang_timeout_s;
+  o.fetch_weights = !cli.save.empty();
+  return o;
+}
+
+/// --checkpoint and --resume: resuming needs an existing file, and a new
+/// run never overwrites one. Throws std::invalid_argument saying what to do.
+void check_checkpoint_options(const std::string& checkpoint, bool resume);
+
+/// --metrics: "none" off, "" the default path under runs/.
+std::string metrics_path_of(const std::string& option);
+
 /// "1,1,0.1" -> {1, 1, 0.1}; throws std::invalid_argument naming the entry.
 std::vector<double> parse_shares(const std::string& text);
 

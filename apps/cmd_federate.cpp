@@ -44,38 +44,13 @@ actors::fed_config config_of(const fed_cli& cli) {
   cfg.checkpoint_path = cli.checkpoint;
   cfg.resume = cli.resume;
   cfg.threads = cli.threads;
-  cfg.metrics_path = cli.metrics == "none" ? ""
-                     : cli.metrics.empty() ? default_metrics_path()
-                                           : cli.metrics;
-  if (cli.resume && cli.checkpoint.empty()) {
-    throw std::invalid_argument(
-        "--resume needs --checkpoint FILE (the file to resume from)");
-  }
-  if (cli.resume && !std::filesystem::exists(cli.checkpoint)) {
-    throw std::invalid_argument("--resume: " + cli.checkpoint + " does not exist");
-  }
-  if (!cli.resume && !cli.checkpoint.empty() && std::filesystem::exists(cli.checkpoint)) {
-    throw std::invalid_argument("--checkpoint " + cli.checkpoint +
-                                " exists: --resume to carry on from it, or remove it");
-  }
+  cfg.metrics_path = metrics_path_of(cli.metrics);
+  check_checkpoint_options(cli.checkpoint, cli.resume);
   // the strategy's own checks, before anything starts
   auto s = cfg.settings;
   algorithms::fed::make_strategy(cfg.strategy, s);
   actors::width_layout(models::describe(models::model_spec::parse(cfg.model)));
   return cfg;
-}
-
-client_job_options client_options(const fed_cli& cli) {
-  client_job_options o;
-  o.clients = cli.clients;
-  o.client_shares = cli.client_shares;
-  o.cluster = cli.cluster;
-  o.secret_file = cli.secret_file;
-  o.listen = cli.listen;
-  o.threads = cli.threads;
-  o.hang_timeout_s = cli.hang_timeout_s;
-  o.fetch_weights = !cli.save.empty();
-  return o;
 }
 
 } // namespace
@@ -87,7 +62,7 @@ int run_federate(const fed_cli& cli) {
   auto cfg = config_of(cli);
   int64_t shown_round = -1;
   auto result = run_client_job(
-      client_options(cli), "federated",
+      client_options_of(cli), "federated",
       [&](caf::actor_system& sys, const std::string& secret,
           std::vector<actors::remote_node> nodes, const actors::job_options& opts) {
         cfg.secret = secret;

@@ -48,37 +48,12 @@ actors::split_config config_of(const split_cli& cli) {
   cfg.checkpoint_path = cli.checkpoint;
   cfg.resume = cli.resume;
   cfg.threads = cli.threads;
-  cfg.metrics_path = cli.metrics == "none" ? ""
-                     : cli.metrics.empty() ? default_metrics_path()
-                                           : cli.metrics;
-  if (cli.resume && cli.checkpoint.empty()) {
-    throw std::invalid_argument(
-        "--resume needs --checkpoint FILE (the file to resume from)");
-  }
-  if (cli.resume && !std::filesystem::exists(cli.checkpoint)) {
-    throw std::invalid_argument("--resume: " + cli.checkpoint + " does not exist");
-  }
-  if (!cli.resume && !cli.checkpoint.empty() && std::filesystem::exists(cli.checkpoint)) {
-    throw std::invalid_argument("--checkpoint " + cli.checkpoint +
-                                " exists: --resume to carry on from it, or remove it");
-  }
+  cfg.metrics_path = metrics_path_of(cli.metrics);
+  check_checkpoint_options(cli.checkpoint, cli.resume);
   // what can be checked before anything starts
   split::parse_method(cfg.method);
   actors::check_cut(models::describe(models::model_spec::parse(cfg.model)), cfg.cut);
   return cfg;
-}
-
-client_job_options client_options(const split_cli& cli) {
-  client_job_options o;
-  o.clients = cli.clients;
-  o.client_shares = cli.client_shares;
-  o.cluster = cli.cluster;
-  o.secret_file = cli.secret_file;
-  o.listen = cli.listen;
-  o.threads = cli.threads;
-  o.hang_timeout_s = cli.hang_timeout_s;
-  o.fetch_weights = !cli.save.empty();
-  return o;
 }
 
 } // namespace
@@ -92,7 +67,7 @@ int run_split(const split_cli& cli) {
   auto costs = actors::costs_of(desc, static_cast<size_t>(cfg.cut));
   int64_t shown_round = -1;
   auto result = run_client_job(
-      client_options(cli), "split",
+      client_options_of(cli), "split",
       [&](caf::actor_system& sys, const std::string& secret,
           std::vector<actors::remote_node> nodes, const actors::job_options& opts) {
         cfg.secret = secret;
