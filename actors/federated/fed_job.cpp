@@ -843,22 +843,13 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
         return self->state.status;
       },
       [=](pause_atom) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (st.user_paused) {
-          return std::string("already paused; resume carries on");
-        }
-        st.user_paused = true;
-        log_event(self, "pause");
-        return std::string("paused: the round in hand finishes, no new one starts");
+        return roster::pause_rounds(self->state);
       },
       [=](resume_atom) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (!st.user_paused) {
-          return std::string("not paused");
-        }
-        st.user_paused = false;
-        log_event(self, "resume");
-        return std::string("resumed: the next round starts");
+        bool resumed = false;
+        auto answer = roster::resume_rounds(self->state, resumed);
+        (void)resumed; // the tick starts the next round
+        return answer;
       },
       [=](checkpoint_atom, std::string& path) -> caf::result<std::string> {
         auto& st = self->state;

@@ -89,4 +89,30 @@ caf::result<std::string> node_joined(State& st, bool over, const std::string& jo
   return "node " + m.name + " is back; its client starts again and joins the next round";
 }
 
+/// Console pause: the round in hand finishes, no new one starts.
+template <class State> std::string pause_rounds(State& st) {
+  if (st.user_paused) {
+    return "already paused; resume carries on";
+  }
+  st.user_paused = true;
+  if (st.metrics) {
+    st.metrics->write("pause");
+  }
+  return "paused: the round in hand finishes, no new one starts";
+}
+
+/// Console resume; true in `resumed` if the job was paused (the caller then
+/// starts the next round).
+template <class State> std::string resume_rounds(State& st, bool& resumed) {
+  resumed = st.user_paused;
+  if (!st.user_paused) {
+    return "not paused";
+  }
+  st.user_paused = false;
+  if (st.metrics) {
+    st.metrics->write("resume");
+  }
+  return "resumed: the next round starts";
+}
+
 } // namespace salamander::actors::roster

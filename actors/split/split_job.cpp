@@ -1130,23 +1130,15 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
         return self->state.status;
       },
       [=](pause_atom) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (st.user_paused) {
-          return std::string("already paused; resume carries on");
-        }
-        st.user_paused = true;
-        log_event(self, "pause");
-        return std::string("paused: the round in hand finishes, no new one starts");
+        return roster::pause_rounds(self->state);
       },
       [=](resume_atom) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (!st.user_paused) {
-          return std::string("not paused");
+        bool resumed = false;
+        auto answer = roster::resume_rounds(self->state, resumed);
+        if (resumed) {
+          start_round(self);
         }
-        st.user_paused = false;
-        log_event(self, "resume");
-        start_round(self);
-        return std::string("resumed: the next round starts");
+        return answer;
       },
       [=](checkpoint_atom, std::string& path) -> caf::result<std::string> {
         auto& st = self->state;

@@ -99,6 +99,12 @@ out=$(con metrics) || fail "console metrics: $out"
 grep -q "GFLOP on clients" <<<"$out" || fail "metrics: $out"
 out=$(con "kill client 0") || fail "kill client: $out"
 grep -q "rejoins a later round" <<<"$out" || fail "kill client: $out"
+out=$(con pause) || fail "pause: $out"
+grep -q "no new one starts" <<<"$out" || fail "pause: $out"
+out=$(con pause) || fail "pause again: $out"
+grep -q "already paused" <<<"$out" || fail "pause again: $out"
+out=$(con resume) || fail "resume: $out"
+grep -q "the next round starts" <<<"$out" || fail "resume: $out"
 if out=$(con "repartition 1,1" 2>&1); then fail "repartition accepted: $out"; fi
 grep -q "no pipeline" <<<"$out" || fail "repartition refusal: $out"
 
