@@ -306,6 +306,9 @@ split_task make_task(self_ptr self, uint32_t c, uint64_t round,
   }
   e.weights_sent_bytes =
       t.weights.snapshot.layers.empty() ? 0 : t.weights.snapshot.bytes();
+  // counted when sent: a turn that fails later still cost them
+  e.traffic.down += e.weights_sent_bytes;
+  st.total.down += e.weights_sent_bytes;
   e.last_heard = clock::now();
   return t;
 }
@@ -635,7 +638,7 @@ void on_result(self_ptr self, split_result& r) {
   }
   split::traffic t;
   t.up = r.bytes_up + r.weights.snapshot.bytes();
-  t.down = r.bytes_down + c.weights_sent_bytes;
+  t.down = r.bytes_down; // (the weights sent down were counted when sent)
   t.client_flops = r.client_flops;
   t.server_flops =
       3 * st.costs.server_forward_flops * static_cast<double>(r.sent_samples);
