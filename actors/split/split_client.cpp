@@ -214,19 +214,46 @@ void batch_done(client_ptr self, double loss) {
   schedule_tick(self, pause);
 }
 
-split_smash make_smash(const split_client_state& st, const split_work& w,
-                       const torch::Tensor& act, const torch::Tensor& y, bool gradient) {
-  split_smash s;
-  s.client = st.spec.client;
-  s.round = w.task.round;
-  s.want_gradient = gradient;
-  s.activations.tensor = act.detach();
-  s.labels.tensor = y;
-  return s;
-}
-
 int64_t bytes_of(const torch::Tensor& t) {
   return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
+}
+
+// Sends a batch's activations and labels `y` (`rows` examples) across the
+// cut and waits; `then(reply)` continues the batch once the server answers,
+// unless the work was replaced meanwhile. No answer fails the work.
+template <class Then>
+void send_to_server(client_ptr self, const torch::Tensor& act, const torch::Tensor& y,
+                    int64_t rows, bool gradient, Then then) {
+  auto& st = self->state;
+  auto& w = *st.work;
+  split_smash smash;
+  smash.client = st.spec.client;
+  smash.round = w.task.round;
+  smash.want_gradient = gradient;
+  smash.activations.tensor = act.detach();
+  smash.labels.tensor = y;
+  w.result.bytes_up += bytes_of(smash.activations.tensor) + bytes_of(y);
+  w.result.sent++;
+  w.result.sent_samples += rows;
+  w.waiting = true;
+  auto id = w.id;
+  self->request(w.server, server_timeout, forward_atom_v, std::move(smash))
+      .then(
+          [=](split_reply& r) mutable {
+            auto& st = self->state;
+            if (!st.work || st.work->id != id) {
+              return; // replaced or stopped meanwhile
+            }
+            st.work->waiting = false;
+            st.work->server_loss_sum += r.loss;
+            then(r);
+          },
+          [=](caf::error& err) {
+            auto& st = self->state;
+            if (st.work && st.work->id == id) {
+              fail_work(self, "the server did not answer: " + self->system().render(err));
+            }
+          });
 }
 
 // One batch of the round: see the header for what each method does.
@@ -250,7 +277,6 @@ void run_batch(client_ptr self) {
   double c0 = thread_cpu();
   st.opt->zero_grad();
   auto act = st.net->forward(x);
-  auto epoch_id = w.id;
   if (w.task.local_loss) {
     auto logits = st.aux->forward(act.flatten(1));
     auto loss = torch::nn::functional::cross_entropy(logits, y);
@@ -265,76 +291,36 @@ void run_batch(client_ptr self) {
       batch_done(self, local);
       return;
     }
-    auto smash = make_smash(st, w, act, y, false);
-    w.result.bytes_up += bytes_of(smash.activations.tensor) + bytes_of(y);
-    w.result.sent++;
-    w.result.sent_samples += b1 - b0;
-    w.waiting = true;
-    self->request(w.server, server_timeout, forward_atom_v, std::move(smash))
-        .then(
-            [=](split_reply& r) {
-              auto& st = self->state;
-              if (!st.work || st.work->id != epoch_id) {
-                return;
-              }
-              st.work->waiting = false;
-              st.work->server_loss_sum += r.loss;
-              batch_done(self, local);
-            },
-            [=](caf::error& err) {
-              auto& st = self->state;
-              if (st.work && st.work->id == epoch_id) {
-                fail_work(self,
-                          "the server did not answer: " + self->system().render(err));
-              }
-            });
+    send_to_server(self, act, y, b1 - b0, false,
+                   [=](split_reply&) { batch_done(self, local); });
     return;
   }
   w.act = act;
   w.batch_cpu += thread_cpu() - c0;
   w.batch_wall += since(t0);
-  auto smash = make_smash(st, w, act, y, true);
-  w.result.bytes_up += bytes_of(smash.activations.tensor) + bytes_of(y);
-  w.result.sent++;
-  w.result.sent_samples += b1 - b0;
-  w.waiting = true;
-  self->request(w.server, server_timeout, forward_atom_v, std::move(smash))
-      .then(
-          [=](split_reply& r) {
-            auto& st = self->state;
-            if (!st.work || st.work->id != epoch_id) {
-              return;
-            }
-            auto& w = *st.work;
-            w.waiting = false;
-            w.result.bytes_down += bytes_of(r.gradient.tensor);
-            w.server_loss_sum += r.loss;
-            try {
-              use_intra_op_threads(st.spec.threads);
-              auto t1 = clock::now();
-              double c1 = thread_cpu();
-              if (!r.gradient.tensor.defined() ||
-                  !r.gradient.tensor.sizes().equals(w.act.sizes())) {
-                throw std::runtime_error(
-                    "the server's gradient does not fit the activations");
-              }
-              w.act.backward(r.gradient.tensor);
-              st.opt->step();
-              w.act = torch::Tensor();
-              w.result.client_flops += 3 * st.costs.client_forward_flops * rows;
-              w.batch_cpu += thread_cpu() - c1;
-              w.batch_wall += since(t1);
-              batch_done(self, r.loss);
-            } catch (const std::exception& e) {
-              fail_work(self, e.what());
-            }
-          },
-          [=](caf::error& err) {
-            auto& st = self->state;
-            if (st.work && st.work->id == epoch_id) {
-              fail_work(self, "the server did not answer: " + self->system().render(err));
-            }
-          });
+  send_to_server(self, act, y, b1 - b0, true, [=](split_reply& r) {
+    auto& st = self->state;
+    auto& w = *st.work;
+    w.result.bytes_down += bytes_of(r.gradient.tensor);
+    try {
+      use_intra_op_threads(st.spec.threads);
+      auto t1 = clock::now();
+      double c1 = thread_cpu();
+      if (!r.gradient.tensor.defined() ||
+          !r.gradient.tensor.sizes().equals(w.act.sizes())) {
+        throw std::runtime_error("the server's gradient does not fit the activations");
+      }
+      w.act.backward(r.gradient.tensor);
+      st.opt->step();
+      w.act = torch::Tensor();
+      w.result.client_flops += 3 * st.costs.client_forward_flops * rows;
+      w.batch_cpu += thread_cpu() - c1;
+      w.batch_wall += since(t1);
+      batch_done(self, r.loss);
+    } catch (const std::exception& e) {
+      fail_work(self, e.what());
+    }
+  });
 }
 
 void init_client(client_ptr self, const std::string& data_dir) {

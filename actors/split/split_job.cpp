@@ -253,6 +253,7 @@ void resume_from(split_job_state& st, const messages::checkpoint& ckpt) {
   auto m = static_cast<split::method>(static_cast<int>(t(0)));
   auto cut = static_cast<int64_t>(t(1));
   auto n = static_cast<size_t>(t(2));
+  st.resume_clients = n;
   if (m != st.method || cut != st.cfg.cut ||
       (n != st.clients.size() && !st.clients.empty())) {
     throw std::invalid_argument(st.cfg.checkpoint_path + " holds " +
@@ -1034,12 +1035,6 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
       log()->info("resuming from {}: round {} ({})", st.cfg.checkpoint_path, st.round,
                   ckpt.note);
     }
-    split_server_config sc;
-    sc.model = st.desc.spec.canonical();
-    sc.cut = static_cast<uint32_t>(st.cfg.cut);
-    sc.method = split::to_string(st.method);
-    sc.clients = 0; // set once the nodes are known (below)
-    (void)sc;
     if (!st.cfg.metrics_path.empty()) {
       st.metrics = std::make_shared<metrics_log>(st.cfg.metrics_path);
       st.status.metrics_path = st.cfg.metrics_path;
@@ -1077,11 +1072,7 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
               sc.threads = st.cfg.threads;
               try {
                 if (st.cfg.resume && !st.resume_snap.layers.empty()) {
-                  auto n = static_cast<size_t>(take_tagged(st.resume_snap, "stats")
-                                                   .layers[0]
-                                                   .params[0]
-                                                   .tensor[2]
-                                                   .item<double>());
+                  auto n = st.resume_clients;
                   if (n != members.size()) {
                     throw std::invalid_argument(
                         st.cfg.checkpoint_path + " holds a split job over " +

@@ -128,6 +128,7 @@ struct split_job_state {
   models::weight_snapshot client_model; ///< vanilla, splitfed: the current one
   models::weight_snapshot server_snap;  ///< fetched at the end of each round
   models::weight_snapshot resume_snap;  ///< the checkpoint resumed from
+  size_t resume_clients = 0;            ///< how many clients its job had
   split::orchestrator orch;
   uint64_t round = 0; ///< rounds completed
   bool in_round = false;
