@@ -7,6 +7,7 @@
 # second run resumes; plot draws both runs. Usage: federate_test.sh BIN
 set -euo pipefail
 bin="$1"
+here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 fed=""
 nodes=()
@@ -43,17 +44,7 @@ touch exists.ckpt
 refused "--resume to carry on from it" --clients 2 --checkpoint exists.ckpt
 
 # ---- three node processes; node 3 will be killed and started again
-start_node() { # I [PORT]
-  local i="$1" port="${2:-0}"
-  "$bin" node --name "n$i" --listen "127.0.0.1:$port" >"n$i.out" 2>"n$i.log" &
-  nodes+=($!)
-  eval "pid_$i=$!"
-  for _ in $(seq 1 200); do
-    grep -q "listening on" "n$i.out" 2>/dev/null && break
-    sleep 0.05
-  done
-  grep -q "listening on" "n$i.out" || fail "node n$i did not start"
-}
+. "$here/node_procs.sh" # start_node I [PORT] [OPTIONS...]
 : >c.toml
 for i in 1 2 3; do
   start_node "$i"

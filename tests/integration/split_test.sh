@@ -9,6 +9,7 @@
 # resumes with its counters; plot draws both runs. Usage: split_test.sh BIN
 set -euo pipefail
 bin="$1"
+here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 job=""
 nodes=()
@@ -44,18 +45,7 @@ touch exists.ckpt
 refused "--resume to carry on from it" --clients 2 --checkpoint exists.ckpt
 
 # ---- three node processes; n1 is an emulated device, n3 will be killed
-start_node() { # I [PORT] [OPTIONS...]
-  local i="$1" port="${2:-0}"
-  shift 2 || shift $#
-  "$bin" node --name "n$i" --listen "127.0.0.1:$port" "$@" >"n$i.out" 2>"n$i.log" &
-  nodes+=($!)
-  eval "pid_$i=$!"
-  for _ in $(seq 1 200); do
-    grep -q "listening on" "n$i.out" 2>/dev/null && break
-    sleep 0.05
-  done
-  grep -q "listening on" "n$i.out" || fail "node n$i did not start"
-}
+. "$here/node_procs.sh" # start_node I [PORT] [OPTIONS...]
 : >c.toml
 for i in 1 2 3; do
   if [ "$i" = 1 ]; then start_node 1 0 --cpu-share 0.9 --dilate; else start_node "$i"; fi
