@@ -8,9 +8,9 @@ cd "$work" # jobs write runs/ (their metrics logs) under the working directory
 fail() { echo "FAIL: $*"; exit 1; }
 
 # help is useful: subcommands and their main options are listed
-"$bin" --help | grep -q "train" || fail "--help lists no train"
-"$bin" train --help | grep -q -- "--micro-batches" || fail "train --help lists no --micro-batches"
-"$bin" eval --help | grep -q -- "--load" || fail "eval --help lists no --load"
+grep -q "train" <<<"$("$bin" --help)" || fail "--help lists no train"
+grep -q -- "--micro-batches" <<<"$("$bin" train --help)" || fail "train --help lists no --micro-batches"
+grep -q -- "--load" <<<"$("$bin" eval --help)" || fail "eval --help lists no --load"
 
 # bad input: clear message, non-zero exit, no crash
 if out=$("$bin" train --model lstm 2>&1); then fail "unknown model accepted"; fi
@@ -74,11 +74,11 @@ train_acc=$(grep "^test accuracy:" "$work/train.out")
 eval_acc=$("$bin" eval --load "$work/m.ckpt" --dataset synthetic 2>/dev/null | grep "^test accuracy:")
 [ -n "$train_acc" ] || fail "train printed no accuracy"
 [ "$train_acc" = "$eval_acc" ] || fail "train said '$train_acc', eval said '$eval_acc'"
-"$bin" describe vit:size=huge,image=224,channels=3,classes=1000 | grep -q "block32" || fail "describe"
+grep -q "block32" <<<"$("$bin" describe vit:size=huge,image=224,channels=3,classes=1000)" || fail "describe"
 
 # --version, and global options after the subcommand
-"$bin" --version | grep -qE "^salamander [0-9]+\.[0-9]+\.[0-9]+" || fail "--version: $("$bin" --version 2>&1)"
-"$bin" describe cnn --log-level warn | grep -q "conv1" || fail "--log-level after the subcommand"
+grep -qE "^salamander [0-9]+\.[0-9]+\.[0-9]+" <<<"$("$bin" --version)" || fail "--version: $("$bin" --version 2>&1)"
+grep -q "conv1" <<<"$("$bin" describe cnn --log-level warn)" || fail "--log-level after the subcommand"
 
 # audit: an empty log, a wrong-typed line, a failed job
 : >"$work/empty.jsonl"
@@ -184,9 +184,9 @@ for _ in $(seq 1 40); do
   "$bin" chaos --supervisor "127.0.0.1:$cport" status >"$work/status.out" 2>/dev/null && break
 done
 grep -q "plan v" "$work/status.out" || fail "chaos status: $(cat "$work/status.out")"
-"$bin" chaos --supervisor "127.0.0.1:$cport" kill-stage 0 | grep -q "killed" || fail "chaos kill-stage"
+grep -q "killed" <<<"$("$bin" chaos --supervisor "127.0.0.1:$cport" kill-stage 0)" || fail "chaos kill-stage"
 sleep 1
-"$bin" chaos --supervisor "127.0.0.1:$cport" kill-node node2 | grep -q "killing itself" \
+grep -q "killing itself" <<<"$("$bin" chaos --supervisor "127.0.0.1:$cport" kill-node node2)" \
   || fail "chaos kill-node"
 if "$bin" chaos --supervisor "127.0.0.1:$cport" kill-node nosuch 2>/dev/null; then
   fail "chaos killed a node that does not exist"

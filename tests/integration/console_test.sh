@@ -29,7 +29,7 @@ con() { "$bin" --log-level warn console "127.0.0.1:$port" --timeout 10 --secret-
 # waits until `con CMD` prints something matching PATTERN
 await() {
   for _ in $(seq 1 120); do
-    con "$1" 2>/dev/null | grep -q -- "$2" && return 0
+    grep -q -- "$2" <<<"$(con "$1" 2>/dev/null)" && return 0
     sleep 0.25
   done
   fail "'$1' never showed '$2'; last: $(con "$1" 2>&1 | head -5)"
@@ -103,14 +103,14 @@ out=$(con pause) || fail "pause: $out"
 grep -q "paused at batch" <<<"$out" || fail "pause reply: $out"
 await status "\[paused\]"
 # while paused, no frozen rate
-con status | grep -q -- "- samples/s (paused)" || fail "a paused status shows a rate: $(con status)"
+grep -q -- "- samples/s (paused)" <<<"$(con status)" || fail "a paused status shows a rate: $(con status)"
 a=$(con status | sed -n 's/.*committed \([0-9]*\) batches.*/\1/p')
 sleep 1
 b=$(con status | sed -n 's/.*committed \([0-9]*\) batches.*/\1/p')
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "paused job moved on: $a -> $b"
 out=$(con "checkpoint save '$work/mid point.ckpt'") || fail "checkpoint: $out"
 grep -q "saved checkpoint $work/mid point.ckpt (version $a," <<<"$out" || fail "checkpoint reply: $out"
-"$bin" eval --load "$work/mid point.ckpt" --dataset synthetic 2>/dev/null | grep -q "^test accuracy:" \
+grep -q "^test accuracy:" <<<"$("$bin" eval --load "$work/mid point.ckpt" --dataset synthetic 2>/dev/null)" \
   || fail "the console's checkpoint does not evaluate"
 # a file name that is not UTF-8 (Latin-1) is saved and reported as saved
 latin1="$work/caf"$'\xe9'".ckpt"

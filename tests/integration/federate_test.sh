@@ -26,8 +26,8 @@ fail() {
 }
 
 # ---- help and bad input, each refused with what to do
-"$bin" federate --help | grep -q -- "--client-shares" || fail "--help lists no --client-shares"
-"$bin" federate --help | grep -q "elfish" || fail "--help names no strategies"
+grep -q -- "--client-shares" <<<"$("$bin" federate --help)" || fail "--help lists no --client-shares"
+grep -q "elfish" <<<"$("$bin" federate --help)" || fail "--help names no strategies"
 refused() { # PATTERN ARGS...: the command fails and says PATTERN
   local pattern="$1" out
   shift

@@ -170,7 +170,7 @@ done
 { kill -KILL "$tb"; wait "$tb"; } 2>/dev/null || true
 tb=""
 kill -TERM "$(cat "$work/sleeper.pid")" 2>/dev/null || true
-ip netns list | grep -q "^sal-node1" || fail "SIGKILL left no namespaces to clean (test is wrong?)"
+grep -q "^sal-node1" <<<"$(ip netns list)" || fail "SIGKILL left no namespaces to clean (test is wrong?)"
 rc=0
 "$testbed" 1 "$work/c5.toml" true >/dev/null 2>"$work/j5.err" || rc=$?
 t1=$(ms)

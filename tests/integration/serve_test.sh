@@ -22,8 +22,8 @@ fail() {
 }
 command -v curl >/dev/null || { echo "SKIP: curl is not installed (deploy/install-deps.sh)"; exit 77; }
 
-"$bin" infer --help | grep -q -- "--max-batch" || fail "infer --help lists no --max-batch"
-"$bin" serve --help | grep -q -- "--max-queue" || fail "serve --help lists no --max-queue"
+grep -q -- "--max-batch" <<<"$("$bin" infer --help)" || fail "infer --help lists no --max-batch"
+grep -q -- "--max-queue" <<<"$("$bin" serve --help)" || fail "serve --help lists no --max-queue"
 if out=$("$bin" infer --dataset synthetic 2>&1); then fail "infer without --stages/--cluster accepted"; fi
 grep -q -- "--stages N" <<<"$out" || fail "no hint at --stages: $out"
 if out=$("$bin" serve --stages 2 --hang-timeout 1 2>&1); then fail "--hang-timeout 1 accepted"; fi
@@ -48,12 +48,12 @@ for _ in $(seq 1 300); do
 done
 url=$(sed -n 's/^listening: //p' serve.out)
 [ -n "$url" ] || fail "serve printed no address"
-curl -sf "$url/v2/health/live" | grep -q '"live":true' || fail "live"
+grep -q '"live":true' <<<"$(curl -sf "$url/v2/health/live")" || fail "live"
 for _ in $(seq 1 300); do
   curl -sf "$url/v2/health/ready" >/dev/null && break
   sleep 0.1
 done
-curl -sf "$url/v2/health/ready" | grep -q '"ready":true' || fail "never ready"
+grep -q '"ready":true' <<<"$(curl -sf "$url/v2/health/ready")" || fail "never ready"
 meta=$(curl -sf "$url/v2/models/cnn")
 grep -q '"shape":\[-1,1,28,28\]' <<<"$meta" || fail "metadata: $meta"
 grep -q '"datatype":"FP32"' <<<"$meta" || fail "metadata datatype: $meta"

@@ -28,8 +28,8 @@ fail() {
 }
 
 # ---- help and bad input, each refused with what to do
-"$bin" split --help | grep -q -- "--local-fraction" || fail "--help lists no --local-fraction"
-"$bin" split --help | grep -q "adasplit" || fail "--help names no methods"
+grep -q -- "--local-fraction" <<<"$("$bin" split --help)" || fail "--help lists no --local-fraction"
+grep -q "adasplit" <<<"$("$bin" split --help)" || fail "--help names no methods"
 refused() { # PATTERN ARGS...: the command fails and says PATTERN
   local pattern="$1" out
   shift
