@@ -45,6 +45,10 @@ inline constexpr milliseconds progress_timeout = 60s;
 inline constexpr milliseconds pause_timeout = 300s;
 /// The job's own progress check.
 inline constexpr milliseconds tick_period = 1s;
+/// Continual learning: an epoch of a stream, in batches (without
+/// --max-batches), and how often a starved job looks for its next batch.
+inline constexpr int64_t stream_epoch = 100;
+inline constexpr milliseconds stream_poll = 20ms;
 /// Failures noticed within this window are recovered from together.
 inline constexpr milliseconds failure_window = 30ms;
 /// A recovery round waits this long for a surviving stage's inventory, and

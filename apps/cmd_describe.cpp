@@ -3,11 +3,35 @@
 #include "models/model_desc.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace salamander::apps {
 
+std::string describe_json(const models::model_desc& desc) {
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (auto& l : desc.layers) {
+    layers.push_back({{"name", l.name},
+                      {"kind", l.kind},
+                      {"input", l.input},
+                      {"output", l.output},
+                      {"params", l.params},
+                      {"flops", l.flops},
+                      {"attrs", l.attrs}});
+  }
+  nlohmann::ordered_json out = {{"model", desc.spec.canonical()},
+                                {"fingerprint", desc.fingerprint},
+                                {"input", desc.input},
+                                {"classes", desc.classes},
+                                {"layers", std::move(layers)}};
+  return out.dump(1) + "\n";
+}
+
 int run_describe(const describe_cli& cli) {
   auto desc = models::describe(models::model_spec::parse(cli.model));
+  if (cli.json) {
+    fmt::print("{}", describe_json(desc));
+    return 0;
+  }
   fmt::print("model {}  input {}  classes {}  fingerprint {}\n", desc.spec.canonical(),
              models::to_string(desc.input), desc.classes, desc.fingerprint);
   fmt::print("{:>3}  {:<10} {:<10} {:>14} {:>12} {:>12} {:>14} {:>12}\n", "#", "layer", "kind",

@@ -5,6 +5,7 @@
 #include "actors/job/runner.hpp"
 #include "actors/node/profiler.hpp"
 #include "actors/node/system.hpp"
+#include "actors/train/stream.hpp"
 #include "apps/commands.hpp"
 #include "apps/preflight.hpp"
 #include "apps/progress.hpp"
@@ -18,6 +19,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <filesystem>
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
@@ -142,6 +144,30 @@ int run_pipeline(const train_cli& cli) {
         log->warn("{}", w);
       }
     }
+  }
+  if (!cli.stream.empty()) {
+    if (cli.dataset != "fashion-mnist") {
+      throw std::invalid_argument("--stream carries Fashion-MNIST-shaped samples (a label "
+                                  "byte, 28x28 pixel bytes): drop --dataset " +
+                                  cli.dataset);
+    }
+    actors::stream_options so;
+    so.source = cli.stream;
+    auto runs_dir = std::filesystem::path(jc.metrics_path.empty() ? default_metrics_path()
+                                                                  : jc.metrics_path)
+                        .parent_path();
+    so.log_dir = cli.stream_log.empty() ? (runs_dir / "stream").string() : cli.stream_log;
+    so.batch_size = cli.batch_size;
+    so.seed = cli.seed;
+    so.data_dir = cli.data_dir;
+    // a rollback goes back at most to the oldest version every layer still has a
+    // replica of: two replication periods (one of them global) and the window
+    so.keep = std::max<uint64_t>(cli.stream_keep, 2ull * cli.replicate_every * cli.global_every +
+                                                      static_cast<uint64_t>(cli.window) + 1);
+    so.idle_end_s = cli.stream_idle_end_s;
+    jc.stream = std::make_shared<actors::sample_stream>(so);
+    log->info("stream {}: batches of {} logged in {} (keeping {}), {} there already",
+              cli.stream, cli.batch_size, so.log_dir, so.keep, jc.stream->arrived());
   }
   auto train = std::make_shared<models::dataset>(
       models::load_dataset(cli.dataset, true, desc, cli.data_dir));

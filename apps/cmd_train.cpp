@@ -1,4 +1,5 @@
-// `salamander train` (one device) and `salamander eval`.
+// `salamander train` (one device), `salamander eval`, and `salamander export`
+// (a checkpoint's weights out to PyTorch).
 #include "actors/node/profiler.hpp"
 #include "apps/commands.hpp"
 #include "apps/preflight.hpp"
@@ -110,28 +111,77 @@ int run_train(const train_cli& cli) {
   return 0;
 }
 
+namespace {
+
+/// The model a checkpoint holds, its weights restored (checked against its
+/// description first). Throws std::invalid_argument naming the file.
+models::layered_model restore_checkpoint(const std::string& path,
+                                         const messages::checkpoint& ckpt) {
+  try {
+    models::layered_model model(
+        models::describe(models::model_spec::parse(ckpt.snapshot.model)));
+    models::restore(model, nullptr, ckpt.snapshot);
+    return model;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("checkpoint " + path + ": " + e.what());
+  }
+}
+
+} // namespace
+
 int run_eval(const eval_cli& cli) {
   auto log = logger("train");
   set_threads(cli.threads);
   check_blas();
   auto ckpt = messages::load_checkpoint(cli.load);
-  models::model_spec spec;
-  std::optional<models::layered_model> model;
-  try {
-    spec = models::model_spec::parse(ckpt.snapshot.model);
-    model.emplace(models::describe(spec));
-    models::restore(*model, nullptr, ckpt.snapshot);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("checkpoint " + cli.load + ": " + e.what());
-  }
-  auto test = models::load_dataset(cli.dataset, false, model->desc(), cli.data_dir);
-  auto net = model->all();
+  auto model = restore_checkpoint(cli.load, ckpt);
+  auto& spec = model.desc().spec;
+  auto test = models::load_dataset(cli.dataset, false, model.desc(), cli.data_dir);
+  auto net = model.all();
   auto result = models::evaluate(net, test);
   log->info("checkpoint {}: model {}, version {} (batches trained), {}", cli.load,
             spec.canonical(), ckpt.snapshot.version, ckpt.note);
   log->info("test accuracy {:.2f}% ({} / {}), test loss {:.4f}",
             100.0 * result.accuracy(), result.correct, result.samples, result.mean_loss);
   std::printf("test accuracy: %.4f\n", result.accuracy());
+  return 0;
+}
+
+// The state dict is a plain dict of tensors named `<layer>.<module>.<param>`
+// (`conv1.conv.weight`, `block2.ln1.bias`), parameters and buffers, written
+// with torch::pickle_save: the archive format Python's torch.load reads.
+// Those are the names of the torch.nn module deploy/pytorch/salamander_torch.py
+// builds from the description written beside it, so
+//   model.load_state_dict(torch.load(OUTPUT))
+// takes every tensor, with no key left over or missing.
+int run_export(const export_cli& cli) {
+  auto log = logger("train");
+  auto ckpt = messages::load_checkpoint(cli.load);
+  auto model = restore_checkpoint(cli.load, ckpt);
+  auto net = model.all();
+  c10::Dict<std::string, torch::Tensor> state;
+  int64_t values = 0;
+  auto add = [&](const std::string& name, const torch::Tensor& t) {
+    state.insert(name, t.detach().contiguous().cpu());
+    values += t.numel();
+  };
+  for (auto& p : net->named_parameters(/*recurse=*/true)) {
+    add(p.key(), p.value());
+  }
+  for (auto& b : net->named_buffers(/*recurse=*/true)) {
+    add(b.key(), b.value());
+  }
+  auto bytes = torch::pickle_save(torch::IValue(state));
+  messages::write_file_atomically(cli.output, std::string_view(bytes.data(), bytes.size()),
+                                  "state dict");
+  auto arch = cli.output + ".json";
+  messages::write_file_atomically(arch, describe_json(model.desc()), "model description");
+  log->info("checkpoint {}: model {}, version {}", cli.load, model.desc().spec.canonical(),
+            ckpt.snapshot.version);
+  std::printf("exported %zu tensors (%lld values) to %s, the model's description to %s\n",
+              state.size(), static_cast<long long>(values), cli.output.c_str(), arch.c_str());
+  std::printf("in PyTorch: import salamander_torch; model = salamander_torch.load('%s')\n",
+              cli.output.c_str());
   return 0;
 }
 

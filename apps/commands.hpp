@@ -2,6 +2,8 @@
 // into these option structs; each run_* returns the process exit code.
 #pragma once
 
+#include "models/model_desc.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +42,11 @@ struct train_cli {
   std::string recovery_policy = "exact";
   std::string secret_file;  ///< cluster secret (else $SALAMANDER_SECRET)
   std::string metrics = ""; ///< JSON-lines log; "": runs/JOB/metrics.jsonl; "none": off
+  // continual learning (actors/train/stream.hpp)
+  std::string stream;     ///< replay:RATE, file:PATH or tcp:HOST:PORT; "": a data set
+  std::string stream_log; ///< "": beside the metrics log
+  uint64_t stream_keep = 256;
+  double stream_idle_end_s = 0;
 };
 
 /// `salamander infer` and `salamander serve`: a forward-only pipeline.
@@ -156,6 +163,13 @@ struct eval_cli {
 
 struct describe_cli {
   std::string model = "cnn";
+  bool json = false; ///< the description as JSON (what deploy/pytorch reads)
+};
+
+/// `salamander export`: a checkpoint's weights as a PyTorch state dict.
+struct export_cli {
+  std::string load;
+  std::string output;
 };
 
 struct node_cli {
@@ -206,6 +220,7 @@ int run_chaos(const chaos_cli& cli);
 int run_pipeline(const train_cli& cli);
 int run_node(const node_cli& cli);
 int run_eval(const eval_cli& cli);
+int run_export(const export_cli& cli);
 int run_federate(const fed_cli& cli);
 int run_split(const split_cli& cli);
 int run_infer(const serve_cli& cli);
@@ -213,6 +228,8 @@ int run_serve(const serve_cli& cli);
 /// runs/job-YYYYmmdd-HHMMSS-PID/metrics.jsonl under the working directory.
 std::string default_metrics_path();
 int run_describe(const describe_cli& cli);
+/// A model's description as JSON (`describe --json`, the file beside an export).
+std::string describe_json(const models::model_desc& desc);
 int run_console(const console_cli& cli);
 int run_plot(const plot_cli& cli);
 int run_audit(const audit_cli& cli);

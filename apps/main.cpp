@@ -2,7 +2,9 @@
 // unreliable edge devices. This file only parses the command line; each
 // subcommand lives in its own cmd_*.cpp.
 #include "apps/commands.hpp"
+#include "actors/train/stream.hpp"
 #include "apps/runtime_env.hpp"
+#include "models/torchscript.hpp"
 
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
@@ -22,7 +24,9 @@ namespace {
 const char* model_help =
     "model spec: mlp, cnn, resnet or vit, with options after a colon, e.g. "
     "cnn, mlp:hidden=512, resnet:width=16,blocks=2, vit:size=tiny, "
-    "vit:size=base,image=224,patch=16,channels=3,classes=1000";
+    "vit:size=base,image=224,patch=16,channels=3,classes=1000; or a PyTorch model: "
+    "torchscript:FILE (a scripted nn.Sequential, its children the layers; the same "
+    "path on every node)";
 
 // Numeric ranges in words. CLI11's own (PositiveNumber, Range) print
 // "Value 0 not in range 0.000000 to 1797693...": these say "must be at
@@ -94,6 +98,7 @@ CLI::Validator number(double min, double max, bool above = false,
 } // namespace
 
 int main(int argc, char** argv) {
+  salamander::models::enable_torchscript();
   CLI::App app{
       "salamander - fault-tolerant training and inference of deep networks across "
       "heterogeneous edge devices (CAF actors + LibTorch)"};
@@ -224,6 +229,36 @@ int main(int argc, char** argv) {
         "--secret-file", train.secret_file,
         "cluster secret the nodes must prove (default: $SALAMANDER_SECRET; none: "
         "an open cluster)");
+    sub->add_option(
+           "--stream", train.stream,
+           "continual learning: train on samples as they arrive, batch after batch "
+           "in arrival order, instead of a data set. replay:RATE replays "
+           "Fashion-MNIST's training split at RATE samples/s (EMULATED arrival); "
+           "file:PATH reads a file as it grows; tcp:HOST:PORT takes a producer's "
+           "connection. Records: a label byte and 784 pixel bytes. An epoch is "
+           "--max-batches batches of the stream (default 100), evaluated at its end")
+        ->check([](const std::string& s) {
+          try {
+            salamander::actors::check_stream_source(s);
+            return std::string();
+          } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+          }
+        });
+    sub->add_option("--stream-log", train.stream_log,
+                    "where the stream's batches are logged for exact replay after a "
+                    "failure (default: beside the metrics log; a restarted job given the "
+                    "same directory carries on from its last batch)");
+    sub->add_option("--stream-keep", train.stream_keep,
+                    "batches the stream log keeps behind the newest committed one "
+                    "(raised to what a rollback can need)")
+        ->check(whole<uint64_t>(1))
+        ->capture_default_str();
+    sub->add_option("--stream-idle-end", train.stream_idle_end_s,
+                    "file and tcp streams end after this many seconds without data (0: "
+                    "never; the job then runs its --epochs)")
+        ->check(number(0.0, 1e7, false, "seconds"))
+        ->capture_default_str();
   };
   t->add_option("--stages", train.stages,
                 "run a pipeline of N stages on N local nodes in this process (embedded "
@@ -305,6 +340,20 @@ int main(int argc, char** argv) {
   e->add_option("--threads", eval.threads, "compute threads (0: LibTorch's default)")
       ->check(whole<int>(0))
       ->capture_default_str();
+
+  export_cli exp;
+  auto* xp = app.add_subcommand(
+      "export",
+      "write a checkpoint's weights as a PyTorch state dict (torch.load reads it) and "
+      "the model's description beside it as JSON; deploy/pytorch/salamander_torch.py "
+      "builds the equivalent torch.nn module");
+  xp->add_option("--load", exp.load, "checkpoint written by train --save, federate or split")
+      ->required()
+      ->check(CLI::ExistingFile);
+  xp->add_option("-o,--output", exp.output,
+                 "the state dict to write (e.g. model.pt); its description goes to "
+                 "OUTPUT.json")
+      ->required();
 
   // ---- serving: infer (a data set) and serve (HTTP)
   serve_cli inf, srv;
@@ -602,6 +651,10 @@ int main(int argc, char** argv) {
       "print a model's per-layer parameters, activations and FLOPs (no weights "
       "are allocated, so ViT-Huge works too)");
   d->add_option("model", describe.model, model_help)->capture_default_str();
+  d->add_flag("--json", describe.json,
+              "print the description as JSON: every layer's name, kind, shapes, costs and "
+              "hyper-parameters (deploy/pytorch/salamander_torch.py builds the equivalent "
+              "torch.nn module from it)");
 
   chaos_cli chaos;
   auto* ch = app.add_subcommand(
@@ -687,6 +740,11 @@ int main(int argc, char** argv) {
       if (train.stages > 0 || !train.cluster.empty()) {
         return run_pipeline(train);
       }
+      if (!train.stream.empty()) {
+        throw std::invalid_argument(
+            "--stream trains a pipeline: give --stages N (1 for one device) or run "
+            "`salamander supervisor --cluster FILE`");
+      }
       return run_train(train);
     }
     if (*sup) {
@@ -711,6 +769,9 @@ int main(int argc, char** argv) {
     }
     if (*e) {
       return run_eval(eval);
+    }
+    if (*xp) {
+      return run_export(exp);
     }
     if (*in) {
       return run_infer(inf);

@@ -22,6 +22,7 @@ packages=(
   gnuplot-nox                     # plots
   libcpp-httplib-dev              # serve: the HTTP endpoint (Open Inference Protocol)
   wrk hey curl                    # serve: HTTP load benchmark, the tests' client
+  python3-torch                   # export: the tests load exported weights in PyTorch
   iproute2 procps tmux bc            # netns testbed, process control
 )
 

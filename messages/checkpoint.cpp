@@ -157,15 +157,18 @@ checkpoint parse_checkpoint(const std::string& bytes, const std::string& origin,
   });
 }
 
-void save_checkpoint(const std::string& path, const checkpoint& ckpt) {
-  auto bytes = serialize_checkpoint(ckpt);
+void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const std::string& what) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmp = (dir / ("." + target.filename().string() + ".tmp")).string();
+  auto failed = [&](int err) {
+    return codec_error("cannot write " + what + " " + path + ": " + std::strerror(err));
+  };
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    throw codec_error("cannot write checkpoint " + path + ": " + std::strerror(errno));
+    throw failed(errno);
   }
   size_t off = 0;
   while (off < bytes.size()) {
@@ -174,23 +177,27 @@ void save_checkpoint(const std::string& path, const checkpoint& ckpt) {
       continue;
     }
     if (n <= 0) {
-      int err = errno;
+      int err = n < 0 ? errno : EIO;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw codec_error("cannot write checkpoint " + path + ": " + std::strerror(err));
+      throw failed(err);
     }
     off += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    throw codec_error("cannot write checkpoint " + path + ": " + std::strerror(err));
+    throw failed(err);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    throw codec_error("cannot write checkpoint " + path + ": " + std::strerror(err));
+    throw failed(err);
   }
+}
+
+void save_checkpoint(const std::string& path, const checkpoint& ckpt) {
+  write_file_atomically(path, serialize_checkpoint(ckpt), "checkpoint");
 }
 
 checkpoint load_checkpoint(const std::string& path, const std::string& expect_fingerprint,

@@ -17,6 +17,7 @@
 #include "messages/tensor_codec.hpp"
 
 #include <string>
+#include <string_view>
 
 namespace salamander::messages {
 
@@ -30,6 +31,12 @@ struct checkpoint {
 };
 
 constexpr uint32_t checkpoint_format_version = 1;
+
+/// Writes `bytes` to a temporary file beside `path`, fsyncs it and renames it
+/// over `path`. Throws codec_error ("cannot write WHAT PATH: reason") if that
+/// fails; the target is then untouched.
+void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const std::string& what);
 
 /// Throws codec_error if the file cannot be written (the target is untouched).
 void save_checkpoint(const std::string& path, const checkpoint& ckpt);

@@ -166,6 +166,7 @@ using train_job_actor = job_actor::extend<
     caf::reacts_to<ready_atom, uint32_t>,
     caf::reacts_to<reduce_atom, uint64_t, uint32_t, uint64_t, tensor_payload>,
     caf::reacts_to<tick_atom>, caf::reacts_to<recover_atom, uint64_t>,
+    caf::reacts_to<dispatch_atom>,
     caf::replies_to<kill_atom, uint32_t>::with<std::string>,
     caf::replies_to<replan_atom, std::string>::with<std::string>,
     caf::replies_to<replicate_atom>::with<std::string>,

@@ -125,7 +125,7 @@ torch::Tensor read_idx(const std::string& path) {
   return t;
 }
 
-dataset load_fashion_mnist(bool train, const std::string& dir) {
+batch read_fashion_mnist_bytes(bool train, const std::string& dir) {
   auto dirs = fashion_mnist_dirs(dir);
   std::string prefix = train ? "train" : "t10k";
   std::vector<std::string> tried;
@@ -149,18 +149,27 @@ dataset load_fashion_mnist(bool train, const std::string& dir) {
                      to_string(images.sizes().vec()) + ", " + labels_path +
                      " has shape " + to_string(labels.sizes().vec()));
   }
-  dataset d;
-  d.name = "fashion-mnist/" + prefix;
-  d.images = images.unsqueeze(1)
-                 .to(torch::kFloat32)
-                 .div_(255.0)
-                 .sub_(fmnist_mean)
-                 .div_(fmnist_std);
-  d.labels = labels.to(torch::kInt64);
-  d.classes = fmnist_classes;
-  if (d.labels.max().item<int64_t>() >= d.classes) {
+  if (labels.max().item<int64_t>() >= fmnist_classes) {
     throw data_error(labels_path + " has a label outside 0..9");
   }
+  return {images, labels};
+}
+
+torch::Tensor normalise_fashion_mnist(const torch::Tensor& bytes) {
+  return bytes.unsqueeze(1)
+      .to(torch::kFloat32)
+      .div_(255.0)
+      .sub_(fmnist_mean)
+      .div_(fmnist_std);
+}
+
+dataset load_fashion_mnist(bool train, const std::string& dir) {
+  auto raw = read_fashion_mnist_bytes(train, dir);
+  dataset d;
+  d.name = std::string("fashion-mnist/") + (train ? "train" : "t10k");
+  d.images = normalise_fashion_mnist(raw.x);
+  d.labels = raw.y.to(torch::kInt64);
+  d.classes = fmnist_classes;
   return d;
 }
 

@@ -22,6 +22,11 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+struct batch {
+  torch::Tensor x;
+  torch::Tensor y;
+};
+
 struct dataset {
   std::string name;
   torch::Tensor images; ///< N x C x H x W, float32, normalised
@@ -40,6 +45,14 @@ std::vector<std::string> fashion_mnist_dirs(const std::string& dir = "");
 /// Reads the training or test split (IDX files, gzipped or raw). Throws
 /// data_error naming every path searched and the Debian package.
 dataset load_fashion_mnist(bool train, const std::string& dir = "");
+
+/// The split as stored: images N x 28 x 28 uint8, labels N uint8 (what a
+/// stream replays). Throws data_error like load_fashion_mnist.
+batch read_fashion_mnist_bytes(bool train, const std::string& dir = "");
+
+/// Fashion-MNIST pixel bytes (N x H x W uint8) as models see them:
+/// N x 1 x H x W float32, scaled and normalised.
+torch::Tensor normalise_fashion_mnist(const torch::Tensor& bytes);
 
 /// Reads one IDX file (gzipped or raw) into a uint8 tensor of its dimensions.
 /// Throws data_error for a bad magic number, a truncated body or trailing data.
@@ -60,11 +73,6 @@ void check_fits(const std::string& name, const model_desc& desc);
 /// `desc`, 4096 training / 1024 test examples).
 dataset load_dataset(const std::string& name, bool train, const model_desc& desc,
                      const std::string& dir = "");
-
-struct batch {
-  torch::Tensor x;
-  torch::Tensor y;
-};
 
 /// The batch (seed, epoch, id) of `data`.
 batch get_batch(const dataset& data, uint64_t seed, uint64_t epoch, int64_t batch_id,

@@ -155,6 +155,9 @@ std::mutex& init_mutex() {
 } // namespace
 
 nn::AnyModule build_layer(const layer_info& l) {
+  if (!l.source.empty()) {
+    return build_script_layer(l);
+  }
   if (l.kind == "dense") {
     return nn::AnyModule(dense(l.attr("in"), l.attr("out"), l.attr("relu") != 0));
   }

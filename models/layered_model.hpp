@@ -53,6 +53,11 @@ private:
 /// Builds the module for one described layer. Exposed for tests.
 torch::nn::AnyModule build_layer(const layer_info& info);
 
+/// The module of a described TorchScript layer (models/torchscript.hpp):
+/// child `info.attrs["child"]` of the file `info.source`, a fresh copy with
+/// its own parameters.
+torch::nn::AnyModule build_script_layer(const layer_info& info);
+
 /// Runs a contiguous range of layers on its own: forward for numbered
 /// micro-batches, and backward for each when its upstream gradient arrives.
 /// Micro-batches may be in flight out of order (1F1B interleaves them).

@@ -58,6 +58,9 @@ struct layer_info {
   /// layered_model::build() needs to construct it, so describe() is the one
   /// source of truth for the architecture.
   std::map<std::string, int64_t> attrs;
+  /// Where a layer that is not the zoo's comes from: the TorchScript file
+  /// whose top-level child `attrs["child"]` it is. Empty for the zoo's.
+  std::string source;
 
   int64_t attr(const std::string& key) const;
 };
@@ -106,9 +109,17 @@ std::string format_bytes(double bytes);
 /// Names accepted by describe() and layered_model::build().
 std::vector<std::string> zoo_names();
 
-/// Describes a zoo model analytically. Throws std::invalid_argument for an
-/// unknown model or a bad option, naming it.
+/// Describes a zoo model analytically, or a TorchScript file
+/// (`torchscript:PATH`) by loading it, once LibTorch code has registered how
+/// (models/torchscript.hpp; the salamander binary does at start). Throws
+/// std::invalid_argument for an unknown model or a bad option, naming it.
 model_desc describe(const model_spec& spec);
+
+/// How `torchscript:` models are described: set by enable_torchscript()
+/// (models/torchscript.hpp), which needs LibTorch; this header does not.
+using layers_describer = model_desc (*)(const model_spec& spec, const shape& input,
+                                        int64_t classes);
+void set_torchscript_describer(layers_describer describer);
 
 /// FNV-1a, 64 bit: stable across platforms and runs.
 uint64_t fnv1a(const void* data, size_t size, uint64_t hash = 0xcbf29ce484222325ULL);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iterator>
 #include <sstream>
 #include <stdexcept>
@@ -317,12 +318,26 @@ model_spec model_spec::parse(const std::string& text) {
   }
   std::stringstream rest(text.substr(colon + 1));
   std::string item;
+  bool first = true;
   while (std::getline(rest, item, ',')) {
     auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+    if (first && spec.name == "torchscript" && eq == std::string::npos && !item.empty()) {
+      // torchscript:PATH is short for torchscript:file=PATH
+      spec.options["file"] = item;
+    } else if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
       bad("model option '" + item + "' in '" + text + "' is not key=value");
+    } else {
+      spec.options[item.substr(0, eq)] = item.substr(eq + 1);
     }
-    spec.options[item.substr(0, eq)] = item.substr(eq + 1);
+    first = false;
+  }
+  if (auto f = spec.options.find("file"); spec.name == "torchscript" && f != spec.options.end()) {
+    // every process that reads the spec (nodes started elsewhere) finds the same file
+    std::error_code ec;
+    auto absolute = std::filesystem::absolute(f->second, ec);
+    if (!ec) {
+      f->second = absolute.lexically_normal().string();
+    }
   }
   return spec;
 }
@@ -460,6 +475,8 @@ uint64_t fnv1a(const void* data, size_t size, uint64_t hash) {
 
 namespace {
 
+layers_describer torchscript_describer = nullptr;
+
 // The layers of `spec`, unchecked for sizes that shrink to nothing.
 model_desc describe_layers(const model_spec& spec) {
   static const std::vector<std::string> known_common = {"image", "channels", "classes"};
@@ -480,8 +497,15 @@ model_desc describe_layers(const model_spec& spec) {
   } else if (spec.name == "vit") {
     d = describe_vit(spec, input, classes);
     known = {"size", "depth", "patch"};
+  } else if (spec.name == "torchscript") {
+    if (!torchscript_describer) {
+      bad("model " + spec.canonical() + ": this program cannot load TorchScript files");
+    }
+    d = torchscript_describer(spec, input, classes);
+    known = {"file"};
   } else {
-    bad("unknown model '" + spec.name + "'; the zoo has mlp, cnn, resnet, vit");
+    bad("unknown model '" + spec.name +
+        "'; the zoo has mlp, cnn, resnet, vit (or give torchscript:FILE)");
   }
   for (auto& [k, v] : spec.options) {
     if (std::find(known.begin(), known.end(), k) == known.end() &&
@@ -524,6 +548,10 @@ int64_t smallest_image(model_spec spec) {
 
 } // namespace
 
+void set_torchscript_describer(layers_describer describer) {
+  torchscript_describer = describer;
+}
+
 model_desc describe(const model_spec& spec) {
   auto d = describe_layers(spec);
   if (auto* l = vanishing_layer(d)) {
@@ -539,6 +567,10 @@ model_desc describe(const model_spec& spec) {
   for (auto& l : d.layers) {
     std::string part = l.name + "/" + l.kind + "/" + std::to_string(l.params) + "/" +
                        to_string(l.output);
+    if (!l.source.empty()) {
+      // another file under the same name is another model
+      part += "/" + std::to_string(l.attr("file_hash"));
+    }
     h = fnv1a(part.data(), part.size(), h);
   }
   char hex[17];

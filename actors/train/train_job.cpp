@@ -491,6 +491,9 @@ train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cf
   if (st.cfg.max_batches > 0) {
     st.batches_per_epoch = std::min(st.batches_per_epoch, st.cfg.max_batches);
   }
+  if (st.cfg.stream) {
+    st.batches_per_epoch = st.cfg.max_batches > 0 ? st.cfg.max_batches : tuning::stream_epoch;
+  }
   st.status.batches = st.batches_per_epoch;
   st.desc = models::describe(models::model_spec::parse(st.cfg.model));
   st.central_holder = self->spawn(replica_holder, std::string("central"));
@@ -551,6 +554,10 @@ train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cf
       },
       // ---- its own timers
       [=](tick_atom) { on_tick(self); },
+      [=](dispatch_atom) { // a starved stream's poll
+        self->state.stream_poll_pending = false;
+        feed(self);
+      },
       [=](recover_atom, uint64_t attempt) { recover(self, attempt); },
       // ---- the console's training commands (the cluster checked the console)
       [=](kill_atom, uint32_t stage) { return on_kill_stage(self, stage); },

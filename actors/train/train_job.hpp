@@ -51,6 +51,7 @@
 namespace salamander::actors {
 
 class metrics_log;
+class sample_stream;
 
 /// A training job's description: what the command line and the tests set.
 /// The defaults are the ones the README documents.
@@ -138,6 +139,10 @@ struct job_config {
   std::string secret;
   /// Where the JSON-lines metrics log goes ("": none).
   std::string metrics_path;
+  /// Continual learning (actors/train/stream.hpp): batch g is the stream's
+  /// g-th, waited for while it has not arrived; an epoch is `max_batches`
+  /// batches of it (default tuning::stream_epoch), evaluated at its end.
+  std::shared_ptr<sample_stream> stream;
 };
 
 struct train_job_state {
@@ -224,6 +229,8 @@ struct train_job_state {
   double replaced_measured_s = 0;
   std::shared_ptr<const models::dataset> train;
   std::shared_ptr<const models::dataset> test;
+  bool stream_poll_pending = false; ///< a dispatch is on its way (starved stream)
+  uint64_t evaluated_at = 0; ///< batches committed at the last evaluation
 
   job_status status;
   int64_t batches_per_epoch = 0;

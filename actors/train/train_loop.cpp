@@ -10,6 +10,7 @@
 // the lineage and feeds the next.
 #include "actors/job/metrics.hpp"
 #include "actors/logging.hpp"
+#include "actors/train/stream.hpp"
 #include "actors/train/train_job_impl.hpp"
 #include "algorithms/recovery.hpp"
 #include "algorithms/sampling.hpp"
@@ -179,6 +180,23 @@ void log_batch(self_ptr self, uint64_t g) {
              {"stages", stages}});
 }
 
+// The test accuracy after an epoch (for a stream, also how far training is
+// behind the data: batches arrived but not yet trained).
+void log_evaluated(self_ptr self) {
+  auto& st = self->state;
+  if (!st.metrics) {
+    return;
+  }
+  nlohmann::json fields = {{"epoch", st.status.epoch},
+                           {"committed", st.committed},
+                           {"accuracy", st.status.test_accuracy}};
+  if (st.cfg.stream) {
+    fields["stream_arrived"] = st.cfg.stream->arrived();
+    fields["stream_samples"] = st.cfg.stream->samples();
+  }
+  log_event(self, "evaluated", fields);
+}
+
 } // namespace
 
 void stop_stages(self_ptr self) {
@@ -237,6 +255,44 @@ std::vector<std::string> node_names(const train_job_state& st) {
   return out;
 }
 
+// Batch g of the stream into `b`, or false: it has not arrived (the job
+// looks again shortly, and waiting for data is not a stall), the stream has
+// ended (the job finishes at the flush) or failed (the job fails).
+bool stream_batch(self_ptr self, uint64_t g, models::batch& b) {
+  auto& st = self->state;
+  auto& stream = *st.cfg.stream;
+  try {
+    if (auto got = stream.get(g)) {
+      b = std::move(*got);
+      stream.release_below(st.committed);
+      return true;
+    }
+  } catch (const std::exception& e) {
+    fail(self, e.what());
+    return false;
+  }
+  if (stream.ended() && g >= stream.arrived()) {
+    if (auto why = stream.failure(); !why.empty()) {
+      fail(self, "the stream failed: " + why);
+    } else if (st.committed == st.fed && st.evaluated_at != st.committed &&
+               st.cfg.evaluate) {
+      end_epoch(self); // the last, partial epoch is evaluated too; then here again
+    } else if (st.committed == st.fed) {
+      subsystem_log("job")->info("the stream ended after {} batches", stream.arrived());
+      finish(self);
+    }
+    return false;
+  }
+  if (st.committed == st.fed) {
+    st.last_progress = clock::now(); // nothing in flight: waiting for data
+  }
+  if (!st.stream_poll_pending) {
+    st.stream_poll_pending = true;
+    self->delayed_send(self, tuning::stream_poll, dispatch_atom_v);
+  }
+  return false;
+}
+
 void feed(self_ptr self) {
   auto& st = self->state;
   if (st.phase == job_phase::replanning || st.phase == job_phase::checkpointing) {
@@ -269,10 +325,18 @@ void feed(self_ptr self) {
   auto epoch_end = (st.committed / st.batches_per_epoch + 1) * st.batches_per_epoch;
   while (st.fed < st.committed + static_cast<uint64_t>(st.cfg.window) &&
          st.fed < epoch_end && st.fed < total_batches(st)) {
-    uint64_t g = st.fed++;
-    auto epoch = g / st.batches_per_epoch;
-    auto id = static_cast<int64_t>(g % st.batches_per_epoch);
-    auto b = models::get_batch(*st.train, st.cfg.seed, epoch, id, st.cfg.batch_size);
+    uint64_t g = st.fed;
+    models::batch b;
+    if (st.cfg.stream) {
+      if (!stream_batch(self, g, b)) {
+        return;
+      }
+    } else {
+      auto epoch = g / st.batches_per_epoch;
+      auto id = static_cast<int64_t>(g % st.batches_per_epoch);
+      b = models::get_batch(*st.train, st.cfg.seed, epoch, id, st.cfg.batch_size);
+    }
+    st.fed++;
     int64_t m = std::min<int64_t>(st.cfg.micro_batches, b.x.size(0));
     auto xs = models::split_micro(b.x, m);
     auto ys = models::split_micro(b.y, m);
@@ -400,6 +464,8 @@ void on_eval(self_ptr self, uint64_t round, uint32_t chunk, const torch::Tensor&
   if (st.eval_pending == 0) {
     st.status.test_accuracy =
         static_cast<double>(st.eval_correct) / static_cast<double>(st.test->size());
+    st.evaluated_at = st.committed;
+    log_evaluated(self);
     after_epoch(self);
   }
 }

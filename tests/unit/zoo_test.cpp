@@ -14,6 +14,23 @@ TEST_CASE("model specs parse and print canonically", "[unit][zoo]") {
   CHECK(model_spec::parse("cnn").canonical() == "cnn");
 }
 
+TEST_CASE("torchscript:PATH names its file, made absolute for every process",
+          "[unit][zoo]") {
+  auto s = model_spec::parse("torchscript:/models/seq.pt,classes=5");
+  CHECK(s.get("file", "") == "/models/seq.pt");
+  CHECK(s.get_int("classes", 0) == 5);
+  CHECK(s.canonical() == "torchscript:classes=5,file=/models/seq.pt");
+  CHECK(model_spec::parse(s.canonical()).canonical() == s.canonical());
+  auto rel = model_spec::parse("torchscript:sub/../seq.pt");
+  CHECK(rel.get("file", "").front() == '/');
+  CHECK(rel.get("file", "").find("..") == std::string::npos);
+  // only torchscript takes a bare first option
+  CHECK_THROWS_WITH(model_spec::parse("cnn:seq.pt"), Catch::Contains("not key=value"));
+  // this test program never enabled TorchScript (it has no LibTorch)
+  CHECK_THROWS_WITH(describe(model_spec::parse("torchscript:/x.pt")),
+                    Catch::Contains("cannot load TorchScript files"));
+}
+
 TEST_CASE("bad model specs are rejected with the bad part named", "[unit][zoo]") {
   CHECK_THROWS_WITH(model_spec::parse(":a=1"), Catch::Contains("no model name"));
   CHECK_THROWS_WITH(model_spec::parse("cnn:c1"), Catch::Contains("'c1'"));
