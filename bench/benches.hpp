@@ -119,5 +119,7 @@ int serve(const bench_args& args);
 int federated(const bench_args& args);
 int federated_niid(const bench_args& args);
 int split(const bench_args& args);
+int footprint(const bench_args& args);
+int continual(const bench_args& args);
 
 } // namespace salamander::bench

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
       {"federated", federated},
       {"federated_niid", federated_niid},
       {"split", split},
+      {"footprint", footprint},
+      {"continual", continual},
   };
   if (argc < 2 || benches.count(argv[1]) == 0) {
     std::fprintf(stderr, "usage: salamander_bench NAME [--out PATH] [--quick]\nbenchmarks:");

@@ -297,7 +297,81 @@ def main():
         p("## Split learning (AdaSplit mode)\n")
         p(split_text(sd))
 
+    for name, text in SECTIONS.items():
+        d = load(name)
+        if d:
+            p(text(d))
+
     print("\n".join(out))
+
+
+def footprint_text(d):
+    lines = []
+    p = lines.append
+    p("## Node footprint\n")
+    p("`bench/run.sh footprint` — a `salamander node` process on this host (no emulation), "
+      "beside a program that only loads LibTorch and runs one matmul "
+      "(`bench/libtorch_alone.cpp`). Start-up is fork/exec to the `listening` line, median of "
+      "7 starts alternating with the LibTorch-alone program; idle figures are read from "
+      "/proc after the RSS settles, CPU and context switches (every thread's, each a "
+      "wake-up) over a 10 s window; 'holding a stage' is each node's peak RSS (VmHWM) over "
+      "a 20-batch job split evenly over two nodes, then its RSS once the job is gone. "
+      "Goals: start-up at most 1 s, idle RSS at most 1.25x LibTorch alone, idle CPU near "
+      "zero.\n")
+    p("| binary | start-up | LibTorch alone start-up | idle RSS | LibTorch alone RSS | "
+      "idle CPU | idle wake-ups/s |")
+    p("|---|---|---|---|---|---|---|")
+    p(f"| {f(d.get('binary_mb'), 1)} MB | {f(d.get('node_start_s'), 3)} s | "
+      f"{f(d.get('libtorch_alone_start_s'), 3)} s | {f(d.get('node_idle_rss_mb'), 1)} MB | "
+      f"{f(d.get('libtorch_alone_rss_mb'), 1)} MB | {f(d.get('node_idle_cpu_percent'), 3)}% | "
+      f"{f(d.get('node_idle_wakeups_per_s'), 2)} |")
+    p("")
+    p("| holding a stage of | peak RSS | RSS once the job is gone |")
+    p("|---|---|---|")
+    for key, name in [("cnn", "the CNN (2 of 4 layers)"),
+                      ("vit_small", "ViT-Small (7 of 14 layers)")]:
+        p(f"| {name} | {f(d.get('node_stage_peak_rss_mb_' + key), 1)} MB | "
+          f"{f(d.get('node_rss_after_job_mb_' + key), 1)} MB |")
+    p("")
+    p(f"Headlines: `node_start_s` **{f(d.get('node_start_s'), 3)}**, "
+      f"`node_idle_rss_over_libtorch` **{f(d.get('node_idle_rss_over_libtorch'), 3)}**, "
+      f"`node_idle_wakeups_per_s` **{f(d.get('node_idle_wakeups_per_s'), 2)}**.\n")
+    return "\n".join(lines)
+
+
+def continual_text(d):
+    lines = []
+    p = lines.append
+    p("## Continual learning from a stream\n")
+    p("`bench/run.sh continual` — the CNN as a 3-stage pipeline (layers 2,1,1) on three "
+      "`salamander node` processes (**EMULATED** devices on one host, loopback), trained "
+      "on a stream: Fashion-MNIST's training split replayed at 1000 samples/s (arrival "
+      "**EMULATED**), batches of 64, the test split evaluated after every 50 batches. The "
+      "same stream is trained twice in one run: fault-free, and with node 2 killed "
+      "(SIGKILL) halfway.\n")
+    p("| epoch | t (s) | accuracy, node killed | accuracy, fault-free | batches arrived but "
+      "not trained |")
+    p("|---|---|---|---|---|")
+    i = 1
+    while f"killed_epoch{i}_accuracy" in d:
+        p(f"| {i} | {f(d.get(f'killed_epoch{i}_t_s'), 1)} | "
+          f"{f(d.get(f'killed_epoch{i}_accuracy'), 4)} | "
+          f"{f(d.get(f'clean_epoch{i}_accuracy'), 4)} | "
+          f"{f(d.get(f'killed_epoch{i}_lag_batches'), 0)} |")
+        i += 1
+    p("")
+    p(f"Recovery during the stream: `stream_recovery_s` **{f(d.get('stream_recovery_s'), 3)}**, "
+      f"{f(d.get('stream_redone_batches'), 0)} batches replayed from the stream log; final "
+      f"accuracy {f(d.get('stream_final_accuracy'), 4)} (fault-free "
+      f"{f(d.get('stream_final_accuracy_fault_free'), 4)}); the two runs' final weights differ "
+      f"by at most {f(d.get('weights_max_diff'), 8)} (`stream_exact` "
+      f"**{f(d.get('stream_exact'), 0)}**); wall time {f(d.get('killed_wall_s'), 1)} s against "
+      f"{f(d.get('clean_wall_s'), 1)} s; `stream_max_lag_batches` "
+      f"**{f(d.get('stream_max_lag_batches'), 0)}**.\n")
+    return "\n".join(lines)
+
+
+SECTIONS = {"footprint": footprint_text, "continual": continual_text}
 
 
 def split_text(d):
@@ -484,4 +558,9 @@ def serve_tables(sv):
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "--section":
+        # one section alone, from its results (to add to BENCHMARKS.md by hand)
+        print(SECTIONS[sys.argv[2]](load(sys.argv[2]) or {}))
+    else:
+        main()

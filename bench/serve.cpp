@@ -116,11 +116,6 @@ std::string run_capture(const std::string& cmd) {
 hey_result hey_against(const std::vector<std::string>& serve_args,
                        const std::string& body, int connections, double seconds) {
   hey_result h;
-  int fds[2];
-  if (::pipe(fds) != 0) {
-    h.error = "pipe";
-    return h;
-  }
   std::vector<std::string> args = {actors::salamander_bin(),
                                    "--log-level",
                                    "warn",
@@ -130,26 +125,9 @@ hey_result hey_against(const std::vector<std::string>& serve_args,
                                    "--metrics",
                                    "none"};
   args.insert(args.end(), serve_args.begin(), serve_args.end());
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) {
-      ::_exit(127);
-    }
-    ::dup2(fds[1], STDOUT_FILENO);
-    ::close(fds[0]);
-    ::close(fds[1]);
-    std::vector<char*> argv;
-    for (auto& a : args) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  FILE* out = ::fdopen(fds[0], "r");
+  auto child = actors::spawn_piped(std::move(args));
+  pid_t pid = child.pid;
+  FILE* out = child.out;
   char line[256] = {0};
   std::string url;
   while (out && std::fgets(line, sizeof line, out)) {

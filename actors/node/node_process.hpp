@@ -32,36 +32,53 @@ inline std::string salamander_bin() {
   return bin;
 }
 
+/// A child process started with its standard output on a pipe.
+struct piped_child {
+  pid_t pid = -1;
+  FILE* out = nullptr; ///< the child's stdout; the caller closes it
+};
+
+/// Starts `args` (args[0] a path) with its stdout on a pipe. The kernel
+/// sends the child `death_signal` if the starter dies first, so nothing is
+/// left running after a crash or a test timeout's SIGKILL.
+inline piped_child spawn_piped(std::vector<std::string> args, int death_signal = SIGTERM) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    throw std::runtime_error("pipe failed");
+  }
+  pid_t parent = getpid();
+  piped_child c;
+  c.pid = fork();
+  if (c.pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, death_signal);
+    if (getppid() != parent) {
+      _exit(127); // the starter died before the line above
+    }
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  c.out = fdopen(fds[0], "r");
+  return c;
+}
+
 class node_process {
 public:
   explicit node_process(const std::string& name, std::vector<std::string> extra = {}) {
-    int fds[2];
-    if (pipe(fds) != 0) {
-      throw std::runtime_error("pipe failed");
-    }
     std::vector<std::string> args = {salamander_bin(), "--log-level", "warn", "node", "--name",
                                      name, "--listen", "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
-    pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != parent) {
-        _exit(127); // the starter died before the line above
-      }
-      dup2(fds[1], STDOUT_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) {
-        argv.push_back(a.data());
-      }
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    FILE* out = fdopen(fds[0], "r");
+    auto child = spawn_piped(std::move(args));
+    pid_ = child.pid;
+    FILE* out = child.out;
     char line[256] = {0};
     // "node NAME listening on 127.0.0.1:PORT"
     if (!out || !fgets(line, sizeof line, out)) {
