@@ -156,16 +156,21 @@ SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/jlogs" "$root/deploy/local-clust
   "$bin" supervisor --cluster "$work/jc.toml" --model mlp --dataset synthetic --epochs 30 \
   --plan even --listen "127.0.0.1:$port" >"$work/join.out" 2>"$work/join.err" &
 sup=$!
+# once the supervisor answers on its port, one late node joins; a loaded host
+# may take seconds to start either, so wait for each by what it says
+for _ in $(seq 1 600); do
+  "$bin" chaos --supervisor "127.0.0.1:$port" status >/dev/null 2>&1 && break
+  kill -0 "$sup" 2>/dev/null || break
+  sleep 0.1
+done
+"$bin" node --name latecomer --listen 127.0.0.1:0 --join "127.0.0.1:$port" \
+  >"$work/late.out" 2>"$work/late.err" &
+late=$!
 joined=""
-for _ in $(seq 1 40); do
-  sleep 0.25
-  if "$bin" node --name latecomer --listen 127.0.0.1:0 --join "127.0.0.1:$port" \
-       >"$work/late.out" 2>"$work/late.err" & late=$!; sleep 1.5; grep -q "joined" "$work/late.err"; then
-    joined=yes
-    break
-  fi
-  kill -TERM "$late" 2>/dev/null || true
-  wait "$late" 2>/dev/null || true
+for _ in $(seq 1 600); do
+  if grep -q "joined" "$work/late.err"; then joined=yes; break; fi
+  kill -0 "$late" 2>/dev/null || break
+  sleep 0.1
 done
 wait "$sup" || fail "job with a late node failed: $(tail -5 "$work/join.err")"
 kill -TERM "$late" 2>/dev/null || true

@@ -162,10 +162,14 @@ for e in start plan batch pause resume checkpoint replicate replan failure recov
 done
 # a console whose supervisor goes away says so at once and ends, exit 1
 # (not one --timeout per command)
-{ echo status; sleep 3; echo status; echo status; } |
-  "$bin" --log-level warn console "127.0.0.1:$port" --timeout 30 --secret-file "$work/secret" \
-    >"$work/gone.out" 2>"$work/gone.err" &
+# (its input is a FIFO this script writes: the later commands reach it only
+# after the supervisor is gone, however slowly the console starts)
+mkfifo "$work/gone.in"
+"$bin" --log-level warn console "127.0.0.1:$port" --timeout 30 --secret-file "$work/secret" \
+  <"$work/gone.in" >"$work/gone.out" 2>"$work/gone.err" &
 gone_pid=$!
+exec 7>"$work/gone.in"
+echo status >&7
 # stop the job only once this console is connected (its first status came
 # back): a loaded host can take seconds to start it
 for _ in $(seq 1 600); do
@@ -175,6 +179,8 @@ for _ in $(seq 1 600); do
 done
 grep -q "epoch" "$work/gone.out" || fail "the console to outlive its supervisor never connected: $(cat "$work/gone.err")"
 stop_job
+printf 'status\nstatus\n' >&7 # one write, while the console still reads
+exec 7>&-
 gone_start=$(date +%s)
 gone_rc=0
 wait "$gone_pid" || gone_rc=$?

@@ -41,17 +41,22 @@ check() { # NAME MODEL
     || fail "$name: export"
   grep -q "exported .* tensors .* to $name.pt" "$name.export" || fail "$name: $(cat "$name.export")"
   [ -s "$name.pt.json" ] || fail "$name: no description beside the state dict"
-  # a plain dict of tensors, whatever reads it
-  "$py" -c "
-import sys, torch
-sd = torch.load('$name.pt')
+  # a plain dict of tensors, whatever reads it; then the module's accuracy
+  # (one Python per model: importing torch is most of its time)
+  theirs=$("$py" - "$name.pt" <<'PY'
+import sys, torch, salamander_torch
+sd = torch.load(sys.argv[1])
 assert type(sd) is dict and sd and all(isinstance(v, torch.Tensor) for v in sd.values()), sd.keys()
-" || fail "$name: torch.load did not give a dict of tensors"
-  theirs=$("$py" "$here/../../deploy/pytorch/salamander_torch.py" "$name.pt" \
-    | sed -n 's/^test accuracy: \([0-9.]*\) .*/\1/p')
+torch.set_num_threads(1)
+correct, total = salamander_torch.accuracy(salamander_torch.load(sys.argv[1]),
+                                           *salamander_torch.fashion_mnist())
+print(f"{correct / total:.4f}")
+PY
+) || fail "$name: PyTorch could not load or evaluate the export"
   [ -n "$theirs" ] || fail "$name: PyTorch printed no accuracy"
   [ "$ours" = "$theirs" ] || fail "$name: salamander eval says $ours, PyTorch $theirs"
   echo "$name ($model): eval --load $ours, PyTorch $theirs"
+  eval "acc_$name=$ours"
 }
 check mlp "mlp:hidden=64,depth=2"
 check cnn "cnn:c1=4,c2=8,hidden=32"
@@ -59,8 +64,10 @@ check resnet "resnet:width=4,blocks=1"
 check vit "vit:size=tiny,depth=1"
 
 # an untrained model's accuracy is near chance: equal accuracies above mean the weights arrived
-mlp_acc=$("$bin" eval --load mlp.ckpt --log-level warn | sed -n 's/^test accuracy: //p')
-awk -v a="$mlp_acc" 'BEGIN { exit !(a > 0.5) }' || fail "25 batches gave the MLP only $mlp_acc"
+awk -v a="$acc_mlp" 'BEGIN { exit !(a > 0.5) }' || fail "25 batches gave the MLP only $acc_mlp"
+# the module's own command line, as the README shows it
+script=$("$py" "$here/../../deploy/pytorch/salamander_torch.py" cnn.pt) || fail "salamander_torch.py cnn.pt"
+grep -q "^test accuracy: $acc_cnn (" <<<"$script" || fail "salamander_torch.py says '$script', eval $acc_cnn"
 
 # an output that cannot be written: said, and nothing half-written
 if out=$("$bin" export --load cnn.ckpt -o no/such/dir/m.pt 2>&1); then fail "wrote into a missing directory"; fi
