@@ -32,6 +32,11 @@
 #   SALAMANDER_LINK_DOWN_AFTER=I:S[:F][,...]  set node I's link down S
 #       seconds after COMMAND starts (it falls off the network); back up
 #       after F more seconds if F is given
+#   SALAMANDER_CHAOS_FROM=start|connected  the chaos times above count from
+#       COMMAND's start (default), or from when a supervisor has connected to
+#       every node (each node's log says so): on a loaded host a supervisor
+#       can take seconds to start, and a cut meant for mid-run would land
+#       before the job began
 #   SALAMANDER_LOG_DIR   node logs (default: a temporary directory, printed)
 #   SALAMANDER_BIN       the salamander binary (default: build/apps/salamander)
 #   SALAMANDER_NETNS_SUBNET=10.77.0   first three octets of the /24
@@ -374,8 +379,22 @@ export SALAMANDER_CLUSTER=$cluster
 
 now_us() { echo "${EPOCHREALTIME/./}"; }
 start=$(now_us)
+chaos_from=${SALAMANDER_CHAOS_FROM:-start}
+case "$chaos_from" in start | connected) ;; *) die "SALAMANDER_CHAOS_FROM must be start or connected, got '$chaos_from'" ;; esac
+all_connected() {
+  local i
+  for i in $(seq 1 "$n"); do
+    grep -q "supervisor authenticated" "$logs/node$i.log" 2>/dev/null || return 1
+  done
+}
 run_due_events() {
   local k due action node t
+  if [ "$chaos_from" = connected ]; then
+    all_connected || return 0
+    chaos_from=start
+    start=$(now_us)
+    say "CHAOS: every node has its supervisor; the chaos clock starts now"
+  fi
   for k in "${!events[@]}"; do
     read -r due action node <<<"${events[$k]}"
     t=$(( $(now_us) - start ))

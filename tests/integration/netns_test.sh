@@ -98,7 +98,7 @@ echo "netns: short job over 3 namespaced nodes: $((t1 - t0)) ms"
 #    hang timeout and recovers without it
 t0=$(ms)
 rc=0
-SALAMANDER_LOG_DIR="$work/l2" SALAMANDER_LINK_DOWN_AFTER=2:2 \
+SALAMANDER_LOG_DIR="$work/l2" SALAMANDER_LINK_DOWN_AFTER=2:2 SALAMANDER_CHAOS_FROM=connected \
   testbed_rc "$testbed" 3 "$work/c2.toml" "$bin" supervisor --cluster "$work/c2.toml" \
   --dataset synthetic --epochs 5 --plan even --hang-timeout 2 \
   >"$work/j2.out" 2>"$work/last.err" || rc=$?
@@ -118,7 +118,7 @@ echo "netns: job recovering from a cut link: $((t1 - t0)) ms"
 #     links return, and finishes
 t0=$(ms)
 rc=0
-SALAMANDER_LOG_DIR="$work/l2b" SALAMANDER_LINK_DOWN_AFTER=1:3:5,2:3:5,3:3:5 \
+SALAMANDER_LOG_DIR="$work/l2b" SALAMANDER_LINK_DOWN_AFTER=1:3:5,2:3:5,3:3:5 SALAMANDER_CHAOS_FROM=connected \
   testbed_rc "$testbed" 3 "$work/c2b.toml" "$bin" supervisor --cluster "$work/c2b.toml" \
   --dataset synthetic --epochs 12 --plan even --hang-timeout 2 \
   >"$work/j2b.out" 2>"$work/last.err" || rc=$?
