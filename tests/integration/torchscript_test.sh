@@ -72,33 +72,16 @@ common=(--model torchscript:seq.pt --max-batches 200 --batch-size 32 --micro-bat
 "$bin" train "${common[@]}" --log-level warn --stages 3 --balance 3,2,3 --save three.ckpt \
   >three.out 2>three.err \
   || fail "3 stages"
-same_weights() { # A.ckpt B.ckpt: exported state dicts equal to 1e-5
-  "$bin" export --load "$1" -o "$1.pt" --log-level warn >/dev/null || fail "export $1"
-  "$bin" export --load "$2" -o "$2.pt" --log-level warn >/dev/null || fail "export $2"
-  "$py" - "$1.pt" "$2.pt" <<'PY' || fail "$1 and $2 differ"
-import sys, torch
-a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
-assert a.keys() == b.keys(), (a.keys(), b.keys())
-worst = max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
-print(f"max |difference| {worst:.2e} over {len(a)} tensors")
-assert worst <= 1e-5
-PY
-}
+. "$here/job_procs.sh" # con, pause_job, same_weights
 same_weights one.ckpt three.ckpt
 
 # ---- the same pipeline over node processes, its middle stage crashed while paused
 port=$(( 20000 + RANDOM % 20000 ))
-con() { "$bin" --log-level warn console "127.0.0.1:$port" --timeout 10 --exec "$1"; }
 SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/logs" "$root/deploy/local-cluster.sh" 3 "$work/c.toml" \
   "$bin" supervisor --cluster "$work/c.toml" "${common[@]}" --balance 3,2,3 \
   --replicate-every 5 --listen "127.0.0.1:$port" --save chaos.ckpt >chaos.out 2>chaos.err &
 sup=$!
-paused=""
-for _ in $(seq 1 120); do
-  if out=$(con pause 2>/dev/null) && grep -q "paused at batch" <<<"$out"; then paused=yes; break; fi
-  sleep 0.25
-done
-[ -n "$paused" ] || fail "the job could not be paused"
+pause_job
 grep -q "killed" <<<"$("$bin" chaos --supervisor "127.0.0.1:$port" kill-stage 1)" || fail "kill-stage"
 con resume >/dev/null || fail "resume"
 wait "$sup" || fail "the job with a crashed stage failed"
