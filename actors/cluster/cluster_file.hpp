@@ -1,15 +1,9 @@
-// Finding the nodes of a job: a cluster file naming devices and addresses,
-// connecting to them, or spawning local nodes for the embedded mode.
-//
-// Cluster file (TOML), see deploy/cluster.example.toml:
-//
-//   [[node]]
-//   name = "board-1"
-//   address = "192.0.2.11:7101"
-//
+// Finding the nodes of a job: connecting to the nodes a cluster file names
+// (read by cluster_toml.hpp), or spawning local nodes for the embedded mode.
 // Stage i runs on the i-th node listed.
 #pragma once
 
+#include "actors/cluster/cluster_toml.hpp"
 #include "actors/node/node.hpp"
 
 #include <caf/expected.hpp>
@@ -29,18 +23,6 @@ struct remote_node {
   std::string host = "";
   uint16_t port = 0;
 };
-
-struct cluster_node {
-  std::string name;
-  std::string host;
-  uint16_t port = 0;
-};
-
-/// Throws std::invalid_argument naming the file, the entry and the problem.
-std::vector<cluster_node> read_cluster_file(const std::string& path);
-
-/// Parses "HOST:PORT"; throws std::invalid_argument naming the bad value.
-std::pair<std::string, uint16_t> parse_address(const std::string& address);
 
 /// Connects to every node; the error names the first node that could not be
 /// reached and its address.
