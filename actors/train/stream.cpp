@@ -1,5 +1,6 @@
 #include "actors/train/stream.hpp"
 
+#include "actors/train/stream_format.hpp"
 #include "algorithms/sampling.hpp"
 #include "messages/checkpoint.hpp"
 
@@ -13,7 +14,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <zlib.h>
 
 namespace salamander::actors {
 
@@ -22,89 +22,19 @@ namespace {
 namespace fs = std::filesystem;
 using models::data_error;
 
-constexpr char magic[8] = {'S', 'A', 'L', 'M', 'S', 'T', 'R', 'M'};
-constexpr size_t header_bytes = 40;
-constexpr int64_t side = 28; ///< Fashion-MNIST-shaped samples
-constexpr size_t sample_bytes = side * side;
-constexpr int64_t classes = 10;
+using stream_format::header_bytes;
+using stream_format::sample_bytes;
+using stream_format::side;
+using stream_format::classes;
 
-struct parsed_source {
-  std::string kind; ///< replay, file, tcp
-  double rate = 0;
-  std::string path;
-  std::string host;
-  uint16_t port = 0;
-};
-
-parsed_source parse_source(const std::string& source) {
-  auto colon = source.find(':');
-  parsed_source p;
-  p.kind = source.substr(0, colon);
-  std::string rest = colon == std::string::npos ? "" : source.substr(colon + 1);
-  auto bad = [&](const std::string& why) {
-    throw std::invalid_argument("--stream " + source + ": " + why +
-                                " (give replay:RATE, file:PATH or tcp:HOST:PORT)");
-  };
-  if (p.kind == "replay") {
-    try {
-      size_t used = 0;
-      p.rate = std::stod(rest, &used);
-      if (used != rest.size()) {
-        bad("RATE must be a number of samples per second");
-      }
-    } catch (const std::logic_error&) {
-      bad("RATE must be a number of samples per second");
-    }
-    if (!(p.rate > 0 && p.rate <= 1e7)) {
-      bad("RATE must be above 0 and at most 1e7 samples per second");
-    }
-  } else if (p.kind == "file") {
-    if (rest.empty()) {
-      bad("no PATH");
-    }
-    p.path = rest;
-  } else if (p.kind == "tcp") {
-    auto c = rest.rfind(':');
-    if (c == std::string::npos || c == 0) {
-      bad("no HOST:PORT");
-    }
-    p.host = rest.substr(0, c);
-    int port = 0;
-    try {
-      port = std::stoi(rest.substr(c + 1));
-    } catch (const std::logic_error&) {
-      bad("PORT must be a number");
-    }
-    if (port <= 0 || port > 65535) {
-      bad("PORT must be 1 to 65535");
-    }
-    p.port = static_cast<uint16_t>(port);
-  } else {
-    bad("unknown source '" + p.kind + "'");
+/// Checks a log file's header and checksum; throws data_error naming it.
+stream_format::log_header check_log(const std::string& path, const std::string& bytes) {
+  try {
+    return stream_format::check_log(path, bytes);
+  } catch (const stream_format::log_error& e) {
+    throw data_error(e.what());
   }
-  return p;
 }
-
-void put_u32(std::string& out, uint32_t v) {
-  out.append(reinterpret_cast<const char*>(&v), 4);
-}
-void put_u64(std::string& out, uint64_t v) {
-  out.append(reinterpret_cast<const char*>(&v), 8);
-}
-template <class T>
-T get(const std::string& in, size_t at) {
-  T v;
-  std::memcpy(&v, in.data() + at, sizeof v);
-  return v;
-}
-
-struct log_header {
-  uint64_t batch = 0;
-  uint32_t samples = 0;
-  uint32_t bytes_per_sample = 0;
-  uint64_t position = 0;
-  uint32_t crc = 0;
-};
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -114,37 +44,18 @@ std::string read_all(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-/// Checks a log file's header and checksum; throws data_error naming it.
-log_header check_log(const std::string& path, const std::string& bytes) {
-  if (bytes.size() < header_bytes || std::memcmp(bytes.data(), magic, 8) != 0) {
-    throw data_error("stream log " + path + " is not a salamander stream batch");
-  }
-  log_header h{get<uint64_t>(bytes, 8), get<uint32_t>(bytes, 16), get<uint32_t>(bytes, 20),
-               get<uint64_t>(bytes, 24), get<uint32_t>(bytes, 32)};
-  size_t body = static_cast<size_t>(h.samples) * (1 + h.bytes_per_sample);
-  if (h.bytes_per_sample != sample_bytes || bytes.size() != header_bytes + body) {
-    throw data_error("stream log " + path + " is truncated or of another shape");
-  }
-  auto crc = crc32(0L, reinterpret_cast<const Bytef*>(bytes.data() + header_bytes),
-                   static_cast<uInt>(body));
-  if (crc != h.crc) {
-    throw data_error("stream log " + path + " fails its checksum: the file is corrupt");
-  }
-  return h;
-}
-
 } // namespace
 
 void check_stream_source(const std::string& source) {
-  parse_source(source);
+  stream_format::parse_source(source);
 }
 
 sample_stream::sample_stream(stream_options opts) : opts_(std::move(opts)) {
-  auto src = parse_source(opts_.source);
+  auto src = stream_format::parse_source(opts_.source);
   if (opts_.batch_size <= 0) {
     throw std::invalid_argument("a stream needs a batch size above 0");
   }
-  record_bytes_ = 1 + sample_bytes;
+  record_bytes_ = stream_format::record_bytes;
   std::error_code ec;
   fs::create_directories(opts_.log_dir, ec);
   if (ec) {
@@ -155,11 +66,11 @@ sample_stream::sample_stream(stream_options opts) : opts_(std::move(opts)) {
   uint64_t highest = 0;
   bool any = false;
   for (auto& e : fs::directory_iterator(opts_.log_dir)) {
-    auto name = e.path().filename().string();
-    if (name.rfind("batch-", 0) != 0 || e.path().extension() != ".bin") {
+    auto number = stream_format::log_number(e.path().filename().string());
+    if (!number) {
       continue;
     }
-    uint64_t g = std::stoull(name.substr(6, name.size() - 10));
+    uint64_t g = *number;
     lowest = std::min(lowest, g);
     highest = std::max(highest, g);
     any = true;
@@ -221,9 +132,7 @@ std::string sample_stream::failure() const {
 }
 
 std::string sample_stream::batch_path(uint64_t g) const {
-  char name[40];
-  std::snprintf(name, sizeof name, "batch-%012llu.bin", static_cast<unsigned long long>(g));
-  return (fs::path(opts_.log_dir) / name).string();
+  return (fs::path(opts_.log_dir) / stream_format::log_name(g)).string();
 }
 
 void sample_stream::wait_for(double seconds) {
@@ -233,7 +142,7 @@ void sample_stream::wait_for(double seconds) {
 
 void sample_stream::run() {
   try {
-    auto src = parse_source(opts_.source);
+    auto src = stream_format::parse_source(opts_.source);
     if (src.kind == "replay") {
       read_replay(src.rate);
     } else if (src.kind == "file") {
@@ -282,16 +191,8 @@ void sample_stream::log_batch() {
   for (size_t r = 0; r < n; ++r) {
     body.append(pending_, r * record_bytes_ + 1, sample_bytes);
   }
-  std::string file(magic, 8);
   uint64_t g = arrived_.load();
-  put_u64(file, g);
-  put_u32(file, static_cast<uint32_t>(n));
-  put_u32(file, static_cast<uint32_t>(sample_bytes));
-  put_u64(file, position_);
-  put_u32(file, static_cast<uint32_t>(crc32(
-                    0L, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))));
-  put_u32(file, 0);
-  file += body;
+  auto file = stream_format::encode_log(g, static_cast<uint32_t>(n), position_, body);
   messages::write_file_atomically(batch_path(g), file, "stream log");
   arrived_ = g + 1; // only now may training ask for it
 }
