@@ -1,5 +1,6 @@
 #include "apps/http_front.hpp"
 
+#include "apps/infer_request.hpp"
 #include "messages/errors.hpp"
 
 #include <fmt/format.h>
@@ -26,31 +27,6 @@ void reply(httplib::Response& res, int code, const json& body) {
 
 void error(httplib::Response& res, int code, const std::string& what) {
   reply(res, code, json{{"error", what}});
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    out += (i ? "," : "") + std::to_string(s[i]);
-  }
-  return out + "]";
-}
-
-// Flattens a (possibly nested) JSON array of numbers; false on anything else.
-bool flatten(const json& j, std::vector<float>& out) {
-  if (j.is_number()) {
-    out.push_back(j.get<float>());
-    return true;
-  }
-  if (!j.is_array()) {
-    return false;
-  }
-  for (auto& e : j) {
-    if (!flatten(e, out)) {
-      return false;
-    }
-  }
-  return true;
 }
 
 } // namespace
@@ -118,11 +94,11 @@ struct http_front::impl {
       done(404);
       return;
     }
-    json body;
+    infer_request request;
     try {
-      body = json::parse(req.body);
-    } catch (const json::parse_error& e) {
-      error(res, 400, std::string("malformed JSON: ") + e.what());
+      request = parse_infer_request(req.body, input_shape);
+    } catch (const request_error& e) {
+      error(res, 400, e.what());
       done(400);
       return;
     }
@@ -130,62 +106,7 @@ struct http_front::impl {
       error(res, 400, what);
       done(400);
     };
-    if (!body.is_object() || !body.contains("inputs") || !body["inputs"].is_array()) {
-      return bad("the request needs \"inputs\": [{\"name\", \"shape\", \"datatype\", "
-                 "\"data\"}]");
-    }
-    auto& inputs = body["inputs"];
-    if (inputs.size() != 1) {
-      return bad("the model takes one input, got " + std::to_string(inputs.size()));
-    }
-    auto& in = inputs[0];
-    if (!in.is_object() || !in.contains("shape") || !in["shape"].is_array() ||
-        !in.contains("data")) {
-      return bad("an input needs \"shape\" (an array) and \"data\"");
-    }
-    auto datatype = in.contains("datatype") && in["datatype"].is_string()
-                        ? in["datatype"].get<std::string>()
-                    : in.contains("datatype") ? in["datatype"].dump()
-                                              : std::string();
-    if (datatype != "FP32") {
-      return bad("input datatype '" + datatype + "', the model takes FP32");
-    }
-    std::vector<int64_t> shape;
-    for (auto& d : in["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 1) {
-        return bad("input shape " + in["shape"].dump() +
-                   " is not a list of positive "
-                   "whole numbers");
-      }
-      shape.push_back(d.get<int64_t>());
-    }
-    bool fits = shape.size() == input_shape.size();
-    for (size_t i = 1; fits && i < shape.size(); ++i) {
-      fits = shape[i] == input_shape[i];
-    }
-    if (!fits) {
-      return bad("input shape " + shape_text(shape) + ", the model takes " +
-                 shape_text(input_shape) + " (rows first)");
-    }
-    std::vector<float> data;
-    if (!flatten(in["data"], data)) {
-      return bad("input data must be numbers (flat, or nested as the shape)");
-    }
-    // rows x the model's sample size, without overflow: the rows come
-    // from the client and may be anything
-    int64_t sample = 1;
-    for (size_t i = 1; i < shape.size(); ++i) {
-      sample *= shape[i];
-    }
-    auto given = static_cast<int64_t>(data.size());
-    bool matches = given % sample == 0 && given / sample == shape[0];
-    int64_t want = shape[0] <= given / sample + 1 ? shape[0] * sample : -1;
-    if (!matches) {
-      return bad("input data has " + std::to_string(data.size()) + " values, the shape " +
-                 shape_text(shape) + " needs " +
-                 (want > 0 ? std::to_string(want) : std::string("far more")));
-    }
-    auto x = torch::from_blob(data.data(), shape, torch::kFloat32).clone();
+    auto x = torch::from_blob(request.data.data(), request.shape, torch::kFloat32).clone();
     auto y = svc.infer(x);
     if (!y) {
       auto& err = y.error();
@@ -224,8 +145,8 @@ struct http_front::impl {
                                               {"datatype", "FP32"},
                                               {"shape", out.sizes().vec()},
                                               {"data", values}}})}};
-    if (body.contains("id")) {
-      answer["id"] = body["id"];
+    if (request.has_id) {
+      answer["id"] = request.id;
     }
     reply(res, 200, answer);
     done(200);
