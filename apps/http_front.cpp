@@ -11,11 +11,302 @@
 #include <mutex>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+
 namespace salamander::apps {
 
 namespace {
 
 using json = nlohmann::json;
+
+// ---- what one client may cost (README: "Hostile network input")
+//
+// httplib 0.11 alone lets a client hold a handling thread for as long as it
+// sends a byte every few seconds (its read timeout is per read), queues
+// every connection it accepts, and reads a chunked body, or a POST without
+// Content-Length, into memory without any limit. The server below keeps
+// httplib's request parsing and replaces only the connection loop: a
+// request must arrive within `grace` plus one second per `min_rate` bytes
+// and never in more than `longest`; it may not exceed its byte budget; and
+// past `connections_per_thread` connections per handling thread a new one is
+// answered 503 at once instead of waiting in an unbounded queue.
+struct http_limits {
+  std::chrono::milliseconds first{2000};  ///< for a new connection's first request
+  std::chrono::milliseconds idle{5000};   ///< for a kept-alive connection's next one
+  std::chrono::milliseconds read{5000};   ///< between two packets of a request
+  std::chrono::milliseconds write{5000};  ///< for the client to take the answer
+  std::chrono::milliseconds grace{10000}; ///< a request's time before the rate rule
+  double min_rate = 64 * 1024;            ///< bytes/s a request must keep after grace
+  std::chrono::milliseconds longest{60000}; ///< no request takes longer to arrive
+  size_t header_bytes = 64 * 1024;        ///< request line and headers
+  size_t connections_per_thread = 4;      ///< handled + waiting, per handling thread
+};
+
+// Why the bounded stream stopped reading a request; set on the handling
+// thread, read by the error handler on the same thread.
+enum class refusal { none, too_large, too_slow, over_budget };
+thread_local refusal refused_as = refusal::none;
+// Set while the pool runs a connection only to turn it away.
+thread_local bool turning_away = false;
+// Set by the pre-routing handler when the body is left unread: the
+// connection cannot carry another request.
+thread_local bool must_close = false;
+
+// A socket stream (httplib's SocketStream is not in Debian's header) that
+// enforces the limits above. Reads are buffered: httplib reads headers one
+// byte at a time.
+class bounded_stream : public httplib::Stream {
+public:
+  bounded_stream(socket_t sock, const http_limits& lim, size_t max_bytes,
+                 std::atomic<int64_t>& in_flight, int64_t budget)
+      : sock_(sock), lim_(lim), max_bytes_(max_bytes), in_flight_(in_flight),
+        budget_(budget), start_(std::chrono::steady_clock::now()) {}
+  ~bounded_stream() override { in_flight_ -= static_cast<int64_t>(received_); }
+  bounded_stream(const bounded_stream&) = delete;
+  bounded_stream& operator=(const bounded_stream&) = delete;
+
+  bool is_readable() const override {
+    return wait(POLLIN, lim_.read);
+  }
+  bool is_writable() const override {
+    return wait(POLLOUT, lim_.write);
+  }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (pos_ < end_) {
+      auto n = std::min(size, end_ - pos_);
+      std::memcpy(ptr, buf_.data() + pos_, n);
+      pos_ += n;
+      return static_cast<ssize_t>(n);
+    }
+    if (received_ >= max_bytes_) {
+      refused_as = refusal::too_large;
+      return -1;
+    }
+    auto now = std::chrono::steady_clock::now();
+    auto earned = std::chrono::milliseconds(
+        static_cast<int64_t>(1000.0 * static_cast<double>(received_) / lim_.min_rate));
+    auto deadline = start_ + std::min(lim_.grace + earned, lim_.longest);
+    if (now >= deadline) {
+      refused_as = refusal::too_slow;
+      return -1;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    if (!wait(POLLIN, std::min(lim_.read, left + std::chrono::milliseconds(1)))) {
+      refused_as = refusal::too_slow; // nothing for `read`, or past the deadline
+      return -1;
+    }
+    auto want = std::min(buf_.size(), max_bytes_ - received_);
+    ssize_t n;
+    do {
+      n = ::recv(sock_, buf_.data(), want, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+      return n;
+    }
+    received_ += static_cast<size_t>(n);
+    if ((in_flight_ += n) > budget_) {
+      refused_as = refusal::over_budget;
+      return -1;
+    }
+    pos_ = 0;
+    end_ = static_cast<size_t>(n);
+    return read(ptr, size);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) {
+      return -1;
+    }
+    ssize_t n;
+    do {
+      n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address(::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address(::getsockname, ip, port);
+  }
+  socket_t socket() const override { return sock_; }
+
+private:
+  bool wait(short events, std::chrono::milliseconds timeout) const {
+    pollfd p{sock_, events, 0};
+    int r;
+    do {
+      r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, timeout.count())));
+    } while (r < 0 && errno == EINTR);
+    return r > 0 && (p.revents & (events | POLLHUP)) != 0;
+  }
+  template <class Getter>
+  void address(Getter get, std::string& ip, int& port) const {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    char host[NI_MAXHOST] = "";
+    char serv[NI_MAXSERV] = "";
+    if (get(sock_, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+        ::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof host, serv,
+                      sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+      ip = host;
+      port = std::atoi(serv);
+    }
+  }
+
+  socket_t sock_;
+  const http_limits& lim_;
+  size_t max_bytes_;
+  std::atomic<int64_t>& in_flight_;
+  int64_t budget_;
+  std::chrono::steady_clock::time_point start_;
+  size_t received_ = 0;
+  std::array<char, 4096> buf_{};
+  size_t pos_ = 0;
+  size_t end_ = 0;
+};
+
+// httplib's connection loop (keep-alive, one request after another) over a
+// bounded stream; a connection the pool turns away gets a 503 and is closed.
+// (process_and_close_socket is private in httplib::Server but virtual, and
+// process_request protected: this is the seam httplib's SSLServer uses.)
+class guarded_server : public httplib::Server {
+public:
+  http_limits limits;
+  size_t max_request_bytes = 0; ///< headers + the largest body
+  int64_t budget = 0;           ///< request bytes held at once, all connections
+  std::atomic<int64_t> in_flight{0};
+  std::atomic<int64_t> turned_away{0};
+  std::atomic<int64_t> too_slow{0};
+
+private:
+  bool process_and_close_socket(socket_t sock) override {
+    if (turning_away) {
+      ++turned_away;
+      static const std::string body = R"({"error": "too many connections; try again"})";
+      auto text = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                  "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
+                  std::to_string(body.size()) + "\r\n\r\n" + body;
+      // never blocks the accepting thread: the socket's buffer is empty
+      (void)::send(sock, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      close_gently(sock);
+      return false;
+    }
+    bool ret = false;
+    for (auto count = keep_alive_max_count_; svr_sock_ != INVALID_SOCKET && count > 0;
+         --count) {
+      // a silent connection holds a handling thread for `first` at most
+      auto wait = count == keep_alive_max_count_ ? limits.first : limits.idle;
+      pollfd p{sock, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) {
+        break;
+      }
+      bounded_stream strm(sock, limits, max_request_bytes, in_flight, budget);
+      refused_as = refusal::none;
+      must_close = false;
+      bool closed = false;
+      ret = process_request(strm, count == 1, closed, nullptr);
+      if (refused_as == refusal::too_slow) {
+        ++too_slow;
+      }
+      if (!ret || closed || must_close || refused_as != refusal::none) {
+        break;
+      }
+    }
+    close_gently(sock);
+    return ret;
+  }
+
+  // Reads what is already there before closing, so that the answer is not
+  // lost to a reset (unread data at close makes the kernel send RST).
+  static void close_gently(socket_t sock) {
+    ::shutdown(sock, SHUT_WR);
+    char sink[4096];
+    for (int i = 0; i < 16 && ::recv(sock, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+    }
+    ::close(sock);
+  }
+};
+
+// httplib's thread pool with a bound on the connections it holds (handled
+// and waiting): past it, the accepting thread answers 503 itself.
+class bounded_pool : public httplib::TaskQueue {
+public:
+  bounded_pool(size_t threads, size_t max_connections) : max_(max_connections) {
+    for (size_t i = 0; i < threads; ++i) {
+      workers_.emplace_back([this] { work(); });
+    }
+  }
+  ~bounded_pool() override { shutdown(); }
+  bounded_pool(const bounded_pool&) = delete;
+  bounded_pool& operator=(const bounded_pool&) = delete;
+
+  void enqueue(std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (jobs_.size() + busy_ < max_) {
+        jobs_.push_back(std::move(fn));
+        ready_.notify_one();
+        return;
+      }
+    }
+    turning_away = true;
+    fn();
+    turning_away = false;
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) {
+        return;
+      }
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (auto& t : workers_) {
+      t.join();
+    }
+  }
+
+private:
+  void work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) {
+          return; // stopping, and nothing left: connections still queued run first
+        }
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+        ++busy_;
+      }
+      fn();
+      std::lock_guard<std::mutex> lock(mutex_);
+      --busy_;
+    }
+  }
+
+  size_t max_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> jobs_;
+  size_t busy_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
 
 constexpr std::array<double, 14> latency_buckets = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
@@ -35,7 +326,7 @@ struct http_front::impl {
   const actors::service& svc;
   models::model_desc desc;
   http_front_options opts;
-  httplib::Server server;
+  guarded_server server;
   std::thread thread;
   std::vector<int64_t> input_shape;  ///< -1 first
   std::vector<int64_t> output_shape; ///< -1 first
@@ -165,7 +456,7 @@ struct http_front::impl {
       out += "# HELP salamander_request_failures_total Inference requests answered with "
              "an error, by HTTP status.\n"
              "# TYPE salamander_request_failures_total counter\n";
-      for (int code : {400, 404, 413, 500, 503, 504}) {
+      for (int code : {400, 404, 408, 411, 413, 500, 503, 504}) {
         auto it = errors.find(code);
         out += fmt::format(
             "salamander_request_failures_total{{model=\"{}\",code=\"{}\"}} {}\n", m, code,
@@ -222,6 +513,15 @@ struct http_front::impl {
         "# HELP salamander_rejected_total Requests refused because the queue was full.\n"
         "# TYPE salamander_rejected_total counter\n";
     out += fmt::format("salamander_rejected_total{{model=\"{}\"}} {}\n", m, s.rejected);
+    out += "# HELP salamander_http_connections_refused_total Connections answered 503 at "
+           "once: the server held as many as it takes.\n"
+           "# TYPE salamander_http_connections_refused_total counter\n";
+    out += fmt::format("salamander_http_connections_refused_total{{model=\"{}\"}} {}\n", m,
+                       server.turned_away.load());
+    out += "# HELP salamander_http_too_slow_total Requests cut off: stalled, or too slow.\n"
+           "# TYPE salamander_http_too_slow_total counter\n";
+    out += fmt::format("salamander_http_too_slow_total{{model=\"{}\"}} {}\n", m,
+                       server.too_slow.load());
     return out;
   }
 
@@ -273,6 +573,23 @@ struct http_front::impl {
       if (!res.body.empty()) {
         return; // a handler's own error
       }
+      if (refused_as == refusal::too_large) {
+        res.status = 413; // a chunked body past the limit
+      } else if (refused_as == refusal::too_slow) {
+        count(408, 0);
+        auto& lim = server.limits;
+        error(res, 408,
+              fmt::format("the request did not arrive in time: nothing for {} s, or slower "
+                          "than {} KiB/s after its first {} s, or longer than {} s",
+                          lim.read.count() / 1000, lim.min_rate / 1024,
+                          lim.grace.count() / 1000, lim.longest.count() / 1000));
+        return;
+      } else if (refused_as == refusal::over_budget) {
+        count(503, 0);
+        res.set_header("Retry-After", "1");
+        error(res, 503, "the server is receiving too many large requests at once; try again");
+        return;
+      }
       if (res.status == 413) {
         count(413, 0);
         error(res, 413,
@@ -303,8 +620,52 @@ http_front::http_front(const actors::service& svc, const models::model_desc& des
                        http_front_options opts)
     : impl_(std::make_unique<impl>(svc, desc, std::move(opts))) {
   auto threads = static_cast<size_t>(std::max(1, impl_->opts.threads));
-  impl_->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  impl_->server.set_payload_max_length(impl_->opts.max_body_bytes);
+  auto& server = impl_->server;
+  auto& lim = server.limits;
+  auto max_connections = threads * lim.connections_per_thread;
+  server.new_task_queue = [threads, max_connections] {
+    return new bounded_pool(threads, max_connections);
+  };
+  server.set_payload_max_length(impl_->opts.max_body_bytes);
+  server.max_request_bytes = impl_->opts.max_body_bytes + lim.header_bytes;
+  server.budget = static_cast<int64_t>(std::max(4 * server.max_request_bytes, size_t{64} << 20));
+  // httplib sets these on each accepted socket (SO_RCVTIMEO, SO_SNDTIMEO)
+  // and announces the keep-alive timeout; the bounded stream enforces them
+  server.set_keep_alive_timeout(lim.idle.count() / 1000);
+  server.set_read_timeout(lim.read);
+  server.set_write_timeout(lim.write);
+  // A body is refused before it is read: one over the limit (413), one
+  // whose length is not announced (411; a chunked body is counted as it
+  // arrives). The connection then closes, the body unread.
+  auto too_large = [this](const httplib::Request& req) {
+    return req.has_header("Content-Length") &&
+           req.get_header_value<uint64_t>("Content-Length") > impl_->opts.max_body_bytes;
+  };
+  server.set_expect_100_continue_handler(
+      [too_large](const httplib::Request& req, httplib::Response&) {
+        if (too_large(req)) {
+          must_close = true;
+          return 413;
+        }
+        return 100;
+      });
+  server.set_pre_routing_handler([this, too_large](const httplib::Request& req,
+                                                   httplib::Response& res) {
+    auto chunked =
+        ::strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") == 0;
+    if (too_large(req)) {
+      must_close = true;
+      res.status = 413; // the error handler words it
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.method == "POST" && !chunked && !req.has_header("Content-Length")) {
+      must_close = true;
+      impl_->count(411, 0);
+      error(res, 411, "a request body needs a Content-Length (or chunked encoding)");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   // httplib's default also sets SO_REUSEPORT, which lets a second server
   // bind the same port and take half the connections: only SO_REUSEADDR
   impl_->server.set_socket_options([](socket_t sock) {
