@@ -10,16 +10,19 @@
 // gap): a line drawn across them would show a rate nobody measured.
 #include "actors/job/metrics.hpp"
 #include "apps/commands.hpp"
+#include "apps/json_depth.hpp"
 #include "apps/runtime_env.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -64,6 +67,28 @@ template <class T> const char* kind_of() {
   }
 }
 
+// Whether the number `x` is one a T holds. get<T>() cuts a float to a
+// whole number, and outside T's range that cut is undefined behaviour
+// ("epoch": 1e300, "lineage": [-5.5]: fuzz/regressions/metrics/).
+template <class T> bool holds(const nlohmann::json& x) {
+  if constexpr (std::is_integral_v<T>) {
+    using limits = std::numeric_limits<T>;
+    if (x.is_number_unsigned()) {
+      return x.get<uint64_t>() <= static_cast<uint64_t>(limits::max());
+    }
+    if (x.is_number_integer()) {
+      auto v = x.get<int64_t>();
+      return v >= 0 ? static_cast<uint64_t>(v) <= static_cast<uint64_t>(limits::max())
+                    : limits::is_signed;
+    }
+    double v = x.get<double>();
+    double end = std::ldexp(1.0, limits::digits); // max() + 1, exactly
+    return limits::is_signed ? v >= -end && v < end : v > -1.0 && v < end;
+  } else {
+    return true;
+  }
+}
+
 /// `e`'s field `key` as a T (`fallback` when absent or null); a field of
 /// another type is a log_error naming the file, line, event and field.
 template <class T>
@@ -78,19 +103,27 @@ T field(const run_log& r, const entry& e, const std::string& key, T fallback) {
   } else if constexpr (std::is_same_v<T, bool>) {
     fits = it->is_boolean();
   } else if constexpr (std::is_arithmetic_v<T>) {
-    fits = it->is_number();
+    fits = it->is_number() && holds<T>(*it);
   } else {
     fits = it->is_array() &&
-           std::all_of(it->begin(), it->end(),
-                       [](const nlohmann::json& x) { return x.is_number(); });
+           std::all_of(it->begin(), it->end(), [](const nlohmann::json& x) {
+             return x.is_number() && holds<typename T::value_type>(x);
+           });
   }
   if (!fits) {
     auto shown = it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (shown.size() > 60) {
       shown = shown.substr(0, 57) + "...";
     }
+    // a number out of range is said so: "should be a number, got 1e300" would not
+    const char* kind = kind_of<T>();
+    if constexpr (std::is_same_v<T, int64_t>) {
+      kind = it->is_number() ? "a whole number of at most 19 digits" : kind;
+    } else if constexpr (!std::is_arithmetic_v<T> && !std::is_same_v<T, std::string>) {
+      kind = it->is_array() ? "a list of whole numbers, 0 or more" : kind;
+    }
     throw log_error(fmt::format("{}:{}: the {} event's field '{}' should be {}, got {}",
-                                r.path, e.line, e.event, key, kind_of<T>(), shown));
+                                r.path, e.line, e.event, key, kind, shown));
   }
   return it->get<T>();
 }
@@ -99,11 +132,9 @@ double time_of(const run_log& r, const entry& e) {
   return field(r, e, "t", 0.0);
 }
 
-run_log read_log(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw log_error("cannot read the metrics log " + path);
-  }
+// The lines of a metrics log; `path` names it in messages. Lines that are
+// not events are counted, not fatal.
+run_log read_log(std::istream& in, const std::string& path) {
   run_log r;
   r.path = path;
   std::string line;
@@ -114,7 +145,12 @@ run_log read_log(const std::string& path) {
       continue;
     }
     r.lines++;
-    auto j = nlohmann::json::parse(line, nullptr, false);
+    // a line nested deeper than any event is not one (and copying or
+    // printing it would recurse that deep)
+    nlohmann::json j(nlohmann::json::value_t::discarded);
+    if (json_depth(line) <= max_json_depth) {
+      j = nlohmann::json::parse(line, nullptr, false);
+    }
     if (j.is_discarded() || !j.is_object() || !j.contains("event") ||
         !j["event"].is_string() || !j.contains("t") || !j["t"].is_number()) {
       // e.g. the last line of a run that was killed mid-write
@@ -138,6 +174,14 @@ run_log read_log(const std::string& path) {
     r.events.push_back(std::move(e));
   }
   return r;
+}
+
+run_log read_log(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw log_error("cannot read the metrics log " + path);
+  }
+  return read_log(in, path);
 }
 
 std::string quote(const std::string& s) {
@@ -605,23 +649,25 @@ int run_plot(const plot_cli& cli) {
   }
 }
 
-int audit_log(const audit_cli& cli) {
+namespace {
+
+// What `audit` says about a log read in full.
+int audit_run(const run_log& r) {
   auto log = logger("audit");
-  auto r = read_log(cli.metrics);
   if (r.bad_lines > 0) {
     log->warn(
         "{}: {} line(s) are not metrics events and were skipped (the first is line {})",
-        cli.metrics, r.bad_lines, r.first_bad_line);
+        r.path, r.bad_lines, r.first_bad_line);
   }
   if (r.lines == 0) {
-    log->error("{} is empty: no job wrote to it", cli.metrics);
+    log->error("{} is empty: no job wrote to it", r.path);
     return 2;
   }
   if (!r.end) {
     log->error(
         "{} has no end line: the job did not end (still running, or its supervisor "
         "died)",
-        cli.metrics);
+        r.path);
     return 2;
   }
   auto& end = *r.end;
@@ -662,6 +708,12 @@ int audit_log(const audit_cli& cli) {
     return 1;
   }
   return 0;
+}
+
+} // namespace
+
+int audit_log(const audit_cli& cli) {
+  return audit_run(read_log(cli.metrics));
 }
 
 int run_audit(const audit_cli& cli) {
