@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -98,7 +99,8 @@ console_command parse_one(const std::string& text) {
         v = std::stol(w[2], &used);
       } catch (const std::exception&) {
       }
-      if (used != w[2].size() || v < 0) {
+      // (beyond 2^32 - 1 it would wrap round to another stage)
+      if (used != w[2].size() || v < 0 || v > static_cast<long>(UINT32_MAX)) {
         throw std::invalid_argument(bad(text, "'" + w[2] + "' is not a " + w[1] + " number", verb));
       }
       c.stage = static_cast<unsigned>(v);
