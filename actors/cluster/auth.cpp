@@ -35,8 +35,17 @@ std::string make_challenge() {
   return hex(bytes, sizeof bytes);
 }
 
+bool is_challenge(const std::string& text) {
+  return text.size() == 32 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 std::string prove(const std::string& secret, const std::string& role, const std::string& name,
                   const std::string& challenge) {
+  if (!is_challenge(challenge)) {
+    // "role:name:challenge" must split one way only: a challenge with a ':'
+    // would let a node named "a" prove for one named "a:b"
+    return "";
+  }
   // a fixed prefix keeps the key non-empty for an open cluster
   std::string key = "salamander-cluster:" + secret;
   std::string msg = role + ":" + name + ":" + challenge;
@@ -52,7 +61,7 @@ std::string prove(const std::string& secret, const std::string& role, const std:
 bool verify(const std::string& secret, const std::string& role, const std::string& name,
             const std::string& challenge, const std::string& proof) {
   auto expect = prove(secret, role, name, challenge);
-  return proof.size() == expect.size() &&
+  return !expect.empty() && proof.size() == expect.size() &&
          CRYPTO_memcmp(proof.data(), expect.data(), expect.size()) == 0;
 }
 

@@ -21,11 +21,17 @@ namespace salamander::actors {
 /// 16 random bytes in hex.
 std::string make_challenge();
 
-/// H(role, challenge) under `secret` for the node called `name`.
+/// Whether `text` is what make_challenge() gives (32 lowercase hex digits):
+/// a peer's challenge is signed only then.
+bool is_challenge(const std::string& text);
+
+/// H(role, challenge) under `secret` for the node called `name`; "" (no
+/// proof) when `challenge` is not a challenge.
 std::string prove(const std::string& secret, const std::string& role, const std::string& name,
                   const std::string& challenge);
 
-/// Constant-time check of `proof` against what `secret` gives.
+/// Constant-time check of `proof` against what `secret` gives; false for a
+/// malformed challenge.
 bool verify(const std::string& secret, const std::string& role, const std::string& name,
             const std::string& challenge, const std::string& proof);
 
