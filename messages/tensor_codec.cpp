@@ -169,15 +169,42 @@ void write_tensor(capnp::Orphanage orphanage, wire::Tensor::Builder b, const tor
   for (int64_t i = 0; i < c.dim(); ++i) {
     shape.set(static_cast<unsigned>(i), c.size(i));
   }
+  // Cap'n Proto references external data in whole, aligned words: it would
+  // read up to 7 bytes past a tensor whose size is not a multiple of 8 (a
+  // heap over-read ASan found in fuzz/tensor_fuzz.cpp's round trip), and
+  // refuses a misaligned one. Such a chunk is copied into the message; a
+  // large one only in its last partial word.
+  struct piece {
+    const kj::byte* p;
+    size_t len;
+    bool reference;
+  };
+  constexpr size_t copy_whole_below = size_t{1} << 20;
+  std::vector<piece> pieces;
   size_t total = c.nbytes();
-  size_t n_chunks = (total + max_chunk_bytes - 1) / max_chunk_bytes;
-  auto chunks = b.initChunks(static_cast<unsigned>(n_chunks));
   auto* base = static_cast<const kj::byte*>(c.data_ptr());
-  for (size_t i = 0; i < n_chunks; ++i) {
-    size_t off = i * max_chunk_bytes;
+  for (size_t off = 0; off < total; off += max_chunk_bytes) {
+    const kj::byte* p = base + off;
     size_t len = std::min(max_chunk_bytes, total - off);
-    chunks.adopt(static_cast<unsigned>(i),
-                 orphanage.referenceExternalData(capnp::Data::Reader(base + off, len)));
+    bool aligned = reinterpret_cast<uintptr_t>(p) % sizeof(capnp::word) == 0;
+    size_t whole = len / sizeof(capnp::word) * sizeof(capnp::word);
+    if (aligned && whole == len) {
+      pieces.push_back({p, len, true});
+    } else if (aligned && len >= copy_whole_below) {
+      pieces.push_back({p, whole, true});
+      pieces.push_back({p + whole, len - whole, false});
+    } else {
+      pieces.push_back({p, len, false});
+    }
+  }
+  auto chunks = b.initChunks(static_cast<unsigned>(pieces.size()));
+  for (unsigned i = 0; i < pieces.size(); ++i) {
+    capnp::Data::Reader bytes(pieces[i].p, pieces[i].len);
+    if (pieces[i].reference) {
+      chunks.adopt(i, orphanage.referenceExternalData(bytes));
+    } else {
+      chunks.set(i, bytes);
+    }
   }
   keep.push_back(std::move(c));
 }
@@ -202,6 +229,13 @@ torch::Tensor read_tensor(wire::Tensor::Reader r, const std::shared_ptr<const vo
     }
     numel *= static_cast<uint64_t>(d);
     shape.push_back(d);
+  }
+  // (numel may be up to 2^62: times the element size it can wrap round to
+  // the 0 bytes an empty chunk list carries: fuzz/regressions/tensor/)
+  if (numel > max_frame_bytes / c10::elementSize(dtype)) {
+    throw codec_error(what + " of shape " + models::to_string(shape) + " and dtype " +
+                      std::string(c10::toString(dtype)) + " claims more than " +
+                      std::to_string(max_frame_bytes) + " bytes");
   }
   uint64_t expect = numel * c10::elementSize(dtype);
   auto chunks = r.getChunks();
