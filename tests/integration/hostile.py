@@ -254,10 +254,11 @@ def basp_truncated(args):
 
 def basp_oversized(args):
     """A direct message header (valid by header.cpp: destination and payload
-    length non-zero) announcing `claim` bytes, then nothing more."""
+    length non-zero) announcing `claim` bytes, then nothing more. Sent on
+    connect, before the server handshake: CAF reads it all the same, and a
+    TLS port gets it as its first bytes."""
     s = connect(args)
-    _, aid = server_handshake(s)
-    s.sendall(HEADER.pack(DIRECT_MESSAGE, 0, 0, 0, args.claim, 0, 0, aid or 1))
+    s.sendall(HEADER.pack(DIRECT_MESSAGE, 0, 0, 0, args.claim, 0, 0, 1))
     out = {"claimed": args.claim, "closed_at": closed_within(s, args.hold)}
     s.close()
     return out
