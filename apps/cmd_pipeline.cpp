@@ -16,12 +16,16 @@
 #include <caf/io/middleman.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -91,6 +95,95 @@ std::string default_metrics_path() {
   return fmt::format("runs/job-{}-{}/metrics.jsonl", stamp, ::getpid());
 }
 
+namespace {
+
+// RUN_DIR/job.json: the command line of a job that can be resumed, and the
+// directory it ran in (its paths may be relative).
+void write_job_file(const std::string& dir, const std::vector<std::string>& argv) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  nlohmann::json j = {{"format", 1},
+                      {"argv", argv},
+                      {"cwd", std::filesystem::current_path().string()}};
+  messages::write_file_atomically(
+      dir + "/job.json", j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace),
+      "job description");
+}
+
+// The nodes of a resumed job: those that do not answer are lost (the job
+// recovers without them, and they are dialled again), not a reason to stop.
+std::vector<actors::remote_node>
+connect_for_resume(caf::actor_system& sys, const std::vector<actors::cluster_node>& listed,
+                   const std::shared_ptr<spdlog::logger>& log) {
+  std::vector<actors::remote_node> out;
+  for (auto& n : listed) {
+    auto one = actors::connect_nodes(sys, {n});
+    if (one) {
+      out.push_back(std::move(one->front()));
+    } else {
+      log->warn("{}; the resumed job goes on without it until it answers",
+                sys.render(one.error()));
+      out.push_back({n.name, node_actor{}, n.host, n.port});
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<std::string> resume_arguments(const std::string& run_dir,
+                                          const std::vector<std::string>& given) {
+  auto sub = std::find(given.begin(), given.end(), "supervisor");
+  for (auto it = sub == given.end() ? sub : std::next(sub); it != given.end(); ++it) {
+    if (*it == "--resume") {
+      ++it; // its value
+      if (it == given.end()) {
+        break;
+      }
+    } else if (it->rfind("--resume=", 0) != 0) {
+      throw std::runtime_error("supervisor --resume RUN_DIR takes no other option (" +
+                               *it + "): the job's options are those recorded in " +
+                               run_dir + "/job.json");
+    }
+  }
+  auto dir = std::filesystem::absolute(run_dir).lexically_normal().string();
+  while (dir.size() > 1 && dir.back() == '/') {
+    dir.pop_back();
+  }
+  std::ifstream in(dir + "/job.json");
+  if (!in) {
+    throw std::runtime_error("cannot resume from " + run_dir + ": there is no " + dir +
+                             "/job.json (the run directory of a supervisor --cluster "
+                             "job with a metrics log)");
+  }
+  std::vector<std::string> args;
+  std::string cwd;
+  try {
+    auto j = nlohmann::json::parse(in);
+    args = j.at("argv").get<std::vector<std::string>>();
+    cwd = j.at("cwd").get<std::string>();
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot resume from " + run_dir + ": " + dir +
+                             "/job.json is not what a supervisor wrote: " + e.what());
+  }
+  if (std::find(args.begin(), args.end(), "supervisor") == args.end()) {
+    // `train --cluster FILE` is the same job as `supervisor --cluster FILE`
+    auto train = std::find(args.begin(), args.end(), "train");
+    if (train == args.end() || std::find(args.begin(), args.end(), "--cluster") == args.end()) {
+      throw std::runtime_error("cannot resume from " + run_dir +
+                               ": job.json records no supervisor --cluster command");
+    }
+    *train = "supervisor";
+  }
+  if (::chdir(cwd.c_str()) != 0) {
+    throw std::runtime_error("cannot resume from " + run_dir + ": the job ran in " + cwd +
+                             ", which is gone (" + std::strerror(errno) + ")");
+  }
+  args.push_back("--resume");
+  args.push_back(dir);
+  return args;
+}
+
 int run_pipeline(const train_cli& cli) {
   auto log = logger("supervisor");
   auto desc = check_job(cli, cli.cluster.empty() ? job_place::here : job_place::cluster,
@@ -136,6 +229,34 @@ int run_pipeline(const train_cli& cli) {
   jc.metrics_path = cli.metrics == "none" ? ""
                     : cli.metrics.empty() ? default_metrics_path()
                                           : cli.metrics;
+  // A supervisor --cluster job keeps what a restarted supervisor needs in
+  // its run directory (beside the metrics log); --resume carries it on.
+  std::shared_ptr<actors::resume_point> resume;
+  if (!cli.resume.empty()) {
+    if (!cli.stream.empty()) {
+      throw std::invalid_argument(
+          "a --stream job cannot be resumed by --resume yet (its stream log carries "
+          "on from its last batch: start the same command again)");
+    }
+    resume = std::make_shared<actors::resume_point>(
+        actors::read_resume_point(cli.resume, desc));
+    jc.state_dir = cli.resume;
+    jc.metrics_path =
+        fmt::format("{}/metrics-resume{}.jsonl", cli.resume, resume->resumes + 1);
+    jc.resume = resume;
+    log->warn("resuming the job in {} (its supervisor stopped: {} batches committed, "
+              "the central replica {}); metrics: {}",
+              cli.resume, resume->committed,
+              resume->weights ? "at version " + std::to_string(resume->weights->version)
+                              : std::string("never written: from the seed"),
+              jc.metrics_path);
+  } else if (!cli.cluster.empty() && !jc.metrics_path.empty() && cli.stream.empty()) {
+    jc.state_dir = std::filesystem::path(jc.metrics_path).parent_path().string();
+    if (jc.state_dir.empty()) {
+      jc.state_dir = ".";
+    }
+    write_job_file(jc.state_dir, cli.argv);
+  }
   if (!cli.cluster.empty()) {
     // nodes in this process (--stages) are trusted; remote ones prove the secret
     if (auto secret = actors::load_secret(cli.secret_file)) {
@@ -189,12 +310,16 @@ int run_pipeline(const train_cli& cli) {
   std::vector<actors::remote_node> nodes;
   if (!cli.cluster.empty()) {
     log->info("connecting to {} nodes from {}", listed.size(), cli.cluster);
-    auto connected = actors::connect_nodes(sys, listed);
-    if (!connected) {
-      log->error("{}", sys.render(connected.error()));
-      return 1;
+    if (resume) {
+      nodes = connect_for_resume(sys, listed, log);
+    } else {
+      auto connected = actors::connect_nodes(sys, listed);
+      if (!connected) {
+        log->error("{}", sys.render(connected.error()));
+        return 1;
+      }
+      nodes = std::move(*connected);
     }
-    nodes = std::move(*connected);
   } else {
     nodes = actors::local_nodes(sys, cli.stages, cli.threads);
   }
@@ -402,6 +527,7 @@ int run_node(const node_cli& cli) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1); // the node itself: no supervisor came back
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   set_threads(cli.threads);
@@ -433,6 +559,11 @@ int run_node(const node_cli& cli) {
   ncfg.data_dir = cli.data_dir;
   ncfg.emulation = emulation;
   ncfg.port = std::make_shared<std::atomic<uint16_t>>(0);
+  ncfg.supervisor_grace =
+      std::chrono::milliseconds(static_cast<int64_t>(cli.supervisor_grace_s * 1000));
+  if (cli.leave_without_supervisor) {
+    ncfg.leave = [] { ::kill(::getpid(), SIGUSR1); };
+  }
   if (auto secret = actors::load_secret(cli.secret_file)) {
     ncfg.secret = *secret;
     if (auto w = actors::secret_file_warning(cli.secret_file); !w.empty()) {
@@ -489,7 +620,10 @@ int run_node(const node_cli& cli) {
   }
   int sig = 0;
   sigwait(&signals, &sig);
-  log->info("node {} leaving ({})", cli.name, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  log->info("node {} leaving ({})", cli.name,
+            sig == SIGTERM  ? "SIGTERM"
+            : sig == SIGINT ? "SIGINT"
+                            : "no supervisor came back within --supervisor-grace");
   caf::anon_send(n, leave_atom_v);
   sys.middleman().unpublish(n, *bound);
   // Exit without the actor_system's destructor: CAF's automatic-connection

@@ -47,6 +47,11 @@ struct train_cli {
   std::string stream_log; ///< "": beside the metrics log
   uint64_t stream_keep = 256;
   double stream_idle_end_s = 0;
+  /// `supervisor --resume RUN_DIR`: carry on the unfinished job whose state
+  /// RUN_DIR holds (its supervisor died); set by main() with the options
+  /// that RUN_DIR/job.json recorded.
+  std::string resume;
+  std::vector<std::string> argv; ///< this command's arguments, for job.json
 };
 
 /// `salamander infer` and `salamander serve`: a forward-only pipeline.
@@ -186,6 +191,10 @@ struct node_cli {
   std::string join; ///< a running supervisor to offer this node to
   std::string secret_file;
   std::string data_dir; ///< federated clients here train on this data
+  /// Seconds a node whose supervisor went away keeps its stages and replicas
+  /// for a supervisor to come back (README, "When the supervisor dies").
+  double supervisor_grace_s = 120;
+  bool leave_without_supervisor = false; ///< after the grace: exit, not idle
 };
 
 struct console_cli {
@@ -218,6 +227,13 @@ int run_train(const train_cli& cli);
 int run_chaos(const chaos_cli& cli);
 /// Pipeline training over actors: embedded (--stages) or a cluster file.
 int run_pipeline(const train_cli& cli);
+/// `supervisor --resume RUN_DIR`: the command line RUN_DIR/job.json
+/// recorded, with `--resume RUN_DIR` (absolute) added, after changing to the
+/// directory it ran in. `given` is this command's arguments (after the
+/// program's name); anything but --resume after `supervisor` is refused.
+/// Throws std::runtime_error saying why it cannot.
+std::vector<std::string> resume_arguments(const std::string& run_dir,
+                                          const std::vector<std::string>& given);
 int run_node(const node_cli& cli);
 int run_eval(const eval_cli& cli);
 int run_export(const export_cli& cli);

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -278,6 +279,11 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   add_training_options(sup);
   sup->add_option(
+      "--resume", train.resume,
+      "carry on the job whose supervisor died, from its run directory (where its "
+      "metrics log is: runs/job-...); alone, as the job's options are those it "
+      "recorded there; the nodes must have kept waiting (node --supervisor-grace)");
+  sup->add_option(
       "--listen", train.listen,
       "HOST:PORT where `salamander console` attaches and nodes started later join the "
       "running job (node --join)");
@@ -330,6 +336,15 @@ int main(int argc, char** argv) {
       "--secret-file", node.secret_file,
       "cluster secret to prove to the supervisor (default: $SALAMANDER_SECRET); "
       "a supervisor that cannot prove it gets no work from this node");
+  nd->add_option(
+        "--supervisor-grace", node.supervisor_grace_s,
+        "seconds this node keeps its stages and replicas after its supervisor went "
+        "away, for it (or `supervisor --resume`) to come back; then it drops them")
+      ->check(number(0, 86400, false, "seconds"))
+      ->capture_default_str();
+  nd->add_flag("--leave-without-supervisor", node.leave_without_supervisor,
+               "when the grace is over with no supervisor back, leave (exit 0) "
+               "instead of waiting idle for the next one");
 
   eval_cli eval;
   auto* e = app.add_subcommand("eval", "report the test accuracy of a checkpoint");
@@ -715,8 +730,33 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingFile);
 
+  // `supervisor --resume RUN_DIR`: the command line the job recorded there
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto sub_at = std::find(args.begin(), args.end(), std::string("supervisor"));
+  for (auto it = sub_at; it != args.end(); ++it) {
+    std::string dir;
+    if (*it == "--resume" && std::next(it) != args.end()) {
+      dir = *std::next(it);
+    } else if (it->rfind("--resume=", 0) == 0) {
+      dir = it->substr(9);
+    }
+    if (!dir.empty()) {
+      try {
+        args = resume_arguments(dir, args);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 2;
+      }
+      break;
+    }
+  }
+  train.argv = args;
+  std::vector<char*> parse_argv{argv[0]};
+  for (auto& a : args) {
+    parse_argv.push_back(a.data());
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(parse_argv.size()), parse_argv.data());
   } catch (const CLI::ValidationError& e) {
     // "--epochs: must be at least 1, got 0" -> "--epochs must be at least 1, got 0"
     std::string what = e.what();

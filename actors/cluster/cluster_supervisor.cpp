@@ -161,15 +161,21 @@ void admission_done(self_ptr self) {
 
 void hello_all(self_ptr self) {
   auto& st = self->state;
-  st.hello_pending = st.nodes.size();
+  st.hello_pending = 0;
   for (auto& e : st.nodes) {
-    self->monitor(e.handle); // a node lost during start-up is reported to the job
+    if (e.handle) {
+      self->monitor(e.handle); // a node lost during start-up is reported to the job
+      ++st.hello_pending;
+    }
   }
-  if (st.nodes.empty()) {
+  if (st.hello_pending == 0) {
     admission_done(self);
     return;
   }
   for (size_t n = 0; n < st.nodes.size(); ++n) {
+    if (!st.nodes[n].handle) {
+      continue; // unreachable at start (a resumed job's): lost, dialled again
+    }
     admit(self, st.nodes[n].handle, st.nodes[n].name, [=](admission a) {
       auto& st = self->state;
       auto& e = st.nodes[n];
@@ -706,6 +712,14 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
     e.handle = n.handle;
     e.host = n.host;
     e.port = n.port;
+    if (!e.handle) {
+      // a resumed job's node that did not answer: it counts as lost (the job
+      // recovers without it) and is dialled again like any lost node
+      e.answered = true;
+      e.lost = true;
+      e.why = "unreachable when this supervisor started";
+      e.next_redial = clock::now() + st.cfg.redial_first;
+    }
     st.nodes.push_back(std::move(e));
   }
   if (st.cfg.secret.empty()) {

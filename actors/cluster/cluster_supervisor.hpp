@@ -14,7 +14,9 @@
 // goes through the same admission (the secret, both ways) and is handed to
 // the job as a join; the job plans it in at its next flush, or resumes onto
 // it when it was paused for capacity. Admission tells the node to stop any
-// stage it still runs from before: the job recovered without them.
+// stage it still runs from before: the job recovered without them. A node
+// handed over without a handle (a resumed job's that did not answer) is
+// lost from the start, and dialled again like any other.
 //
 // Jobs attach with submit(job) and get the admitted members once admission
 // is done; a job asks it for profiling rounds (every live node profiles

@@ -18,6 +18,7 @@
 
 #include "messages/errors.hpp"
 #include <csignal>
+#include <malloc.h>
 #include <thread>
 
 namespace salamander::actors {
@@ -83,6 +84,93 @@ caf::error unauthorized(const std::string& name) {
                              " has not authenticated this supervisor (cluster secret)");
 }
 
+// long enough for stages told to stop to have gone
+constexpr std::chrono::milliseconds trim_delay{500};
+
+// Gives freed memory back to the system once the stages and holders that
+// were told to stop have gone (they stop on their own threads): LibTorch
+// frees tensors to glibc, which keeps the pages in its arenas otherwise.
+template <class Self> void trim_later(Self self) {
+  self->spawn([](caf::event_based_actor* t) -> caf::behavior {
+    return {caf::after(trim_delay) >> [t] {
+      malloc_trim(0);
+      t->quit();
+    }};
+  });
+}
+
+// The job is over for this node: the grace ran out with no supervisor
+// back (`grace_over`), or the supervisor ended it. The stages stop, the
+// replicas go, and the node is idle (or, after a grace, may leave).
+void drop_job(node_actor::stateful_pointer<node_state> self, bool grace_over) {
+  auto& st = self->state;
+  auto& c = st.config;
+  st.grace_timer = caf::actor{};
+  auto stages = st.stages.size();
+  for (auto& s : st.stages) {
+    self->send_exit(s, caf::exit_reason::user_shutdown);
+  }
+  st.stages.clear();
+  self->send_exit(st.holder, caf::exit_reason::user_shutdown);
+  st.holder = self->spawn(replica_holder, c.name);
+  if (st.fresh_holder) {
+    self->send_exit(st.fresh_holder, caf::exit_reason::user_shutdown);
+    st.fresh_holder = replica_holder_actor{};
+  }
+  st.supervisor = caf::actor_addr{};
+  st.authenticated = false;
+  trim_later(self);
+  if (!grace_over) {
+    subsystem_log("node")->info(
+        "node {}: the supervisor ended its job: dropped {} stage(s) and the replicas; idle",
+        c.name, stages);
+    return;
+  }
+  auto grace_s = std::chrono::duration<double>(c.supervisor_grace).count();
+  subsystem_log("node")->warn(
+      "node {}: no supervisor came back within {:.0f} s: dropped {} stage(s) and the "
+      "replicas; {}",
+      c.name, grace_s, stages,
+      c.leave ? "leaving" : "idle, a supervisor may admit it again");
+  if (c.leave) {
+    c.leave();
+  }
+}
+
+// A monitored actor went down: the supervisor (the grace starts), or the
+// grace's timer (it is over).
+void on_down(node_actor::stateful_pointer<node_state> self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  auto& c = st.config;
+  if (st.grace_timer && dm.source == st.grace_timer.address()) {
+    drop_job(self, true);
+    return;
+  }
+  if (!st.supervisor || dm.source != st.supervisor) {
+    return;
+  }
+  if (dm.reason == caf::exit_reason::normal || dm.reason == caf::exit_reason::user_shutdown) {
+    // it ended (the job finished, failed or was stopped) and said so: nobody
+    // comes back for what the job left here
+    drop_job(self, false);
+    return;
+  }
+  auto grace_s = std::chrono::duration<double>(c.supervisor_grace).count();
+  subsystem_log("node")->warn(
+      "node {}: the supervisor went away ({}); keeping {} stage(s) and the replicas "
+      "for {:.0f} s (--supervisor-grace) for it or a restarted one to come back",
+      c.name, self->system().render(dm.reason), st.stages.size(), grace_s);
+  if (c.supervisor_grace.count() <= 0) {
+    drop_job(self, true);
+    return;
+  }
+  auto grace = c.supervisor_grace;
+  st.grace_timer = self->spawn([grace](caf::event_based_actor* t) -> caf::behavior {
+    return {caf::after(grace) >> [t] { t->quit(); }};
+  });
+  self->monitor(st.grace_timer);
+}
+
 caf::result<node_info> on_hello(node_actor::stateful_pointer<node_state> self,
                                 uint32_t protocol, const std::string& challenge) {
   auto& c = self->state.config;
@@ -100,6 +188,18 @@ caf::result<node_info> on_hello(node_actor::stateful_pointer<node_state> self,
   info.zoo_fingerprint = models::describe(models::model_spec::parse("cnn")).fingerprint;
   info.emulation = c.emulation.config.describe();
   info.replica_holder = caf::actor_cast<caf::actor>(self->state.holder);
+  auto& st = self->state;
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (!challenge.empty() && st.supervisor && sender != st.supervisor &&
+      c.host != "embedded") {
+    // another supervisor than the last (a new job, or a restarted one): it
+    // gets an empty holder, switched to once it proves the secret (auth)
+    if (!st.fresh_holder) {
+      st.fresh_holder = self->spawn(replica_holder, c.name);
+    }
+    st.admitting = sender;
+    info.replica_holder = caf::actor_cast<caf::actor>(st.fresh_holder);
+  }
   info.profiler = caf::actor_cast<caf::actor>(self->state.profiler);
   info.port = c.port ? c.port->load() : 0;
   info.memory_bytes = c.emulation.config.mem_mb > 0
@@ -133,8 +233,20 @@ void on_auth(node_actor::stateful_pointer<node_state> self, const std::string& p
     return;
   }
   st.challenge.clear();
+  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  bool dropped = false;
+  if (st.fresh_holder && sender && sender.address() == st.admitting) {
+    subsystem_log("node")->info(
+        "node {}: a new supervisor; the replicas of the last one are dropped", c.name);
+    self->send_exit(st.holder, caf::exit_reason::user_shutdown);
+    st.holder = st.fresh_holder;
+    st.fresh_holder = replica_holder_actor{};
+    dropped = true;
+  }
   // admitted (again): whatever ran here before belongs to a membership that
-  // ended (this node was lost, and the job recovered without its stages)
+  // ended (this node was lost, and the job recovered without its stages; or
+  // its supervisor died, and a restarted one pulls the job's state from the
+  // replicas instead)
   if (!st.stages.empty()) {
     subsystem_log("node")->info("node {}: admitted again; stopping {} stage(s) of before",
                                 c.name, st.stages.size());
@@ -142,6 +254,22 @@ void on_auth(node_actor::stateful_pointer<node_state> self, const std::string& p
       self->send_exit(s, caf::exit_reason::user_shutdown);
     }
     st.stages.clear();
+    dropped = true;
+  }
+  if (st.grace_timer) {
+    subsystem_log("node")->info("node {}: a supervisor is back", c.name);
+    self->send_exit(st.grace_timer, caf::exit_reason::user_shutdown);
+    st.grace_timer = caf::actor{};
+  }
+  if (sender && sender.address() != st.supervisor && c.host != "embedded") {
+    if (st.supervisor) {
+      self->demonitor(st.supervisor);
+    }
+    self->monitor(sender); // its end starts the grace (on_down)
+    st.supervisor = sender.address();
+  }
+  if (dropped) {
+    trim_later(self);
   }
   // capacity reports go to this supervisor from now on
   self->send(st.profiler, capacity_atom_v,
@@ -279,6 +407,12 @@ void on_leave(node_actor::stateful_pointer<node_state> self) {
   self->state.stages.clear();
   self->send_exit(self->state.profiler, caf::exit_reason::user_shutdown);
   self->send_exit(self->state.holder, caf::exit_reason::user_shutdown);
+  if (self->state.fresh_holder) {
+    self->send_exit(self->state.fresh_holder, caf::exit_reason::user_shutdown);
+  }
+  if (self->state.grace_timer) {
+    self->send_exit(self->state.grace_timer, caf::exit_reason::user_shutdown);
+  }
   self->quit();
 }
 
@@ -302,6 +436,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
                              ? self->spawn<caf::detached>(profiler, c.name, c.emulation)
                              : self->spawn(profiler, c.name, c.emulation);
   self->state.holder = self->spawn(replica_holder, self->state.config.name);
+  self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   return {
       // challenge "": a heartbeat probe, no authentication
       [=](hello_atom, uint32_t protocol, const std::string& challenge) {

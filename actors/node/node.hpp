@@ -8,12 +8,30 @@
 // leave stops every stage it runs: SIGTERM on a node process ends in leave.
 // Until a supervisor proves the cluster secret (auth), it refuses to spawn,
 // profile, slow down or kill itself.
+//
+// When its supervisor goes away (its process died or was cut off), the node
+// keeps its stages and replicas for `supervisor_grace`: the same supervisor
+// back from an outage, or a restarted one (`supervisor --resume`), gets the
+// node back. After the grace it drops the job (stops the stages, empties
+// its replica holder, gives the memory back to the system) and goes back to
+// idle, or leaves (`leave_without_supervisor`). A supervisor that ends its
+// job (it quits, and the node hears so before the connection closes) is not
+// waited for: the node drops the job at once. A supervisor other than the
+// last one (a new job, a restarted supervisor) is given a fresh, empty
+// replica holder: replicas of an earlier job must never be mistaken for the
+// new one's (same model, same version numbers) nor keep its memory.
+//
+//   idle --auth--> serving --supervisor down--> orphaned --grace over--> idle
+//                     ^                            |                 (or leave)
+//                     '------------auth------------'
 #pragma once
 
 #include "actors/node/emulation.hpp"
 #include "messages/interfaces.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +54,12 @@ struct node_config {
   /// `node --data DIR`: federated clients here train on this node's own
   /// data (the training split in DIR) instead of a shard of the experiment's.
   std::string data_dir;
+  /// How long a node whose supervisor went away keeps its stages and
+  /// replicas (0: drops them at once).
+  std::chrono::milliseconds supervisor_grace{120000};
+  /// Called (from the node's thread) when the grace ran out, to end the
+  /// process cleanly (`node --leave-without-supervisor`); empty: stay idle.
+  std::function<void()> leave;
 };
 
 struct node_state {
@@ -47,6 +71,13 @@ struct node_state {
   /// A supervisor proved the cluster secret (in-process nodes: always).
   bool authenticated = false;
   std::string challenge; ///< the last one this node gave a supervisor
+  /// The supervisor that authenticated this node last (monitored), and the
+  /// one whose admission hello was answered with `fresh_holder`.
+  caf::actor_addr supervisor;
+  caf::actor_addr admitting;
+  replica_holder_actor fresh_holder; ///< handed to a new supervisor at hello
+  /// While orphaned: the actor whose end (after the grace) drops the job.
+  caf::actor grace_timer;
 };
 
 /// Why `spec` cannot run here, or "" when it can. `memory_cap` (bytes, 0:

@@ -7,24 +7,47 @@
 //
 // It keeps the last few versions of each layer, so that the supervisor can
 // pick one version that every layer has somewhere alive.
+//
+// The central holder of a training job can also keep its newest complete
+// version (every layer at one version) on disk, written atomically each time
+// a newer one is complete: what a restarted supervisor resumes from
+// (`supervisor --resume`), as the holder dies with the supervisor's process.
 #pragma once
 
 #include "actors/replication/replica_store.hpp"
 #include "messages/interfaces.hpp"
 
 #include <map>
+#include <optional>
 
 namespace salamander::actors {
+
+/// Where the central holder keeps its newest complete version on disk.
+struct holder_persistence {
+  std::string path;  ///< a checkpoint file ("": nothing is written)
+  size_t layers = 0; ///< the model's layers: a version is complete with all
+  uint64_t seed = 0; ///< recorded in the checkpoint
+  /// What a restarted supervisor read back from `path`: held from the start.
+  std::optional<models::weight_snapshot> initial;
+};
 
 struct replica_holder_state {
   static inline const char* name = "replica_holder";
   std::string node;
   /// the last three versions of every layer it was sent
   replica_store store{3};
+  holder_persistence persist;
+  uint64_t persisted = 0; ///< the version on disk (0: none yet)
 };
 
 replica_holder_actor::behavior_type
 replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self,
                std::string node);
+
+/// The central holder of a job that can be resumed: as replica_holder, and
+/// every newer complete version goes to `persist.path`.
+replica_holder_actor::behavior_type
+persistent_replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self,
+                          std::string node, holder_persistence persist);
 
 } // namespace salamander::actors

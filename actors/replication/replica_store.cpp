@@ -26,6 +26,27 @@ replica_inventory replica_store::inventory() const {
   return inv;
 }
 
+std::optional<uint64_t> replica_store::newest_complete(size_t layers) const {
+  if (layers == 0 || layers_.size() < layers) {
+    return std::nullopt;
+  }
+  auto first = layers_.find(0);
+  if (first == layers_.end()) {
+    return std::nullopt;
+  }
+  for (auto v = first->second.rbegin(); v != first->second.rend(); ++v) {
+    bool all = true;
+    for (uint64_t l = 1; l < layers && all; ++l) {
+      auto it = layers_.find(l);
+      all = it != layers_.end() && it->second.count(v->first) > 0;
+    }
+    if (all) {
+      return v->first;
+    }
+  }
+  return std::nullopt;
+}
+
 replica_store::slice replica_store::get(uint64_t begin, uint64_t end,
                                         uint64_t version) const {
   slice out;

@@ -36,6 +36,9 @@ public:
 
   bool empty() const { return layers_.empty(); }
 
+  /// The newest version held of every layer in [0, layers), if any.
+  std::optional<uint64_t> newest_complete(size_t layers) const;
+
 private:
   size_t keep_;
   /// layer index -> version -> weights

@@ -42,6 +42,7 @@ void write_start(self_ptr self) {
              {"micro_batches", st.cfg.micro_batches},
              {"schedule", st.cfg.schedule},
              {"replicate_every", st.cfg.replicate_every},
+             {"resumed", st.cfg.resume != nullptr},
              {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count()}});
@@ -58,6 +59,12 @@ void on_members(self_ptr self, std::vector<cluster_member>& members) {
     if (m.refused && !m.lost) {
       log_event(self, "refused", {{"node", m.name}, {"why", "cluster secret"}});
     }
+  }
+  if (st.cfg.resume) {
+    // a resumed job's nodes that are gone were lost while no supervisor
+    // ran: it recovers without them (they are dialled again)
+    resume_job(self);
+    return;
   }
   for (auto& m : members) {
     if (m.lost) {
@@ -496,7 +503,19 @@ train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cf
   }
   st.status.batches = st.batches_per_epoch;
   st.desc = models::describe(models::model_spec::parse(st.cfg.model));
-  st.central_holder = self->spawn(replica_holder, std::string("central"));
+  if (st.cfg.state_dir.empty()) {
+    st.central_holder = self->spawn(replica_holder, std::string("central"));
+  } else {
+    holder_persistence keep;
+    keep.path = st.cfg.state_dir + "/central.ckpt";
+    keep.layers = st.layers();
+    keep.seed = st.cfg.seed;
+    if (st.cfg.resume) {
+      keep.initial = st.cfg.resume->weights;
+    }
+    st.central_holder =
+        self->spawn(persistent_replica_holder, std::string("central"), std::move(keep));
+  }
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   bool ok = true;
   if (!st.cfg.metrics_path.empty()) {

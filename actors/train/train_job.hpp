@@ -29,6 +29,19 @@
 //   Batches after v are replayed (data order is deterministic), so the
 //   weights equal a fault-free run's, and the lineage lists each batch once.
 // Start-up failures fail the job with a message naming the node.
+//
+// Surviving its own supervisor's death (README, "When the supervisor dies"):
+// with a state directory (the run directory of its metrics log) the job
+// keeps there what a restarted supervisor needs: job_state.json (committed
+// counter, plan, counters; written at start, at every plan, at every
+// replication's commit and at the end) and central.ckpt (the central
+// holder's newest complete version, written atomically by the holder). A job
+// given a resume_point starts as a recovery does: the central holder holds
+// the version read back, the nodes' holders what they kept, and the job
+// rolls back to the newest version every layer has, re-plans (the persisted
+// plan when all its nodes are back) and replays from there; the lineage
+// before that version is the dead supervisor's, so every batch is in it
+// exactly once.
 #pragma once
 
 #include "actors/job/job_nodes.hpp"
@@ -52,6 +65,32 @@ namespace salamander::actors {
 
 class metrics_log;
 class sample_stream;
+
+/// What a dead supervisor left in its state directory (read_resume_point).
+struct resume_point {
+  /// The central holder's newest complete version (none: nothing was
+  /// replicated centrally yet, the job starts again from the seed).
+  std::optional<models::weight_snapshot> weights;
+  uint64_t committed = 0; ///< batches committed when it was last written
+  /// The plan that ran, by node name (empty: none had started).
+  std::vector<std::string> plan_nodes;
+  algorithms::layer_ranges plan_ranges;
+  std::vector<int> plan_split;
+  bool user_plan = false;
+  int64_t recoveries = 0;
+  int64_t replans = 0;
+  int64_t redone_batches = 0;
+  int64_t evaluated_epochs = 0;
+  double test_accuracy = -1;
+  int64_t resumes = 0; ///< resumes before this one
+  std::string phase;   ///< the job's phase when the file was written
+  std::string stopped; ///< why a stopped job stopped
+};
+
+/// Reads job_state.json and central.ckpt from `dir`. Throws
+/// std::runtime_error saying what is missing or wrong (a different model,
+/// a finished job).
+resume_point read_resume_point(const std::string& dir, const models::model_desc& desc);
 
 /// A training job's description: what the command line and the tests set.
 /// The defaults are the ones the README documents.
@@ -139,6 +178,11 @@ struct job_config {
   std::string secret;
   /// Where the JSON-lines metrics log goes ("": none).
   std::string metrics_path;
+  /// Where the job keeps what a restarted supervisor needs to carry it on
+  /// (job_state.json, central.ckpt); "": nowhere (it cannot be resumed).
+  std::string state_dir;
+  /// Carry on a job whose supervisor died, from what it left (state_dir).
+  std::shared_ptr<const resume_point> resume;
   /// Continual learning (actors/train/stream.hpp): batch g is the stream's
   /// g-th, waited for while it has not arrived; an epoch is `max_batches`
   /// batches of it (default tuning::stream_epoch), evaluated at its end.
@@ -204,6 +248,11 @@ struct train_job_state {
   std::chrono::steady_clock::time_point failure_at{};
   std::chrono::steady_clock::time_point recovery_planned_at{};
   uint64_t rollback_from = 0; ///< committed batches when the failure hit
+  /// A resumed job: its first recovery is the resume (logged `resumed`),
+  /// onto the persisted plan when every node of it is back.
+  bool resuming = false;
+  std::optional<stage_plan> resume_plan;
+  bool first_commit_logged = false; ///< (the resumed job's first commit)
   int64_t evaluated_epochs = 0;
 
   // capacity: profiles, links, corrections (actors/planning/capacity.hpp)

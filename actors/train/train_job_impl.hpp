@@ -75,6 +75,9 @@ void on_failure(self_ptr self, const std::string& what);
 void recover(self_ptr self, uint64_t attempt);
 void wait_for_capacity(self_ptr self, const std::string& why);
 void give_up(self_ptr self);
+/// The cluster admitted the nodes of a resumed job: recover onto them from
+/// what the dead supervisor left.
+void resume_job(self_ptr self);
 
 // operations (train_ops.cpp)
 void take_checkpoints(self_ptr self);
@@ -82,5 +85,8 @@ void refresh_rows(self_ptr self);
 using weights_done =
     std::function<void(caf::expected<models::weight_snapshot>, size_t failed_stage)>;
 void collect_weights(self_ptr self, weights_done done);
+/// job_state.json in the state directory, written atomically (nothing
+/// without one; a write that fails is logged, and the job goes on).
+void persist_state(self_ptr self);
 
 } // namespace salamander::actors::train_detail

@@ -77,6 +77,7 @@ void log_end(self_ptr self) {
              {"missed_layer_updates", st.status.missed_layer_updates},
              {"lineage_problem", problem},
              {"lineage", st.status.lineage}});
+  persist_state(self);
 }
 
 void finish(self_ptr self) {
@@ -421,6 +422,14 @@ void commit(self_ptr self, uint64_t g) {
   st.status.elapsed_s = since(st.started);
   track_rate(st, samples);
   log_batch(self, g);
+  if (st.cfg.resume && !st.first_commit_logged) {
+    // (bench/run.sh recovery: a restarted supervisor's start to this)
+    st.first_commit_logged = true;
+    log_event(self, "resumed_commit", {{"batch", g}, {"since_start_s", since(st.started)}});
+  }
+  if (st.cfg.replicate_every > 0 && st.committed % st.cfg.replicate_every == 0) {
+    persist_state(self);
+  }
   if (st.committed % st.batches_per_epoch == 0) {
     end_epoch(self);
     return;

@@ -1,9 +1,13 @@
 // What the training job does for its operators: the status rows of the
 // console's `nodes` and `plan`, gathering every stage's weights (the final
-// snapshot, checkpoints) and console checkpoints at a flush.
+// snapshot, checkpoints) and console checkpoints at a flush; what a
+// restarted supervisor resumes from (persist_state, read_resume_point).
+#include "actors/logging.hpp"
 #include "actors/train/train_job_impl.hpp"
 #include "messages/checkpoint.hpp"
 #include "messages/errors.hpp"
+
+#include <fstream>
 
 namespace salamander::actors::train_detail {
 
@@ -133,3 +137,117 @@ void take_checkpoints(self_ptr self) {
 }
 
 } // namespace salamander::actors::train_detail
+
+namespace salamander::actors::train_detail {
+
+// What a restarted supervisor needs besides the central holder's weights
+// (README, "When the supervisor dies"). Written at start, at every plan, at
+// every replication's commit and at the end: the committed counter only
+// says how many batches a resume redoes; the weights it resumes from carry
+// their own version.
+void persist_state(self_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.state_dir.empty()) {
+    return;
+  }
+  nlohmann::json plan_nodes = nlohmann::json::array();
+  nlohmann::json ranges = nlohmann::json::array();
+  for (size_t i = 0; i < st.plan.nodes.size() && i < st.plan.ranges.size(); ++i) {
+    plan_nodes.push_back(st.nodes[st.plan.nodes[i]].name);
+    ranges.push_back({st.plan.ranges[i].first, st.plan.ranges[i].second});
+  }
+  nlohmann::json j = {
+      {"format", 1},
+      {"model", st.cfg.model},
+      {"fingerprint", st.desc.fingerprint},
+      {"seed", st.cfg.seed},
+      {"phase", st.status.phase},
+      {"stopped", st.status.stopped},
+      {"committed", st.committed},
+      {"total_batches", total_batches(st)},
+      {"plan_nodes", plan_nodes},
+      {"plan_ranges", ranges},
+      {"plan_split", st.plan.split},
+      {"user_plan", st.user_plan},
+      {"recoveries", st.status.recoveries},
+      {"replans", st.status.replans},
+      {"redone_batches", st.status.redone_batches},
+      {"evaluated_epochs", st.evaluated_epochs},
+      {"test_accuracy", st.status.test_accuracy},
+      {"resumes", st.cfg.resume ? st.cfg.resume->resumes + 1 : 0},
+      {"metrics", st.cfg.metrics_path},
+      {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count()}};
+  try {
+    messages::write_file_atomically(st.cfg.state_dir + "/job_state.json",
+                                    j.dump(1, ' ', false,
+                                           nlohmann::json::error_handler_t::replace),
+                                    "job state");
+  } catch (const std::exception& e) {
+    subsystem_log("job")->error("{} (a restarted supervisor resumes from older state)",
+                                e.what());
+  }
+}
+
+} // namespace salamander::actors::train_detail
+
+namespace salamander::actors {
+
+resume_point read_resume_point(const std::string& dir, const models::model_desc& desc) {
+  auto path = dir + "/job_state.json";
+  std::ifstream in(path);
+  if (!in) {
+    throw std::runtime_error("cannot resume from " + dir + ": there is no " + path +
+                             " (only a supervisor --cluster job with a metrics log "
+                             "keeps one)");
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot resume from " + dir + ": " + path +
+                             " is not valid JSON: " + e.what());
+  }
+  resume_point r;
+  try {
+    if (j.at("fingerprint").get<std::string>() != desc.fingerprint) {
+      throw std::runtime_error("cannot resume from " + dir + ": it trained model " +
+                               j.at("model").get<std::string>() + ", not " +
+                               desc.spec.canonical());
+    }
+    r.phase = j.at("phase").get<std::string>();
+    r.stopped = j.value("stopped", std::string());
+    r.committed = j.at("committed").get<uint64_t>();
+    r.plan_nodes = j.at("plan_nodes").get<std::vector<std::string>>();
+    for (auto& range : j.at("plan_ranges")) {
+      r.plan_ranges.emplace_back(range.at(0).get<size_t>(), range.at(1).get<size_t>());
+    }
+    r.plan_split = j.at("plan_split").get<std::vector<int>>();
+    r.user_plan = j.value("user_plan", false);
+    r.recoveries = j.value("recoveries", int64_t{0});
+    r.replans = j.value("replans", int64_t{0});
+    r.redone_batches = j.value("redone_batches", int64_t{0});
+    r.evaluated_epochs = j.value("evaluated_epochs", int64_t{0});
+    r.test_accuracy = j.value("test_accuracy", -1.0);
+    r.resumes = j.value("resumes", int64_t{0});
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error("cannot resume from " + dir + ": " + path +
+                             " lacks a field: " + e.what());
+  }
+  if (r.phase == "finished" && r.stopped.empty()) {
+    throw std::runtime_error("cannot resume from " + dir +
+                             ": that job finished (nothing is left to train)");
+  }
+  auto ckpt = dir + "/central.ckpt";
+  if (std::ifstream(ckpt).good()) {
+    try {
+      r.weights = messages::load_checkpoint(ckpt, desc.fingerprint).snapshot;
+    } catch (const std::exception& e) {
+      throw std::runtime_error("cannot resume from " + dir + ": " + e.what());
+    }
+  }
+  return r;
+}
+
+} // namespace salamander::actors

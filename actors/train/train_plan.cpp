@@ -144,6 +144,7 @@ void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
             {{"plan_version", st.status.plan_version},
              {"plan", st.status.plan},
              {"at_batch", st.committed}});
+  persist_state(self);
   if (pulls) {
     st.ready_pending = st.stages.size(); // resume when all have pulled state
     return;
@@ -649,7 +650,22 @@ void resume_after_replan(self_ptr self) {
                     [&](const stage_actor& s) { return s.address() == it->first; });
     it = current ? std::next(it) : st.stage_node.erase(it);
   }
-  if (recovering(st)) {
+  if (recovering(st) && st.resuming) {
+    // the first plan of a resumed job: not a recovery from a failure
+    st.resuming = false;
+    st.status.health = "ok";
+    log_event(self, "resumed",
+              {{"resume_s", since(st.failure_at)},
+               {"transfer_s", since(st.recovery_planned_at)},
+               {"rollback_version", st.status.rollback_version},
+               {"redone_batches",
+                st.rollback_from - static_cast<uint64_t>(st.status.rollback_version)},
+               {"plan", st.status.plan}});
+    subsystem_log("recovery")
+        ->info("RESUMED in {:.3f} s at batch {}: plan {}", since(st.failure_at),
+               st.status.rollback_version, st.status.plan);
+    back_to_training(self, job_event::recovered);
+  } else if (recovering(st)) {
     st.status.recoveries++;
     st.status.last_recovery_s = since(st.failure_at);
     st.status.health = "ok";

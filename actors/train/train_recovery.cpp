@@ -139,6 +139,15 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
     log_event(self, "policy_fallback", {{"why", d.fallback}});
   }
   auto plan = survivor_plan(self);
+  if (st.resume_plan) {
+    // a resumed job goes on with the plan that ran, when all its nodes are back
+    bool back = std::all_of(st.resume_plan->nodes.begin(), st.resume_plan->nodes.end(),
+                            [&](size_t n) { return n < st.nodes.size() && !st.nodes[n].dead; });
+    if (back) {
+      plan = *st.resume_plan;
+    }
+    st.resume_plan.reset();
+  }
   if (!plan) {
     wait_for_capacity(self, self->system().render(plan.error()));
     return;
@@ -316,7 +325,8 @@ void recover(self_ptr self, uint64_t attempt) {
   recovery_request req;
   req.layers = st.layers();
   req.committed = st.committed;
-  req.fast = st.cfg.recovery_policy == "fast" && st.committed > 0;
+  // (a resume has no survivors to keep their weights: it rolls back)
+  req.fast = st.cfg.recovery_policy == "fast" && st.committed > 0 && !st.resuming;
   req.stage_timeout = st.cfg.stage_inventory_timeout;
   req.holder_timeout = st.cfg.holder_inventory_timeout;
   recovery_source_info central;
@@ -394,6 +404,82 @@ void recover(self_ptr self, uint64_t attempt) {
                 fail(self, "recovery failed: " + self->system().render(err));
               }
             });
+}
+
+// A resumed job (its supervisor died): the counters and lineage are the
+// dead supervisor's up to the newest version it may have reached, and the
+// job recovers as from a failure of every stage at once. The central holder
+// holds the version read back from disk, the nodes' holders what they kept
+// (a node admitted by this new supervisor starts with an empty one), so the
+// recovery round rolls back to the newest version every layer has, at or
+// below what was committed, and replays from there. Nodes of the persisted
+// plan that are gone are recovered without (and dialled again).
+void resume_job(self_ptr self) {
+  auto& st = self->state;
+  auto& r = *st.cfg.resume;
+  auto on_disk = r.weights ? r.weights->version : 0;
+  st.committed = std::min<uint64_t>(std::max(r.committed, on_disk), total_batches(st));
+  st.status.lineage.resize(st.committed);
+  for (uint64_t g = 0; g < st.committed; ++g) {
+    st.status.lineage[g] = g;
+  }
+  st.fed = st.committed;
+  st.status.committed = static_cast<int64_t>(st.committed);
+  st.status.recoveries = r.recoveries;
+  st.status.replans = r.replans;
+  st.status.redone_batches = r.redone_batches;
+  st.status.test_accuracy = r.test_accuracy;
+  st.evaluated_epochs = r.evaluated_epochs;
+  st.evaluated_at = static_cast<uint64_t>(r.evaluated_epochs * st.batches_per_epoch);
+  st.status.epoch = static_cast<int64_t>(st.committed / st.batches_per_epoch) + 1;
+  st.epoch_started = clock::now();
+  st.user_plan = r.user_plan || !st.cfg.balance.empty() || st.cfg.stages > 0;
+  // the plan that ran, by name, over this cluster's nodes
+  if (!r.plan_nodes.empty() && r.plan_nodes.size() == r.plan_ranges.size()) {
+    stage_plan p;
+    p.ranges = r.plan_ranges;
+    p.split = r.plan_split;
+    for (auto& name : r.plan_nodes) {
+      for (size_t n = 0; n < st.nodes.size(); ++n) {
+        if (st.nodes[n].name == name) {
+          p.nodes.push_back(n);
+        }
+      }
+    }
+    if (p.nodes.size() == p.ranges.size()) {
+      st.resume_plan = std::move(p);
+    }
+  }
+  std::vector<std::string> gone;
+  for (auto& n : st.nodes) {
+    if (n.dead && !n.refused) {
+      gone.push_back(n.name);
+      st.status.dead_nodes.push_back(n.name);
+    }
+  }
+  log()->warn("RESUMING the job of a supervisor that died: {} batch(es) committed, the "
+              "central replica at version {}{}",
+              r.committed, on_disk,
+              gone.empty() ? std::string() : "; nodes gone meanwhile: " + [&] {
+                std::string s;
+                for (auto& g : gone) {
+                  s += (s.empty() ? "" : ", ") + g;
+                }
+                return s;
+              }());
+  log_event(self, "restarted",
+            {{"committed", r.committed},
+             {"central_version", on_disk},
+             {"resumes", r.resumes + 1},
+             {"nodes_gone", gone}});
+  st.resuming = true;
+  st.failure_at = clock::now();
+  st.status.health = "resuming";
+  // starting -> training -> recovering: the phase table's way into a recovery
+  enter(self, job_event::launched);
+  enter(self, job_event::failure);
+  ++st.attempt;
+  recover(self, st.attempt);
 }
 
 } // namespace salamander::actors::train_detail
