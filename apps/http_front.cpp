@@ -642,9 +642,10 @@ http_front::http_front(const actors::service& svc, const models::model_desc& des
            req.get_header_value<uint64_t>("Content-Length") > impl_->opts.max_body_bytes;
   };
   server.set_expect_100_continue_handler(
-      [too_large](const httplib::Request& req, httplib::Response&) {
+      [too_large](const httplib::Request& req, httplib::Response& res) {
         if (too_large(req)) {
           must_close = true;
+          res.status = 413; // httplib answers with `res` (the error handler words it)
           return 413;
         }
         return 100;
