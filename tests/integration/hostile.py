@@ -502,6 +502,11 @@ def http_oversized(args):
         t = time.monotonic()
         status, _ = http_exchange(args, raw, timeout=30)
         out["content_length_" + claim] = {"status": status, "seconds": round(time.monotonic() - t, 2)}
+    # Expect: 100-continue over the limit: 413 in place of the 100
+    raw = ("POST %s HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n"
+           % (path, size)).encode()
+    status, _ = http_exchange(args, raw, timeout=30)
+    out["expect_100"] = {"status": status}
     # chunked, past the limit: counted as it arrives
     raw = ("POST %s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" % path).encode()
     piece = b"%x\r\n%s\r\n" % (65536, b"1" * 65536)

@@ -314,6 +314,7 @@ sys.exit(0 if len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6
           "an 8 MB body is refused (413) before it is all sent"
         check "$out" 'all(r[k]["status"] == 413 and r[k]["seconds"] < 5 for k in r if k.startswith("content_length"))' \
           "absurd Content-Lengths get 413 at once"
+        check "$out" 'r["expect_100"]["status"] == 413' "Expect: 100-continue over the limit gets 413"
         check "$out" 'r["chunked"]["status"] == 413' "a chunked body over the limit gets 413"
         check "$out" 'r["no_length"]["status"] == 411' "a body without a length gets 411"
         check "$out" 'r["huge_header"]["status"] in (400, None)' "a 1 MiB header line is refused" ;;
