@@ -260,8 +260,10 @@ torch::Tensor read_tensor(wire::Tensor::Reader r, const std::shared_ptr<const vo
   auto t = torch::empty(shape, options);
   auto* dst = static_cast<kj::byte*>(t.data_ptr());
   for (unsigned i = 0; i < chunks.size(); ++i) {
-    std::memcpy(dst, chunks[i].begin(), chunks[i].size());
-    dst += chunks[i].size();
+    if (chunks[i].size() > 0) { // (an empty tensor's data_ptr is null: memcpy(null, ., 0) is UB)
+      std::memcpy(dst, chunks[i].begin(), chunks[i].size());
+      dst += chunks[i].size();
+    }
   }
   return t;
 }
