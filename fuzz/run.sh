@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# fuzz/run.sh [--runs N] [--quick] [NAME...]: what `bench/run.sh fuzz` runs.
+#
+# Builds the harnesses (fuzz/build.sh), then runs each for N executions
+# (default 1,000,000; --quick: 20,000) under `nice -n 10`, two at a time,
+# starting from its committed seeds (fuzz/corpus/NAME) and regression inputs
+# (fuzz/regressions/NAME); new inputs it finds go to build-fuzz/work/NAME,
+# anything it finds to build-fuzz/findings/NAME. Writes
+# bench/results/fuzz.json and prints the headline figures last, ending with
+# fuzz_execs_min (the fewest executions any harness ran) and fuzz_findings.
+# Exits 77 when clang-14 or libFuzzer is missing.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${SALAMANDER_FUZZ_BUILD:-$root/build-fuzz}
+runs=1000000
+parallel=${SALAMANDER_FUZZ_PARALLEL:-2}
+names=()
+while (($#)); do
+  case $1 in
+  --runs) runs=$2; shift ;;
+  --quick) runs=20000 ;;
+  -*) echo "usage: fuzz/run.sh [--runs N] [--quick] [NAME...]" >&2; exit 2 ;;
+  *) names+=("$1") ;;
+  esac
+  shift
+done
+all=(console cluster_file auth infer_request stream metrics tensor snapshot checkpoint)
+((${#names[@]})) || names=("${all[@]}")
+
+mkdir -p "$build"
+set +e
+"$root/fuzz/build.sh" >"$build/build.log" 2>&1
+rc=$?
+set -e
+if ((rc == 77)); then
+  tail -1 "$build/build.log" >&2
+  exit 77
+elif ((rc != 0)); then
+  tail -30 "$build/build.log" >&2
+  exit "$rc"
+fi
+
+# The smallest inputs that still hold every seed; the LibTorch harnesses'
+# cost grows with the tensors an input claims, and 4 KiB frames hold enough
+# structure (ten layers of named tensors) for the decoder's every branch.
+max_len() {
+  case $1 in
+  infer_request) echo 8192 ;;
+  *) echo 4096 ;;
+  esac
+}
+
+# Quarantine and malloc fill sized for a million short runs: ASan's defaults
+# (256 MB of freed memory held back, 4 KiB filled per allocation) made the
+# JSON harnesses page-fault most of their time; a use after free within one
+# input is still caught.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16:max_malloc_fill_size=256:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+one() {
+  local name=$1
+  local work=$build/work/$name found=$build/findings/$name log=$build/logs/$name.log
+  mkdir -p "$work" "$found" "$build/logs"
+  rm -f "$found"/*
+  local start end status=0 dirs=("$work" "$root/fuzz/corpus/$name")
+  [[ -d $root/fuzz/regressions/$name ]] && dirs+=("$root/fuzz/regressions/$name")
+  start=$(date +%s.%N)
+  /usr/bin/time -f "cpu_s %U %S" -o "$build/logs/$name.time" \
+    nice -n 10 "$build/${name}_fuzz" -runs="$runs" -max_len="$(max_len "$name")" \
+    -timeout=20 -rss_limit_mb=2560 -print_final_stats=1 -artifact_prefix="$found/" \
+    "${dirs[@]}" >"$log" 2>&1 || status=$?
+  end=$(date +%s.%N)
+  local execs cpu findings
+  execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log" | tail -1)
+  cpu=$(awk '/^cpu_s/ {print $2 + $3}' "$build/logs/$name.time")
+  findings=$(find "$found" -type f | wc -l)
+  if ((status != 0 && findings == 0)); then
+    findings=1 # died without an artifact (e.g. an error before fuzzing began)
+  fi
+  printf '{"name": "%s", "execs": %s, "seconds": %.1f, "cpu_s": %.1f, "findings": %s, "exit": %s, "new_units": %s}\n' \
+    "$name" "${execs:-0}" "$(echo "$end - $start" | bc)" "${cpu:-0}" "$findings" "$status" \
+    "$(find "$work" -type f | wc -l)" >"$build/logs/$name.json"
+  echo "fuzz: $name: ${execs:-0} executions, $findings finding(s) ($(basename "$log"))" >&2
+}
+export -f one max_len
+export build root runs
+
+printf '%s\n' "${names[@]}" | xargs -P "$parallel" -I{} bash -c 'one {}'
+
+mkdir -p "$root/bench/results"
+/usr/bin/python3 - "$build/logs" "$runs" "$root/bench/results/fuzz.json" "${names[@]}" <<'PY'
+import json, sys
+logs, runs, out, names = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+rows = [json.load(open(f"{logs}/{n}.json")) for n in names]
+result = {
+    "benchmark": "fuzz",
+    "runs_asked": runs,
+    "sanitizers": "address,undefined (-fno-sanitize-recover=undefined)",
+    "compiler": "clang-14 libFuzzer",
+    "harnesses": rows,
+    "fuzz_execs_min": min(r["execs"] for r in rows),
+    "fuzz_findings": sum(r["findings"] for r in rows),
+}
+json.dump(result, open(out, "w"), indent=2)
+print(f"results: {out}")
+for r in rows:
+    print(f"{r['name']}: {r['execs']} execs in {r['seconds']:.0f} s "
+          f"({r['cpu_s']:.0f} s CPU), {r['findings']} finding(s)")
+print(f"fuzz_harnesses: {len(rows)}")
+print(f"fuzz_cpu_s_total: {sum(r['cpu_s'] for r in rows):.0f}")
+print(f"fuzz_execs_min: {result['fuzz_execs_min']}")
+print(f"fuzz_findings: {result['fuzz_findings']}")
+PY
