@@ -189,6 +189,11 @@ public:
   std::atomic<int64_t> turned_away{0};
   std::atomic<int64_t> too_slow{0};
 
+  /// httplib listens with a backlog of 5: a burst of connections has its
+  /// SYNs dropped and retried after 1, 3, 7 s. Listening again on the bound
+  /// socket raises it (Linux takes a second listen() as an update).
+  void widen_backlog(int n) { ::listen(svr_sock_, n); }
+
 private:
   bool process_and_close_socket(socket_t sock) override {
     if (turning_away) {
@@ -692,6 +697,9 @@ int http_front::start() {
     throw std::runtime_error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
                              " (in use, or not an address of this machine)");
   }
+  auto threads = static_cast<size_t>(std::max(1, o.threads));
+  impl_->server.widen_backlog(
+      static_cast<int>(threads * impl_->server.limits.connections_per_thread));
   impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
   // httplib's stop() does nothing before the loop runs: wait for it
   for (int i = 0; i < 500 && !impl_->server.is_running(); ++i) {
