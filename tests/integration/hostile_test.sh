@@ -344,7 +344,33 @@ sys.exit(0 if len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6
       many)
         run_case many --count 300
         check "$out" 'set(r["answers"]) <= {"200", "503"} and r["answers"].get("200", 0) > 0' \
-          "300 connections at once get 200 or 503 (too many connections), nothing else" ;;
+          "300 connections at once get 200 or 503 (too many connections), nothing else"
+        # 300 slow senders hold all 256 places (4 per handling thread) for
+        # 10 s: the rest, and a request meanwhile, get 503 at once
+        hostile http slow --port "$attack_port" --count 300 --interval 0.3 --hold 40 >flood.json &
+        bg+=($!)
+        local refused=""
+        for _ in $(seq 1 100); do
+          refused=$("$py" - "$attack_port" <<'PY'
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+try:
+    c.request("GET", "/v2/health/live")
+    r = c.getresponse()
+    print(r.status, r.getheader("Retry-After"))
+except OSError as e:
+    print("error", e)
+PY
+)
+          [ "$refused" = "503 1" ] && break
+          sleep 0.1
+        done
+        [ "$refused" = "503 1" ] || fail "many: a request while 300 connections were held got '$refused', not 503"
+        wait "${bg[-1]}" || fail "many: hostile.py failed: $(cat flood.json)"
+        out=$(cat flood.json)
+        echo "many (held): $(cut -c1-300 <<<"$out")"
+        check "$out" 'r["statuses"].count(503) >= 1 and all(s in (503, 408, None) for s in r["statuses"])' \
+          "connections past the bound get 503" ;;
       old)
         run_case old
         check "$out" 'r["http10_infer"]["status"] == 200 and "\"shape\":[1,10]" in r["http10_infer"]["body"]' \
