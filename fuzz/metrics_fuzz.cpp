@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   attempt([&] { serve_script(r, cli, counts); });
   attempt([&] {
     if (federated(r) || split_run(r)) {
-      rounds_script({r, r}, cli, counts);
+      rounds_script({r}, cli, counts);
     }
   });
   attempt([&] { audit_run(r); });

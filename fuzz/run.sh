@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# fuzz/run.sh [--runs N] [--quick] [NAME...]: what `bench/run.sh fuzz` runs.
+# fuzz/run.sh [--runs N] [--seconds S] [--quick] [NAME...]: what
+# `bench/run.sh fuzz` runs.
 #
 # Builds the harnesses (fuzz/build.sh), then runs each for N executions
-# (default 1,000,000; --quick: 20,000) under `nice -n 10`, two at a time,
+# (default 1,000,000; --quick: 20,000), or until S seconds have passed if
+# that comes first, under `nice -n 10`, SALAMANDER_FUZZ_PARALLEL at a time
+# (default 2),
 # starting from its committed seeds (fuzz/corpus/NAME) and regression inputs
 # (fuzz/regressions/NAME); new inputs it finds go to build-fuzz/work/NAME,
 # anything it finds to build-fuzz/findings/NAME. Writes
@@ -13,13 +16,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${SALAMANDER_FUZZ_BUILD:-$root/build-fuzz}
 runs=1000000
+seconds=0
 parallel=${SALAMANDER_FUZZ_PARALLEL:-2}
 names=()
 while (($#)); do
   case $1 in
   --runs) runs=$2; shift ;;
+  --seconds) seconds=$2; shift ;;
   --quick) runs=20000 ;;
-  -*) echo "usage: fuzz/run.sh [--runs N] [--quick] [NAME...]" >&2; exit 2 ;;
+  -*) echo "usage: fuzz/run.sh [--runs N] [--seconds S] [--quick] [NAME...]" >&2; exit 2 ;;
   *) names+=("$1") ;;
   esac
   shift
@@ -46,6 +51,7 @@ fi
 max_len() {
   case $1 in
   infer_request) echo 8192 ;;
+  metrics) echo 2048 ;; # several whole events; parsing is most of its cost
   *) echo 4096 ;;
   esac
 }
@@ -66,7 +72,8 @@ one() {
   [[ -d $root/fuzz/regressions/$name ]] && dirs+=("$root/fuzz/regressions/$name")
   start=$(date +%s.%N)
   /usr/bin/time -f "cpu_s %U %S" -o "$build/logs/$name.time" \
-    nice -n 10 "$build/${name}_fuzz" -runs="$runs" -max_len="$(max_len "$name")" \
+    nice -n 10 "$build/${name}_fuzz" -runs="$runs" -max_total_time="$seconds" \
+    -max_len="$(max_len "$name")" \
     -timeout=20 -rss_limit_mb=2560 -print_final_stats=1 -artifact_prefix="$found/" \
     "${dirs[@]}" >"$log" 2>&1 || status=$?
   end=$(date +%s.%N)
@@ -83,18 +90,20 @@ one() {
   echo "fuzz: $name: ${execs:-0} executions, $findings finding(s) ($(basename "$log"))" >&2
 }
 export -f one max_len
-export build root runs
+export build root runs seconds
 
 printf '%s\n' "${names[@]}" | xargs -P "$parallel" -I{} bash -c 'one {}'
 
 mkdir -p "$root/bench/results"
-/usr/bin/python3 - "$build/logs" "$runs" "$root/bench/results/fuzz.json" "${names[@]}" <<'PY'
+/usr/bin/python3 - "$build/logs" "$runs" "$seconds" "$root/bench/results/fuzz.json" "${names[@]}" <<'PY'
 import json, sys
-logs, runs, out, names = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+logs, runs, seconds, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+names = sys.argv[5:]
 rows = [json.load(open(f"{logs}/{n}.json")) for n in names]
 result = {
     "benchmark": "fuzz",
     "runs_asked": runs,
+    "seconds_allowed": seconds or None,
     "sanitizers": "address,undefined (-fno-sanitize-recover=undefined)",
     "compiler": "clang-14 libFuzzer",
     "harnesses": rows,
