@@ -23,11 +23,16 @@ case "$name" in
     echo "results: bench/results/build_time.json"
     printf 'clean_build_s: %.1f\n' "$secs"
     ;;
+  fuzz)
+    # The libFuzzer harnesses (fuzz/, issue 15 item 4): each decoder 10^6
+    # times under ASan + UBSan, `nice -n 10`; exits 77 without clang-14.
+    "$root/fuzz/run.sh" "$@"
+    ;;
   "")
     echo "usage: bench/run.sh NAME [--quick]" >&2
     echo "  NAME: build_time training_overhead codec pipeline_overhead bubble transfer" >&2
     echo "        planner_speed hetero recovery failure_during_recovery replan_stability serve" >&2
-    echo "        federated federated_niid split footprint continual" >&2
+    echo "        federated federated_niid split footprint continual fuzz" >&2
     exit 2
     ;;
   *)
