@@ -1,7 +1,9 @@
 #include "apps/client_job.hpp"
 #include "actors/cluster/auth.hpp"
 #include "actors/cluster/cluster_file.hpp"
+#include "actors/node/network.hpp"
 #include "actors/node/system.hpp"
+#include "actors/node/tls.hpp"
 #include "apps/commands.hpp"
 #include "apps/runtime_env.hpp"
 
@@ -125,6 +127,7 @@ actors::job_result run_client_job(
   sopts.connection_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.hang_timeout_s * 1000));
   actors::configure(sys_cfg, sopts);
+  actors::configure_tls(sys_cfg, actors::checked_tls(o.tls));
   caf::actor_system sys{sys_cfg};
   std::vector<actors::remote_node> nodes;
   if (o.cluster.empty()) {
@@ -160,7 +163,7 @@ actors::job_result run_client_job(
     }
     if (!o.listen.empty()) {
       auto [host, port] = actors::parse_address(o.listen);
-      auto bound = sys.middleman().publish(c, port, host.c_str());
+      auto bound = actors::publish(c, port, host);
       if (!bound) {
         throw std::runtime_error("cannot listen on " + o.listen + ": " +
                                  sys.render(bound.error()));

@@ -22,6 +22,7 @@ struct client_job_options {
   std::string client_shares; ///< embedded: relative speeds, e.g. 1,1,0.1 (EMULATED)
   std::string cluster;       ///< or the nodes of a cluster file
   std::string secret_file;
+  std::string tls;
   std::string listen;
   int threads = 1;
   double hang_timeout_s = 3.0;
@@ -36,6 +37,7 @@ template <class Cli> client_job_options client_options_of(const Cli& cli) {
   o.client_shares = cli.client_shares;
   o.cluster = cli.cluster;
   o.secret_file = cli.secret_file;
+  o.tls = cli.tls;
   o.listen = cli.listen;
   o.threads = cli.threads;
   o.hang_timeout_s = cli.hang_timeout_s;

@@ -5,7 +5,9 @@
 // commands and runs through the same code.
 #include "actors/cluster/auth.hpp"
 #include "actors/cluster/cluster_file.hpp"
+#include "actors/node/network.hpp"
 #include "actors/node/system.hpp"
+#include "actors/node/tls.hpp"
 #include "apps/commands.hpp"
 #include "apps/console_parse.hpp"
 #include "apps/runtime_env.hpp"
@@ -493,7 +495,7 @@ private:
 
 caf::expected<cluster_actor> attach(caf::actor_system& sys, const std::string& address) {
   auto [host, port] = actors::parse_address(address);
-  return sys.middleman().remote_actor<cluster_actor>(host, port);
+  return actors::remote_actor<cluster_actor>(sys, host, port);
 }
 
 // readline completion: command words first, then their sub-words.
@@ -607,6 +609,12 @@ int run_console(const console_cli& cli) {
   }
   caf::actor_system_config cfg;
   actors::configure(cfg);
+  try {
+    actors::configure_tls(cfg, actors::checked_tls(cli.tls));
+  } catch (const std::invalid_argument& e) {
+    log->error("{}", e.what());
+    return 2;
+  }
   caf::actor_system sys{cfg};
   auto sup = attach(sys, cli.supervisor);
   if (!sup) {

@@ -3,6 +3,8 @@
 #include "actors/cluster/auth.hpp"
 #include "actors/cluster/cluster_file.hpp"
 #include "actors/job/runner.hpp"
+#include "actors/node/network.hpp"
+#include "actors/node/tls.hpp"
 #include "actors/node/profiler.hpp"
 #include "actors/node/system.hpp"
 #include "actors/train/stream.hpp"
@@ -306,6 +308,7 @@ int run_pipeline(const train_cli& cli) {
   sopts.connection_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(cli.hang_timeout_s * 1000));
   actors::configure(cfg, sopts);
+  actors::configure_tls(cfg, actors::checked_tls(cli.tls));
   caf::actor_system sys{cfg};
   std::vector<actors::remote_node> nodes;
   if (!cli.cluster.empty()) {
@@ -392,7 +395,7 @@ int run_pipeline(const train_cli& cli) {
     }
     if (!cli.listen.empty()) {
       auto [host, port] = actors::parse_address(cli.listen);
-      auto bound = sys.middleman().publish(s, port, host.c_str());
+      auto bound = actors::publish(s, port, host);
       if (!bound) {
         log->error("cannot listen on {}: {}", cli.listen, sys.render(bound.error()));
         return;
@@ -438,7 +441,7 @@ int run_pipeline(const train_cli& cli) {
   end_watcher();
   progress.finish();
   if (listening != 0) {
-    sys.middleman().unpublish(sup_handle, listening);
+    actors::unpublish(sup_handle, listening);
   }
   if (!result.status.metrics_path.empty()) {
     std::printf("metrics: %s\n", result.status.metrics_path.c_str());
@@ -551,6 +554,7 @@ int run_node(const node_cli& cli) {
   // other at once connect both ways and can stall the pipeline for good (a
   // chaos seed did, under load): off until we connect neighbours ourselves.
   actors::configure(cfg);
+  actors::configure_tls(cfg, actors::checked_tls(cli.tls));
   caf::actor_system sys{cfg};
   actors::node_config ncfg;
   ncfg.name = cli.name;
@@ -577,7 +581,7 @@ int run_node(const node_cli& cli) {
   auto n = sys.spawn(actors::node, ncfg);
   // reuse: a node started again on its port after a crash binds it although
   // the old connections linger in TIME_WAIT (it does not let two listen)
-  auto bound = sys.middleman().publish(n, port, host.c_str(), true);
+  auto bound = actors::publish(n, port, host, true);
   if (!bound) {
     log->error("node {} cannot listen on {}: {}", cli.name, cli.listen,
                sys.render(bound.error()));
@@ -593,7 +597,7 @@ int run_node(const node_cli& cli) {
             protocol_version);
   if (!cli.join.empty()) {
     auto [shost, sport] = actors::parse_address(cli.join);
-    auto sup = sys.middleman().remote_actor<cluster_actor>(shost, sport);
+    auto sup = actors::remote_actor<cluster_actor>(sys, shost, sport);
     std::string outcome;
     bool ok = false;
     if (!sup) {
@@ -613,7 +617,7 @@ int run_node(const node_cli& cli) {
     if (!ok) {
       log->error("node {} could not join {}: {}", cli.name, cli.join, outcome);
       caf::anon_send(n, leave_atom_v);
-      sys.middleman().unpublish(n, *bound);
+      actors::unpublish(n, *bound);
       return 1;
     }
     log->info("{}", outcome);
@@ -625,7 +629,7 @@ int run_node(const node_cli& cli) {
             : sig == SIGINT ? "SIGINT"
                             : "no supervisor came back within --supervisor-grace");
   caf::anon_send(n, leave_atom_v);
-  sys.middleman().unpublish(n, *bound);
+  actors::unpublish(n, *bound);
   // Exit without the actor_system's destructor: CAF's automatic-connection
   // helper may wait minutes for a peer that died (actors/system.hpp). The
   // node holds nothing that outlives it; its cgroup is removed here.

@@ -5,7 +5,9 @@
 // (--stages N) or the nodes of a cluster file.
 #include "actors/cluster/auth.hpp"
 #include "actors/cluster/cluster_file.hpp"
+#include "actors/node/network.hpp"
 #include "actors/node/system.hpp"
+#include "actors/node/tls.hpp"
 #include "actors/serve/inference.hpp"
 #include "apps/commands.hpp"
 #include "apps/http_front.hpp"
@@ -113,6 +115,7 @@ caf::actor_system_config& system_config(caf::actor_system_config& cfg,
   actors::system_options sopts;
   sopts.connection_timeout = ms(cli.hang_timeout_s);
   actors::configure(cfg, sopts);
+  actors::configure_tls(cfg, actors::checked_tls(cli.tls));
   return cfg;
 }
 
@@ -122,7 +125,7 @@ void publish(caf::actor_system& sys, const actors::service& svc, const serve_cli
   }
   auto log = logger("serve");
   auto [host, port] = actors::parse_address(cli.supervisor_listen);
-  auto bound = sys.middleman().publish(svc.cluster(), port, host.c_str());
+  auto bound = actors::publish(svc.cluster(), port, host);
   if (!bound) {
     throw std::runtime_error("cannot listen on " + cli.supervisor_listen + ": " +
                              sys.render(bound.error()));

@@ -41,6 +41,7 @@ struct train_cli {
   uint32_t global_every = 1;
   std::string recovery_policy = "exact";
   std::string secret_file;  ///< cluster secret (else $SALAMANDER_SECRET)
+  std::string tls; ///< TLS material (deploy/make-certs.sh); else $SALAMANDER_TLS; none: off
   std::string metrics = ""; ///< JSON-lines log; "": runs/JOB/metrics.jsonl; "none": off
   // continual learning (actors/train/stream.hpp)
   std::string stream;     ///< replay:RATE, file:PATH or tcp:HOST:PORT; "": a data set
@@ -72,6 +73,7 @@ struct serve_cli {
   double hang_timeout_s = 3.0;
   int threads = 1;
   std::string secret_file;
+  std::string tls; ///< TLS material (deploy/make-certs.sh); else $SALAMANDER_TLS; none: off
   std::string metrics = ""; ///< "": runs/JOB/metrics.jsonl; "none": off
   std::string supervisor_listen; ///< publish the cluster supervisor (console, --join)
   // infer
@@ -116,6 +118,7 @@ struct fed_cli {
   std::string metrics = "";
   std::string listen; ///< publish the cluster supervisor (console, node --join)
   std::string secret_file;
+  std::string tls; ///< TLS material (deploy/make-certs.sh); else $SALAMANDER_TLS; none: off
   int threads = 1;
   double hang_timeout_s = 3.0;
 };
@@ -155,6 +158,7 @@ struct split_cli {
   std::string metrics = "";
   std::string listen;
   std::string secret_file;
+  std::string tls; ///< TLS material (deploy/make-certs.sh); else $SALAMANDER_TLS; none: off
   int threads = 1;
   double hang_timeout_s = 3.0;
 };
@@ -190,6 +194,7 @@ struct node_cli {
   std::string cpus; ///< "0" or "1,2": pin to these host CPUs
   std::string join; ///< a running supervisor to offer this node to
   std::string secret_file;
+  std::string tls; ///< TLS material (deploy/make-certs.sh); else $SALAMANDER_TLS; none: off
   std::string data_dir; ///< federated clients here train on this data
   /// Seconds a node whose supervisor went away keeps its stages and replicas
   /// for a supervisor to come back (README, "When the supervisor dies").
@@ -200,6 +205,7 @@ struct node_cli {
 struct console_cli {
   std::string supervisor;
   std::string secret_file; ///< else $SALAMANDER_SECRET; none: look only
+  std::string tls; ///< TLS material (deploy/make-certs.sh); else $SALAMANDER_TLS; none: off
   std::string exec;        ///< "cmd; cmd": run these and exit (scripts, tests)
   double timeout_s = 30;
 };

@@ -29,6 +29,11 @@ const char* model_help =
     "torchscript:FILE (a scripted nn.Sequential, its children the layers; the same "
     "path on every node)";
 
+const char* tls_help =
+    "TLS on every link: a directory from deploy/make-certs.sh (ca.pem, cert.pem, "
+    "key.pem); peers must hold a certificate of the same CA (default: $SALAMANDER_TLS; "
+    "none: plaintext)";
+
 // Numeric ranges in words. CLI11's own (PositiveNumber, Range) print
 // "Value 0 not in range 0.000000 to 1797693...": these say "must be at
 // least 1, got 0", and main() puts the option's name in front.
@@ -230,6 +235,7 @@ int main(int argc, char** argv) {
         "--secret-file", train.secret_file,
         "cluster secret the nodes must prove (default: $SALAMANDER_SECRET; none: "
         "an open cluster)");
+  sub->add_option("--tls", train.tls, tls_help);
     sub->add_option(
            "--stream", train.stream,
            "continual learning: train on samples as they arrive, batch after batch "
@@ -336,6 +342,7 @@ int main(int argc, char** argv) {
       "--secret-file", node.secret_file,
       "cluster secret to prove to the supervisor (default: $SALAMANDER_SECRET); "
       "a supervisor that cannot prove it gets no work from this node");
+  nd->add_option("--tls", node.tls, tls_help);
   nd->add_option(
         "--supervisor-grace", node.supervisor_grace_s,
         "seconds this node keeps its stages and replicas after its supervisor went "
@@ -421,6 +428,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     c->add_option("--secret-file", o.secret_file,
                   "cluster secret the nodes must prove (default: $SALAMANDER_SECRET)");
+    c->add_option("--tls", o.tls, tls_help);
     c->add_option("--metrics", o.metrics,
                   "JSON-lines log (default runs/job-.../metrics.jsonl; none: off)");
     c->add_option("--supervisor-listen", o.supervisor_listen,
@@ -541,6 +549,7 @@ int main(int argc, char** argv) {
                  "HOST:PORT to publish the supervisor on (console, node --join)");
   fd->add_option("--secret-file", fed.secret_file,
                  "cluster secret the nodes must prove (default: $SALAMANDER_SECRET)");
+  fd->add_option("--tls", fed.tls, tls_help);
   fd->add_option("--threads", fed.threads, "compute threads (0: LibTorch's default)")
       ->check(whole<int>(0))
       ->capture_default_str();
@@ -652,6 +661,7 @@ int main(int argc, char** argv) {
                  "HOST:PORT to publish the supervisor on (console, node --join)");
   sp->add_option("--secret-file", spl.secret_file,
                  "cluster secret the nodes must prove (default: $SALAMANDER_SECRET)");
+  sp->add_option("--tls", spl.tls, tls_help);
   sp->add_option("--threads", spl.threads, "compute threads (0: LibTorch's default)")
       ->check(whole<int>(0))
       ->capture_default_str();
@@ -699,6 +709,7 @@ int main(int argc, char** argv) {
       "cluster secret, to be allowed to change the job (default: "
       "$SALAMANDER_SECRET; without it only status, nodes, plan and metrics work on "
       "a job that has a secret)");
+  co->add_option("--tls", console.tls, tls_help);
   co->add_option("--timeout", console.timeout_s, "seconds to wait for each answer")
       ->check(number(0, 86400, true, "seconds"))
       ->capture_default_str();

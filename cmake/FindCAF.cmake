@@ -1,10 +1,13 @@
 # Debian's libcaf-dev (0.17.6) ships neither a CMake config nor a pkg-config
-# file. This finds the headers and libraries and defines CAF::core / CAF::io.
+# file. This finds the headers and libraries and defines CAF::core / CAF::io /
+# CAF::openssl (TLS links; the module ships in the same package).
 find_path(CAF_INCLUDE_DIR caf/all.hpp)
 find_library(CAF_CORE_LIBRARY caf_core)
 find_library(CAF_IO_LIBRARY caf_io)
+find_library(CAF_OPENSSL_LIBRARY caf_openssl)
 include(FindPackageHandleStandardArgs)
-find_package_handle_standard_args(CAF REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY)
+find_package_handle_standard_args(CAF REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY
+                                  CAF_OPENSSL_LIBRARY)
 if(CAF_FOUND AND NOT TARGET CAF::core)
   find_package(Threads REQUIRED)
   add_library(CAF::core UNKNOWN IMPORTED)
@@ -16,4 +19,9 @@ if(CAF_FOUND AND NOT TARGET CAF::core)
   set_target_properties(CAF::io PROPERTIES
     IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
     INTERFACE_LINK_LIBRARIES CAF::core)
+  find_package(OpenSSL REQUIRED)
+  add_library(CAF::openssl UNKNOWN IMPORTED)
+  set_target_properties(CAF::openssl PROPERTIES
+    IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
+    INTERFACE_LINK_LIBRARIES "CAF::io;OpenSSL::SSL")
 endif()

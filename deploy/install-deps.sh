@@ -24,6 +24,8 @@ packages=(
   wrk hey curl                    # serve: HTTP load benchmark, the tests' client
   python3-torch                   # export: the tests load exported weights in PyTorch
   iproute2 procps tmux bc            # netns testbed, process control
+  openssl                         # deploy/make-certs.sh: the cluster CA and node certificates
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz harnesses, ASan/UBSan/TSan builds
 )
 
 missing=()

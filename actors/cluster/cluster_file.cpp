@@ -1,4 +1,5 @@
 #include "actors/cluster/cluster_file.hpp"
+#include "actors/node/network.hpp"
 
 #include "messages/errors.hpp"
 
@@ -10,7 +11,7 @@ caf::expected<std::vector<remote_node>>
 connect_nodes(caf::actor_system& sys, const std::vector<cluster_node>& nodes) {
   std::vector<remote_node> out;
   for (auto& n : nodes) {
-    auto h = sys.middleman().remote_actor<node_actor>(n.host, n.port);
+    auto h = remote_actor<node_actor>(sys, n.host, n.port);
     if (!h) {
       return caf::make_error(errc::unreachable,
                              "node " + n.name + " at " + n.host + ":" +

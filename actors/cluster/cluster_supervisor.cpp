@@ -2,6 +2,7 @@
 
 #include "actors/cluster/auth.hpp"
 #include "actors/logging.hpp"
+#include "actors/node/network.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -535,7 +536,7 @@ void dial(self_ptr self, size_t n, std::function<void(const std::string&)> retry
   auto& st = self->state;
   auto& e = st.nodes[n];
   auto name = e.name;
-  auto mm = self->home_system().middleman().actor_handle();
+  auto mm = network(self->home_system());
   self->request(mm, st.cfg.redial_timeout, caf::connect_atom_v, e.host, e.port)
       .then(
           [=](const caf::node_id&, caf::strong_actor_ptr& ptr,

@@ -1,5 +1,6 @@
 #include "actors/node/node.hpp"
 #include "actors/logging.hpp"
+#include "actors/node/network.hpp"
 #include "actors/tuning.hpp"
 
 #include "actors/planning/capacity.hpp"
@@ -296,7 +297,7 @@ caf::result<bool> on_peer(node_actor::stateful_pointer<node_state> self,
     return unauthorized(self->state.config.name);
   }
   auto rp = self->make_response_promise<bool>();
-  auto mm = self->system().middleman().actor_handle();
+  auto mm = network(self->system());
   self->request(mm, tuning::connect_timeout, caf::connect_atom_v, host, port)
       .then([=](const caf::node_id&, caf::strong_actor_ptr&,
                 std::set<std::string>&) mutable { rp.deliver(true); },
