@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <sched.h>
 #include <stdexcept>
 #include <string>
@@ -92,6 +93,40 @@ private:
     }
   }
   std::vector<pid_t> pids_;
+};
+
+/// TLS material from deploy/make-certs.sh for `names`, in a temporary
+/// directory removed with this object (benchmarks that compare TLS links
+/// with plaintext ones).
+class bench_certs {
+public:
+  explicit bench_certs(const std::vector<std::string>& names) {
+    char tmpl[] = "/tmp/salamander-bench-certs-XXXXXX";
+    if (!::mkdtemp(tmpl)) {
+      throw std::runtime_error("cannot make a temporary directory for certificates");
+    }
+    dir_ = tmpl;
+    std::string cmd = SALAMANDER_SOURCE_DIR "/deploy/make-certs.sh -o " + dir_;
+    for (auto& n : names) {
+      cmd += " " + n;
+    }
+    cmd += " >/dev/null";
+    if (std::system(cmd.c_str()) != 0) {
+      throw std::runtime_error("deploy/make-certs.sh failed (is the openssl tool installed?)");
+    }
+  }
+  ~bench_certs() {
+    std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+  bench_certs(const bench_certs&) = delete;
+  bench_certs& operator=(const bench_certs&) = delete;
+  /// the --tls directory of `name`
+  std::string of(const std::string& name) const {
+    return dir_ + "/" + name;
+  }
+
+private:
+  std::string dir_;
 };
 
 /// Connects to every node of a benchmark's cluster, or throws the error

@@ -98,6 +98,15 @@ def main():
         p("| pipeline epoch (s) | plain epoch (s) | **one_stage_over_plain** |\n|---|---|---|")
         p(f"| {f(po['pipeline_epoch_s_median'])} | {f(po['plain_epoch_s_median'])} | "
           f"**{f(po['one_stage_over_plain'], 3)}** |\n")
+        if "tls_over_plain_throughput" in po:
+            p("Training over TLS links: the same CNN as two stages (balance 2,2, two "
+              "micro-batches) on two `salamander node` processes on loopback, "
+              f"{f(po['links_batches'], 0)} batches, plaintext links and TLS links "
+              "(supervisor to nodes and node to node) alternating, median of "
+              f"{f(po['links_rounds'], 0)} rounds. Goal: TLS at least 0.9 of plaintext.\n")
+            p("| plaintext (s) | TLS (s) | **tls_over_plain_throughput** |\n|---|---|---|")
+            p(f"| {f(po['links_plain_s_median'])} | {f(po['links_tls_s_median'])} | "
+              f"**{f(po['tls_over_plain_throughput'], 3)}** |\n")
         p("The scheduler matters here. With CAF's default work stealing (idle workers "
           "poll), the ratio was 1.022 in a run just before. With work stealing's polling "
           "turned off it was 1.176: a job the stage's worker queued for the supervisor "
@@ -135,7 +144,18 @@ def main():
       "a pooled aligned buffer and aliased) against the same bytes over a raw loopback "
       "TCP socket, each message acknowledged, best of three rounds. Goal: CAF at least "
       "50% of raw TCP.\n")
-    if tr:
+    if tr and "tls_mbps_16mb" in tr:
+        p("The same CAF messages over a TLS link (CAF's OpenSSL module, TLS 1.3, EC P-256 "
+          "certificates from `deploy/make-certs.sh`, both sides authenticated) are timed "
+          "in the same rounds.\n")
+        p("| size | CAF MB/s | CAF over TLS MB/s | raw TCP MB/s | caf_over_tcp | "
+          "tls_over_plain |\n|---|---|---|---|---|---|")
+        for k in ["1mb", "4mb", "16mb"]:
+            p(f"| {k.upper()} | {f(tr['caf_mbps_' + k], 0)} | {f(tr['tls_mbps_' + k], 0)} | "
+              f"{f(tr['tcp_mbps_' + k], 0)} | {f(tr['caf_over_tcp_' + k], 3)} | "
+              f"{f(tr['tls_over_plain_' + k], 3)} |")
+        p(f"\nHeadline `tls_over_plain_16mb`: **{f(tr['tls_over_plain_16mb'], 3)}**.\n")
+    elif tr:
         p("| size | CAF MB/s | raw TCP MB/s | caf_over_tcp |\n|---|---|---|---|")
         for k in ["1mb", "4mb", "16mb"]:
             p(f"| {k.upper()} | {f(tr['caf_mbps_' + k], 0)} | {f(tr['tcp_mbps_' + k], 0)} | "

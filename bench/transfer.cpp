@@ -3,8 +3,12 @@
 // messages/messages.hpp) against the same bytes over a raw TCP socket, in the
 // same run. Each message is acknowledged before the next is sent, as a
 // stage's activation is consumed before the next one matters.
-// Goal: CAF at least 50% of raw TCP throughput.
+// Goal: CAF at least 50% of raw TCP throughput. The same CAF messages over a
+// TLS link (CAF's OpenSSL module, certificates from deploy/make-certs.sh)
+// are timed in the same rounds: tls_over_plain_16mb.
+#include "actors/node/network.hpp"
 #include "actors/node/system.hpp"
+#include "actors/node/tls.hpp"
 #include "bench/benches.hpp"
 #include "bench/report.hpp"
 #include "messages/messages.hpp"
@@ -86,7 +90,7 @@ caf::behavior echo(caf::event_based_actor*) {
   return {[](echo_atom, const tensor_payload& t) { return static_cast<int64_t>(t.tensor.numel()); }};
 }
 
-[[noreturn]] void child(int report_fd) {
+[[noreturn]] void child(int report_fd, const std::string& tls_dir) {
   uint16_t tcp_port = 0;
   int listener = listen_any(tcp_port);
   std::thread tcp(tcp_server, listener);
@@ -95,7 +99,14 @@ caf::behavior echo(caf::event_based_actor*) {
   caf::actor_system sys{cfg};
   auto e = sys.spawn(echo);
   auto caf_port = sys.middleman().publish(e, 0, "127.0.0.1");
-  uint16_t ports[2] = {tcp_port, caf_port ? *caf_port : uint16_t{0}};
+  caf::actor_system_config tls_cfg;
+  actors::configure(tls_cfg);
+  actors::configure_tls(tls_cfg, actors::checked_tls(tls_dir));
+  caf::actor_system tls_sys{tls_cfg};
+  auto tls_e = tls_sys.spawn(echo);
+  auto tls_port = actors::publish(tls_e, 0, "127.0.0.1");
+  uint16_t ports[3] = {tcp_port, caf_port ? *caf_port : uint16_t{0},
+                       tls_port ? *tls_port : uint16_t{0}};
   write_all(report_fd, ports, sizeof ports);
   ::close(report_fd);
   tcp.join();
@@ -108,6 +119,7 @@ caf::behavior echo(caf::event_based_actor*) {
 } // namespace
 
 int transfer(const bench_args& args) {
+  bench_certs certs({"server", "client"});
   int fds[2];
   if (::pipe(fds) != 0) {
     throw std::runtime_error("pipe failed");
@@ -115,10 +127,10 @@ int transfer(const bench_args& args) {
   pid_t pid = ::fork(); // before any actor system or thread pool exists here
   if (pid == 0) {
     ::close(fds[0]);
-    child(fds[1]);
+    child(fds[1], certs.of("server"));
   }
   ::close(fds[1]);
-  uint16_t ports[2] = {0, 0};
+  uint16_t ports[3] = {0, 0, 0};
   read_all(fds[0], ports, sizeof ports);
   ::close(fds[0]);
   struct reaper {
@@ -147,28 +159,42 @@ int transfer(const bench_args& args) {
   if (!peer) {
     throw std::runtime_error("cannot reach the CAF echo actor: " + sys.render(peer.error()));
   }
+  caf::actor_system_config tls_cfg;
+  actors::configure(tls_cfg);
+  actors::configure_tls(tls_cfg, actors::checked_tls(certs.of("client")));
+  caf::actor_system tls_sys{tls_cfg};
+  auto tls_peer = actors::remote_actor(tls_sys, "127.0.0.1", ports[2]);
+  if (!tls_peer) {
+    throw std::runtime_error("cannot reach the CAF echo actor over TLS: " +
+                             tls_sys.render(tls_peer.error()));
+  }
   report rep("transfer");
   rep.detail("emulation", "two processes on one host, loopback TCP");
-  double headline = 0;
+  double headline = 0, tls_headline = 0;
   caf::scoped_actor self{sys};
+  caf::scoped_actor tls_self{tls_sys};
+  // `reps` echoes of `t` through `peer`; seconds
+  auto echo_caf = [](caf::scoped_actor& from, const caf::actor& to, const torch::Tensor& t,
+                     int reps) {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) {
+      bool ok = false;
+      from->request(to, std::chrono::seconds(30), echo_atom_v, tensor_payload{t})
+          .receive([&](int64_t n) { ok = n == t.numel(); }, [&](caf::error&) {});
+      if (!ok) {
+        throw std::runtime_error("CAF echo failed");
+      }
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   for (int64_t mb : {1, 4, 16}) {
     auto t = torch::randn({mb * 1024 * 1024 / 4});
     int reps = args.quick ? 3 : (mb == 16 ? 10 : 30);
-    std::vector<double> caf_best, tcp_best;
-    double caf_s = 1e30, tcp_s = 1e30;
+    double caf_s = 1e30, tls_s = 1e30, tcp_s = 1e30;
     for (int round = 0; round < 3; ++round) {
+      caf_s = std::min(caf_s, echo_caf(self, *peer, t, reps));
+      tls_s = std::min(tls_s, echo_caf(tls_self, *tls_peer, t, reps));
       auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < reps; ++i) {
-        bool ok = false;
-        self->request(*peer, std::chrono::seconds(30), echo_atom_v, tensor_payload{t})
-            .receive([&](int64_t n) { ok = n == t.numel(); }, [&](caf::error&) {});
-        if (!ok) {
-          throw std::runtime_error("CAF echo failed");
-        }
-      }
-      caf_s = std::min(caf_s, std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                           start).count());
-      start = std::chrono::steady_clock::now();
       for (int i = 0; i < reps; ++i) {
         uint64_t n = t.nbytes(), ack = 0;
         if (!write_all(tcp, &n, sizeof n) || !write_all(tcp, t.data_ptr(), n) ||
@@ -181,18 +207,25 @@ int transfer(const bench_args& args) {
     }
     double bytes = static_cast<double>(t.nbytes()) * reps;
     double caf_mbps = bytes / caf_s / 1e6, tcp_mbps = bytes / tcp_s / 1e6;
+    double tls_mbps = bytes / tls_s / 1e6;
     std::string k = std::to_string(mb) + "mb";
     rep.detail("caf_mbps_" + k, caf_mbps);
     rep.detail("tcp_mbps_" + k, tcp_mbps);
+    rep.detail("tls_mbps_" + k, tls_mbps);
     rep.detail("caf_over_tcp_" + k, caf_mbps / tcp_mbps);
-    std::fprintf(stderr, "%2lld MB: CAF %6.0f MB/s, raw TCP %6.0f MB/s, ratio %.2f\n",
-                 static_cast<long long>(mb), caf_mbps, tcp_mbps, caf_mbps / tcp_mbps);
+    rep.detail("tls_over_plain_" + k, tls_mbps / caf_mbps);
+    std::fprintf(stderr,
+                 "%2lld MB: CAF %6.0f MB/s, CAF over TLS %6.0f MB/s, raw TCP %6.0f MB/s\n",
+                 static_cast<long long>(mb), caf_mbps, tls_mbps, tcp_mbps);
     if (mb == 16) {
       headline = caf_mbps / tcp_mbps;
+      tls_headline = tls_mbps / caf_mbps;
     }
   }
   ::close(tcp);
+  rep.detail("tls", "CAF OpenSSL module, TLS 1.3, EC P-256 certificates of one CA");
   rep.headline("caf_over_tcp_16mb", headline);
+  rep.headline("tls_over_plain_16mb", tls_headline);
   rep.finish(args.out);
   return 0;
 }
