@@ -3,6 +3,8 @@
 
     hostile.py {basp|http} CASE --port P [--host H] [options]
 
+    hostile.py tls CASE --port P ...   (a BASP port of a process run with --tls)
+
 Cases: random, truncated, oversized, silent, slow, many, old. Each does what
 a hostile or broken peer does and prints one JSON line saying what the
 target did in return (answers, closes and when); tests/integration/
@@ -13,7 +15,14 @@ basp speaks CAF 0.17.6's BASP (libcaf_io/caf/io/basp/header.hpp): a 32-byte
 big-endian header (operation u8, 2 padding bytes, flags u8, payload_len u32,
 operation_data u64, source actor u64, destination actor u64) and a payload;
 the acceptor sends its server handshake first. http speaks HTTP/1.x to
-`salamander serve --listen`. Standard library only (Debian's python3).
+`salamander serve --listen`. tls throws the same kinds of input at a port
+that speaks only TLS with certificates of the cluster's CA: BASP bytes in
+plaintext, and TLS that never completes (a ClientHello cut short, sent a byte
+at a time, or without a certificate to follow it; record and handshake
+lengths past TLS's limits; TLS 1.0/1.2 and SSLv2 hellos). It prints, for each
+connection, its local port (for the target's log), when the target closed it
+and how TLS should have ended it: "refused" at once, or "bound" by the
+target's handshake deadline. Standard library only (Debian's python3).
 """
 
 import argparse
@@ -22,6 +31,7 @@ import random
 import select
 import selectors
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -152,15 +162,20 @@ def closed_within(s, seconds):
                 pass
 
 
-def hold_many(args, count, send=None, interval=None, hold=10.0):
-    """Opens `count` connections; optionally sends `send` a byte at a time
-    every `interval` s on each; holds them up to `hold` s. Returns when each
-    was closed by the peer (None: still open) and what each received."""
-    socks, opened_at, closed_at, got = [], [], [], []
+def hold_many(args, count, send=None, interval=None, hold=10.0, first=None):
+    """Opens `count` connections; sends first(i) on connection i if given;
+    optionally sends `send` a byte at a time every `interval` s on each;
+    holds them up to `hold` s. Returns when each was closed by the peer
+    (None: still open), what each received and each one's local port."""
+    socks, opened_at, closed_at, got, ports = [], [], [], [], []
     failed = 0
-    for _ in range(count):
+    for i in range(count):
         try:
-            socks.append(connect(args))
+            s = connect(args)
+            ports.append(s.getsockname()[1])
+            if first is not None:
+                s.sendall(first(i))
+            socks.append(s)
             opened_at.append(time.monotonic())
             closed_at.append(None)
             got.append(b"")
@@ -201,7 +216,8 @@ def hold_many(args, count, send=None, interval=None, hold=10.0):
     for s in socks:
         s.close()
     return {"opened": len(socks), "connect_failed": failed, "closed_at": closed_at,
-            "received": got, "bytes_sent_each": sent if send is not None else 0}
+            "received": got, "bytes_sent_each": sent if send is not None else 0,
+            "ports": ports}
 
 
 # ---- BASP ----------------------------------------------------------------
@@ -364,6 +380,166 @@ def basp_old(args):
     s.close()
     out["reply"] = None if reply is None else reply.decode("latin-1")
     return out
+
+
+# ---- TLS -----------------------------------------------------------------
+#
+# A port of a process run with --tls reads nothing but TLS, and a peer
+# without a certificate of the cluster's CA never gets past the handshake.
+# So every connection here must be closed by the target: "refused" ones at
+# once (bytes that are not TLS, lengths past TLS's limits, a protocol
+# version the target does not speak), "bound" ones when the target's
+# handshake deadline cuts them (a peer that stops or crawls mid-handshake).
+
+
+def client_hello(minimum=None, maximum=None, ciphers=None):
+    """The bytes of a ClientHello that Python's OpenSSL would send (no
+    certificate: this peer has none to give when asked for one)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if ciphers:
+        ctx.set_ciphers(ciphers)
+    if minimum is not None:
+        ctx.minimum_version = minimum
+    if maximum is not None:
+        ctx.maximum_version = maximum
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_side=False)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+def tls_record(content_type, body, version=0x0301):
+    return struct.pack(">BHH", content_type, version, len(body)) + body
+
+
+def tls_one(args, name, data, expect):
+    """One connection: sends `data`, stays until the target closes it (or
+    args.hold s); what happened, for the connection list."""
+    s = connect(args)
+    port = s.getsockname()[1]
+    try:
+        s.sendall(data)
+    except OSError:
+        pass  # closed before it read everything: closed_within says when
+    start = time.monotonic()
+    first = b""
+    closed = None
+    try:
+        s.settimeout(args.hold)
+        first = s.recv(5)
+        if not first:
+            closed = round(time.monotonic() - start, 2)
+    except ConnectionResetError:
+        closed = round(time.monotonic() - start, 2)
+    except socket.timeout:
+        pass
+    if closed is None and first:
+        left = closed_within(s, max(0.0, args.hold - (time.monotonic() - start)))
+        if left is not None:
+            closed = round(time.monotonic() - start, 2)
+    s.close()
+    return {"name": name, "port": port, "closed_at": closed, "expect": expect,
+            "first_bytes": first.hex()}
+
+
+def tls_many_result(r, name, expect):
+    return [{"name": name, "port": p, "closed_at": c, "expect": expect,
+             "first_bytes": g[:5].hex()}
+            for p, c, g in zip(r["ports"], r["closed_at"], r["received"])]
+
+
+def tls_random(args):
+    rng = random.Random(args.seed)
+    conns = [tls_one(args, "random %d" % i, bytes(rng.randrange(256) for _ in range(args.bytes)),
+                     "refused")
+             for i in range(args.count)]
+    return {"conns": conns}
+
+
+def tls_truncated(args):
+    rng = random.Random(args.seed)
+    hello = client_hello()
+    conns = [
+        # plaintext BASP, cut short, as a node or console without --tls would
+        tls_one(args, "BASP header cut at 20 of 32 bytes", client_handshake(rng)[:20], "refused"),
+        tls_one(args, "BASP handshake cut in its payload", client_handshake(rng)[:42], "refused"),
+        # TLS that stops: the target waits for the rest, until its deadline
+        tls_one(args, "ClientHello record header only", hello[:5], "bound"),
+        tls_one(args, "ClientHello cut in half", hello[:len(hello) // 2], "bound"),
+    ]
+    return {"hello_bytes": len(hello), "conns": conns}
+
+
+def tls_oversized(args):
+    """Lengths no TLS peer may send; each must be refused from its header,
+    without reading (or allocating) what it announces."""
+    conns = [
+        tls_one(args, "BASP header announcing %d bytes" % args.claim,
+                HEADER.pack(DIRECT_MESSAGE, 0, 0, 0, args.claim, 0, 0, 1), "refused"),
+        # a record of 64 KiB - 1 (TLS allows 16 KiB + 2 KiB), its header and 1 KiB
+        tls_one(args, "TLS record announcing 65535 bytes",
+                struct.pack(">BHH", 22, 0x0301, 0xFFFF) + b"\x01" * 1024, "refused"),
+        # a ClientHello announcing 16 MiB - 1 in one small record
+        tls_one(args, "ClientHello announcing 16 MiB",
+                tls_record(22, b"\x01\xff\xff\xff" + b"\x03\x03" + b"\x00" * 32), "refused"),
+    ]
+    return {"conns": conns}
+
+
+def tls_silent(args):
+    r = hold_many(args, args.count, hold=args.hold)
+    return {"opened": r["opened"], "connect_failed": r["connect_failed"],
+            "conns": tls_many_result(r, "silent", "bound")}
+
+
+def tls_slow(args):
+    hello = client_hello()
+    r = hold_many(args, args.count, send=hello, interval=args.interval, hold=args.hold)
+    return {"opened": r["opened"], "interval": args.interval, "hello_bytes": len(hello),
+            "bytes_sent_each": r["bytes_sent_each"],
+            "conns": tls_many_result(r, "a ClientHello a byte at a time", "bound")}
+
+
+def tls_many(args):
+    """`count` connections held at once, each sending a whole ClientHello
+    and then nothing: the target answers each with its ServerHello (a record
+    of type 22) and waits for a certificate that never comes."""
+    hellos = [client_hello() for _ in range(min(args.count, 16))]
+    r = hold_many(args, args.count, hold=args.hold, first=lambda i: hellos[i % len(hellos)])
+    return {"opened": r["opened"], "connect_failed": r["connect_failed"],
+            "server_hellos": sum(g[:1] == b"\x16" for g in r["received"]),
+            "conns": tls_many_result(r, "ClientHello, then silence", "bound")}
+
+
+def tls_old(args):
+    """Older peers: BASP version 2 in plaintext, an SSLv2-format hello, TLS
+    1.0 and TLS 1.2 hellos (the target speaks TLS 1.3 only, or refuses them
+    when it asks for a certificate that does not come)."""
+    rng = random.Random(args.seed)
+    payload = node_id(rng) + varbyte(1) + cstring("generic-caf-app") + struct.pack(">Q", 0) + varbyte(0)
+    sslv2 = bytes.fromhex("802e0103010015000000100100800300800700c006004000400200800000"
+                          "04000005000a") + bytes(rng.randrange(256) for _ in range(16))
+    conns = [
+        tls_one(args, "BASP version 2 server handshake",
+                HEADER.pack(SERVER_HANDSHAKE, 0, 0, 0, len(payload), 2, 0, 0) + payload, "refused"),
+        tls_one(args, "SSLv2-format ClientHello", sslv2, "refused"),
+        tls_one(args, "TLS 1.0 ClientHello",
+                client_hello(ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1, "DEFAULT:@SECLEVEL=0"),
+                "refused"),
+    ]
+    tls12 = tls_one(args, "TLS 1.2 ClientHello",
+                    client_hello(ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_2), "refused")
+    # a target that speaks TLS 1.2 answers with a ServerHello and waits for
+    # a certificate: then its deadline ends it
+    if tls12["first_bytes"][:2] == "16":
+        tls12["expect"] = "bound"
+    conns.append(tls12)
+    return {"conns": conns}
 
 
 # ---- HTTP ----------------------------------------------------------------
@@ -627,7 +803,7 @@ def http_old(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("proto", choices=["basp", "http"])
+    p.add_argument("proto", choices=["basp", "tls", "http"])
     p.add_argument("case", choices=["random", "truncated", "oversized", "silent", "slow", "many", "old"])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)

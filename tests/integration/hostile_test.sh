@@ -12,19 +12,33 @@
 # (CASE: random truncated oversized silent slow many old; default: all but
 # oversized, which CAF 0.17.6 does not survive on a BASP port: README
 # "Hostile network input").
+#
+# node-tls and supervisor-tls: every salamander process the test starts runs
+# with --tls (SALAMANDER_TLS, certificates from deploy/make-certs.sh, a
+# handshake bound of $handshake_s s), and every case, oversized included, is
+# thrown at the TLS port in TLS's terms (hostile.py tls): each hostile
+# connection must be closed by the target, at once when its bytes are not
+# TLS or break TLS's limits, at the handshake bound when it stalls
+# mid-handshake, and the target's log must name each one by its port.
 set -euo pipefail
 bin="$1"
 target="$2"
 shift 2
 cases=("$@")
+tls=""
+case "$target" in
+  node-tls | supervisor-tls) tls=1 ;;
+esac
+all_cases=(random truncated oversized silent slow many old)
 [ ${#cases[@]} -gt 0 ] || cases=(random truncated silent slow many old)
-if [ "$target" = http ]; then
-  [ $# -gt 0 ] || cases=(random truncated oversized silent slow many old)
+if [ "$target" = http ] || [ -n "$tls" ]; then
+  [ $# -gt 0 ] || cases=("${all_cases[@]}")
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3
 hostile() { "$py" "$here/hostile.py" "$@"; }
 rss_bound_mb=150
+handshake_s=3
 work=$(mktemp -d)
 nodes=()
 sup_pid=""
@@ -66,6 +80,76 @@ bounded() {
   echo "[${SECONDS}s] $3: RSS $((now / 1024)) MB (was $(($2 / 1024)) MB)"
   [ "$now" -le $(($2 + rss_bound_mb * 1024)) ] || fail "$3: RSS grew from $(($2 / 1024)) to $((now / 1024)) MB"
 }
+# tls_case CASE LOG [SERVE]: throws CASE at the TLS port $attack_port
+# (hostile.py tls), running SERVE "CASE (while held)" meanwhile if given;
+# then every connection must have been closed by the target, the way its
+# "expect" says ("refused": at once, not by the handshake bound; "bound":
+# cut at the handshake bound), and named by its port in LOG, the target's
+# log, after the case began. The peer's JSON in $out.
+tls_case() {
+  local c="$1" log="$2" serve="${3:-}" from opts=()
+  from=$(stat -c %s "$log")
+  case "$c" in
+    random) opts=(--count 20) ;;
+    silent) opts=(--count 50) ;;
+    slow) opts=(--count 5 --interval 0.3) ;;
+    many) opts=(--count 300) ;;
+  esac
+  # --hold: the longest wait for a close, ten handshake bounds
+  hostile tls "$c" --port "$attack_port" --hold $((10 * handshake_s)) "${opts[@]}" \
+    >"$c.json" 2>"$c.pyerr" &
+  bg+=($!)
+  [ -z "$serve" ] || "$serve" "$c (while held)"
+  wait "${bg[-1]}" || fail "$c: hostile.py failed: $(cat "$c.json" "$c.pyerr")"
+  out=$(cat "$c.json")
+  "$py" - "$c" "$c.json" "$log" "$from" "$handshake_s" <<'PY' || fail "$c: see above"
+import json, re, sys, time
+case, path, log, start, bound = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+conns = json.load(open(path))["conns"]
+cut = "did not finish its handshake within %.1f s: cut off" % bound
+def logged():
+    with open(log, "rb") as f:
+        f.seek(start)
+        text = f.read().decode("utf-8", "replace")
+    by_port = {}
+    for line in text.splitlines():
+        m = re.search(r"TLS: .*127\.0\.0\.1:(\d+)\b", line)
+        if m:
+            by_port.setdefault(int(m.group(1)), []).append(line)
+    return by_port
+# the target logs a close when it frees the connection: wait up to 20 s
+deadline = time.monotonic() + 20
+while True:
+    lines = logged()
+    if all(c["port"] in lines for c in conns) or time.monotonic() > deadline:
+        break
+    time.sleep(0.2)
+problems, seen = [], {"refused": [], "bound": []}
+for c in conns:
+    what = "%s (port %d)" % (c["name"], c["port"])
+    if c["closed_at"] is None:
+        problems.append("%s: still open after the wait" % what)
+        continue
+    mine = lines.get(c["port"])
+    if not mine:
+        problems.append("%s: closed after %.2f s, but the target logged nothing for it" % (what, c["closed_at"]))
+        continue
+    was_cut = any(cut in l for l in mine)
+    if c["expect"] == "bound" and not was_cut:
+        problems.append("%s: not cut at the handshake bound: %s" % (what, mine[0]))
+    elif c["expect"] == "refused" and was_cut:
+        problems.append("%s: not refused at once but cut at the bound" % what)
+    else:
+        seen[c["expect"]].append(c["closed_at"])
+for p in problems[:10]:
+    print("  " + p)
+for kind, text in (("refused", "refused at once"), ("bound", "cut at the %.0f s handshake bound" % bound)):
+    if seen[kind]:
+        print("%s: %d connection(s) %s, closed after %.2f-%.2f s, each logged" %
+              (case, len(seen[kind]), text, min(seen[kind]), max(seen[kind])))
+sys.exit(1 if problems or not conns else 0)
+PY
+}
 # run_case CASE ARGS...: the hostile peer's JSON in $out
 run_case() {
   local c="$1"
@@ -103,7 +187,26 @@ node_target() {
   local protocol
   protocol=$(sed -n 's/.*protocol \([0-9]*\).*/\1/p' n1.log | head -1)
   [ -n "$protocol" ] || fail "n1 logged no protocol version"
+  if [ -n "$tls" ]; then
+    grep -q "TLS: this process is peer" n1.log || fail "n1 does not run with TLS"
+    grep -q "TLS: this process is peer" job1.err || fail "the job does not run with TLS"
+  fi
   for c in "${cases[@]}"; do
+    if [ -n "$tls" ]; then
+      case "$c" in
+        silent | slow | many) tls_case "$c" n1.log job ;;
+        random | truncated | oversized | old) tls_case "$c" n1.log ;;
+        *) fail "unknown case $c" ;;
+      esac
+      case "$c" in
+        many) check "$out" 'r["opened"] == 300 and r["server_hellos"] == 300' "300 connections at once each got a ServerHello" ;;
+        silent) check "$out" 'r["opened"] == 50' "50 silent connections were accepted" ;;
+        slow) check "$out" 'r["bytes_sent_each"] < r["hello_bytes"]' "slow ClientHellos were cut before they were whole" ;;
+      esac
+      job "$c (after)"
+      bounded "$pid_1" "$base" "$c"
+      continue
+    fi
     case "$c" in
       random)
         # seed 1: none of the 20 streams starts with a header CAF accepts
@@ -192,10 +295,33 @@ supervisor_target() {
   serving start 0
   local base
   base=$(rss_kb "$sup_pid")
+  if [ -n "$tls" ]; then
+    grep -q "TLS: this process is peer" sup.err || fail "the supervisor does not run with TLS"
+  fi
+  # the console answers and the job moves on during a case; $before follows
+  serve_while() {
+    serving "$1" "$before"
+    before=$(committed || true)
+  }
   for c in "${cases[@]}"; do
     local before
     before=$(committed || true)
     [ -n "$before" ] || fail "$c: no status before the case"
+    if [ -n "$tls" ]; then
+      case "$c" in
+        silent | slow | many) tls_case "$c" sup.err serve_while ;;
+        random | truncated | oversized | old) tls_case "$c" sup.err ;;
+        *) fail "unknown case $c" ;;
+      esac
+      case "$c" in
+        many) check "$out" 'r["opened"] == 300 and r["server_hellos"] == 300' "300 connections at once each got a ServerHello" ;;
+        silent) check "$out" 'r["opened"] == 50' "50 silent connections were accepted" ;;
+        slow) check "$out" 'r["bytes_sent_each"] < r["hello_bytes"]' "slow ClientHellos were cut before they were whole" ;;
+      esac
+      serving "$c" "$before"
+      bounded "$sup_pid" "$base" "$c"
+      continue
+    fi
     case "$c" in
       random)
         run_case random --count 20 --hold 10
@@ -389,10 +515,15 @@ print(urllib.request.urlopen(sys.argv[1] + "/metrics").read().decode())' "$url")
   echo "$metrics" | grep -E 'code="(408|411|413)"|http_connections_refused|http_too_slow' || true
 }
 
+if [ -n "$tls" ]; then
+  "$here/../../deploy/make-certs.sh" -o "$work/certs" peer >"$work/certs.log" 2>&1 ||
+    fail "make-certs.sh: $(cat "$work/certs.log")"
+  export SALAMANDER_TLS="$work/certs/peer" SALAMANDER_TLS_HANDSHAKE_S=$handshake_s
+fi
 case "$target" in
-  node) node_target ;;
-  supervisor) supervisor_target ;;
+  node | node-tls) node_target ;;
+  supervisor | supervisor-tls) supervisor_target ;;
   http) http_target ;;
-  *) fail "target must be node, supervisor or http" ;;
+  *) fail "target must be node, supervisor, http, node-tls or supervisor-tls" ;;
 esac
 echo "[${SECONDS}s] PASS [$target]: ${cases[*]}"
