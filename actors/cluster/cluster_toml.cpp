@@ -83,25 +83,26 @@ std::string string_field(const std::string& path, const toml::table& t,
 
 // toml++ 3.3.0 (Debian 12) reaches __builtin_unreachable, undefined
 // behaviour, when it asks whether some characters outside ASCII are
-// whitespace (is_non_ascii_horizontal_whitespace): "\u00e9 = 1" at the start of a
-// line did (fuzz/regressions/cluster_file/). TOML allows such characters only
-// in strings and comments; this finds the first one elsewhere, and in the
-// two places of a """string""" where toml++ asks the same question (right
-// after a backslash, and after a line-ending backslash's line break), so that
-// toml++ never sees it. The offset, or npos.
+// whitespace (is_non_ascii_horizontal_whitespace, for U+00A1..U+0499 among
+// others). It asks between tokens, after a backslash in a """string""", and
+// of every character of a malformed value up to the next blank ("1=1..[n\"=\u0490\""
+// reached it inside what reads as a string): fuzz/regressions/cluster_file/.
+// A cluster file holds names and addresses, so characters outside ASCII are
+// allowed in comments only, which toml++ reads without asking; this finds
+// the first one elsewhere, before toml++ sees it. The offset, or npos.
 size_t stray_non_ascii(std::string_view text) {
   enum class in { plain, comment, basic, literal, ml_basic, ml_literal };
   auto st = in::plain;
   auto at = [&](size_t i, std::string_view what) { return text.substr(i, what.size()) == what; };
-  auto high = [&](size_t i) { return i < text.size() && static_cast<unsigned char>(text[i]) >= 0x80; };
   size_t i = at(0, "\xEF\xBB\xBF") ? 3 : 0; // a UTF-8 byte order mark
   for (; i < text.size(); ++i) {
     char c = text[i];
+    if (st != in::comment && static_cast<unsigned char>(c) >= 0x80) {
+      return i;
+    }
     switch (st) {
     case in::plain:
-      if (high(i)) {
-        return i;
-      } else if (c == '#') {
+      if (c == '#') {
         st = in::comment;
       } else if (at(i, "\"\"\"")) {
         st = in::ml_basic;
@@ -119,39 +120,18 @@ size_t stray_non_ascii(std::string_view text) {
       st = c == '\n' ? in::plain : st;
       break;
     case in::basic:
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"' || c == '\n') {
+    case in::ml_basic:
+      if (c == '\\' && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) < 0x80) {
+        ++i; // an escaped quote does not end the string
+      } else if (st == in::basic && (c == '"' || c == '\n')) {
         st = in::plain;
+      } else if (st == in::ml_basic && at(i, "\"\"\"")) {
+        st = in::plain;
+        i += 2;
       }
       break;
     case in::literal:
       st = c == '\'' || c == '\n' ? in::plain : st;
-      break;
-    case in::ml_basic:
-      if (c == '\\') {
-        if (high(i + 1)) {
-          return i + 1;
-        }
-        size_t k = i + 1;
-        while (k < text.size() && (text[k] == ' ' || text[k] == '\t')) {
-          ++k;
-        }
-        if (k < text.size() && (text[k] == '\n' || text[k] == '\r')) {
-          while (k < text.size() && std::string_view(" \t\r\n").find(text[k]) != std::string_view::npos) {
-            ++k;
-          }
-          if (high(k)) {
-            return k;
-          }
-          i = k - 1;
-        } else {
-          ++i;
-        }
-      } else if (at(i, "\"\"\"")) {
-        st = in::plain;
-        i += 2;
-      }
       break;
     case in::ml_literal:
       if (at(i, "'''")) {
@@ -180,8 +160,8 @@ std::vector<cluster_node> parse_cluster_file(const std::string& text, const std:
   if (auto bad = stray_non_ascii(text); bad != std::string_view::npos) {
     auto line = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n') + 1;
     throw std::invalid_argument("cluster file " + path + ":" + std::to_string(line) +
-                                ": a character outside ASCII outside a string or comment "
-                                "(TOML allows it only in \"strings\" and # comments)");
+                                ": a character outside ASCII outside a # comment (names and "
+                                "addresses are ASCII)");
   }
   toml::table tbl;
   try {
