@@ -45,7 +45,9 @@ infer_request parse_infer_request(const std::string& text,
   json body;
   try {
     body = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number past a double ("1E1111":
+    // fuzz/regressions/infer_request/), which escaped as a 500
     throw request_error(std::string("malformed JSON: ") + e.what());
   }
   if (!body.is_object() || !body.contains("inputs") || !body["inputs"].is_array()) {
