@@ -564,7 +564,12 @@ int run_node(const node_cli& cli) {
   // through the supervisor, but in CAF 0.17.6 two nodes that learn of each
   // other at once connect both ways and can stall the pipeline for good (a
   // chaos seed did, under load): off until we connect neighbours ourselves.
-  actors::configure(cfg);
+  actors::system_options sopts;
+  // A peer that sent a frame header and then stalls (half a frame, or the
+  // rest of a huge claimed payload) is dropped after this; every salamander
+  // process beats each second, so a live peer never comes near it.
+  sopts.connection_timeout = std::chrono::seconds(10);
+  actors::configure(cfg, sopts);
   actors::configure_tls(cfg, actors::checked_tls(cli.tls));
   caf::actor_system sys{cfg};
   actors::node_config ncfg;

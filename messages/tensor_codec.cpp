@@ -260,9 +260,12 @@ torch::Tensor read_tensor(wire::Tensor::Reader r, const std::shared_ptr<const vo
   auto t = torch::empty(shape, options);
   auto* dst = static_cast<kj::byte*>(t.data_ptr());
   for (unsigned i = 0; i < chunks.size(); ++i) {
-    if (chunks[i].size() > 0) { // (an empty tensor's data_ptr is null: memcpy(null, ., 0) is UB)
-      std::memcpy(dst, chunks[i].begin(), chunks[i].size());
-      dst += chunks[i].size();
+    // one access per chunk: every chunks[i] counts the chunk's size against
+    // the reader's traversal limit (4 times the frame's words)
+    auto chunk = chunks[i];
+    if (chunk.size() > 0) { // (an empty tensor's data_ptr is null: memcpy(null, ., 0) is UB)
+      std::memcpy(dst, chunk.begin(), chunk.size());
+      dst += chunk.size();
     }
   }
   return t;
