@@ -277,6 +277,17 @@ def main():
           f"{f(r['restart_job_start_s'])} s (measured) + redoing half an epoch of batches "
           f"{f(r['restart_redo_s'])} s (at the measured rate; checkpoints once per epoch). "
           f"`restart_over_recovery` (vs kill -9): **{f(r['restart_over_recovery'], 1)}**.\n")
+        if "recovery_s_supervisor" in r:
+            p(f"A restarted supervisor (`recovery_s_supervisor`): kill -9 of the supervisor's "
+              f"process midway (`salamander supervisor --cluster`, an even 3-stage plan), then "
+              f"`salamander supervisor --resume RUN_DIR` at once: "
+              f"**{f(r['recovery_s_supervisor'], 2)} s** from the restarted process's start to "
+              f"its first batch (loading LibTorch and the data, the nodes' admission, the "
+              f"rollback to the central replica on disk, spawning and pulling the stages; the "
+              f"job's own part, admitted to stages pulled: {f(r['resume_s_supervisor'], 3)} s), "
+              f"{f(r['redone_batches_supervisor'], 0)} batches redone (counted from the last "
+              f"persisted commit, written at every replication: batches the dead supervisor "
+              f"committed after it are replayed but not counted).\n")
         p("| replicate every K | samples/s |\n|---|---|")
         for k in [0, 1, 5, 10, 50]:
             p(f"| {k if k else 'never'} | {f(r['samples_per_s_k' + str(k)], 0)} |")

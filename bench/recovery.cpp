@@ -11,6 +11,11 @@
 //   checkpoint: measured parts (starting the node processes again, starting
 //   a job) plus the lost batches redone at the measured rate;
 // - the cost of replication for several K, and the batches redone per failure;
+// - a restarted supervisor (recovery_s_supervisor): kill -9 of the
+//   supervisor's process mid-job, `supervisor --resume RUN_DIR` at once;
+//   from the restarted process's start to the first batch it commits
+//   (its start-up, the nodes' admission, the rollback to the central
+//   replica on disk, spawning and pulling the stages);
 // - the trade-off of the two recovery policies on Fashion-MNIST (when
 //   installed; synthetic data otherwise): exact (roll back and replay) vs
 //   fast (FTPipeHD-like: survivors keep their newer weights, nothing
@@ -27,6 +32,12 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+#include <thread>
 
 namespace salamander::bench {
 
@@ -42,6 +53,118 @@ struct recovery_times {
   double detect = 0, recover = 0, resume = 0, total = 0;
   int64_t redone = 0;
 };
+
+// Lines of a JSON-lines file holding `needle` (0 while it does not exist).
+int count_lines(const std::string& path, const std::string& needle) {
+  std::ifstream in(path);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    n += line.find(needle) != std::string::npos ? 1 : 0;
+  }
+  return n;
+}
+
+// Waits (polling every 10 ms, at most `limit`) until `done()`; false if the
+// time ran out or the process `pid` ended first.
+template <class F> bool poll_until(F done, pid_t pid, std::chrono::seconds limit) {
+  auto until = clock::now() + limit;
+  while (clock::now() < until) {
+    if (done()) {
+      return true;
+    }
+    if (pid > 0 && waitpid(pid, nullptr, WNOHANG) == pid) {
+      return done();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+struct supervisor_restart_times {
+  double total = 0;  ///< restarted process started -> first batch committed
+  double resume = 0; ///< the job's own: admitted -> stages pulled (`resumed`)
+  int64_t redone = 0;
+};
+
+// kill -9 of the supervisor process mid-job (off a replication boundary),
+// then `supervisor --resume RUN_DIR` at once, over three node processes.
+supervisor_restart_times supervisor_restart(const actors::job_config& jc) {
+  actors::process_cluster c(3, "s");
+  auto dir = std::filesystem::temp_directory_path() /
+             ("salamander-bench-supervisor-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  struct cleanup {
+    std::filesystem::path d;
+    ~cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  } remove_dir{dir};
+  auto cluster = (dir / "cluster.toml").string();
+  {
+    std::ofstream f(cluster);
+    for (auto& n : c.nodes()) {
+      f << "[[node]]\nname = \"" << n.name << "\"\naddress = \"" << n.host << ":" << n.port
+        << "\"\n\n";
+    }
+  }
+  auto run = (dir / "run").string();
+  auto bin = actors::salamander_bin();
+  std::vector<std::string> first = {bin, "--log-level", "warn", "supervisor", "--cluster",
+                                    cluster, "--model", jc.model, "--dataset", jc.dataset,
+                                    "--epochs", "1", "--max-batches",
+                                    std::to_string(jc.max_batches), "--batch-size",
+                                    std::to_string(jc.batch_size), "--micro-batches",
+                                    std::to_string(jc.micro_batches), "--plan", "even",
+                                    "--replicate-every", std::to_string(jc.replicate_every),
+                                    "--threads", "1", "--metrics", run + "/metrics.jsonl"};
+  auto sup = actors::spawn_piped(first, SIGKILL);
+  auto kill_at = static_cast<int>(jc.max_batches / 2 + 5);
+  bool midway = poll_until(
+      [&] { return count_lines(run + "/metrics.jsonl", "\"event\":\"batch\"") >= kill_at; },
+      sup.pid, std::chrono::seconds(600));
+  ::kill(sup.pid, SIGKILL);
+  waitpid(sup.pid, nullptr, 0);
+  if (sup.out) {
+    fclose(sup.out);
+  }
+  if (!midway) {
+    throw std::runtime_error("the supervisor to be killed never got midway");
+  }
+  auto t0 = clock::now();
+  auto again = actors::spawn_piped({bin, "--log-level", "warn", "supervisor", "--resume", run},
+                                   SIGKILL);
+  auto resumed_log = run + "/metrics-resume1.jsonl";
+  bool committed = poll_until(
+      [&] { return count_lines(resumed_log, "\"event\":\"resumed_commit\"") > 0; },
+      again.pid, std::chrono::seconds(600));
+  supervisor_restart_times t;
+  t.total = since(t0);
+  int status = 0;
+  waitpid(again.pid, &status, 0); // it finishes the job
+  if (again.out) {
+    fclose(again.out);
+  }
+  if (!committed || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error("the resumed supervisor did not finish the job");
+  }
+  std::ifstream in(resumed_log);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("\"event\":\"resumed\"") == std::string::npos) {
+      continue;
+    }
+    auto num = [&](const std::string& key) {
+      auto at = line.find("\"" + key + "\":");
+      return at == std::string::npos ? 0.0 : std::atof(line.c_str() + at + key.size() + 3);
+    };
+    t.resume = num("resume_s");
+    t.redone = static_cast<int64_t>(num("redone_batches"));
+  }
+  return t;
+}
 
 } // namespace
 
@@ -227,7 +350,18 @@ int recovery(const bench_args& args) {
     }
   }
 
+  // --- a restarted supervisor ---------------------------------------------
+  auto sr = supervisor_restart(jc);
+  std::fprintf(stderr,
+               "supervisor: %.3f s from the restarted supervisor's start to its first batch "
+               "(the job's resume %.3f s), %lld batches redone\n",
+               sr.total, sr.resume, static_cast<long long>(sr.redone));
+  rep.detail("recovery_s_supervisor", sr.total);
+  rep.detail("resume_s_supervisor", sr.resume);
+  rep.detail("redone_batches_supervisor", static_cast<double>(sr.redone));
+
   rep.headline("recovery_s_crash", results["crash"].total);
+  rep.headline("recovery_s_supervisor", sr.total);
   rep.headline("recovery_s_kill9", results["kill9"].total);
   rep.headline("recovery_s_hang", results["hang"].total);
   rep.headline("restart_over_recovery", restart_s / results["kill9"].total);
