@@ -21,6 +21,8 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace salamander::apps {
@@ -232,10 +234,39 @@ int run_infer(const serve_cli& cli) {
   return 0;
 }
 
+// HTTPS material: the process's --tls directory (checked), or nothing.
+actors::tls_options https_material(const serve_cli& cli) {
+  if (!cli.https) {
+    if (!cli.https_client_ca.empty()) {
+      throw std::invalid_argument("--https-client-ca asks HTTPS clients for a certificate: "
+                                  "add --https");
+    }
+    return {};
+  }
+  auto material = actors::checked_tls(cli.tls);
+  if (!material.enabled()) {
+    throw std::invalid_argument(
+        "--https serves with this process's TLS material: give --tls DIR (or "
+        "SALAMANDER_TLS=DIR), a directory made by deploy/make-certs.sh -o certs --host "
+        "HOSTNAME NAME (HOSTNAME: the name or address clients put in https://)");
+  }
+  if (!cli.https_client_ca.empty()) {
+    std::ifstream in(cli.https_client_ca);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      throw std::invalid_argument("--https-client-ca " + cli.https_client_ca +
+                                  " holds no PEM certificate (the CA whose certificates "
+                                  "clients present, e.g. certs/ca.pem)");
+    }
+  }
+  return material;
+}
+
 int run_serve(const serve_cli& cli) {
   auto log = logger("serve");
   set_threads(cli.threads);
   check_blas();
+  auto https = https_material(cli);
   auto s = prepare(cli);
   auto name = cli.name.empty() ? s.desc.spec.name : cli.name;
   auto [host, port] = actors::parse_address(cli.listen);
@@ -252,13 +283,27 @@ int run_serve(const serve_cli& cli) {
     hopts.port = port;
     hopts.max_body_bytes = static_cast<size_t>(cli.max_body_mb * 1024 * 1024);
     hopts.threads = cli.http_threads;
+    if (https.enabled()) {
+      hopts.tls_cert = https.cert_file();
+      hopts.tls_key = https.key_file();
+      hopts.client_ca = cli.https_client_ca;
+    }
     http_front front(svc, s.desc, hopts);
     // the endpoint answers health checks (not ready) while the pipeline starts
     auto bound = front.start();
-    log->info("serving model '{}' on http://{}:{}/v2/models/{} (ready once the pipeline "
-              "is up; curl http://{}:{}/v2/health/ready)",
-              name, host, bound, name, host, bound);
-    std::printf("listening: http://%s:%d\n", host.c_str(), bound);
+    const char* scheme = https.enabled() ? "https" : "http";
+    if (https.enabled()) {
+      log->info("HTTPS with {} ({}); {}", https.cert_file(), actors::tls_name(https),
+                cli.https_client_ca.empty()
+                    ? "no client certificate asked"
+                    : "clients must present a certificate of " + cli.https_client_ca);
+    }
+    log->info("serving model '{}' on {}://{}:{}/v2/models/{} (ready once the pipeline "
+              "is up; curl {}{}://{}:{}/v2/health/ready)",
+              name, scheme, host, bound, name,
+              https.enabled() ? "--cacert " + https.ca_file() + " " : "", scheme, host,
+              bound);
+    std::printf("listening: %s://%s:%d\n", scheme, host.c_str(), bound);
     std::fflush(stdout);
     watch_stop_signals();
     std::atomic<int> stop_signal{0};

@@ -85,6 +85,8 @@ struct serve_cli {
   std::string name; ///< the model's name in URLs (default: its family, e.g. cnn)
   double max_body_mb = 64;
   int http_threads = 64;
+  bool https = false;          ///< HTTPS with the --tls material (cert.pem, key.pem)
+  std::string https_client_ca; ///< with https: clients must hold a certificate of this CA
 };
 
 /// `salamander federate`: federated learning (ELFISH and its baselines).

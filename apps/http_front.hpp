@@ -14,6 +14,10 @@
 // Errors are JSON {"error": "..."}: 400 malformed JSON, wrong shape or
 // datatype; 404 unknown model or path; 413 a body over the limit; 503 (with
 // Retry-After) a full queue or a stopping service; 504 not answered in time.
+//
+// With a certificate and key (`serve --https`, the --tls material) the same
+// endpoint speaks HTTPS (TLS 1.2+) under the same bounds; a client
+// certificate is asked only when a client CA is given.
 #pragma once
 
 #include "actors/serve/inference.hpp"
@@ -30,6 +34,15 @@ struct http_front_options {
   uint16_t port = 8000; ///< 0: any free port
   size_t max_body_bytes = size_t{64} << 20;
   int threads = 64; ///< requests handled at once (each waits for its answer)
+  /// HTTPS (TLS 1.2+) with this certificate and key (PEM); empty: plain HTTP.
+  std::string tls_cert;
+  std::string tls_key;
+  /// With HTTPS: clients must present a certificate this CA (PEM) signed.
+  std::string client_ca;
+
+  bool https() const {
+    return !tls_cert.empty();
+  }
 };
 
 class http_front {
@@ -41,7 +54,7 @@ public:
   http_front& operator=(const http_front&) = delete;
 
   /// Binds and serves on a thread of its own; the port it bound. Throws
-  /// when it cannot bind.
+  /// when it cannot bind, or (HTTPS) when the certificate or key do not load.
   int start();
   void stop();
 

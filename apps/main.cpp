@@ -462,6 +462,14 @@ int main(int argc, char** argv) {
                  "requests handled at once (each waits for its answer)")
       ->check(whole<int>(1))
       ->capture_default_str();
+  sv->add_flag("--https", srv.https,
+               "serve HTTPS (TLS 1.2+) with this process's --tls material (cert.pem, "
+               "key.pem; deploy/make-certs.sh --host NAME puts the host name clients use "
+               "in the certificate)");
+  sv->add_option("--https-client-ca", srv.https_client_ca,
+                 "with --https: clients must present a certificate signed by this CA "
+                 "(PEM file, e.g. certs/ca.pem); default: no client certificate asked")
+      ->check(CLI::ExistingFile);
 
   // ---- federated learning
   fed_cli fed;
