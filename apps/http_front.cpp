@@ -900,6 +900,16 @@ struct http_front::impl {
         error(res, 503, "the server is receiving too many large requests at once; try again");
         return;
       }
+      if (res.status == 413 && req.body.size() <= opts.max_body_bytes &&
+          req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded",
+                                                     0) == 0) {
+        // httplib parses such a body as a form and takes at most 8 KiB of it
+        count(413, 0);
+        error(res, 413,
+              "a body sent as application/x-www-form-urlencoded (curl -d without -H) is "
+              "limited to 8 KiB: send Content-Type: application/json");
+        return;
+      }
       if (res.status == 413) {
         count(413, 0);
         error(res, 413,

@@ -109,9 +109,17 @@ fi
 if curl -sf "$url/v2/health/live" >/dev/null 2>&1; then
   fail "curl verified the server without the cluster CA"
 fi
-# TLS 1.2 and 1.3 served
+# TLS 1.2 and 1.3 served, TLS 1.1 refused
 curl -sf "${ca[@]}" --tls-max 1.2 "$url/v2/health/live" >/dev/null || fail "TLS 1.2 refused"
 curl -sf "${ca[@]}" --tlsv1.3 "$url/v2/health/live" >/dev/null || fail "TLS 1.3 refused"
+# a client offering only TLS 1.1 (allowed on its side) gets the server's
+# protocol_version alert, and the refusal is logged
+tls11=$(echo | timeout 30 openssl s_client -connect "127.0.0.1:${url##*:}" -tls1_1 \
+  -cipher 'DEFAULT@SECLEVEL=0' 2>&1) || true
+grep -q "alert protocol version" <<<"$tls11" || fail "TLS 1.1 not refused by the server: $tls11"
+for _ in $(seq 1 50); do grep -q "unsupported protocol" secure.err && break; sleep 0.1; done
+grep -q "HTTPS: refused the connection from 127.0.0.1:[0-9]*: unsupported protocol" secure.err ||
+  fail "the TLS 1.1 client is not logged"
 
 # the same request over HTTPS and over plain HTTP: the same outputs
 python3 -c 'import json; print(json.dumps({"id": "h1", "inputs": [{"name": "input",
@@ -123,6 +131,10 @@ code() { curl -s -o "$work/body" -w '%{http_code}' "$@"; }
 mv body plain.json
 [ "$(code "${ca[@]}" -XPOST "$url/v2/models/cnn/infer" -H "$json" -d @req.json)" = 200 ] || fail "HTTPS infer: $(cat body)"
 mv body secure.json
+# curl -d without a JSON Content-Type: httplib's 8 KiB form limit, said as such
+[ "$(code "${ca[@]}" -XPOST "$url/v2/models/cnn/infer" -d @req.json)" = 413 ] ||
+  fail "a 9 KB form-encoded body: $(cat body)"
+grep -q "send Content-Type: application/json" body || fail "form-encoded 413: $(cat body)"
 python3 - plain.json secure.json <<'EOF' || fail "HTTPS outputs differ from HTTP's"
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
