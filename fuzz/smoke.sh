@@ -45,7 +45,7 @@ for name in "${names[@]}"; do
   else
     regressions=()
   fi
-  if ! "$bin" -max_total_time="$seconds" -max_len=4096 -timeout=20 -print_final_stats=1 \
+  if ! "$bin" -max_total_time="$seconds" -max_len=4096 -timeout=120 -print_final_stats=1 \
     -artifact_prefix="$scratch/$name/found/" "$scratch/$name/work" \
     "$root/fuzz/corpus/$name" >"$scratch/$name/fuzz.log" 2>&1; then
     tail -30 "$scratch/$name/fuzz.log"
