@@ -900,7 +900,8 @@ struct http_front::impl {
         error(res, 503, "the server is receiving too many large requests at once; try again");
         return;
       }
-      if (res.status == 413 && req.body.size() <= opts.max_body_bytes &&
+      // (the body was read: a refusal from the headers alone leaves it empty)
+      if (res.status == 413 && req.body.size() > CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH &&
           req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded",
                                                      0) == 0) {
         // httplib parses such a body as a form and takes at most 8 KiB of it
