@@ -127,8 +127,8 @@ int fuzz_snapshot(const uint8_t* data, size_t size) {
 int fuzz_checkpoint(const uint8_t* data, size_t size) {
   auto bytes = as_string(data, size);
   if (bytes.size() >= messages::header_bytes && (bytes[12] & 1)) {
-    auto c = messages::crc(bytes.data() + messages::header_bytes,
-                           bytes.size() - messages::header_bytes);
+    auto c = messages::crc32_of(bytes.data() + messages::header_bytes,
+                                bytes.size() - messages::header_bytes);
     std::memcpy(&bytes[24], &c, sizeof c);
   }
   try {

@@ -8,8 +8,7 @@
 // of the body in, so that the checks behind it are reached too.
 #include "actors/train/stream_format.hpp"
 #include "fuzz/fuzz_support.hpp"
-
-#include <zlib.h>
+#include "messages/crc.hpp"
 
 #include <cstring>
 
@@ -60,9 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(&samples, bytes.data() + 16, 4);
     uint64_t body = uint64_t{samples} * sf::record_bytes;
     if (body <= bytes.size() - sf::header_bytes) {
-      auto crc = static_cast<uint32_t>(
-          crc32(0L, reinterpret_cast<const Bytef*>(bytes.data() + sf::header_bytes),
-                static_cast<uInt>(body)));
+      auto crc = messages::crc32_of(bytes.data() + sf::header_bytes, body);
       std::memcpy(&bytes[32], &crc, 4);
     }
   }

@@ -1,10 +1,10 @@
 #include "messages/checkpoint.hpp"
 
 #include "messages/capnp_tensor.hpp"
+#include "messages/crc.hpp"
 #include "messages/schema/checkpoint.capnp.h"
 
 #include <capnp/serialize.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -29,17 +29,6 @@ template <class T> T get(const std::string& in, size_t at) {
   T v;
   std::memcpy(&v, &in[at], sizeof v);
   return v;
-}
-
-uint32_t crc(const char* p, size_t n) {
-  uLong c = crc32(0L, Z_NULL, 0);
-  while (n > 0) {
-    auto step = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    c = crc32(c, reinterpret_cast<const Bytef*>(p), step);
-    p += step;
-    n -= step;
-  }
-  return static_cast<uint32_t>(c);
 }
 
 // The length of the Cap'n Proto message at `p` by its segment table (a
@@ -84,7 +73,7 @@ std::string serialize_checkpoint(const checkpoint& ckpt) {
   std::memcpy(&out[0], magic, sizeof magic);
   put<uint32_t>(out, 8, checkpoint_format_version);
   put<uint64_t>(out, 16, body.size());
-  put<uint32_t>(out, 24, crc(body.begin(), body.size()));
+  put<uint32_t>(out, 24, crc32_of(body.begin(), body.size()));
   std::memcpy(&out[header_bytes], body.begin(), body.size());
   return out;
 }
@@ -133,7 +122,7 @@ checkpoint parse_checkpoint(const std::string& bytes, const std::string& origin,
     throw codec_error(origin + " has a body of " + std::to_string(body_len) +
                       " bytes, more than the limit of " + std::to_string(max_bytes));
   }
-  if (crc(bytes.data() + header_bytes, body_len) != get<uint32_t>(bytes, 24)) {
+  if (crc32_of(bytes.data() + header_bytes, body_len) != get<uint32_t>(bytes, 24)) {
     throw codec_error(origin + " fails its checksum: the file is corrupt");
   }
   auto body = frame::from_bytes(bytes.data() + header_bytes, body_len);

@@ -1,10 +1,11 @@
 // The stream's outside formats, see stream_format.hpp.
 #include "actors/train/stream_format.hpp"
 
+#include "messages/crc.hpp"
+
 #include <charconv>
 #include <cstring>
 #include <string_view>
-#include <zlib.h>
 
 namespace salamander::actors::stream_format {
 
@@ -22,17 +23,6 @@ template <class T> T get(const std::string& in, size_t at) {
   T v;
   std::memcpy(&v, in.data() + at, sizeof v);
   return v;
-}
-
-uint32_t crc_of(const char* p, size_t n) {
-  uLong c = crc32(0L, Z_NULL, 0);
-  while (n > 0) {
-    auto step = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    c = crc32(c, reinterpret_cast<const Bytef*>(p), step);
-    p += step;
-    n -= step;
-  }
-  return static_cast<uint32_t>(c);
 }
 
 } // namespace
@@ -93,7 +83,7 @@ std::string encode_log(uint64_t batch, uint32_t samples, uint64_t position,
   put_u32(file, samples);
   put_u32(file, static_cast<uint32_t>(sample_bytes));
   put_u64(file, position);
-  put_u32(file, crc_of(body.data(), body.size()));
+  put_u32(file, messages::crc32_of(body.data(), body.size()));
   put_u32(file, 0);
   return file + body;
 }
@@ -108,7 +98,7 @@ log_header check_log(const std::string& path, const std::string& bytes) {
   if (h.bytes_per_sample != sample_bytes || bytes.size() != header_bytes + body) {
     throw log_error("stream log " + path + " is truncated or of another shape");
   }
-  if (crc_of(bytes.data() + header_bytes, body) != h.crc) {
+  if (messages::crc32_of(bytes.data() + header_bytes, body) != h.crc) {
     throw log_error("stream log " + path + " fails its checksum: the file is corrupt");
   }
   return h;
