@@ -4,9 +4,10 @@
 #include "actors/cluster/cluster_file.hpp"
 #include "actors/job/runner.hpp"
 #include "actors/node/network.hpp"
-#include "actors/node/tls.hpp"
+#include "actors/node/port_probe.hpp"
 #include "actors/node/profiler.hpp"
 #include "actors/node/system.hpp"
+#include "actors/node/tls.hpp"
 #include "actors/train/stream.hpp"
 #include "apps/commands.hpp"
 #include "apps/preflight.hpp"
@@ -132,6 +133,58 @@ connect_for_resume(caf::actor_system& sys, const std::vector<actors::cluster_nod
   return out;
 }
 
+// "The same command again" after its supervisor died: the run directory of
+// an earlier run of exactly this command line, in this directory, whose job
+// neither ended nor was stopped (its job_state.json says so), the newest if
+// several; "" if none. Looked for where this run's state would go: beside
+// --metrics when given (the same directory: starting afresh there would
+// overwrite what the dead supervisor left), else in runs/job-*.
+std::string unfinished_run_of(const std::vector<std::string>& argv,
+                              const std::string& metrics) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  if (!metrics.empty()) {
+    auto dir = fs::path(metrics).parent_path();
+    dirs.push_back(dir.empty() ? fs::path(".") : dir);
+  } else {
+    for (auto& e : fs::directory_iterator("runs", ec)) {
+      if (e.path().filename().string().rfind("job-", 0) == 0) {
+        dirs.push_back(e.path());
+      }
+    }
+  }
+  auto here = fs::current_path(ec).string();
+  std::string found;
+  fs::file_time_type newest{};
+  for (auto& dir : dirs) {
+    try {
+      std::ifstream job(dir / "job.json"), state(dir / "job_state.json");
+      if (!job || !state) {
+        continue;
+      }
+      auto j = nlohmann::json::parse(job);
+      auto s = nlohmann::json::parse(state);
+      if (j.at("argv").get<std::vector<std::string>>() != argv ||
+          j.at("cwd").get<std::string>() != here) {
+        continue;
+      }
+      auto phase = s.at("phase").get<std::string>();
+      if (phase == "finished" || phase == "failed" || !s.value("stopped", "").empty()) {
+        continue;
+      }
+      auto when = fs::last_write_time(dir / "job_state.json", ec);
+      if (found.empty() || when > newest) {
+        found = dir.string();
+        newest = when;
+      }
+    } catch (const std::exception&) {
+      continue; // not what a supervisor wrote: not ours to carry on
+    }
+  }
+  return found;
+}
+
 } // namespace
 
 std::vector<std::string> resume_arguments(const std::string& run_dir,
@@ -235,21 +288,32 @@ int run_pipeline(const train_cli& cli) {
   // A supervisor --cluster job keeps what a restarted supervisor needs in
   // its run directory (beside the metrics log); --resume carries it on.
   std::shared_ptr<actors::resume_point> resume;
-  if (!cli.resume.empty()) {
+  auto resume_dir = cli.resume;
+  if (resume_dir.empty() && !cli.cluster.empty() && cli.stream.empty() &&
+      cli.metrics != "none") {
+    resume_dir = unfinished_run_of(cli.argv, cli.metrics);
+    if (!resume_dir.empty()) {
+      log->warn("this same command ran in {} and its supervisor stopped before the job "
+                "ended: carrying that job on, as `salamander supervisor --resume {}` "
+                "would (remove {}/job_state.json to start it afresh instead)",
+                resume_dir, resume_dir, resume_dir);
+    }
+  }
+  if (!resume_dir.empty()) {
     if (!cli.stream.empty()) {
       throw std::invalid_argument(
           "a --stream job cannot be resumed by --resume yet (its stream log carries "
           "on from its last batch: start the same command again)");
     }
     resume = std::make_shared<actors::resume_point>(
-        actors::read_resume_point(cli.resume, desc));
-    jc.state_dir = cli.resume;
+        actors::read_resume_point(resume_dir, desc));
+    jc.state_dir = resume_dir;
     jc.metrics_path =
-        fmt::format("{}/metrics-resume{}.jsonl", cli.resume, resume->resumes + 1);
+        fmt::format("{}/metrics-resume{}.jsonl", resume_dir, resume->resumes + 1);
     jc.resume = resume;
     log->warn("resuming the job in {} (its supervisor stopped: {} batches committed, "
               "the central replica {}); metrics: {}",
-              cli.resume, resume->committed,
+              resume_dir, resume->committed,
               resume->weights ? "at version " + std::to_string(resume->weights->version)
                               : std::string("never written: from the seed"),
               jc.metrics_path);
@@ -396,7 +460,10 @@ int run_pipeline(const train_cli& cli) {
     }
     if (!cli.listen.empty()) {
       auto [host, port] = actors::parse_address(cli.listen);
-      auto bound = actors::publish(s, port, host);
+      // reuse: a supervisor resumed after a crash binds the same port (its
+      // joined nodes offer themselves there again) although the dead one's
+      // connections linger in TIME_WAIT; Linux still lets only one listen
+      auto bound = actors::publish(s, port, host, true);
       if (!bound) {
         log->error("cannot listen on {}: {}", cli.listen, sys.render(bound.error()));
         return;
@@ -523,6 +590,88 @@ int run_pipeline(const train_cli& cli) {
   return 0;
 }
 
+namespace {
+
+struct join_outcome {
+  cluster_actor supervisor; ///< invalid: not joined
+  std::string outcome;      ///< the supervisor's answer
+  std::string error;        ///< why not
+  explicit operator bool() const { return static_cast<bool>(supervisor); }
+};
+
+// `node --join HOST:PORT`: offers the node to the supervisor listening there.
+join_outcome offer_node(caf::actor_system& sys, const node_cli& cli,
+                        const caf::actor& node) {
+  join_outcome out;
+  auto [shost, sport] = actors::parse_address(cli.join);
+  if (!actors::port_accepts(shost, sport, std::chrono::seconds(5))) {
+    out.error = "nothing accepts connections at " + cli.join;
+    return out;
+  }
+  auto sup = actors::remote_actor<cluster_actor>(sys, shost, sport);
+  if (!sup) {
+    out.error =
+        "supervisor at " + cli.join + " is unreachable: " + sys.render(sup.error());
+    return out;
+  }
+  caf::scoped_actor self{sys};
+  self->request(*sup, std::chrono::seconds(30), join_atom_v, node, cli.name)
+      .receive(
+          [&](std::string& reply) {
+            out.outcome = std::move(reply);
+            out.supervisor = *sup;
+          },
+          [&](caf::error& err) { out.error = sys.render(err); });
+  return out;
+}
+
+// A node that joined is in no cluster file, so a supervisor restarted after
+// a crash (`supervisor --resume`) cannot dial it. When the supervisor it
+// joined goes away without ending its job, the node offers itself to the
+// same address again, every 2 s for --supervisor-grace (the time it keeps
+// its stages and replicas for a supervisor to come back). Runs on its own
+// thread for the node's life.
+void offer_again_after_crash(caf::actor_system& sys, node_cli cli, caf::actor node,
+                             cluster_actor sup) {
+  auto log = logger("node");
+  auto grace = std::chrono::duration<double>(cli.supervisor_grace_s);
+  for (;;) {
+    caf::error reason;
+    {
+      caf::scoped_actor self{sys};
+      self->monitor(sup);
+      self->receive([&](caf::down_msg& dm) { reason = std::move(dm.reason); });
+    }
+    if (reason == caf::exit_reason::normal || reason == caf::exit_reason::user_shutdown) {
+      return; // the job ended and said so: nothing to come back for
+    }
+    log->warn("node {}: the supervisor at {} that this node joined went away ({}); "
+              "offering the node to it again every 2 s for {:.0f} s (--supervisor-grace)",
+              cli.name, cli.join, sys.render(reason), grace.count());
+    auto until = std::chrono::steady_clock::now() + grace;
+    join_outcome again;
+    std::string last_error;
+    while (!again && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      again = offer_node(sys, cli, node);
+      if (!again && again.error != last_error) {
+        last_error = again.error;
+        log->debug("node {}: not joined again yet: {}", cli.name, again.error);
+      }
+    }
+    if (!again) {
+      log->warn(
+          "node {}: the supervisor at {} did not take this node back within {:.0f} s",
+          cli.name, cli.join, grace.count());
+      return;
+    }
+    log->info("node {}: joined again: {}", cli.name, again.outcome);
+    sup = again.supervisor;
+  }
+}
+
+} // namespace
+
 int run_node(const node_cli& cli) {
   auto log = logger("node");
   // A node serves job after job and should go back to its idle size after
@@ -612,31 +761,18 @@ int run_node(const node_cli& cli) {
   log->info("node {} ready ({} compute thread(s)), protocol {}", cli.name, cli.threads,
             protocol_version);
   if (!cli.join.empty()) {
-    auto [shost, sport] = actors::parse_address(cli.join);
-    auto sup = actors::remote_actor<cluster_actor>(sys, shost, sport);
-    std::string outcome;
-    bool ok = false;
-    if (!sup) {
-      outcome =
-          "supervisor at " + cli.join + " is unreachable: " + sys.render(sup.error());
-    } else {
-      caf::scoped_actor self{sys};
-      self->request(*sup, std::chrono::seconds(30), join_atom_v,
-                    caf::actor_cast<caf::actor>(n), cli.name)
-          .receive(
-              [&](std::string& reply) {
-                outcome = reply;
-                ok = true;
-              },
-              [&](caf::error& err) { outcome = sys.render(err); });
-    }
-    if (!ok) {
-      log->error("node {} could not join {}: {}", cli.name, cli.join, outcome);
+    auto joined = offer_node(sys, cli, caf::actor_cast<caf::actor>(n));
+    if (!joined) {
+      log->error("node {} could not join {}: {}", cli.name, cli.join, joined.error);
       caf::anon_send(n, leave_atom_v);
       actors::unpublish(n, *bound);
       return 1;
     }
-    log->info("{}", outcome);
+    log->info("{}", joined.outcome);
+    // (detached: the process ends in _Exit, and a dial may block)
+    std::thread(offer_again_after_crash, std::ref(sys), cli,
+                caf::actor_cast<caf::actor>(n), joined.supervisor)
+        .detach();
   }
   int sig = 0;
   sigwait(&signals, &sig);

@@ -3,6 +3,7 @@
 #include "actors/cluster/auth.hpp"
 #include "actors/logging.hpp"
 #include "actors/node/network.hpp"
+#include "actors/node/port_probe.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -12,10 +13,7 @@
 
 #include <cerrno>
 #include <memory>
-#include <netdb.h>
 #include <optional>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 namespace salamander::actors {
@@ -493,42 +491,6 @@ void on_join(self_ptr self, node_actor handle, const std::string& name,
     rp.delegate(caf::actor_cast<job_actor>(st.job), join_atom_v, static_cast<uint32_t>(n),
                 member_of(st, n));
   });
-}
-
-// Whether something accepts TCP connections at host:port within `timeout`
-// (a non-blocking connect): a link that is down costs the timeout, not the
-// minutes of a blocking connect's SYN retries.
-bool port_accepts(const std::string& host, uint16_t port,
-                  std::chrono::milliseconds timeout) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) {
-    return false;
-  }
-  bool ok = false;
-  for (auto* a = found; a && !ok; a = a->ai_next) {
-    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                      a->ai_protocol);
-    if (fd < 0) {
-      continue;
-    }
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-      ok = true;
-    } else if (errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, static_cast<int>(timeout.count())) == 1) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        ok = ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
-      }
-    }
-    ::close(fd);
-  }
-  ::freeaddrinfo(found);
-  return ok;
 }
 
 // The port accepts: connect through the middleman and admit.

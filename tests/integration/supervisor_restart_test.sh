@@ -5,9 +5,13 @@
 #      after a delay with
 #      `supervisor --resume RUN_DIR`: the job finishes with the weights of a
 #      fault-free run and every batch exactly once (audit);
-#   2. the same, with a node also killed while no supervisor ran: the
-#      resumed job goes on without it;
-#   3. a supervisor that never returns: nodes with --leave-without-supervisor
+#   2. the same, with a node also killed while no supervisor ran, carried
+#      on by the same command line again (no --resume): the resumed job goes
+#      on without the node;
+#   3. a node that joined (node --join, in no cluster file) offers itself
+#      again to the supervisor resumed on the same --listen port and is
+#      planned in; weights and lineage as in 1;
+#   4. a supervisor that never returns: nodes with --leave-without-supervisor
 #      leave cleanly (exit 0) after --supervisor-grace; one without the flag
 #      drops the job and serves the next supervisor.
 # The fault-free run is made on the same nodes first, so the resumed jobs
@@ -31,7 +35,7 @@ fail() {
   exit 1
 }
 . "$here/node_procs.sh"
-. "$here/job_procs.sh" # (same_weights)
+. "$here/job_procs.sh" # (con, same_weights)
 
 # wait_for WHAT SECONDS COMMAND...: until COMMAND succeeds (generous bounds:
 # a loaded host may take seconds to start a process)
@@ -72,11 +76,12 @@ cluster_file c.toml 1 2 3
 "$bin" supervisor --cluster c.toml "${job[@]}" --save ref.ckpt --metrics ref/metrics.jsonl \
   >ref.out 2>ref.err || fail "fault-free run: $(tail -5 ref.err)"
 
-# run NAME [kill-node I]: start the job, kill -9 its supervisor once 30
-# batches are logged (batches are in flight), kill node I too, wait, resume
-# from its run directory
+# run NAME HOW [kill-node I]: start the job, kill -9 its supervisor once 30
+# batches are logged (batches are in flight), kill node I too, wait, and
+# carry the job on: HOW is `resume` (supervisor --resume RUN_DIR) or `again`
+# (the same command line again)
 run_killed() {
-  local name="$1" victim="${2:-}"
+  local name="$1" how="$2" victim="${3:-}"
   "$bin" supervisor --cluster c.toml "${job[@]}" --save "$name.ckpt" --metrics "$name/metrics.jsonl" \
     >"$name.out" 2>"$name.err" &
   sup=$!
@@ -97,10 +102,19 @@ run_killed() {
     wait "${!p}" 2>/dev/null || true
   fi
   sleep 2 # the outage
-  "$bin" supervisor --resume "$name" >"$name.resume.out" 2>"$name.resume.err" &
+  if [ "$how" = resume ]; then
+    "$bin" supervisor --resume "$name" >"$name.resume.out" 2>"$name.resume.err" &
+  else
+    "$bin" supervisor --cluster c.toml "${job[@]}" --save "$name.ckpt" --metrics "$name/metrics.jsonl" \
+      >"$name.resume.out" 2>"$name.resume.err" &
+  fi
   sup=$!
   wait "$sup" || fail "$name: the resumed job failed: $(tail -5 "$name.resume.err")"
   sup=""
+  if [ "$how" = again ]; then
+    grep -q "this same command ran in $name and its supervisor stopped" "$name.resume.err" \
+      || fail "$name: the same command again did not say it carries the job on: $(head -5 "$name.resume.err")"
+  fi
   grep -q "RESUMED" "$name.resume.err" || fail "$name: no RESUMED line: $(tail -5 "$name.resume.err")"
   [ -f "$name/metrics-resume1.jsonl" ] || fail "$name: no metrics-resume1.jsonl"
   "$bin" audit "$name/metrics-resume1.jsonl" >"$name.audit" 2>&1 \
@@ -112,16 +126,50 @@ run_killed() {
 }
 
 # ---- 1. kill -9 of the supervisor, restarted after a delay
-run_killed killed
+run_killed killed resume
 grep -q '"event":"resumed"' killed/metrics-resume1.jsonl || fail "no resumed event"
 
-# ---- 2. the same, and node n3 killed while no supervisor ran
-run_killed killed_node 3
+# ---- 2. the same, and node n3 killed while no supervisor ran; carried on by
+# the same command again
+run_killed killed_node again 3
 grep -q "n3 at 127.0.0.1:.* is unreachable" killed_node.resume.err \
   || fail "the resumed job did not say n3 is gone: $(head -20 killed_node.resume.err)"
 grep -q '"nodes_gone":\["n3"\]' killed_node/metrics-resume1.jsonl || fail "resume event lacks n3"
 
-# ---- 3. a supervisor that never returns
+# ---- 3. a node that joined (--join, in no cluster file) offers itself again
+# to the supervisor resumed on the same --listen port, and is planned in
+port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cluster_file j.toml 1 2
+"$bin" supervisor --cluster j.toml --listen "127.0.0.1:$port" "${job[@]}" --save joined.ckpt \
+  --metrics joined/metrics.jsonl >joined.out 2>joined.err &
+sup=$!
+# held at its start (pause) until n6 has joined, so that it cannot finish
+# first (a loaded host may profile the nodes for a while before it pauses)
+paused() { local out; out=$(con pause 2>/dev/null) && grep -q "paused at batch" <<<"$out"; }
+wait_for "the job to pause" 180 paused
+start_node 6 0 --join "127.0.0.1:$port" --supervisor-grace 120
+wait_for "n6 to join" 60 grep -q "n6 joined" n6.log
+con resume >/dev/null || fail "resume after the join: $(tail -3 joined.err)"
+wait_for "n6 in a plan" 300 grep -q "n6\[" joined.err
+wait_for "30 batches of joined" 300 at_least joined/metrics.jsonl 30
+kill -KILL "$sup"
+wait "$sup" 2>/dev/null || true
+sup=""
+at_least joined/metrics.jsonl 600 && fail "joined: the job finished before the kill"
+wait_for "n6 to offer itself again" 60 grep -q "offering the node to it again" n6.log
+sleep 2 # the outage
+"$bin" supervisor --resume joined >joined.resume.out 2>joined.resume.err &
+sup=$!
+wait "$sup" || fail "joined: the resumed job failed: $(tail -5 joined.resume.err)"
+sup=""
+grep -q "joined again" n6.log || fail "n6 did not join again: $(tail -5 n6.log)"
+grep -q "n6\[" joined.resume.err || fail "n6 was not planned in again: $(grep plan joined.resume.err)"
+"$bin" audit joined/metrics-resume1.jsonl >joined.audit 2>&1 || fail "joined: audit: $(cat joined.audit)"
+same_weights ref.ckpt joined.ckpt
+kill -TERM "$pid_6"
+wait "$pid_6" 2>/dev/null || true
+
+# ---- 4. a supervisor that never returns
 kill -TERM "$pid_1" "$pid_2"
 wait "$pid_1" "$pid_2" 2>/dev/null || true
 nodes=()
