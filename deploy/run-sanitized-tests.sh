@@ -5,8 +5,10 @@
 #   address: ASan+UBSan (+LSan at exit), default dir build-asan
 #   thread:  TSan,                       default dir build-tsan
 # Every process's reports, the `salamander node` processes the actor tests
-# start included, are kept in BUILD_DIR/sanitizer-logs/<time>/ and printed at
-# the end; the run fails if a test fails or any report was written.
+# start included, are kept in BUILD_DIR/sanitizer-logs/<time>/ (UBSan's, which
+# only go to stderr, gathered from the tests' whole output, ctest.log there)
+# and printed at the end; the run fails if a test fails or any report was
+# written.
 # Suppressions: deploy/sanitizers/*.supp; the record: deploy/sanitizers/README.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,10 +36,21 @@ logs=$build/sanitizer-logs/$(date -u +%Y%m%dT%H%M%SZ)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cd "$build"
 status=0
-ctest -L 'unit|actor' --output-on-failure -j "${SALAMANDER_TEST_JOBS:-2}" "$@" || status=$?
+# Every test's whole output is kept (-V): UBSan's reports, from the test
+# binaries and the node processes alike, are only found there. The console
+# shows a line per test.
+set +e
+ctest -L 'unit|actor' -V -j "${SALAMANDER_TEST_JOBS:-2}" "$@" 2>&1 | tee "$logs/ctest.log" |
+  grep --line-buffered -E '^ *[0-9]+/[0-9]+ Test +#|% tests passed|\((Failed|Timeout|SEGFAULT|Subprocess aborted|Not Run)\)'
+status=${PIPESTATUS[0]}
+set -e
 t2=$(date +%s)
+if grep -q "runtime error:" "$logs/ctest.log"; then
+  grep -B2 -A12 "runtime error:" "$logs/ctest.log" >"$logs/ubsan-reports.txt"
+  echo "UBSan: $(grep -c "runtime error:" "$logs/ctest.log") report(s) in $logs/ctest.log" >&2
+fi
 
-reports=$(find "$logs" -type f | sort)
+reports=$(find "$logs" -type f ! -name ctest.log | sort)
 if [ -n "$reports" ]; then
   for f in $reports; do
     echo "==== $f"
