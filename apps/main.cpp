@@ -288,7 +288,9 @@ int main(int argc, char** argv) {
       "--resume", train.resume,
       "carry on the job whose supervisor died, from its run directory (where its "
       "metrics log is: runs/job-...); alone, as the job's options are those it "
-      "recorded there; the nodes must have kept waiting (node --supervisor-grace)");
+      "recorded there; the nodes must have kept waiting (node --supervisor-grace). "
+      "The same command line again, in the same directory, also carries on a job "
+      "whose supervisor died (not one that finished, failed or was stopped)");
   sup->add_option(
       "--listen", train.listen,
       "HOST:PORT where `salamander console` attaches and nodes started later join the "
@@ -326,7 +328,9 @@ int main(int argc, char** argv) {
   nd->add_option(
       "--join", node.join,
       "offer this node to the supervisor listening at HOST:PORT (a new device, or "
-      "one back after a failure); it is planned in at the next flush");
+      "one back after a failure); it is planned in at the next flush. If that "
+      "supervisor dies, the node offers itself there again every 2 s for "
+      "--supervisor-grace, for a resumed one");
   nd->add_option(
       "--cpus", node.cpus,
       "EMULATION: pin this node to these host CPUs, e.g. 0 or 1,2 (devices emulated "
