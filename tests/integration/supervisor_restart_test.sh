@@ -160,9 +160,13 @@ wait_for "n6 to offer itself again" 60 grep -q "offering the node to it again" n
 sleep 2 # the outage
 "$bin" supervisor --resume joined >joined.resume.out 2>joined.resume.err &
 sup=$!
+# held (pause) until n6 is back: the resumed job, 300-odd batches of an MLP,
+# may otherwise end in the 2 s before n6 offers itself again
+wait_for "the resumed job to pause" 180 paused
+wait_for "n6 to join again" 60 grep -q "joined again" n6.log
+con resume >/dev/null || fail "resume after n6 joined again: $(tail -3 joined.resume.err)"
 wait "$sup" || fail "joined: the resumed job failed: $(tail -5 joined.resume.err)"
 sup=""
-grep -q "joined again" n6.log || fail "n6 did not join again: $(tail -5 n6.log)"
 grep -q "n6\[" joined.resume.err || fail "n6 was not planned in again: $(grep plan joined.resume.err)"
 "$bin" audit joined/metrics-resume1.jsonl >joined.audit 2>&1 || fail "joined: audit: $(cat joined.audit)"
 same_weights ref.ckpt joined.ckpt
