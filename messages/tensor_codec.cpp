@@ -1,4 +1,5 @@
 #include "messages/tensor_codec.hpp"
+#include "messages/frame_pool.hpp"
 
 #include "messages/capnp_tensor.hpp"
 
@@ -140,6 +141,19 @@ std::shared_ptr<kj::Array<capnp::word>> acquire_words(size_t words) {
         }
         delete a;
       });
+}
+
+size_t release_frame_pool() {
+  std::vector<kj::Array<capnp::word>> freed;
+  {
+    std::lock_guard<std::mutex> lock(pool().mutex);
+    freed.swap(pool().free);
+  }
+  size_t bytes = 0;
+  for (auto& a : freed) {
+    bytes += a.size() * sizeof(capnp::word);
+  }
+  return bytes; // (freed outside the lock)
 }
 
 std::vector<torch::ScalarType> supported_dtypes() {

@@ -1,5 +1,6 @@
 #include "../support.hpp"
 
+#include "messages/frame_pool.hpp"
 #include "messages/schema/tensor.capnp.h"
 #include "messages/tensor_codec.hpp"
 #include "models/weights.hpp"
@@ -239,4 +240,24 @@ TEST_CASE("large receive buffers are reused once freed", "[unit][codec]") {
   CHECK(c->begin() != first);
   auto small = messages::acquire_words(4);
   CHECK(small->size() == 4);
+}
+
+TEST_CASE("a node's release of the receive buffer pool frees what it kept",
+          "[unit][codec]") {
+  size_t words = (size_t{4} << 20) / 8;
+  messages::release_frame_pool(); // whatever earlier cases left
+  {
+    auto a = messages::acquire_words(words);
+    auto b = messages::acquire_words(words);
+  } // both kept for reuse
+  CHECK(messages::release_frame_pool() == 2 * words * sizeof(capnp::word));
+  CHECK(messages::release_frame_pool() == 0);
+  // still a working pool afterwards: a freed buffer is reused again
+  const capnp::word* again = nullptr;
+  {
+    auto c = messages::acquire_words(words);
+    again = c->begin();
+  }
+  auto d = messages::acquire_words(words);
+  CHECK(d->begin() == again);
 }
