@@ -729,8 +729,12 @@ int run_node(const node_cli& cli) {
   actors::system_options sopts;
   // A peer that sent a frame header and then stalls (half a frame, or the
   // rest of a huge claimed payload) is dropped after this; every salamander
-  // process beats each second, so a live peer never comes near it.
-  sopts.connection_timeout = std::chrono::seconds(10);
+  // process beats each second. But CAF 0.17 counts a peer as seen only when
+  // a whole message has arrived, so a large frame on a slow link must arrive
+  // within this too: at 10 s the four ~90 MB stages of the ViT-Base serving
+  // test, sent by a TSan-slowed supervisor, were cut off (all four links at
+  // once, twice in a row). 60 s is 150 MB at 20 Mbit/s.
+  sopts.connection_timeout = std::chrono::seconds(60);
   actors::configure(cfg, sopts);
   actors::configure_tls(cfg, actors::checked_tls(cli.tls));
   caf::actor_system sys{cfg};
