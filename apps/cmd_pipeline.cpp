@@ -114,6 +114,18 @@ void write_job_file(const std::string& dir, const std::vector<std::string>& argv
       "job description");
 }
 
+struct job_file {
+  std::vector<std::string> argv;
+  std::string cwd;
+};
+
+// Reads what write_job_file wrote; throws (nlohmann's exceptions) when it is
+// not that.
+job_file read_job_file(std::istream& in) {
+  auto j = nlohmann::json::parse(in);
+  return {j.at("argv").get<std::vector<std::string>>(), j.at("cwd").get<std::string>()};
+}
+
 // The nodes of a resumed job: those that do not answer are lost (the job
 // recovers without them, and they are dialled again), not a reason to stop.
 std::vector<actors::remote_node>
@@ -163,12 +175,11 @@ std::string unfinished_run_of(const std::vector<std::string>& argv,
       if (!job || !state) {
         continue;
       }
-      auto j = nlohmann::json::parse(job);
-      auto s = nlohmann::json::parse(state);
-      if (j.at("argv").get<std::vector<std::string>>() != argv ||
-          j.at("cwd").get<std::string>() != here) {
+      auto recorded = read_job_file(job);
+      if (recorded.argv != argv || recorded.cwd != here) {
         continue;
       }
+      auto s = nlohmann::json::parse(state);
       auto phase = s.at("phase").get<std::string>();
       if (phase == "finished" || phase == "failed" || !s.value("stopped", "").empty()) {
         continue;
@@ -215,9 +226,9 @@ std::vector<std::string> resume_arguments(const std::string& run_dir,
   std::vector<std::string> args;
   std::string cwd;
   try {
-    auto j = nlohmann::json::parse(in);
-    args = j.at("argv").get<std::vector<std::string>>();
-    cwd = j.at("cwd").get<std::string>();
+    auto recorded = read_job_file(in);
+    args = std::move(recorded.argv);
+    cwd = std::move(recorded.cwd);
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot resume from " + run_dir + ": " + dir +
                              "/job.json is not what a supervisor wrote: " + e.what());

@@ -5,11 +5,12 @@
 # con CMD: one console command against the supervisor on $port
 con() { "$bin" --log-level warn console "127.0.0.1:$port" --timeout 10 --exec "$1"; }
 
-# pause_job: asks until the job says it paused (it may still be starting, or
-# evaluating between epochs); fails after about 20 s of asking
+# pause_job [SECONDS]: asks until the job says it paused (it may still be
+# starting, or evaluating between epochs); fails after about SECONDS (default
+# 20) of asking
 pause_job() {
   local out
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 $((${1:-20} * 10))); do
     if out=$(con pause 2>/dev/null) && grep -q "paused at batch" <<<"$out"; then return 0; fi
     sleep 0.1
   done

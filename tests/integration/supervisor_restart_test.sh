@@ -145,8 +145,7 @@ cluster_file j.toml 1 2
 sup=$!
 # held at its start (pause) until n6 has joined, so that it cannot finish
 # first (a loaded host may profile the nodes for a while before it pauses)
-paused() { local out; out=$(con pause 2>/dev/null) && grep -q "paused at batch" <<<"$out"; }
-wait_for "the job to pause" 180 paused
+pause_job 180
 start_node 6 0 --join "127.0.0.1:$port" --supervisor-grace 120
 wait_for "n6 to join" 60 grep -q "n6 joined" n6.log
 con resume >/dev/null || fail "resume after the join: $(tail -3 joined.err)"
@@ -162,7 +161,7 @@ sleep 2 # the outage
 sup=$!
 # held (pause) until n6 is back: the resumed job, 300-odd batches of an MLP,
 # may otherwise end in the 2 s before n6 offers itself again
-wait_for "the resumed job to pause" 180 paused
+pause_job 180
 wait_for "n6 to join again" 60 grep -q "joined again" n6.log
 con resume >/dev/null || fail "resume after n6 joined again: $(tail -3 joined.resume.err)"
 wait "$sup" || fail "joined: the resumed job failed: $(tail -5 joined.resume.err)"
