@@ -28,6 +28,7 @@ target's handshake deadline. Standard library only (Debian's python3).
 import argparse
 import json
 import random
+import re
 import select
 import selectors
 import socket
@@ -162,19 +163,28 @@ def closed_within(s, seconds):
                 pass
 
 
-def hold_many(args, count, send=None, interval=None, hold=10.0, first=None):
+def hold_many(args, count, send=None, interval=None, hold=10.0, first=None, probe=None):
     """Opens `count` connections; sends first(i) on connection i if given;
     optionally sends `send` a byte at a time every `interval` s on each;
     holds them up to `hold` s. Returns when each was closed by the peer
-    (None: still open), what each received and each one's local port."""
+    (None: still open), what each received and each one's local port.
+
+    With `send` and `interval`, each connection gets its first byte as it
+    opens, so that none looks silent to the target while the rest open.
+    `probe` (bytes): sent on one more connection once all are open, when the
+    target has them all queued before it; what came back is in "probe", and
+    the hold ends a second after it is answered."""
     socks, opened_at, closed_at, got, ports = [], [], [], [], []
     failed = 0
+    trickle = send is not None and interval is not None
     for i in range(count):
         try:
             s = connect(args)
             ports.append(s.getsockname()[1])
             if first is not None:
                 s.sendall(first(i))
+            if trickle:
+                s.sendall(send[:1])
             socks.append(s)
             opened_at.append(time.monotonic())
             closed_at.append(None)
@@ -184,9 +194,30 @@ def hold_many(args, count, send=None, interval=None, hold=10.0, first=None):
     for s in socks:
         s.setblocking(False)
     start = time.monotonic()
-    sent = 0
-    next_byte = start
+    sent = 1 if trickle else 0
+    next_byte = start + (interval or 0)
+    probe_sock, probe_got, probe_closed = None, b"", None
+    if probe is not None:
+        try:
+            probe_sock = connect(args)
+            probe_sock.sendall(probe)
+            probe_sock.setblocking(False)
+        except OSError as e:
+            probe_got = type(e).__name__.encode()
     while time.monotonic() - start < hold:
+        if probe_sock is not None and probe_closed is None:
+            try:
+                chunk = probe_sock.recv(65536)
+            except BlockingIOError:
+                chunk = None
+            except OSError:
+                chunk = b""
+            if chunk:
+                probe_got += chunk
+            elif chunk is not None:
+                probe_closed = round(time.monotonic() - start, 2)
+        if probe_closed is not None and time.monotonic() - start > probe_closed + 1.0:
+            break  # answered: a second more for the answers already sent to the rest
         now = time.monotonic()
         if send is not None and interval is not None and now >= next_byte and sent < len(send):
             for i, s in enumerate(socks):
@@ -215,9 +246,14 @@ def hold_many(args, count, send=None, interval=None, hold=10.0, first=None):
                 closed_at[i] = round(time.monotonic() - opened_at[i], 2)
     for s in socks:
         s.close()
-    return {"opened": len(socks), "connect_failed": failed, "closed_at": closed_at,
-            "received": got, "bytes_sent_each": sent if send is not None else 0,
-            "ports": ports}
+    out = {"opened": len(socks), "connect_failed": failed, "closed_at": closed_at,
+           "received": got, "bytes_sent_each": sent if send is not None else 0,
+           "ports": ports}
+    if probe is not None:
+        if probe_sock is not None:
+            probe_sock.close()
+        out["probe"] = {"received": probe_got, "closed_at": probe_closed}
+    return out
 
 
 # ---- BASP ----------------------------------------------------------------
@@ -728,12 +764,21 @@ def http_silent(args):
 
 def http_slow(args):
     body = infer_body(args)
+    probe = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     r = hold_many(args, args.count, send=post("/v2/models/%s/infer" % args.model, body),
-                  interval=args.interval, hold=args.hold)
-    return {"opened": r["opened"], "interval": args.interval,
-            "closed": sum(c is not None for c in r["closed_at"]),
-            "closed_at": r["closed_at"],
-            "statuses": [_status(g) for g in r["received"]]}
+                  interval=args.interval, hold=args.hold, probe=probe if args.probe else None)
+    out = {"opened": r["opened"], "connect_failed": r["connect_failed"],
+           "interval": args.interval,
+           "closed": sum(c is not None for c in r["closed_at"]),
+           "closed_at": r["closed_at"],
+           "statuses": [_status(g) for g in r["received"]]}
+    if args.probe:
+        got = r["probe"]["received"]
+        head = got.partition(b"\r\n\r\n")[0].decode("latin-1")
+        retry = re.search(r"(?im)^retry-after:\s*(\S+)", head)
+        out["probe"] = {"status": _status(got), "retry_after": retry.group(1) if retry else None,
+                        "closed_at": r["probe"]["closed_at"]}
+    return out
 
 
 def http_many(args):
@@ -812,6 +857,8 @@ def main():
     p.add_argument("--bytes", type=int, default=4096, help="random bytes a connection")
     p.add_argument("--hold", type=float, default=10.0, help="longest wait for the target, s")
     p.add_argument("--interval", type=float, default=0.3, help="slow: seconds between bytes")
+    p.add_argument("--probe", action="store_true",
+                   help="http slow: once all are open, one GET more; its status in \"probe\"")
     p.add_argument("--claim", type=int, default=0xFFFFFFFF, help="oversized: payload_len")
     p.add_argument("--protocol", type=int, help="old: the target's salamander protocol (a node)")
     p.add_argument("--model", default="mlp", help="http: the served model's name")
