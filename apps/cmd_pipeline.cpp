@@ -607,9 +607,6 @@ struct join_outcome {
   cluster_actor supervisor; ///< invalid: not joined
   std::string outcome;      ///< the supervisor's answer
   std::string error;        ///< why not
-  /// Refused because the supervisor runs this node already (it dialled the
-  /// node again itself after a lost link: cluster_supervisor.cpp, on_join).
-  cluster_actor has_it;
   explicit operator bool() const { return static_cast<bool>(supervisor); }
 };
 
@@ -635,12 +632,7 @@ join_outcome offer_node(caf::actor_system& sys, const node_cli& cli,
             out.outcome = std::move(reply);
             out.supervisor = *sup;
           },
-          [&](caf::error& err) {
-            out.error = sys.render(err);
-            if (out.error.find("is already running") != std::string::npos) {
-              out.has_it = *sup;
-            }
-          });
+          [&](caf::error& err) { out.error = sys.render(err); });
   return out;
 }
 
@@ -670,18 +662,13 @@ void offer_again_after_crash(caf::actor_system& sys, node_cli cli, caf::actor no
     auto until = std::chrono::steady_clock::now() + grace;
     join_outcome again;
     std::string last_error;
-    while (!again && !again.has_it && std::chrono::steady_clock::now() < until) {
+    while (!again && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::seconds(2));
       again = offer_node(sys, cli, node);
       if (!again && again.error != last_error) {
         last_error = again.error;
         log->debug("node {}: not joined again yet: {}", cli.name, again.error);
       }
-    }
-    if (again.has_it) {
-      log->info("node {}: the supervisor at {} runs this node again", cli.name, cli.join);
-      sup = again.has_it;
-      continue;
     }
     if (!again) {
       log->warn(

@@ -473,6 +473,13 @@ void on_join(self_ptr self, node_actor handle, const std::string& name,
       }
     }
     if (n < st.nodes.size() && live(st.nodes[n])) {
+      // the very node offering itself again (the supervisor dialled it back
+      // first, after a lost link or its own restart) is in: not an error
+      auto& held = st.nodes[n].handle;
+      if (held.node() == handle.node() && held.id() == handle.id()) {
+        rp.deliver("node " + name + " is already in the cluster");
+        return;
+      }
       rp.deliver(caf::make_error(errc::bad_config,
                                  "a node named " + name + " is already running"));
       return;

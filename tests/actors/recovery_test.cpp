@@ -220,7 +220,7 @@ TEST_CASE("a failed node rejoins at the next flush, exactly", "[actor][recovery]
   cluster_actor sup;
   opts.on_start = [&](cluster_actor s) { sup = s; };
   bool killed = false, joined = false;
-  std::string join_reply;
+  std::string join_reply, again_reply, other_reply;
   opts.on_status = [&](const job_status& s) {
     if (!killed && s.committed >= 6 && s.phase == "training") {
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
@@ -228,16 +228,27 @@ TEST_CASE("a failed node rejoins at the next flush, exactly", "[actor][recovery]
     }
     if (killed && !joined && s.recoveries >= 1 && s.committed >= 14) {
       caf::scoped_actor self{sys};
-      self->request(sup, std::chrono::seconds(5), join_atom_v, spare_node(sys, "local1"),
-                    std::string("local1"))
-          .receive([&](std::string& r) { join_reply = r; },
-                   [&](caf::error& err) { join_reply = sys.render(err); });
+      auto ask = [&](const caf::actor& node, std::string& reply) {
+        self->request(sup, std::chrono::seconds(5), join_atom_v, node,
+                      std::string("local1"))
+            .receive([&](std::string& r) { reply = r; },
+                     [&](caf::error& err) { reply = sys.render(err); });
+      };
+      auto spare = spare_node(sys, "local1");
+      ask(spare, join_reply);
+      // the same node offering itself again is in; another of its name is not
+      ask(spare, again_reply);
+      auto impostor = spare_node(sys, "local1");
+      ask(impostor, other_reply);
+      caf::anon_send_exit(impostor, caf::exit_reason::user_shutdown);
       joined = true;
     }
   };
   auto r = actors::run_job(sys, jc, nodes, train, train, opts);
   REQUIRE(r.status.phase == "finished");
   CHECK_THAT(join_reply, Catch::Contains("next flush"));
+  CHECK_THAT(again_reply, Catch::Contains("already in the cluster"));
+  CHECK_THAT(other_reply, Catch::Contains("already running"));
   CHECK(r.status.dead_nodes.empty());
   CHECK(r.status.plan.find("local1") != std::string::npos);
   CHECK(r.status.replans >= 1);
