@@ -86,6 +86,15 @@ inline constexpr size_t stage_kept_snapshots = 2;
 /// A re-planned or recovering stage pulling its layers from one source.
 inline constexpr milliseconds pull_timeout = 30s;
 
+// ---- replication (actors/replication/replica_store.hpp, snapshot_parts)
+/// A snapshot for a holder in another process goes in parts of this size:
+/// each must arrive within the receiver's connection timeout (at the
+/// supervisor --hang-timeout, 3 s by default, at least 1.5 s). 256 KiB take
+/// 0.5 s at 4 Mbit/s.
+inline constexpr size_t snapshot_part_bytes = 256 * 1024;
+/// Unfinished transfers in parts a holder keeps (one per sending stage).
+inline constexpr size_t holder_pending_transfers = 32;
+
 // ---- serving (actors/serve/serve_job.hpp)
 /// A serving stage reports its busy time at most this often.
 inline constexpr milliseconds serve_stage_report = 500ms;

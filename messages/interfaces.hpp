@@ -16,6 +16,9 @@ namespace salamander {
 ///   eval(id, micro, x)                  forward only; the last stage sends
 ///                                       (eval, id, micro, logits) to the supervisor
 ///   snapshot -> weights of the range, with optimizer state
+///   snapshot(holder) -> (version, begin, end)  the same, sent to that replica
+///                           holder (in parts from another process) before
+///                           the answer: how a job gathers its weights
 ///   snapshot(begin, end, version) -> weights and optimizer state of those
 ///                           layers, if the stage is at that version or
 ///                           kept a snapshot of it (a re-planned or
@@ -47,6 +50,7 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<replicate_atom, uint64_t>, caf::reacts_to<pause_atom>,
     caf::reacts_to<reduce_atom, uint64_t, tensor_payload>,
     caf::replies_to<snapshot_atom>::with<snapshot_payload>,
+    caf::replies_to<snapshot_atom, caf::actor>::with<uint64_t, uint64_t, uint64_t>,
     caf::replies_to<snapshot_atom, uint64_t, uint64_t, uint64_t>::with<snapshot_payload>,
     caf::replies_to<caf::get_atom>::with<replica_inventory>>;
 
@@ -55,10 +59,13 @@ constexpr uint64_t current_version = ~uint64_t{0};
 
 /// Holds replicas of other stages' layers (see actors/replica_holder.hpp).
 ///   replicate(snapshot)                        store these layers at its version
+///   replicate(transfer, offset, total, bytes)  the same, from another process,
+///                                              in parts (replica_store.hpp)
 ///   snapshot(begin, end, version) -> weights   serve them during recovery
 ///   get -> replica_inventory                   what it holds
 using replica_holder_actor = caf::typed_actor<
     caf::reacts_to<replicate_atom, snapshot_payload>,
+    caf::reacts_to<replicate_atom, uint64_t, uint64_t, uint64_t, tensor_payload>,
     caf::replies_to<snapshot_atom, uint64_t, uint64_t, uint64_t>::with<snapshot_payload>,
     caf::replies_to<caf::get_atom>::with<replica_inventory>>;
 

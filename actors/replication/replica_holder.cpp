@@ -41,17 +41,40 @@ void persist_newest(replica_holder_actor::stateful_pointer<replica_holder_state>
   }
 }
 
+void keep(replica_holder_actor::stateful_pointer<replica_holder_state> self,
+          const models::weight_snapshot& snap) {
+  auto& st = self->state;
+  st.store.add(snap);
+  subsystem_log("replication")
+      ->debug("holder on {}: {} layer(s) at version {}", st.node, snap.layers.size(),
+              snap.version);
+  if (!st.persist.path.empty()) {
+    persist_newest(self);
+  }
+}
+
 replica_holder_actor::behavior_type
 holder_behavior(replica_holder_actor::stateful_pointer<replica_holder_state> self) {
   return {
-      [=](replicate_atom, snapshot_payload& p) {
+      [=](replicate_atom, snapshot_payload& p) { keep(self, p.snapshot); },
+      [=](replicate_atom, uint64_t transfer, uint64_t offset, uint64_t total,
+          tensor_payload& part) {
         auto& st = self->state;
-        st.store.add(p.snapshot);
-        subsystem_log("replication")
-            ->debug("holder on {}: {} layer(s) at version {}", st.node,
-                    p.snapshot.layers.size(), p.snapshot.version);
-        if (!st.persist.path.empty()) {
-          persist_newest(self);
+        auto from = caf::to_string(self->current_sender());
+        try {
+          if (auto snap = st.parts.add(from, transfer, offset, total, part.tensor)) {
+            auto& t = st.parts.last();
+            subsystem_log("replication")
+                ->debug("holder on {}: a snapshot of {:.1f} MB from {} in {} part(s) "
+                        "over {:.2f} s",
+                        st.node, static_cast<double>(t.bytes) / 1e6, from, t.parts,
+                        t.seconds);
+            keep(self, *snap);
+          }
+        } catch (const std::exception& e) {
+          subsystem_log("replication")
+              ->warn("holder on {}: dropped a snapshot from {}: {}", st.node, from,
+                     e.what());
         }
       },
       [=](snapshot_atom, uint64_t begin, uint64_t end,

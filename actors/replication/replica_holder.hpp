@@ -15,6 +15,7 @@
 #pragma once
 
 #include "actors/replication/replica_store.hpp"
+#include "actors/tuning.hpp"
 #include "messages/interfaces.hpp"
 
 #include <map>
@@ -36,6 +37,8 @@ struct replica_holder_state {
   std::string node;
   /// the last three versions of every layer it was sent
   replica_store store{3};
+  /// snapshots arriving in parts from stages in other processes
+  snapshot_assembler parts{tuning::holder_pending_transfers};
   holder_persistence persist;
   uint64_t persisted = 0; ///< the version on disk (0: none yet)
 };

@@ -1,5 +1,8 @@
 #include "actors/replication/replica_store.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 namespace salamander::actors {
 
 void replica_store::add(const models::weight_snapshot& snap) {
@@ -65,6 +68,85 @@ replica_store::slice replica_store::get(uint64_t begin, uint64_t end,
   }
   out.snapshot = std::move(snap);
   return out;
+}
+
+std::vector<torch::Tensor> snapshot_parts(const models::weight_snapshot& snap,
+                                          size_t part_bytes) {
+  auto encoded = std::make_shared<messages::frame>(messages::encode_snapshot(snap));
+  auto n = static_cast<int64_t>(encoded->byte_size());
+  auto* data = const_cast<char*>(encoded->bytes());
+  auto all = torch::from_blob(
+      data, {n}, [encoded](void*) {}, torch::TensorOptions().dtype(torch::kUInt8));
+  auto step = static_cast<int64_t>(std::max(part_bytes, sizeof(capnp::word)) /
+                                   sizeof(capnp::word) * sizeof(capnp::word));
+  std::vector<torch::Tensor> parts;
+  for (int64_t at = 0; at < n; at += step) {
+    parts.push_back(all.narrow(0, at, std::min(step, n - at)));
+  }
+  return parts;
+}
+
+std::optional<models::weight_snapshot>
+snapshot_assembler::add(const std::string& from, uint64_t transfer, uint64_t offset,
+                        uint64_t total, const torch::Tensor& part) {
+  using messages::codec_error;
+  auto key = std::make_pair(from, transfer);
+  auto it = pending_.find(key);
+  auto drop = [&](const std::string& why) {
+    if (it != pending_.end()) {
+      pending_.erase(it);
+    }
+    return codec_error("snapshot transfer " + std::to_string(transfer) + ": " + why);
+  };
+  if (total == 0 || total % sizeof(capnp::word) != 0 ||
+      total > messages::max_frame_bytes) {
+    throw drop("a total of " + std::to_string(total) + " bytes is no snapshot frame");
+  }
+  if (offset == 0 && it == pending_.end()) {
+    if (pending_.size() >= max_) {
+      auto oldest = pending_.begin();
+      for (auto i = pending_.begin(); i != pending_.end(); ++i) {
+        if (i->second.started < oldest->second.started) {
+          oldest = i;
+        }
+      }
+      pending_.erase(oldest);
+    }
+    partial p;
+    p.storage = messages::acquire_words(total / sizeof(capnp::word));
+    p.total = total;
+    p.started = started_++;
+    p.began = std::chrono::steady_clock::now();
+    it = pending_.emplace(key, std::move(p)).first;
+  }
+  if (it == pending_.end()) {
+    throw drop("a part at byte " + std::to_string(offset) + " of a transfer not started");
+  }
+  auto& p = it->second;
+  auto n = static_cast<uint64_t>(part.numel());
+  if (part.scalar_type() != torch::kUInt8 || part.dim() != 1) {
+    throw drop("a part is not a vector of bytes");
+  }
+  if (p.total != total || offset != p.received || n == 0 || n > total - offset) {
+    throw drop("a part of " + std::to_string(n) + " bytes at byte " +
+               std::to_string(offset) + " does not continue " +
+               std::to_string(p.received) + " of " + std::to_string(p.total));
+  }
+  auto bytes = part.contiguous();
+  std::memcpy(reinterpret_cast<char*>(p.storage->begin()) + offset, bytes.data_ptr(), n);
+  p.received += n;
+  ++p.parts;
+  if (p.received < p.total) {
+    return std::nullopt;
+  }
+  last_.bytes = p.total;
+  last_.parts = p.parts;
+  last_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - p.began).count();
+  auto storage = std::move(p.storage);
+  pending_.erase(it);
+  return messages::decode_snapshot(
+      messages::frame(std::move(storage), total / sizeof(capnp::word)));
 }
 
 } // namespace salamander::actors

@@ -6,12 +6,17 @@
 #pragma once
 
 #include "messages/replication.hpp"
+#include "messages/tensor_codec.hpp"
 #include "models/weights.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace salamander::actors {
 
@@ -46,6 +51,64 @@ private:
   std::string fingerprint_;
   std::string model_;
   std::string optimizer_;
+};
+
+/// A snapshot for a holder in another process, as parts of at most
+/// `part_bytes` bytes (rounded down to whole 8-byte words): byte views into
+/// the snapshot encoded once.
+///
+/// Why parts: CAF 0.17's BASP broker counts a peer as seen only when a whole
+/// message has arrived (basp_broker.cpp, set_context), and drops it once
+/// middleman.connection-timeout passes without one. The supervisor's is
+/// --hang-timeout (3 s by default), so a snapshot that took longer than that
+/// to cross the link as one message (6 MB at 16 Mbit/s) had the sending node
+/// dropped as hung in the middle of it.
+std::vector<torch::Tensor> snapshot_parts(const models::weight_snapshot& snap,
+                                          size_t part_bytes);
+
+/// Puts snapshots sent in parts (snapshot_parts) back together: one transfer
+/// at a time per sender, several senders at once. A part that does not
+/// continue its transfer drops it (CAF keeps the order of one sender's
+/// messages, so that only happens when a sender died and another took its
+/// address, or to a broken peer).
+class snapshot_assembler {
+public:
+  explicit snapshot_assembler(size_t max_pending) : max_(max_pending) {}
+
+  /// Adds the `part` of transfer `transfer` from `from` (the sender, by
+  /// name) that starts at byte
+  /// `offset` of `total`; the snapshot once its last part is in. Throws
+  /// messages::codec_error for a bad part (its transfer is dropped). Past
+  /// `max_pending` unfinished transfers, starting one drops the oldest.
+  std::optional<models::weight_snapshot> add(const std::string& from, uint64_t transfer,
+                                             uint64_t offset, uint64_t total,
+                                             const torch::Tensor& part);
+
+  /// Transfers started and not finished.
+  size_t pending() const { return pending_.size(); }
+
+  /// The last transfer finished: its bytes, parts and seconds from its first
+  /// part to its last.
+  struct finished {
+    uint64_t bytes = 0;
+    size_t parts = 0;
+    double seconds = 0;
+  };
+  const finished& last() const { return last_; }
+
+private:
+  struct partial {
+    std::shared_ptr<kj::Array<capnp::word>> storage;
+    uint64_t total = 0;
+    uint64_t received = 0;
+    uint64_t started = 0; ///< order of its first part
+    size_t parts = 0;
+    std::chrono::steady_clock::time_point began;
+  };
+  finished last_;
+  size_t max_;
+  uint64_t started_ = 0;
+  std::map<std::pair<std::string, uint64_t>, partial> pending_;
 };
 
 } // namespace salamander::actors

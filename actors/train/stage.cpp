@@ -37,9 +37,36 @@ void send_on_link(stage_actor::stateful_pointer<stage_state> self, const stage_a
   }
 }
 
+// A holder in this process gets the snapshot itself (CAF passes it on
+// without a copy); one in another process gets it in parts, encoded once
+// into `parts` for all such holders (replica_store.hpp: one message that
+// takes longer than the receiver's connection timeout to arrive has this
+// node dropped as hung).
+void send_snapshot(stage_actor::stateful_pointer<stage_state> self,
+                   const replica_holder_actor& holder, const snapshot_payload& snap,
+                   std::vector<torch::Tensor>& parts) {
+  if (holder.node() == self->node()) {
+    self->send(holder, replicate_atom_v, snap);
+    return;
+  }
+  if (parts.empty()) {
+    parts = snapshot_parts(snap.snapshot, tuning::snapshot_part_bytes);
+  }
+  uint64_t total = 0;
+  for (auto& p : parts) {
+    total += static_cast<uint64_t>(p.numel());
+  }
+  auto transfer = ++self->state.transfers;
+  uint64_t offset = 0;
+  for (auto& p : parts) {
+    self->send(holder, replicate_atom_v, transfer, offset, total, tensor_payload{p});
+    offset += static_cast<uint64_t>(p.numel());
+  }
+}
+
 // Sends the snapshot at the current version to the chain and global
-// holders. A copy now; encoding and sending happen off this actor (in CAF's
-// middleman for a remote holder) while training goes on.
+// holders. A copy now; sending (for a remote holder, CAF's middleman
+// writing the parts) happens off this actor while training goes on.
 void replicate(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
@@ -47,14 +74,15 @@ void replicate(stage_actor::stateful_pointer<stage_state> self) {
       models::capture(*st.model, st.opt.get(), spec.optimizer, st.version)};
   auto chain = caf::actor_cast<replica_holder_actor>(spec.chain_holder);
   auto global = caf::actor_cast<replica_holder_actor>(spec.global_holder);
+  std::vector<torch::Tensor> parts;
   if (chain) {
-    self->send(chain, replicate_atom_v, snap);
+    send_snapshot(self, chain, snap, parts);
   }
   bool global_turn = spec.replicate_every == 0 || spec.global_every <= 1 ||
                      (st.version / spec.replicate_every) % spec.global_every == 0 ||
                      st.version == st.replicate_at;
   if (global && global != chain && global_turn) {
-    self->send(global, replicate_atom_v, snap);
+    send_snapshot(self, global, snap, parts);
   }
   if (!st.infer) {
     st.kept.add(snap.snapshot); // a serving stage's weights never change
@@ -498,6 +526,20 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
         try {
           return snapshot_payload{
               models::capture(*st.model, st.opt.get(), st.spec.optimizer, st.version)};
+        } catch (const std::exception& e) {
+          return caf::make_error(errc::stage_failed, e.what());
+        }
+      },
+      [=](snapshot_atom,
+          const caf::actor& to) -> caf::result<uint64_t, uint64_t, uint64_t> {
+        auto& st = self->state;
+        try {
+          snapshot_payload snap{
+              models::capture(*st.model, st.opt.get(), st.spec.optimizer, st.version)};
+          std::vector<torch::Tensor> parts;
+          send_snapshot(self, caf::actor_cast<replica_holder_actor>(to), snap, parts);
+          return caf::result<uint64_t, uint64_t, uint64_t>(st.version, st.spec.begin,
+                                                           st.spec.end);
         } catch (const std::exception& e) {
           return caf::make_error(errc::stage_failed, e.what());
         }

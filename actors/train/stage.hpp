@@ -64,6 +64,8 @@ struct stage_state {
   /// of them is at the version the others' replicas have (recovery pulls it
   /// when the holder of its chain replica died).
   replica_store kept{tuning::stage_kept_snapshots};
+  /// snapshots sent in parts so far (each transfer's id, with the sender)
+  uint64_t transfers = 0;
   /// A replication the console asked for: at this version (0: none).
   uint64_t replicate_at = 0;
   /// Recovery froze this stage: it computes nothing more.

@@ -3,10 +3,12 @@
 // snapshot, checkpoints) and console checkpoints at a flush; what a
 // restarted supervisor resumes from (persist_state, read_resume_point).
 #include "actors/logging.hpp"
+#include "actors/replication/replica_holder.hpp"
 #include "actors/train/train_job_impl.hpp"
 #include "messages/checkpoint.hpp"
 #include "messages/errors.hpp"
 
+#include <array>
 #include <fstream>
 
 namespace salamander::actors::train_detail {
@@ -56,38 +58,67 @@ void refresh_rows(self_ptr self) {
 // Every stage's weights and optimizer state, merged into one snapshot (its
 // version the lowest of theirs); `done` gets it, or the first stage (index)
 // that did not hand its part over and why.
+//
+// The stages send their weights to a replica holder of this collection's,
+// in parts when they run in another process, and answer with the version
+// and layers sent; the holder then hands them over. As one answer, a stage
+// that took longer than the hang timeout to cross its link had its node
+// dropped as hung (replica_store.hpp, snapshot_parts).
 void collect_weights(self_ptr self, weights_done done) {
   auto& st = self->state;
   // data parallel: the members hold the same weights; the first answers
   size_t asked =
       st.plan.split.empty() ? st.stages.size() : std::min<size_t>(1, st.stages.size());
+  auto timeout = st.cfg.request_timeout;
+  auto gather = self->spawn(replica_holder, std::string("gather"));
+  auto sent = std::make_shared<std::vector<std::array<uint64_t, 3>>>(asked);
   auto parts = std::make_shared<std::vector<models::weight_snapshot>>(asked);
   auto pending = std::make_shared<size_t>(asked);
   auto failed = std::make_shared<bool>(false);
-  for (size_t i = 0; i < asked; ++i) {
-    self->request(st.stages[i], st.cfg.request_timeout, snapshot_atom_v)
-        .then(
-            [=](snapshot_payload& part) {
-              (*parts)[i] = std::move(part.snapshot);
-              if (--*pending > 0 || *failed) {
-                return;
-              }
-              auto all = (*parts)[0];
-              all.layers.clear();
-              for (auto& p : *parts) {
-                all.version = std::min(all.version, p.version);
-                for (auto& l : p.layers) {
-                  all.layers.push_back(std::move(l));
+  auto fail = [=](caf::error err, size_t i) {
+    if (!*failed) {
+      *failed = true;
+      self->send_exit(gather, caf::exit_reason::user_shutdown);
+      done(std::move(err), i);
+    }
+  };
+  // every part is with the holder: it answers in the order asked
+  auto hand_over = [=] {
+    *pending = asked;
+    for (size_t i = 0; i < asked; ++i) {
+      auto [version, begin, end] = (*sent)[i];
+      self->request(gather, timeout, snapshot_atom_v, begin, end, version)
+          .then(
+              [=](snapshot_payload& part) {
+                (*parts)[i] = std::move(part.snapshot);
+                if (--*pending > 0 || *failed) {
+                  return;
                 }
+                self->send_exit(gather, caf::exit_reason::user_shutdown);
+                auto all = (*parts)[0];
+                all.layers.clear();
+                for (auto& p : *parts) {
+                  all.version = std::min(all.version, p.version);
+                  for (auto& l : p.layers) {
+                    all.layers.push_back(std::move(l));
+                  }
+                }
+                done(std::move(all), 0);
+              },
+              [=](caf::error& err) { fail(std::move(err), i); });
+    }
+  };
+  for (size_t i = 0; i < asked; ++i) {
+    self->request(st.stages[i], timeout, snapshot_atom_v,
+                  caf::actor_cast<caf::actor>(gather))
+        .then(
+            [=](uint64_t version, uint64_t begin, uint64_t end) {
+              (*sent)[i] = {version, begin, end};
+              if (--*pending == 0 && !*failed) {
+                hand_over();
               }
-              done(std::move(all), 0);
             },
-            [=](caf::error& err) {
-              if (!*failed) {
-                *failed = true;
-                done(std::move(err), i);
-              }
-            });
+            [=](caf::error& err) { fail(std::move(err), i); });
   }
 }
 

@@ -136,6 +136,30 @@ grep -q "^test accuracy:" "$work/j2b.out" || fail "job over an outage printed no
 assert_clean "after the job over an outage"
 echo "netns: job over a 5 s outage of every link, nodes taken back: $((t1 - t0)) ms"
 
+# 2c. a node on a slow link (8 Mbit/s) holds the whole model, whose weights
+#     with Adam's state (5.4 MB) take about 5 s to reach the supervisor, more
+#     than the hang timeout (2 s): replicated at batch 6 and gathered at the
+#     end in parts that each take a fraction of it, so the node is never
+#     taken for hung (as one message, CAF dropped it mid-snapshot, and the
+#     job rolled back and replayed for ever: hence the 120 s bound)
+t0=$(ms)
+rc=0
+SALAMANDER_LOG_DIR="$work/l2c" SALAMANDER_NET="rate=8mbit" \
+  testbed_rc "$testbed" 1 "$work/c2c.toml" timeout 120 "$bin" --log-level debug supervisor \
+  --cluster "$work/c2c.toml" --dataset synthetic --model mlp:hidden=384 --max-batches 8 \
+  --epochs 1 --replicate-every 6 --hang-timeout 2 --pause-timeout 5 \
+  >"$work/j2c.out" 2>"$work/last.err" || rc=$?
+t1=$(ms)
+cp "$work/last.err" "$work/j2c.err"
+[ "$rc" = 0 ] || fail "job over a slow link exited $rc: $(grep -E "FAILURE|went away|paused" "$work/j2c.err" | head -3)"
+if grep -E "FAILURE|went away" "$work/j2c.err"; then fail "the node on a slow link was taken for hung"; fi
+grep -q "^test accuracy:" "$work/j2c.out" || fail "job over a slow link printed no accuracy"
+# the premise: one snapshot took longer than the hang timeout to arrive
+grep -E "holder on central: a snapshot of [5-9]\.[0-9] MB from .* in [0-9]+ part\(s\) over ([2-9]|[1-9][0-9])\." \
+  "$work/j2c.err" >/dev/null || fail "no snapshot took over 2 s to arrive (the link is not slow?): $(grep "a snapshot of" "$work/j2c.err" | head -3)"
+assert_clean "after the job over a slow link"
+echo "netns: a node on an 8 Mbit/s link replicates 5 MB snapshots in parts, hang timeout 2 s: $((t1 - t0)) ms"
+
 # 3. SIGTERM to the testbed mid-job: the job is stopped and everything removed
 t0=$(ms)
 SALAMANDER_LOG_DIR="$work/l3" "$testbed" 2 "$work/c3.toml" "$bin" supervisor \

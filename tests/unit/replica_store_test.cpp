@@ -64,3 +64,169 @@ TEST_CASE("the replica store names the first layer it does not hold",
   CHECK_FALSE(store.get(5, 6, 6).snapshot);
   CHECK(store.get(5, 6, 6).missing == 5);
 }
+
+namespace {
+
+// A snapshot with random weights and optimizer state, as a stage sends.
+models::weight_snapshot random_snapshot(uint64_t version) {
+  auto s = snapshot_at(version, 0, 3);
+  s.optimizer = "adam";
+  for (auto& l : s.layers) {
+    l.params[0].tensor = torch::randn({64, 33});
+    l.buffers.push_back({"running_mean", torch::randn({33})});
+    l.optimizer_state.push_back({"exp_avg", torch::randn({64, 33})});
+  }
+  return s;
+}
+
+void check_same(const models::weight_snapshot& a, const models::weight_snapshot& b) {
+  CHECK(a.fingerprint == b.fingerprint);
+  CHECK(a.model == b.model);
+  CHECK(a.optimizer == b.optimizer);
+  CHECK(a.version == b.version);
+  REQUIRE(a.layers.size() == b.layers.size());
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    CHECK(a.layers[i].index == b.layers[i].index);
+    CHECK(a.layers[i].name == b.layers[i].name);
+    CHECK(torch::equal(a.layers[i].params[0].tensor, b.layers[i].params[0].tensor));
+    CHECK(torch::equal(a.layers[i].buffers[0].tensor, b.layers[i].buffers[0].tensor));
+    CHECK(torch::equal(a.layers[i].optimizer_state[0].tensor,
+                       b.layers[i].optimizer_state[0].tensor));
+  }
+}
+
+uint64_t total_of(const std::vector<torch::Tensor>& parts) {
+  uint64_t n = 0;
+  for (auto& p : parts) {
+    n += static_cast<uint64_t>(p.numel());
+  }
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("a snapshot sent in parts is put back together exactly",
+          "[unit][replication]") {
+  torch::manual_seed(3);
+  auto snap = random_snapshot(12);
+  auto parts = actors::snapshot_parts(snap, 1006);
+  auto total = total_of(parts);
+  // 1006 rounds down to whole words; every part but the last is that long
+  REQUIRE(parts.size() == (total + 999) / 1000);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    CHECK(parts[i].numel() == 1000);
+  }
+  CHECK(total == messages::encode_snapshot(snap).byte_size());
+  actors::snapshot_assembler in(4);
+  uint64_t offset = 0;
+  std::optional<models::weight_snapshot> got;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    got = in.add("stage0", 1, offset, total, parts[i]);
+    offset += static_cast<uint64_t>(parts[i].numel());
+    if (i + 1 < parts.size()) {
+      REQUIRE_FALSE(got);
+      CHECK(in.pending() == 1);
+    }
+  }
+  REQUIRE(got);
+  CHECK(in.pending() == 0);
+  CHECK(in.last().bytes == total);
+  CHECK(in.last().parts == parts.size());
+  check_same(*got, snap);
+  // one part is the whole snapshot when it is small enough
+  CHECK(actors::snapshot_parts(snap, 1 << 30).size() == 1);
+}
+
+TEST_CASE("snapshots in parts from several senders at once are kept apart",
+          "[unit][replication]") {
+  torch::manual_seed(4);
+  auto a = random_snapshot(5), b = random_snapshot(6);
+  auto pa = actors::snapshot_parts(a, 4096), pb = actors::snapshot_parts(b, 4096);
+  actors::snapshot_assembler in(4);
+  uint64_t oa = 0, ob = 0;
+  std::optional<models::weight_snapshot> ga, gb;
+  for (size_t i = 0; i < std::max(pa.size(), pb.size()); ++i) {
+    if (i < pa.size()) {
+      ga = in.add("stage0", 7, oa, total_of(pa), pa[i]);
+      oa += static_cast<uint64_t>(pa[i].numel());
+    }
+    if (i < pb.size()) {
+      // the same transfer id from another sender is another transfer
+      gb = in.add("stage1", 7, ob, total_of(pb), pb[i]);
+      ob += static_cast<uint64_t>(pb[i].numel());
+    }
+  }
+  REQUIRE(ga);
+  REQUIRE(gb);
+  check_same(*ga, a);
+  check_same(*gb, b);
+}
+
+TEST_CASE("a part that does not continue its transfer drops it", "[unit][replication]") {
+  torch::manual_seed(5);
+  auto snap = random_snapshot(2);
+  auto parts = actors::snapshot_parts(snap, 2048);
+  auto total = total_of(parts);
+  REQUIRE(parts.size() >= 3);
+  auto first = static_cast<uint64_t>(parts[0].numel());
+  actors::snapshot_assembler in(4);
+  SECTION("a part skipped") {
+    REQUIRE_FALSE(in.add("s", 1, 0, total, parts[0]));
+    CHECK_THROWS_AS(in.add("s", 1, 2 * first, total, parts[2]), messages::codec_error);
+    CHECK(in.pending() == 0);
+    // what comes after it belongs to no transfer
+    CHECK_THROWS_AS(in.add("s", 1, first, total, parts[1]), messages::codec_error);
+  }
+  SECTION("another total") {
+    REQUIRE_FALSE(in.add("s", 1, 0, total, parts[0]));
+    CHECK_THROWS_AS(in.add("s", 1, first, total + 8, parts[1]), messages::codec_error);
+    CHECK(in.pending() == 0);
+  }
+  SECTION("a total no frame can have") {
+    CHECK_THROWS_AS(in.add("s", 1, 0, total + 3, parts[0]), messages::codec_error);
+    CHECK_THROWS_AS(in.add("s", 1, 0, 0, parts[0]), messages::codec_error);
+    CHECK(in.pending() == 0);
+  }
+  SECTION("not bytes") {
+    CHECK_THROWS_AS(in.add("s", 1, 0, total, torch::zeros({8})), messages::codec_error);
+  }
+  SECTION("corrupt bytes") {
+    auto bad = parts;
+    for (auto& p : bad) {
+      p = torch::full_like(p, 0xff);
+    }
+    uint64_t offset = 0;
+    for (size_t i = 0; i + 1 < bad.size(); ++i) {
+      REQUIRE_FALSE(in.add("s", 1, offset, total, bad[i]));
+      offset += static_cast<uint64_t>(bad[i].numel());
+    }
+    CHECK_THROWS_AS(in.add("s", 1, offset, total, bad.back()), messages::codec_error);
+    CHECK(in.pending() == 0);
+  }
+}
+
+TEST_CASE("past its bound of unfinished transfers, the assembler drops the oldest",
+          "[unit][replication]") {
+  torch::manual_seed(6);
+  auto snap = random_snapshot(3);
+  auto parts = actors::snapshot_parts(snap, 4096);
+  auto total = total_of(parts);
+  REQUIRE(parts.size() >= 2);
+  auto first = static_cast<uint64_t>(parts[0].numel());
+  actors::snapshot_assembler in(2);
+  // a sender that died after its first part, then two that go on
+  REQUIRE_FALSE(in.add("dead", 1, 0, total, parts[0]));
+  REQUIRE_FALSE(in.add("s1", 1, 0, total, parts[0]));
+  REQUIRE_FALSE(in.add("s2", 1, 0, total, parts[0]));
+  CHECK(in.pending() == 2);
+  CHECK_THROWS_AS(in.add("dead", 1, first, total, parts[1]), messages::codec_error);
+  uint64_t offset = first;
+  std::optional<models::weight_snapshot> got;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    got = in.add("s1", 1, offset, total, parts[i]);
+    offset += static_cast<uint64_t>(parts[i].numel());
+  }
+  REQUIRE(got);
+  check_same(*got, snap);
+  CHECK(in.pending() == 1);
+}
