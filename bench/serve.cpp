@@ -10,7 +10,8 @@
 //                  of the four devices' rates, each measured alone.
 //   HTTP load      `salamander serve` (embedded, two local nodes, the ViT)
 //                  under `hey` (32 connections, one-row requests) with and
-//                  without dynamic batching: requests/s and p99.
+//                  without dynamic batching, and batched over HTTPS:
+//                  requests/s and p99.
 //   failure        three devices (0.25 core) under a steady open-loop rate;
 //                  one is killed (SIGKILL) mid-run: requests lost, and the
 //                  longest time without an answer.
@@ -152,7 +153,7 @@ hey_result hey_against(const std::vector<std::string>& serve_args,
   }
   // ready once the pipeline is up
   for (int i = 0; i < 300; ++i) {
-    if (run_capture("curl -s -o /dev/null -w '%{http_code}' " + url +
+    if (run_capture("curl -sk -o /dev/null -w '%{http_code}' " + url +
                     "/v2/health/ready") == "200") {
       break;
     }
@@ -291,7 +292,14 @@ int serve(const bench_args& args) {
   auto single =
       hey_against({"--stages", "2", "--model", vit, "--name", "cnn", "--no-batching"},
                   body, 32, http_s);
-  for (auto* h : {&batched, &single}) {
+  // the same batched service over HTTPS (TLS 1.3 from deploy/make-certs.sh;
+  // hey does not verify the certificate): what the cipher and handshakes cost
+  bench_certs certs({"serve"});
+  auto https =
+      hey_against({"--stages", "2", "--model", vit, "--name", "cnn", "--max-batch", "16",
+                   "--batch-delay-ms", "5", "--https", "--tls", certs.of("serve")},
+                  body, 32, http_s);
+  for (auto* h : {&batched, &single, &https}) {
     if (!h->error.empty()) {
       std::fprintf(stderr, "hey failed: %s\n", h->error.c_str());
       ++bad;
@@ -303,11 +311,18 @@ int serve(const bench_args& args) {
   std::fprintf(stderr, "  no batching  %8.1f req/s  p99 %.1f ms  (%lld ok, %lld other)\n",
                single.rps, 1e3 * single.p99_s, static_cast<long long>(single.ok),
                static_cast<long long>(single.other));
+  std::fprintf(stderr,
+               "  HTTPS, batching %5.1f req/s  p99 %.1f ms  (%lld ok, %lld other)\n",
+               https.rps, 1e3 * https.p99_s, static_cast<long long>(https.ok),
+               static_cast<long long>(https.other));
+  rep.detail("https_rps_batching", https.rps);
+  rep.detail("https_p99_s_batching", https.p99_s);
   rep.detail("http_rps_batching", batched.rps);
   rep.detail("http_p99_s_batching", batched.p99_s);
   rep.detail("http_rps_no_batching", single.rps);
   rep.detail("http_p99_s_no_batching", single.p99_s);
-  rep.detail("http_non_200", static_cast<double>(batched.other + single.other));
+  rep.detail("http_non_200",
+             static_cast<double>(batched.other + single.other + https.other));
 
   // ---- a kill -9 at a steady request rate
   std::fprintf(stderr, "failure (three devices of 0.25 core, 10 requests/s of 2 rows, "
@@ -416,6 +431,7 @@ int serve(const bench_args& args) {
   rep.headline("serve_rps_no_batching", single.rps);
   rep.headline("serve_p99_ms_no_batching", 1e3 * single.p99_s);
   rep.headline("serve_batching_gain", batched.rps / std::max(single.rps, 1e-9));
+  rep.headline("serve_https_over_http", https.rps / std::max(batched.rps, 1e-9));
   rep.headline("requests_lost_on_failure", lost);
   rep.headline("serve_failure_gap_s", gap);
   rep.finish(args.out);
