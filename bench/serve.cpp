@@ -286,19 +286,19 @@ int serve(const bench_args& args) {
       "\"data\":[" +
       ones + "]}]}";
   double http_s = args.quick ? 2 : 8;
-  auto batched = hey_against({"--stages", "2", "--model", vit, "--name", "cnn",
-                              "--max-batch", "16", "--batch-delay-ms", "5"},
-                             body, 32, http_s);
+  std::vector<std::string> batching = {"--stages",         "2",   "--model",     vit,
+                                       "--name",           "cnn", "--max-batch", "16",
+                                       "--batch-delay-ms", "5"};
+  auto batched = hey_against(batching, body, 32, http_s);
   auto single =
       hey_against({"--stages", "2", "--model", vit, "--name", "cnn", "--no-batching"},
                   body, 32, http_s);
   // the same batched service over HTTPS (TLS 1.3 from deploy/make-certs.sh;
   // hey does not verify the certificate): what the cipher and handshakes cost
   bench_certs certs({"serve"});
-  auto https =
-      hey_against({"--stages", "2", "--model", vit, "--name", "cnn", "--max-batch", "16",
-                   "--batch-delay-ms", "5", "--https", "--tls", certs.of("serve")},
-                  body, 32, http_s);
+  auto over_tls = batching;
+  over_tls.insert(over_tls.end(), {"--https", "--tls", certs.of("serve")});
+  auto https = hey_against(over_tls, body, 32, http_s);
   for (auto* h : {&batched, &single, &https}) {
     if (!h->error.empty()) {
       std::fprintf(stderr, "hey failed: %s\n", h->error.c_str());

@@ -76,8 +76,8 @@ public:
   explicit snapshot_assembler(size_t max_pending) : max_(max_pending) {}
 
   /// Adds the `part` of transfer `transfer` from `from` (the sender, by
-  /// name) that starts at byte
-  /// `offset` of `total`; the snapshot once its last part is in. Throws
+  /// name) that starts at byte `offset` of `total`; the snapshot once its
+  /// last part is in. Throws
   /// messages::codec_error for a bad part (its transfer is dropped). Past
   /// `max_pending` unfinished transfers, starting one drops the oldest.
   std::optional<models::weight_snapshot> add(const std::string& from, uint64_t transfer,

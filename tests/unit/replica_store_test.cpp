@@ -95,90 +95,100 @@ void check_same(const models::weight_snapshot& a, const models::weight_snapshot&
   }
 }
 
-uint64_t total_of(const std::vector<torch::Tensor>& parts) {
-  uint64_t n = 0;
-  for (auto& p : parts) {
-    n += static_cast<uint64_t>(p.numel());
+// A random snapshot at `version` and its parts of at most `part_bytes`.
+struct in_parts {
+  models::weight_snapshot snap;
+  std::vector<torch::Tensor> parts;
+  uint64_t total = 0;
+
+  in_parts(uint64_t version, size_t part_bytes)
+      : snap(random_snapshot(version)), parts(actors::snapshot_parts(snap, part_bytes)) {
+    total = offset(parts.size());
   }
-  return n;
-}
+  /// where part i starts (i = parts.size(): the end)
+  uint64_t offset(size_t i) const {
+    uint64_t n = 0;
+    for (size_t j = 0; j < i; ++j) {
+      n += static_cast<uint64_t>(parts[j].numel());
+    }
+    return n;
+  }
+  /// part i of transfer `transfer` from `from`, into `in`
+  std::optional<models::weight_snapshot> send(actors::snapshot_assembler& in,
+                                              const std::string& from, uint64_t transfer,
+                                              size_t i) const {
+    return in.add(from, transfer, offset(i), total, parts[i]);
+  }
+};
 
 } // namespace
 
 TEST_CASE("a snapshot sent in parts is put back together exactly",
           "[unit][replication]") {
   torch::manual_seed(3);
-  auto snap = random_snapshot(12);
-  auto parts = actors::snapshot_parts(snap, 1006);
-  auto total = total_of(parts);
+  in_parts s(12, 1006);
   // 1006 rounds down to whole words; every part but the last is that long
-  REQUIRE(parts.size() == (total + 999) / 1000);
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    CHECK(parts[i].numel() == 1000);
+  REQUIRE(s.parts.size() == (s.total + 999) / 1000);
+  for (size_t i = 0; i + 1 < s.parts.size(); ++i) {
+    CHECK(s.parts[i].numel() == 1000);
   }
-  CHECK(total == messages::encode_snapshot(snap).byte_size());
+  CHECK(s.total == messages::encode_snapshot(s.snap).byte_size());
   actors::snapshot_assembler in(4);
-  uint64_t offset = 0;
   std::optional<models::weight_snapshot> got;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    got = in.add("stage0", 1, offset, total, parts[i]);
-    offset += static_cast<uint64_t>(parts[i].numel());
-    if (i + 1 < parts.size()) {
+  for (size_t i = 0; i < s.parts.size(); ++i) {
+    got = s.send(in, "stage0", 1, i);
+    if (i + 1 < s.parts.size()) {
       REQUIRE_FALSE(got);
       CHECK(in.pending() == 1);
     }
   }
   REQUIRE(got);
   CHECK(in.pending() == 0);
-  CHECK(in.last().bytes == total);
-  CHECK(in.last().parts == parts.size());
-  check_same(*got, snap);
+  CHECK(in.last().bytes == s.total);
+  CHECK(in.last().parts == s.parts.size());
+  check_same(*got, s.snap);
   // one part is the whole snapshot when it is small enough
-  CHECK(actors::snapshot_parts(snap, 1 << 30).size() == 1);
+  CHECK(actors::snapshot_parts(s.snap, 1 << 30).size() == 1);
 }
 
 TEST_CASE("snapshots in parts from several senders at once are kept apart",
           "[unit][replication]") {
   torch::manual_seed(4);
-  auto a = random_snapshot(5), b = random_snapshot(6);
-  auto pa = actors::snapshot_parts(a, 4096), pb = actors::snapshot_parts(b, 4096);
+  in_parts a(5, 4096), b(6, 4096);
   actors::snapshot_assembler in(4);
-  uint64_t oa = 0, ob = 0;
   std::optional<models::weight_snapshot> ga, gb;
-  for (size_t i = 0; i < std::max(pa.size(), pb.size()); ++i) {
-    if (i < pa.size()) {
-      ga = in.add("stage0", 7, oa, total_of(pa), pa[i]);
-      oa += static_cast<uint64_t>(pa[i].numel());
+  for (size_t i = 0; i < std::max(a.parts.size(), b.parts.size()); ++i) {
+    if (i < a.parts.size()) {
+      ga = a.send(in, "stage0", 7, i);
     }
-    if (i < pb.size()) {
+    if (i < b.parts.size()) {
       // the same transfer id from another sender is another transfer
-      gb = in.add("stage1", 7, ob, total_of(pb), pb[i]);
-      ob += static_cast<uint64_t>(pb[i].numel());
+      gb = b.send(in, "stage1", 7, i);
     }
   }
   REQUIRE(ga);
   REQUIRE(gb);
-  check_same(*ga, a);
-  check_same(*gb, b);
+  check_same(*ga, a.snap);
+  check_same(*gb, b.snap);
 }
 
 TEST_CASE("a part that does not continue its transfer drops it", "[unit][replication]") {
   torch::manual_seed(5);
-  auto snap = random_snapshot(2);
-  auto parts = actors::snapshot_parts(snap, 2048);
-  auto total = total_of(parts);
+  in_parts s(2, 2048);
+  auto& parts = s.parts;
+  auto total = s.total;
   REQUIRE(parts.size() >= 3);
-  auto first = static_cast<uint64_t>(parts[0].numel());
+  auto first = s.offset(1);
   actors::snapshot_assembler in(4);
   SECTION("a part skipped") {
-    REQUIRE_FALSE(in.add("s", 1, 0, total, parts[0]));
-    CHECK_THROWS_AS(in.add("s", 1, 2 * first, total, parts[2]), messages::codec_error);
+    REQUIRE_FALSE(s.send(in, "s", 1, 0));
+    CHECK_THROWS_AS(s.send(in, "s", 1, 2), messages::codec_error);
     CHECK(in.pending() == 0);
     // what comes after it belongs to no transfer
-    CHECK_THROWS_AS(in.add("s", 1, first, total, parts[1]), messages::codec_error);
+    CHECK_THROWS_AS(s.send(in, "s", 1, 1), messages::codec_error);
   }
   SECTION("another total") {
-    REQUIRE_FALSE(in.add("s", 1, 0, total, parts[0]));
+    REQUIRE_FALSE(s.send(in, "s", 1, 0));
     CHECK_THROWS_AS(in.add("s", 1, first, total + 8, parts[1]), messages::codec_error);
     CHECK(in.pending() == 0);
   }
@@ -191,16 +201,14 @@ TEST_CASE("a part that does not continue its transfer drops it", "[unit][replica
     CHECK_THROWS_AS(in.add("s", 1, 0, total, torch::zeros({8})), messages::codec_error);
   }
   SECTION("corrupt bytes") {
-    auto bad = parts;
-    for (auto& p : bad) {
+    auto bad = s;
+    for (auto& p : bad.parts) {
       p = torch::full_like(p, 0xff);
     }
-    uint64_t offset = 0;
-    for (size_t i = 0; i + 1 < bad.size(); ++i) {
-      REQUIRE_FALSE(in.add("s", 1, offset, total, bad[i]));
-      offset += static_cast<uint64_t>(bad[i].numel());
+    for (size_t i = 0; i + 1 < bad.parts.size(); ++i) {
+      REQUIRE_FALSE(bad.send(in, "s", 1, i));
     }
-    CHECK_THROWS_AS(in.add("s", 1, offset, total, bad.back()), messages::codec_error);
+    CHECK_THROWS_AS(bad.send(in, "s", 1, bad.parts.size() - 1), messages::codec_error);
     CHECK(in.pending() == 0);
   }
 }
@@ -208,25 +216,20 @@ TEST_CASE("a part that does not continue its transfer drops it", "[unit][replica
 TEST_CASE("past its bound of unfinished transfers, the assembler drops the oldest",
           "[unit][replication]") {
   torch::manual_seed(6);
-  auto snap = random_snapshot(3);
-  auto parts = actors::snapshot_parts(snap, 4096);
-  auto total = total_of(parts);
-  REQUIRE(parts.size() >= 2);
-  auto first = static_cast<uint64_t>(parts[0].numel());
+  in_parts s(3, 4096);
+  REQUIRE(s.parts.size() >= 2);
   actors::snapshot_assembler in(2);
   // a sender that died after its first part, then two that go on
-  REQUIRE_FALSE(in.add("dead", 1, 0, total, parts[0]));
-  REQUIRE_FALSE(in.add("s1", 1, 0, total, parts[0]));
-  REQUIRE_FALSE(in.add("s2", 1, 0, total, parts[0]));
+  REQUIRE_FALSE(s.send(in, "dead", 1, 0));
+  REQUIRE_FALSE(s.send(in, "s1", 1, 0));
+  REQUIRE_FALSE(s.send(in, "s2", 1, 0));
   CHECK(in.pending() == 2);
-  CHECK_THROWS_AS(in.add("dead", 1, first, total, parts[1]), messages::codec_error);
-  uint64_t offset = first;
+  CHECK_THROWS_AS(s.send(in, "dead", 1, 1), messages::codec_error);
   std::optional<models::weight_snapshot> got;
-  for (size_t i = 1; i < parts.size(); ++i) {
-    got = in.add("s1", 1, offset, total, parts[i]);
-    offset += static_cast<uint64_t>(parts[i].numel());
+  for (size_t i = 1; i < s.parts.size(); ++i) {
+    got = s.send(in, "s1", 1, i);
   }
   REQUIRE(got);
-  check_same(*got, snap);
+  check_same(*got, s.snap);
   CHECK(in.pending() == 1);
 }
