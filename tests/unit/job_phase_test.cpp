@@ -1,6 +1,8 @@
 // The training job's phase machine (algorithms/job_phase.hpp) against the
 // whole event x phase table.
 #include "algorithms/job_phase.hpp"
+#include "algorithms/round_phase.hpp"
+#include "algorithms/serve_phase.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -66,4 +68,87 @@ TEST_CASE("the status shows waiting as paused and checkpointing as training",
   CHECK(is_over(job_phase::failed));
   CHECK_FALSE(is_running(job_phase::profiling));
   CHECK(is_running(job_phase::waiting));
+}
+
+// The federated and split jobs' phase machine (algorithms/round_phase.hpp).
+TEST_CASE("a round job's phase moves on every event as its table says",
+          "[unit][job_phase]") {
+  using E = round_event;
+  using P = round_phase;
+  const std::vector<E> events = {E::enlist, E::settled, E::no_client,
+                                 E::client_back, E::finish, E::fail};
+  const std::map<std::string, P> abbrev = {{"st", P::starting}, {"en", P::enlisting},
+                                           {"tr", P::training}, {"wa", P::waiting},
+                                           {"fi", P::finished}, {"fa", P::failed}};
+  // columns in the order above; "-": the event does not apply
+  const std::vector<std::pair<P, std::vector<std::string>>> table = {
+      //                  enlist settl  noclt  back   fin    fail
+      {P::starting,      {"en",  "-",   "-",   "-",   "fi",  "fa"}},
+      {P::enlisting,     {"-",   "tr",  "-",   "-",   "fi",  "fa"}},
+      {P::training,      {"-",   "-",   "wa",  "tr",  "fi",  "fa"}},
+      {P::waiting,       {"-",   "-",   "wa",  "tr",  "fi",  "fa"}},
+      {P::finished,      {"-",   "-",   "-",   "-",   "-",   "-"}},
+      {P::failed,        {"-",   "-",   "-",   "-",   "-",   "-"}},
+  };
+  REQUIRE(table.size() == abbrev.size());
+  for (auto& [phase, row] : table) {
+    REQUIRE(row.size() == events.size());
+    for (size_t e = 0; e < events.size(); ++e) {
+      INFO(to_string(phase) << " --" << to_string(events[e]) << "-->");
+      auto got = next_phase(phase, events[e]);
+      if (row[e] == "-") {
+        CHECK_FALSE(got.has_value());
+      } else {
+        REQUIRE(got.has_value());
+        CHECK(*got == abbrev.at(row[e]));
+      }
+    }
+  }
+}
+
+TEST_CASE("a round job names its enlisting phase in the mode's own word",
+          "[unit][job_phase]") {
+  CHECK(to_string(round_phase::enlisting, "profiling") == "profiling");
+  CHECK(to_string(round_phase::enlisting, "spawning") == "spawning");
+  CHECK(to_string(round_phase::waiting) == "waiting");
+  CHECK(is_over(round_phase::finished));
+  CHECK_FALSE(is_over(round_phase::waiting));
+  CHECK(runs_rounds(round_phase::waiting));
+  CHECK_FALSE(runs_rounds(round_phase::enlisting));
+}
+
+// The serving job's phase machine (algorithms/serve_phase.hpp).
+TEST_CASE("a serving job's phase moves on every event as its table says",
+          "[unit][job_phase]") {
+  using E = serve_event;
+  using P = serve_phase;
+  const std::vector<E> events = {E::profile, E::launched, E::failure,
+                                 E::no_plan, E::finish,   E::fail};
+  const std::map<std::string, P> abbrev = {
+      {"st", P::starting}, {"pr", P::profiling}, {"se", P::serving}, {"rc", P::recovering},
+      {"wa", P::waiting},  {"fi", P::finished},  {"fa", P::failed}};
+  const std::vector<std::pair<P, std::vector<std::string>>> table = {
+      //                  prof   launch fail.  noplan fin    fail
+      {P::starting,      {"pr",  "se",  "-",   "wa",  "fi",  "fa"}},
+      {P::profiling,     {"-",   "se",  "-",   "wa",  "fi",  "fa"}},
+      {P::serving,       {"-",   "se",  "rc",  "wa",  "fi",  "fa"}},
+      {P::recovering,    {"-",   "se",  "rc",  "wa",  "fi",  "fa"}},
+      {P::waiting,       {"-",   "se",  "-",   "wa",  "fi",  "fa"}},
+      {P::finished,      {"-",   "-",   "-",   "-",   "-",   "-"}},
+      {P::failed,        {"-",   "-",   "-",   "-",   "-",   "-"}},
+  };
+  REQUIRE(table.size() == abbrev.size());
+  for (auto& [phase, row] : table) {
+    REQUIRE(row.size() == events.size());
+    for (size_t e = 0; e < events.size(); ++e) {
+      INFO(to_string(phase) << " --" << to_string(events[e]) << "-->");
+      auto got = next_phase(phase, events[e]);
+      if (row[e] == "-") {
+        CHECK_FALSE(got.has_value());
+      } else {
+        REQUIRE(got.has_value());
+        CHECK(*got == abbrev.at(row[e]));
+      }
+    }
+  }
 }
