@@ -21,6 +21,11 @@ enum class errc : uint8_t {
   bad_config,        ///< invalid job or cluster configuration
   unauthorized,      ///< the peer did not prove the cluster secret
   busy,              ///< serving: the request queue is full (try again later)
+  job_ended,         ///< the job has finished or failed: it takes no command
+  not_applicable,    ///< the command does not apply to this mode (no pipeline)
+  no_such_worker,    ///< no stage or client of that number is running
+  not_ready,         ///< nothing to act on yet (no round has finished)
+  io_failed,         ///< a file could not be read or written
 };
 
 std::string to_string(errc x);

@@ -29,6 +29,16 @@ std::string to_string(errc x) {
       return "unauthorized";
     case errc::busy:
       return "busy";
+    case errc::job_ended:
+      return "job_ended";
+    case errc::not_applicable:
+      return "not_applicable";
+    case errc::no_such_worker:
+      return "no_such_worker";
+    case errc::not_ready:
+      return "not_ready";
+    case errc::io_failed:
+      return "io_failed";
   }
   return "unknown";
 }
