@@ -2,7 +2,7 @@
 // `salamander node`: pipeline training over actors.
 #include "actors/cluster/auth.hpp"
 #include "actors/cluster/cluster_file.hpp"
-#include "actors/job/runner.hpp"
+#include "actors/train/train_job.hpp"
 #include "actors/node/network.hpp"
 #include "actors/node/port_probe.hpp"
 #include "actors/node/profiler.hpp"

@@ -11,7 +11,7 @@
 // middle. The second run's recovery time, the batches it redid from the
 // stream log, its lag after the failure, and whether its final weights equal
 // the fault-free run's (exact replay) are the headlines.
-#include "actors/job/runner.hpp"
+#include "actors/train/train_job.hpp"
 #include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"
 #include "actors/train/stream.hpp"

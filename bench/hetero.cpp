@@ -10,7 +10,7 @@
 // Then the fast device slows to 0.2 of its share after batch 30: throughput
 // before and after, with and without live re-planning.
 #include "actors/cluster/cluster_file.hpp"
-#include "actors/job/runner.hpp"
+#include "actors/train/train_job.hpp"
 #include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"
 #include "bench/benches.hpp"

@@ -12,7 +12,7 @@
 //   micro-batches: samples/s and the measured idle fraction next to the
 //   (S-1)/(M+S-1) model.
 #include "actors/cluster/cluster_file.hpp"
-#include "actors/job/runner.hpp"
+#include "actors/train/train_job.hpp"
 #include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"
 #include "actors/node/tls.hpp"

@@ -21,7 +21,7 @@
 //   fast (FTPipeHD-like: survivors keep their newer weights, nothing
 //   replays): wall time, batches redone, layer updates lost, test accuracy.
 #include "actors/cluster/cluster_file.hpp"
-#include "actors/job/runner.hpp"
+#include "actors/train/train_job.hpp"
 #include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"
 #include "bench/benches.hpp"

@@ -7,7 +7,7 @@
 // 0.2), and `slowdown_to_replan_s` is the time until the job has re-planned
 // around it. For comparison, the same constant-capacity run with a window
 // of one look (the candidate taken at its first fresh prediction).
-#include "actors/job/runner.hpp"
+#include "actors/train/train_job.hpp"
 #include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"
 #include "bench/benches.hpp"

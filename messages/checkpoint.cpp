@@ -67,6 +67,7 @@ std::string serialize_checkpoint(const checkpoint& ckpt) {
   root.setEpoch(ckpt.epoch);
   root.setBatchesInEpoch(ckpt.batches_in_epoch);
   root.setNote(ckpt.note);
+  root.setTrainSeconds(ckpt.train_s);
   auto words = capnp::messageToFlatArray(message);
   auto body = words.asChars();
   std::string out(header_bytes + body.size(), '\0');
@@ -142,6 +143,7 @@ checkpoint parse_checkpoint(const std::string& bytes, const std::string& origin,
     ckpt.epoch = root.getEpoch();
     ckpt.batches_in_epoch = root.getBatchesInEpoch();
     ckpt.note = root.getNote();
+    ckpt.train_s = root.getTrainSeconds();
     return ckpt;
   });
 }

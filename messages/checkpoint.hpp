@@ -28,6 +28,9 @@ struct checkpoint {
   uint64_t epoch = 0;
   uint64_t batches_in_epoch = 0;
   std::string note;
+  /// Training time of the runs that wrote it, so a resumed run's time
+  /// budget goes on from there (0 in files from before it was kept).
+  double train_s = 0;
 };
 
 constexpr uint32_t checkpoint_format_version = 1;

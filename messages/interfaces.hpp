@@ -15,8 +15,8 @@ namespace salamander {
 ///   labels(batch, micro, weight, y)     last stage: labels and loss weight
 ///   eval(id, micro, x)                  forward only; the last stage sends
 ///                                       (eval, id, micro, logits) to the supervisor
-///   snapshot -> weights of the range, with optimizer state
-///   snapshot(holder) -> (version, begin, end)  the same, sent to that replica
+///   snapshot(holder) -> (version, begin, end)  the weights of the range,
+///                           with optimizer state, sent to that replica
 ///                           holder (in parts from another process) before
 ///                           the answer: how a job gathers its weights
 ///   snapshot(begin, end, version) -> weights and optimizer state of those
@@ -49,7 +49,6 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<replicate_atom, uint64_t>, caf::reacts_to<pause_atom>,
     caf::reacts_to<reduce_atom, uint64_t, tensor_payload>,
-    caf::replies_to<snapshot_atom>::with<snapshot_payload>,
     caf::replies_to<snapshot_atom, caf::actor>::with<uint64_t, uint64_t, uint64_t>,
     caf::replies_to<snapshot_atom, uint64_t, uint64_t, uint64_t>::with<snapshot_payload>,
     caf::replies_to<caf::get_atom>::with<replica_inventory>>;
@@ -346,7 +345,7 @@ using cluster_actor = caf::typed_actor<
 using recovery_round_actor =
     caf::typed_actor<caf::replies_to<recover_atom>::with<recovery_decision>>;
 
-/// A launcher (actors/train/launcher.hpp): connects pipeline neighbours,
+/// A launcher (actors/pipeline/launcher.hpp): connects pipeline neighbours,
 /// spawns one stage per spec on its node, and answers launch -> the stages
 /// (or which one failed and why). It does not wire them: the job does.
 using launcher_actor =

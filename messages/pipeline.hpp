@@ -111,7 +111,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_row& x) {
            x.predicted_s, x.measured_s, x.wait_s, x.send_s);
 }
 
-/// What a launcher (actors/train/launcher.hpp) hands back: the stages it
+/// What a launcher (actors/pipeline/launcher.hpp) hands back: the stages it
 /// spawned, in plan order, and the node pairs that connected directly; or
 /// the stage that could not start and why (its other stages are stopped).
 struct launch_result {

@@ -26,7 +26,7 @@
 #pragma once
 
 #include "actors/federated/width.hpp"
-#include "actors/job/job_nodes.hpp"
+#include "actors/job/round_job.hpp"
 #include "actors/job/runner.hpp"
 #include "actors/tuning.hpp"
 #include "messages/interfaces.hpp"
@@ -40,63 +40,34 @@
 
 namespace salamander::actors {
 
-class metrics_log;
-
 /// A federated job's description: what `salamander federate` and the tests
-/// set. The defaults are the ones the README documents.
-struct fed_config {
-  std::string model = "cnn";
+/// set, beside what every round job has. The defaults are the ones the
+/// README documents.
+struct fed_config : round_job_config {
+  fed_config() { rounds = 20; }
   std::string strategy = "fedavg";
   fed::settings settings;
-  int64_t rounds = 20;      ///< rounds (fedbuff: server steps) at most
-  double time_budget_s = 0; ///< stop after this much training time (0: none)
-  std::string dataset = "fashion-mnist";
-  /// Where the supervisor reads the test split, and embedded clients the
-  /// training split (a node started with --data uses its own instead).
-  std::string data_dir;
-  double alpha = 0.5;   ///< Dirichlet label skew; <= 0: IID
-  uint64_t seed = 1;
-  int64_t batch_size = 64;
-  std::string optimizer = "sgd";
-  double lr = 0.01;
-  double momentum = 0.9;
-  int64_t max_samples = 0;  ///< per client, at most (0: its whole shard)
-  int64_t test_samples = 0; ///< evaluate on this many test examples (0: all)
   std::vector<double> profile_keeps = {0.0625, 0.125, 0.25, 0.5, 1.0};
   int64_t profile_batches = 3;
-  std::string checkpoint_path; ///< written after every round ("": none)
-  bool resume = false;         ///< start from checkpoint_path
-  std::string metrics_path;
-  std::string secret;
-  int32_t threads = 1;
-  std::chrono::milliseconds node_timeout = tuning::request_timeout;
-  std::chrono::milliseconds profile_timeout = tuning::profile_timeout;
 };
 
-/// One client as the job sees it: client i runs on node i.
-struct fed_client_entry {
-  fed_client_actor handle;
-  bool spawning = false;
-  bool profiled = false;
+/// What the federated job keeps of client i beside its slot in the roster.
+struct fed_client_info {
   bool busy = false; ///< fedbuff: a task is out
   fed::client_view view;
   fed_profile profile;
   double last_keep = 0; ///< of its last task (0: none yet)
   double last_train_s = 0;
   int64_t updates = 0; ///< taken into the global model
-  int failures = 0;     ///< spawns or profiles that failed in a row
-  std::string last_error;
-  uint64_t attempt = 0; ///< of the spawn in hand: older answers are stale
-  bool first_profile_pending = false; ///< counted in profiles_pending
-  std::chrono::steady_clock::time_point retry_at{};
 };
 
 struct fed_job_state {
   static inline const char* name = "fed_job";
   fed_config cfg;
   cluster_actor cluster;
-  std::vector<job_node> nodes;
-  std::vector<fed_client_entry> clients; ///< one per node of the start
+  round_job core;                    ///< nodes, client slots, phase, status, ...
+  std::unique_ptr<round_mode> mode;  ///< the hooks the core calls
+  std::vector<fed_client_info> info; ///< by client, beside core.clients
   models::model_desc desc;
   fed::model_layout layout;
   std::unique_ptr<fed::strategy> strategy;
@@ -104,10 +75,6 @@ struct fed_job_state {
   uint64_t version = 0; ///< rounds aggregated (fedbuff: server steps)
   std::shared_ptr<const models::dataset> test;
   std::unique_ptr<models::layered_model> eval_model;
-  std::string phase = "starting";
-  bool user_paused = false;
-  std::string stop_requested;
-  size_t profiles_pending = 0;
 
   // the round in hand (synchronous strategies)
   bool in_round = false;
@@ -116,18 +83,10 @@ struct fed_job_state {
   std::vector<fed::update> arrived;
   std::vector<uint32_t> failed; ///< answered with an error, or lost
   std::chrono::steady_clock::time_point round_started{};
-  double round_loss = 0; ///< clients' training losses, summed
   // fedbuff
   std::vector<fed::update> buffer;
   std::map<uint32_t, fed::client_task> async_tasks;
   uint64_t async_tasks_sent = 0; ///< numbers each task (its example order)
-
-  std::chrono::steady_clock::time_point started{};
-  std::chrono::steady_clock::time_point train_started{};
-  bool training_started = false;
-  double eval_s = 0; ///< evaluating the global model (not training time)
-  job_status status;
-  std::shared_ptr<metrics_log> metrics;
 };
 
 fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_state> self,

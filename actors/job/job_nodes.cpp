@@ -1,4 +1,5 @@
 #include "actors/job/job_nodes.hpp"
+#include "messages/errors.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -87,6 +88,17 @@ std::vector<size_t> parse_balance(const std::string& text) {
     }
   }
   return out;
+}
+
+caf::expected<joined> accept_joined(std::vector<job_node>& nodes,
+                                    std::vector<std::string>& dead_names, uint32_t n,
+                                    const cluster_member& m) {
+  auto how = take_joined(nodes, dead_names, n, m);
+  if (how == joined::unknown) {
+    return caf::make_error(errc::bad_config,
+                           "node index " + std::to_string(n) + " is unknown");
+  }
+  return how;
 }
 
 } // namespace salamander::actors

@@ -58,6 +58,12 @@ enum class joined { new_node, back, unknown };
 joined take_joined(std::vector<job_node>& nodes, std::vector<std::string>& dead_names,
                    uint32_t n, const cluster_member& m);
 
+/// take_joined for a job's console answer: an unknown index is an error
+/// naming it (nothing changes).
+caf::expected<joined> accept_joined(std::vector<job_node>& nodes,
+                                    std::vector<std::string>& dead_names, uint32_t n,
+                                    const cluster_member& m);
+
 /// The node pairs a launcher connected directly (flattened lower, higher)
 /// join `peered`; for each pair it was to dial: (from, to, connected).
 std::vector<std::tuple<std::string, std::string, bool>>

@@ -38,6 +38,10 @@ void metrics_log::write(const std::string& kind, nlohmann::json fields) {
   }
 }
 
+std::shared_ptr<metrics_log> metrics_log::open(const std::string& path) {
+  return path.empty() ? nullptr : std::make_shared<metrics_log>(path);
+}
+
 void metrics_log::flush() {
   out_.flush();
   flushed_ = std::chrono::steady_clock::now();

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <string>
 
 namespace salamander::actors {
@@ -24,6 +25,9 @@ public:
   /// Appends {"t": seconds since the log opened, "event": kind, ...fields}.
   /// Events are flushed at once; batches at most once a second.
   void write(const std::string& kind, nlohmann::json fields = nlohmann::json::object());
+
+  /// The log at `path`, or null when `path` is "" (no metrics asked for).
+  static std::shared_ptr<metrics_log> open(const std::string& path);
 
   void flush();
   const std::string& path() const { return path_; }

@@ -4,14 +4,6 @@
 
 namespace salamander::actors {
 
-cluster_config cluster_config_for(const job_config& cfg) {
-  cluster_config c;
-  c.secret = cfg.secret;
-  c.hello_timeout = cfg.request_timeout;
-  c.profile_timeout = cfg.profile_timeout;
-  return c;
-}
-
 job_result run_to_end(caf::actor_system& sys, const caf::actor& job,
                       const cluster_actor& cluster, std::chrono::milliseconds timeout,
                       const job_options& opts) {
@@ -61,15 +53,6 @@ job_result run_to_end(caf::actor_system& sys, const caf::actor& job,
     self->send(cluster, leave_atom_v);
   }
   return result;
-}
-
-job_result run_job(caf::actor_system& sys, const job_config& cfg,
-                   std::vector<remote_node> nodes,
-                   std::shared_ptr<const models::dataset> train,
-                   std::shared_ptr<const models::dataset> test, const job_options& opts) {
-  auto cluster = sys.spawn(cluster_supervisor, cluster_config_for(cfg), std::move(nodes));
-  auto job = sys.spawn(train_job, cfg, cluster, std::move(train), std::move(test));
-  return run_to_end(sys, caf::actor_cast<caf::actor>(job), cluster, cfg.request_timeout, opts);
 }
 
 } // namespace salamander::actors

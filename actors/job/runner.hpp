@@ -5,7 +5,6 @@
 #pragma once
 
 #include "actors/cluster/cluster_supervisor.hpp"
-#include "actors/train/train_job.hpp"
 
 #include <functional>
 #include <optional>
@@ -28,9 +27,6 @@ struct job_options {
   std::function<void(cluster_actor)> on_start;
 };
 
-/// The cluster supervisor's settings for a training job's configuration.
-cluster_config cluster_config_for(const job_config& cfg);
-
 /// Polls `job` (any mode) until it ends, fetches its weights when asked and
 /// the job finished (or was stopped), then stops it and `cluster`. A job that
 /// does not answer three polls in a row (each within `timeout`) is reported
@@ -38,11 +34,5 @@ cluster_config cluster_config_for(const job_config& cfg);
 job_result run_to_end(caf::actor_system& sys, const caf::actor& job,
                       const cluster_actor& cluster, std::chrono::milliseconds timeout,
                       const job_options& opts);
-
-job_result run_job(caf::actor_system& sys, const job_config& cfg,
-                   std::vector<remote_node> nodes,
-                   std::shared_ptr<const models::dataset> train,
-                   std::shared_ptr<const models::dataset> test,
-                   const job_options& opts = {});
 
 } // namespace salamander::actors

@@ -12,7 +12,7 @@
 
 #include "actors/node/profiler.hpp"
 #include "actors/replication/replica_holder.hpp"
-#include "actors/train/stage.hpp"
+#include "actors/pipeline/stage.hpp"
 #include "algorithms/partitioner.hpp"
 
 #include <caf/io/middleman.hpp>

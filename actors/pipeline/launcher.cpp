@@ -1,4 +1,4 @@
-#include "actors/train/launcher.hpp"
+#include "actors/pipeline/launcher.hpp"
 
 namespace salamander::actors {
 

@@ -1,4 +1,4 @@
-#include "actors/train/stage.hpp"
+#include "actors/pipeline/stage.hpp"
 #include "actors/logging.hpp"
 #include "actors/tuning.hpp"
 
@@ -520,15 +520,6 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
             st.replicate_at = version;
           }
         });
-      },
-      [=](snapshot_atom) -> caf::result<snapshot_payload> {
-        auto& st = self->state;
-        try {
-          return snapshot_payload{
-              models::capture(*st.model, st.opt.get(), st.spec.optimizer, st.version)};
-        } catch (const std::exception& e) {
-          return caf::make_error(errc::stage_failed, e.what());
-        }
       },
       [=](snapshot_atom,
           const caf::actor& to) -> caf::result<uint64_t, uint64_t, uint64_t> {

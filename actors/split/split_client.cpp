@@ -1,5 +1,5 @@
 #include "actors/split/split_client.hpp"
-#include "actors/federated/fed_client.hpp"
+#include "actors/clients/client_work.hpp"
 #include "actors/logging.hpp"
 
 #include "algorithms/sampling.hpp"

@@ -32,6 +32,7 @@
 // device's.
 #pragma once
 
+#include "actors/clients/client_work.hpp"
 #include "actors/node/emulation.hpp"
 #include "algorithms/split.hpp"
 #include "messages/interfaces.hpp"
@@ -91,16 +92,10 @@ struct split_work {
   std::chrono::steady_clock::time_point last_progress{};
 };
 
-struct split_client_state {
+struct split_client_state : client_base_state {
   static inline const char* name = "split_client";
   split_client_spec spec;
   split::method method = split::method::vanilla;
-  node_emulation emulation;
-  std::string node;
-  std::shared_ptr<const models::dataset> data;
-  torch::Tensor shard; ///< int64 indices into data
-  std::string data_note;
-  models::model_desc desc;
   split::cut_costs costs;
   double aux_flops = 0;
   std::unique_ptr<models::layered_model> model; ///< layers [0, cut)

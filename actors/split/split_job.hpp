@@ -34,7 +34,7 @@
 // started with resume carries on from there.
 #pragma once
 
-#include "actors/job/job_nodes.hpp"
+#include "actors/job/round_job.hpp"
 #include "actors/job/runner.hpp"
 #include "actors/split/split_client.hpp"
 #include "actors/tuning.hpp"
@@ -49,26 +49,12 @@
 
 namespace salamander::actors {
 
-class metrics_log;
-
-/// A split job's description: what `salamander split` and the tests set.
-/// The defaults are the ones the README documents.
-struct split_config {
-  std::string model = "cnn";
+/// A split job's description: what `salamander split` and the tests set,
+/// beside what every round job has. The defaults are the ones the README
+/// documents.
+struct split_config : round_job_config {
   std::string method = "adasplit";
-  int64_t cut = 2;     ///< the client holds layers [0, cut)
-  int64_t rounds = 10; ///< rounds (one local epoch per client each)
-  double time_budget_s = 0;
-  std::string dataset = "fashion-mnist";
-  std::string data_dir;
-  double alpha = 0.5; ///< Dirichlet label skew; <= 0: IID
-  uint64_t seed = 1;
-  int64_t batch_size = 64;
-  std::string optimizer = "sgd";
-  double lr = 0.01;
-  double momentum = 0.9;
-  int64_t max_samples = 0;  ///< per client, at most (0: its whole shard)
-  int64_t test_samples = 0; ///< evaluate on this many test examples (0: all)
+  int64_t cut = 2; ///< the client holds layers [0, cut)
   // adasplit
   double local_fraction = 0.3;  ///< kappa: share of the rounds in the local phase
   double client_fraction = 0.6; ///< eta: share of the clients sending per iteration
@@ -83,27 +69,12 @@ struct split_config {
   split::c3_budget budget; ///< for the C3-style score
   /// A client that reports no progress for this long in its round is hung.
   double stall_s = 30;
-  std::string checkpoint_path; ///< written after every round ("": none)
-  bool resume = false;         ///< start from checkpoint_path
-  std::string metrics_path;
-  std::string secret;
-  int32_t threads = 1;
-  std::chrono::milliseconds node_timeout = tuning::request_timeout;
-  std::chrono::milliseconds profile_timeout = tuning::profile_timeout;
 };
 
-/// One client as the job sees it: client i runs on node i.
-struct split_client_entry {
-  split_client_actor handle;
-  bool spawning = false;
-  bool ready = false;         ///< spawned and answered how many examples it has
+/// What the split job keeps of client i beside its slot in the roster.
+struct split_client_info {
   bool holds_weights = false; ///< adasplit: the live actor has its own weights
   int64_t samples = 0;
-  uint64_t attempt = 0; ///< of the spawn in hand: older answers are stale
-  int failures = 0;
-  std::string last_error;
-  bool first_pending = false;
-  std::chrono::steady_clock::time_point retry_at{};
   std::chrono::steady_clock::time_point last_heard{};
   int64_t weights_sent_bytes = 0;  ///< of the task in hand
   models::weight_snapshot weights; ///< adasplit: its client-side model, as last reported
@@ -119,9 +90,10 @@ struct split_job_state {
   static inline const char* name = "split_job";
   split_config cfg;
   cluster_actor cluster;
+  round_job core;                      ///< nodes, client slots, phase, status, ...
+  std::unique_ptr<round_mode> mode;    ///< the hooks the core calls
+  std::vector<split_client_info> info; ///< by client, beside core.clients
   split::method method = split::method::adasplit;
-  std::vector<job_node> nodes;
-  std::vector<split_client_entry> clients; ///< one per node of the start
   models::model_desc desc;
   split::cut_costs costs;
   split_server_actor server;
@@ -145,17 +117,6 @@ struct split_job_state {
   std::shared_ptr<const models::dataset> test;
   std::unique_ptr<models::layered_model> eval_model;
   std::vector<double> client_accuracy; ///< adasplit: per client, last evaluation
-  std::string phase = "starting";
-  bool user_paused = false;
-  std::string stop_requested;
-  size_t first_pending = 0;
-  std::chrono::steady_clock::time_point started{};
-  std::chrono::steady_clock::time_point train_started{};
-  bool training_started = false;
-  double train_s_before = 0; ///< resumed: training time of the runs before
-  double eval_s = 0;
-  job_status status;
-  std::shared_ptr<metrics_log> metrics;
 };
 
 split_job_actor::behavior_type

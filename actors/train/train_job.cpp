@@ -24,7 +24,7 @@ auto log() {
 }
 
 caf::error ended() {
-  return caf::make_error(errc::bad_config, "the job has ended");
+  return caf::make_error(errc::job_ended, "the job has ended");
 }
 
 void write_start(self_ptr self) {
@@ -121,12 +121,11 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
   if (algorithms::is_over(st.phase)) {
     return ended();
   }
-  auto how = take_joined(st.nodes, st.status.dead_nodes, n, m);
-  if (how == joined::unknown) {
-    return caf::make_error(errc::bad_config,
-                           "node index " + std::to_string(n) + " is unknown");
+  auto how = accept_joined(st.nodes, st.status.dead_nodes, n, m);
+  if (!how) {
+    return how.error();
   }
-  if (how == joined::new_node) {
+  if (*how == joined::new_node) {
     st.capacity.add_node(); // planned with the profile of its peers until measured
   }
   log_event(self, "join", {{"node", m.name}});
@@ -283,7 +282,7 @@ caf::result<std::string> on_resume(self_ptr self) {
 caf::result<std::string> on_checkpoint(self_ptr self, const std::string& path) {
   auto& st = self->state;
   if (algorithms::is_over(st.phase)) {
-    return caf::make_error(errc::bad_config,
+    return caf::make_error(errc::job_ended,
                            "the job has ended; use --save for the final weights");
   }
   if (path.empty()) {
@@ -381,7 +380,7 @@ caf::result<std::string> on_kill_stage(self_ptr self, uint32_t stage) {
   auto& st = self->state;
   if (stage >= st.stages.size() || !st.stages[stage]) {
     return caf::make_error(
-        errc::bad_config, "there is no stage " + std::to_string(stage) +
+        errc::no_such_worker, "there is no stage " + std::to_string(stage) +
                               " (the plan has " + std::to_string(st.stages.size()) + ")");
   }
   self->send_exit(st.stages[stage], caf::exit_reason::kill);
@@ -478,6 +477,33 @@ void leave(self_ptr self) {
   self->quit();
 }
 
+// Batches to an epoch: the data set's, at most max_batches (a stream's:
+// max_batches, or the default).
+int64_t epoch_batches(const train_job_state& st) {
+  if (st.cfg.stream) {
+    return st.cfg.max_batches > 0 ? st.cfg.max_batches : tuning::stream_epoch;
+  }
+  auto n = algorithms::batches_per_epoch(st.train->size(), st.cfg.batch_size, false);
+  return st.cfg.max_batches > 0 ? std::min(n, st.cfg.max_batches) : n;
+}
+
+// The job's central replica holder: kept in memory, or persisted to the
+// state directory (a supervisor that can be resumed).
+replica_holder_actor spawn_central_holder(self_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.state_dir.empty()) {
+    return self->spawn(replica_holder, std::string("central"));
+  }
+  holder_persistence keep;
+  keep.path = st.cfg.state_dir + "/central.ckpt";
+  keep.layers = st.layers();
+  keep.seed = st.cfg.seed;
+  if (st.cfg.resume) {
+    keep.initial = st.cfg.resume->weights;
+  }
+  return self->spawn(persistent_replica_holder, std::string("central"), std::move(keep));
+}
+
 } // namespace
 
 train_job_actor::behavior_type
@@ -493,39 +519,18 @@ train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cf
   st.status.epochs = st.cfg.epochs;
   st.started = clock::now();
   st.last_progress = clock::now();
-  st.batches_per_epoch =
-      algorithms::batches_per_epoch(st.train->size(), st.cfg.batch_size, false);
-  if (st.cfg.max_batches > 0) {
-    st.batches_per_epoch = std::min(st.batches_per_epoch, st.cfg.max_batches);
-  }
-  if (st.cfg.stream) {
-    st.batches_per_epoch = st.cfg.max_batches > 0 ? st.cfg.max_batches : tuning::stream_epoch;
-  }
+  st.batches_per_epoch = epoch_batches(st);
   st.status.batches = st.batches_per_epoch;
   st.desc = models::describe(models::model_spec::parse(st.cfg.model));
-  if (st.cfg.state_dir.empty()) {
-    st.central_holder = self->spawn(replica_holder, std::string("central"));
-  } else {
-    holder_persistence keep;
-    keep.path = st.cfg.state_dir + "/central.ckpt";
-    keep.layers = st.layers();
-    keep.seed = st.cfg.seed;
-    if (st.cfg.resume) {
-      keep.initial = st.cfg.resume->weights;
-    }
-    st.central_holder =
-        self->spawn(persistent_replica_holder, std::string("central"), std::move(keep));
-  }
+  st.central_holder = spawn_central_holder(self);
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   bool ok = true;
-  if (!st.cfg.metrics_path.empty()) {
-    try {
-      st.metrics = std::make_shared<metrics_log>(st.cfg.metrics_path);
-      st.status.metrics_path = st.cfg.metrics_path;
-    } catch (const std::exception& e) {
-      fail(self, e.what());
-      ok = false;
-    }
+  try {
+    st.metrics = metrics_log::open(st.cfg.metrics_path);
+    st.status.metrics_path = st.cfg.metrics_path;
+  } catch (const std::exception& e) {
+    fail(self, e.what());
+    ok = false;
   }
   if (ok) {
     auto timeout = st.cfg.request_timeout + tuning::helper_margin; // the nodes' hellos
@@ -584,6 +589,24 @@ train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cf
       [=](replicate_atom) { return on_replicate(self); },
       [=](snapshot_atom) { return on_snapshot(self); },
   };
+}
+
+cluster_config cluster_config_for(const job_config& cfg) {
+  cluster_config c;
+  c.secret = cfg.secret;
+  c.hello_timeout = cfg.request_timeout;
+  c.profile_timeout = cfg.profile_timeout;
+  return c;
+}
+
+job_result run_job(caf::actor_system& sys, const job_config& cfg,
+                   std::vector<remote_node> nodes,
+                   std::shared_ptr<const models::dataset> train,
+                   std::shared_ptr<const models::dataset> test, const job_options& opts) {
+  auto cluster = sys.spawn(cluster_supervisor, cluster_config_for(cfg), std::move(nodes));
+  auto job = sys.spawn(train_job, cfg, cluster, std::move(train), std::move(test));
+  return run_to_end(sys, caf::actor_cast<caf::actor>(job), cluster, cfg.request_timeout,
+                    opts);
 }
 
 } // namespace salamander::actors

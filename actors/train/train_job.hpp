@@ -13,7 +13,7 @@
 //
 // starting: submit to the cluster supervisor, get the admitted nodes; with
 //   --plan auto ask it for a profiling round, then plan; launch the plan
-//   (actors/train/launcher.hpp), wire the chain, monitor every stage.
+//   (actors/pipeline/launcher.hpp), wire the chain, monitor every stage.
 // training: feed batch (seed, epoch, id) as M micro-batches to stage 0 and
 //   the labels to the last stage, keeping `window` batches in flight; a batch
 //   is committed when every stage has stepped it (train_loop.cpp).
@@ -45,6 +45,7 @@
 #pragma once
 
 #include "actors/job/job_nodes.hpp"
+#include "actors/job/runner.hpp"
 #include "actors/planning/capacity.hpp"
 #include "actors/tuning.hpp"
 #include "algorithms/job_phase.hpp"
@@ -316,5 +317,15 @@ train_job_actor::behavior_type
 train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cfg,
           cluster_actor cluster, std::shared_ptr<const models::dataset> train,
           std::shared_ptr<const models::dataset> test);
+
+/// The cluster supervisor's settings for a training job's configuration.
+cluster_config cluster_config_for(const job_config& cfg);
+
+/// Runs a training job over `nodes` to its end (the CLI, tests, benchmarks).
+job_result run_job(caf::actor_system& sys, const job_config& cfg,
+                   std::vector<remote_node> nodes,
+                   std::shared_ptr<const models::dataset> train,
+                   std::shared_ptr<const models::dataset> test,
+                   const job_options& opts = {});
 
 } // namespace salamander::actors

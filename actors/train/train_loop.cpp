@@ -4,7 +4,7 @@
 // One batch, from here to the loss and back (README, "Following one batch"):
 // feed() cuts batch (seed, epoch, id) into M micro-batches and sends each to
 // stage 0 (forward) and its labels to the last stage; the stages pass
-// activations forward and gradients back (actors/train/stage.cpp); after
+// activations forward and gradients back (actors/pipeline/stage.cpp); after
 // its last backward every stage steps its optimizer and reports done; when
 // every stage has reported the oldest batch in flight, commit() adds it to
 // the lineage and feeds the next.

@@ -15,4 +15,5 @@ struct Checkpoint {
   epoch @3 :UInt64;       # epochs completed
   batchesInEpoch @4 :UInt64;
   note @5 :Text;
+  trainSeconds @6 :Float64; # training time of the runs that wrote it (0: not kept)
 }

@@ -4,7 +4,7 @@
 #include "reference.hpp"
 
 #include "actors/cluster/cluster_file.hpp"
-#include "actors/job/runner.hpp"
+#include "actors/train/train_job.hpp"
 #include "actors/node/emulation.hpp"
 #include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"

@@ -3,7 +3,7 @@
 #include "reference.hpp"
 
 #include "actors/cluster/cluster_file.hpp"
-#include "actors/job/runner.hpp"
+#include "actors/train/train_job.hpp"
 #include "actors/node/system.hpp"
 #include "models/trainer.hpp"
 

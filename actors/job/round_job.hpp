@@ -1,0 +1,356 @@
+// The job core of the modes that run rounds over clients (federated, split
+// learning): written once, driven by a mode's hooks, the way Flower's
+// server drives a strategy.
+//
+//   round_job (the core)                      round_mode (the hooks)
+//   ------------------------------------      ----------------------------------
+//   nodes, the roster of client slots         spawn_message(c): what to spawn
+//   the phase (algorithms/round_phase.hpp)    spawned(c): make it ready, then
+//   pause / resume / stop / kill / join /       ready(c) or start_failed(c, why)
+//     node lost / down / tick                 client_out(c, why): drop it from
+//   the time budget (resumed runs go on         the round in hand
+//     from where they stopped)                next_work(): start a round or tasks
+//   status, metrics log, end and failure      status, checkpoint, stop and end texts
+//
+// The core owns every client slot: where the client runs (its node), its
+// handle, how its start went and when it is spawned again. Slots are not
+// tied to "client i runs on node i": a slot names its node, so a node may
+// host many clients (virtual clients) and a lost node takes all of its
+// clients out. A mode keeps its own per-client data beside the slots,
+// indexed the same.
+//
+// What the core does as an actor (spawn, kill, monitor, its tick) goes
+// through a job_port: the core is plain code, written once for both job
+// actors' types; `round_job_handlers` lists the job interface's handlers
+// once for both behaviours.
+#pragma once
+
+#include "actors/job/job_nodes.hpp"
+#include "actors/job/metrics.hpp"
+#include "actors/tuning.hpp"
+#include "algorithms/round_phase.hpp"
+#include "messages/errors.hpp"
+#include "messages/interfaces.hpp"
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/logger.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace salamander::models {
+struct dataset;
+struct model_desc;
+} // namespace salamander::models
+
+namespace salamander::actors {
+
+/// What the configurations of federated and split jobs share: the model,
+/// the data and how it is split over the clients, the optimiser, the
+/// rounds and the budget, checkpoints, and the cluster's settings. The
+/// defaults are the ones the README documents.
+struct round_job_config {
+  std::string model = "cnn";
+  int64_t rounds = 10;      ///< rounds (fedbuff: server steps) at most
+  double time_budget_s = 0; ///< stop after this much training time (0: none)
+  std::string dataset = "fashion-mnist";
+  /// Where the supervisor reads the test split, and embedded clients the
+  /// training split (a node started with --data uses its own instead).
+  std::string data_dir;
+  double alpha = 0.5; ///< Dirichlet label skew; <= 0: IID
+  uint64_t seed = 1;
+  int64_t batch_size = 64;
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  double momentum = 0.9;
+  int64_t max_samples = 0;     ///< per client, at most (0: its whole shard)
+  int64_t test_samples = 0;    ///< evaluate on this many test examples (0: all)
+  std::string checkpoint_path; ///< written after every round ("": none)
+  bool resume = false;         ///< start from checkpoint_path
+  std::string metrics_path;
+  std::string secret;
+  int32_t threads = 1;
+  std::chrono::milliseconds node_timeout = tuning::request_timeout;
+  std::chrono::milliseconds profile_timeout = tuning::profile_timeout;
+};
+
+/// Checks what every round job needs of its configuration; throws
+/// std::invalid_argument naming the option.
+void check_round_config(const round_job_config& c);
+
+/// The fields every client's spawn spec (fed_client_spec, split_client_spec)
+/// takes from the job's configuration.
+template <class Spec>
+void fill_client_spec(Spec& s, const round_job_config& cfg, uint32_t client,
+                      uint32_t clients, const std::string& model,
+                      const std::string& fingerprint) {
+  s.client = client;
+  s.clients = clients;
+  s.model = model;
+  s.fingerprint = fingerprint;
+  s.dataset = cfg.dataset;
+  s.data_dir = cfg.data_dir;
+  s.alpha = cfg.alpha;
+  s.seed = cfg.seed;
+  s.batch_size = cfg.batch_size;
+  s.optimizer = cfg.optimizer;
+  s.lr = cfg.lr;
+  s.momentum = cfg.momentum;
+  s.threads = cfg.threads;
+  s.max_samples = cfg.max_samples;
+}
+
+/// The test split the supervisor evaluates on (`test_samples` of it, when
+/// set); throws what is wrong (no data, a model that does not fit it).
+std::shared_ptr<const models::dataset> load_test_split(const round_job_config& cfg,
+                                                       const models::model_desc& desc);
+
+/// One client's place in the roster: where it runs and how its start went.
+struct client_slot {
+  caf::actor handle; ///< null while it is not running
+  uint32_t node = 0; ///< index into the job's nodes
+  bool spawning = false;
+  bool ready = false; ///< spawned and answered (federated: profiled)
+  int failures = 0;   ///< spawns or readiness checks that failed in a row
+  std::string last_error;
+  uint64_t attempt = 0;       ///< of the spawn in hand: older answers are stale
+  bool first_pending = false; ///< counted until the first clients settle
+  std::chrono::steady_clock::time_point retry_at{};
+};
+
+/// What a mode decides and does for the core.
+class round_mode {
+public:
+  virtual ~round_mode() = default;
+  /// "federated", "split": in texts and logs.
+  virtual const char* name() const = 0;
+  /// The word the status uses for enlisting ("profiling", "spawning").
+  virtual const char* enlisting() const = 0;
+  /// The message a node spawns client `c` from: (spawn_atom, spec).
+  virtual caf::message spawn_message(uint32_t c) = 0;
+  /// Client `c` was spawned (its slot has the handle): make it ready, then
+  /// tell the core ready(c) or start_failed(c, ...).
+  virtual void spawned(uint32_t c) = 0;
+  /// Client `c` is out (its node, itself, hung): drop it from the round in
+  /// hand. Its slot is reset already.
+  virtual void client_out(uint32_t c, const std::string& why) = 0;
+  /// Start what comes next (a round, tasks) unless it runs already.
+  virtual void next_work() = 0;
+  /// Every tick before clients are spawned again (split: finds hung ones).
+  virtual void on_tick() {}
+  /// A down message about the mode's own workers; true when it was one.
+  virtual bool on_down(const caf::down_msg&) { return false; }
+  /// The job ends: stop the mode's own workers (the core stops the clients).
+  virtual void stop_workers() {}
+  /// Rounds aggregated (fedbuff: server steps).
+  virtual uint64_t rounds_done() const = 0;
+  /// The mode's figures in the status.
+  virtual void fill_status(job_status&) const {}
+  /// The mode's fields of the "end" event.
+  virtual nlohmann::json end_fields() const { return nlohmann::json::object(); }
+  /// What a stop leaves: "(the round in hand is dropped; ...)".
+  virtual std::string stop_note() const = 0;
+  /// Client `c` (running on a live node) in the console's node table.
+  virtual std::string role(uint32_t c) const = 0;
+  /// Client `c` (running) in the status's plan line.
+  virtual std::string contribution(uint32_t c) const = 0;
+  /// Client `c`'s speed measured over profiled (1: as profiled; 0: unknown).
+  virtual double speed(uint32_t) const { return 0; }
+  /// The console's `checkpoint save PATH`: what was written, or why not.
+  virtual caf::expected<std::string> checkpoint(const std::string& path) = 0;
+  /// Why the console's `repartition` and `replicate` do not apply.
+  virtual std::string why_no_replan() const = 0;
+  virtual std::string why_no_replicate() const = 0;
+};
+
+/// What the core does as its actor, type-erased.
+class job_port {
+public:
+  using on_actor = std::function<void(caf::actor&)>;
+  using on_error = std::function<void(caf::error&)>;
+  using on_members = std::function<void(std::vector<cluster_member>&)>;
+  virtual ~job_port() = default;
+  /// Submits the job to `cluster`: the nodes it admitted, or why not.
+  virtual void submit(const cluster_actor& cluster, caf::timespan timeout, on_members ok,
+                      on_error failed) = 0;
+  /// Asks `node` to spawn from `msg`; one of the two handlers runs.
+  virtual void spawn(const caf::actor& node, caf::timespan timeout, caf::message msg,
+                     on_actor ok, on_error failed) = 0;
+  virtual void exit(const caf::actor& a, caf::exit_reason why) = 0;
+  virtual void monitor(const caf::actor& a) = 0;
+  virtual void tick_after(caf::timespan after) = 0;
+  virtual std::string render(const caf::error& e) const = 0;
+  /// The actor clock's now: the steady clock, or the test coordinator's
+  /// virtual time in deterministic tests.
+  virtual std::chrono::steady_clock::time_point now() const = 0;
+};
+
+template <class Self> class port_of final : public job_port {
+public:
+  explicit port_of(Self* self) : self_(self) {}
+  void submit(const cluster_actor& cluster, caf::timespan timeout, on_members ok,
+              on_error failed) override {
+    self_->request(cluster, timeout, submit_atom_v, caf::actor_cast<caf::actor>(self_))
+        .then([ok](std::vector<cluster_member>& m) { ok(m); },
+              [failed](caf::error& e) { failed(e); });
+  }
+  void spawn(const caf::actor& node, caf::timespan timeout, caf::message msg, on_actor ok,
+             on_error failed) override {
+    self_->request(node, timeout, std::move(msg))
+        .then([ok](caf::actor& a) { ok(a); }, [failed](caf::error& e) { failed(e); });
+  }
+  void exit(const caf::actor& a, caf::exit_reason why) override { self_->send_exit(a, why); }
+  void monitor(const caf::actor& a) override { self_->monitor(a); }
+  void tick_after(caf::timespan after) override {
+    self_->delayed_send(self_, after, tick_atom_v);
+  }
+  std::string render(const caf::error& e) const override {
+    return self_->system().render(e);
+  }
+  std::chrono::steady_clock::time_point now() const override {
+    return self_->clock().now();
+  }
+
+private:
+  Self* self_;
+};
+
+/// The core itself: the lifecycle every round job has.
+class round_job {
+public:
+  using clock = std::chrono::steady_clock;
+  static constexpr auto tick_period = std::chrono::milliseconds(500);
+  static constexpr auto respawn_wait = std::chrono::seconds(2);
+
+  /// Binds the core to its configuration, mode and port (in the actor's
+  /// initialisation; all three live as long as the actor).
+  void attach(const round_job_config& cfg, round_mode& mode, std::unique_ptr<job_port> port);
+
+  // ---- the job's state, as the mode reads it
+  std::vector<job_node> nodes;
+  std::vector<client_slot> clients;
+  algorithms::round_phase phase = algorithms::round_phase::starting;
+  bool user_paused = false;
+  std::string stop_requested;
+  bool training_started = false;
+  double train_s_before = 0; ///< resumed: training time of the runs before
+  double eval_s = 0;         ///< evaluations by the supervisor (not training)
+  job_status status;
+  std::shared_ptr<metrics_log> metrics;
+
+  // ---- lifecycle
+  bool over() const { return algorithms::is_over(phase); }
+  /// Moves the phase on `e`; false (nothing changes) where `e` does not apply.
+  bool enter(algorithms::round_event e);
+  /// Training time: wall time since the first round (without evaluations),
+  /// plus that of the runs this one resumed.
+  double train_time() const;
+  void training_starts();
+  void log_event(const std::string& kind, nlohmann::json fields = nlohmann::json::object());
+  /// Opens the metrics log when the configuration names one.
+  void open_metrics();
+  /// Prepares the job (what `prepare` throws fails it), then submits it to
+  /// `cluster`; `admitted` gets the nodes unless the job ended meanwhile.
+  void begin(const cluster_actor& cluster, const std::function<void()>& prepare,
+             std::function<void(std::vector<cluster_member>&)> admitted);
+  /// The nodes the cluster admitted; logs "start" with the mode's fields and
+  /// spawns the first clients (one per live node).
+  void start(const std::vector<cluster_member>& members, nlohmann::json start_fields);
+  void end(algorithms::round_event how, const std::string& error);
+  void fail(const std::string& what);
+  /// Runs `f`; what it throws fails the job with why.
+  void guarded(const std::function<void()>& f);
+  /// The time budget is spent: the job ends (the round in hand is dropped).
+  bool ended_by_budget();
+  /// Whether a round may start now; ends the job when the budget is spent
+  /// or every round is done. Logs and shows `waiting` when `available` is
+  /// false.
+  bool may_start_round(bool available);
+
+  // ---- the roster
+  bool available(uint32_t c) const;
+  /// The slot an answer about spawn `attempt` of client `c` is for; null
+  /// when it is stale (the job ended, the client was replaced or went).
+  client_slot* answered(uint32_t c, uint64_t attempt);
+  void ready(uint32_t c);
+  /// Client `c` could not be made ready: it is out, and tried again later.
+  void start_failed(uint32_t c, const std::string& why);
+  /// Client `c` is out: its actor stopped, its slot reset, the mode told.
+  void client_gone(uint32_t c, const std::string& why);
+
+  // ---- the job interface (round_job_handlers)
+  void refresh_status();
+  caf::result<std::string> pause();
+  caf::result<std::string> resume();
+  caf::result<std::string> checkpoint(const std::string& path);
+  caf::result<std::string> stop(const std::string& why);
+  void node_lost(uint32_t n, const std::string& why);
+  caf::result<std::string> node_joined(uint32_t n, const cluster_member& m);
+  void down(const caf::down_msg& dm);
+  void tick();
+  caf::result<std::string> kill(uint32_t c);
+  caf::error no_replan() const;
+  caf::error no_replicate() const;
+  void leave();
+
+private:
+  void spawn(uint32_t c);
+  void spawn_failed(client_slot& c, const std::string& why);
+  void settle(uint32_t c);
+  bool hopeless() const;
+  std::string last_error() const;
+  caf::error ended() const;
+  std::shared_ptr<spdlog::logger> log() const;
+  double seconds_since(clock::time_point t) const;
+
+  const round_job_config* cfg_ = nullptr;
+  round_mode* mode_ = nullptr;
+  std::unique_ptr<job_port> port_;
+  size_t first_pending_ = 0;
+  clock::time_point started_{};
+  clock::time_point train_started_{};
+};
+
+/// The job interface's handlers, written once for every round job: the
+/// mode adds its own (`extra`), and the actor's behaviour is both.
+template <class Self, class... Extra>
+typename Self::behavior_type round_job_handlers(Self* self, round_job& core,
+                                                Extra... extra) {
+  return {
+      [&core](caf::get_atom) {
+        core.refresh_status();
+        return core.status;
+      },
+      [&core](pause_atom) { return core.pause(); },
+      [&core](resume_atom) { return core.resume(); },
+      [&core](checkpoint_atom, std::string& path) { return core.checkpoint(path); },
+      [&core](stop_atom, const std::string& why) { return core.stop(why); },
+      [&core](lost_atom, uint32_t node, std::string& why) { core.node_lost(node, why); },
+      [&core](join_atom, uint32_t node, cluster_member& m) {
+        return core.node_joined(node, m);
+      },
+      [](capacity_atom, const std::string&, double) {
+        // the clients' own round times correct their time models
+      },
+      [&core](event_atom, const std::string& kind, const std::string& fields) {
+        core.log_event(kind, nlohmann::json::parse(fields, nullptr, false));
+      },
+      [self, &core](leave_atom) {
+        core.leave();
+        self->quit();
+      },
+      [&core](tick_atom) { core.tick(); },
+      [&core](kill_atom, uint32_t c) { return core.kill(c); },
+      [&core](replan_atom, std::string&) -> caf::result<std::string> {
+        return core.no_replan();
+      },
+      [&core](replicate_atom) -> caf::result<std::string> { return core.no_replicate(); },
+      std::move(extra)...,
+  };
+}
+
+} // namespace salamander::actors

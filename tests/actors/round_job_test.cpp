@@ -1,0 +1,327 @@
+// The round job core (actors/job/round_job.hpp) on its own: a scripted mode
+// and a port that records what the core asks of its actor, answered by the
+// test. No message is sent and no clock is waited on: every transition of
+// the federated and split jobs' lifecycle is stepped here, in order.
+#include "actors/job/round_job.hpp"
+#include "actors/node/system.hpp"
+
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <catch2/catch.hpp>
+
+
+using namespace salamander;
+using actors::round_job;
+using algorithms::round_phase;
+
+namespace {
+
+// What the core asked for, kept for the test to answer.
+struct recorded_port final : actors::job_port {
+  struct spawn_call {
+    caf::actor node;
+    on_actor ok;
+    on_error failed;
+  };
+  std::vector<spawn_call> spawns;
+  std::vector<caf::actor> exits;
+  int ticks = 0;
+  std::chrono::steady_clock::time_point time{}; ///< what now() says: the test moves it
+  void spawn(const caf::actor& node, caf::timespan, caf::message, on_actor ok,
+             on_error failed) override {
+    spawns.push_back({node, std::move(ok), std::move(failed)});
+  }
+  int submits = 0;
+  void submit(const cluster_actor&, caf::timespan, on_members, on_error) override {
+    ++submits;
+  }
+  void exit(const caf::actor& a, caf::exit_reason) override { exits.push_back(a); }
+  void monitor(const caf::actor&) override {}
+  void tick_after(caf::timespan) override { ++ticks; }
+  std::chrono::steady_clock::time_point now() const override { return time; }
+  void advance(double seconds) {
+    time += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(seconds));
+  }
+  std::string render(const caf::error& e) const override {
+    return e.context().match_elements<std::string>() ? e.context().get_as<std::string>(0)
+                                                     : std::string("error");
+  }
+};
+
+// A mode that readies its clients when the test says so, and counts what
+// the core asks of it.
+struct scripted_mode final : actors::round_mode {
+  std::vector<uint32_t> spawned_clients;
+  std::vector<std::pair<uint32_t, std::string>> out;
+  int work = 0;
+  uint64_t rounds = 0;
+  const char* name() const override { return "scripted"; }
+  const char* enlisting() const override { return "profiling"; }
+  caf::message spawn_message(uint32_t c) override { return caf::make_message(c); }
+  void spawned(uint32_t c) override { spawned_clients.push_back(c); }
+  void client_out(uint32_t c, const std::string& why) override { out.push_back({c, why}); }
+  void next_work() override { ++work; }
+  uint64_t rounds_done() const override { return rounds; }
+  std::string stop_note() const override { return "(scripted)"; }
+  std::string role(uint32_t c) const override { return "client " + std::to_string(c); }
+  std::string contribution(uint32_t) const override { return "-"; }
+  caf::expected<std::string> checkpoint(const std::string& path) override {
+    return "wrote " + path;
+  }
+  std::string why_no_replan() const override { return "no pipeline"; }
+  std::string why_no_replicate() const override { return "nothing to replicate"; }
+};
+
+caf::actor_system_config& deterministic(caf::actor_system_config& cfg) {
+  actors::system_options opts;
+  opts.deterministic = true;
+  actors::configure(cfg, opts);
+  return cfg;
+}
+
+struct fixture {
+  caf::actor_system_config sys_cfg;
+  caf::actor_system sys{deterministic(sys_cfg)};
+  actors::round_job_config cfg;
+  scripted_mode mode;
+  recorded_port* port = nullptr;
+  round_job core;
+  std::vector<caf::actor> workers;
+
+  explicit fixture(size_t nodes) {
+    cfg.rounds = 3;
+    auto p = std::make_unique<recorded_port>();
+    port = p.get();
+    core.attach(cfg, mode, std::move(p));
+    std::vector<cluster_member> members;
+    for (uint32_t i = 0; i < nodes; ++i) {
+      cluster_member m;
+      m.index = i;
+      m.name = "node" + std::to_string(i + 1);
+      m.node = worker();
+      members.push_back(m);
+    }
+    core.start(members, nlohmann::json::object());
+  }
+
+  // An actor to stand for a spawned client (it is never sent anything).
+  caf::actor worker() {
+    workers.push_back(sys.spawn([] { return caf::behavior{[](int) {}}; }));
+    return workers.back();
+  }
+
+  // The node answers spawn `i` with a client; the mode then readies it.
+  void spawn_ok(size_t i, uint32_t client, bool ready = true) {
+    auto a = worker();
+    port->spawns.at(i).ok(a);
+    if (ready) {
+      core.ready(client);
+    }
+  }
+
+  void spawn_fails(size_t i, const std::string& why) {
+    auto err = caf::make_error(errc::unreachable, why);
+    port->spawns.at(i).failed(err);
+  }
+
+  ~fixture() {
+    for (auto& w : workers) {
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    }
+    // the coordinator runs only when told: let the workers go before the
+    // system waits for them
+    dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler()).run();
+  }
+};
+
+std::string text_of(caf::result<std::string> r) {
+  REQUIRE(r.flag == caf::rt_value);
+  REQUIRE(r.value.match_elements<std::string>());
+  return r.value.get_as<std::string>(0);
+}
+
+caf::error error_of(caf::result<std::string> r) {
+  REQUIRE(r.flag == caf::rt_error);
+  return r.err;
+}
+
+} // namespace
+
+TEST_CASE("a round job enlists a client per node and trains once all settled",
+          "[actor][round_job]") {
+  fixture f(3);
+  CHECK(f.core.phase == round_phase::enlisting);
+  CHECK(f.core.status.phase == "profiling");
+  REQUIRE(f.port->spawns.size() == 3);
+  f.spawn_ok(0, 0);
+  f.spawn_ok(1, 1);
+  CHECK(f.core.phase == round_phase::enlisting);
+  CHECK(f.mode.work == 0);
+  // the third fails: the first two are enough to start
+  f.spawn_fails(2, "no such model");
+  CHECK(f.core.phase == round_phase::training);
+  CHECK(f.mode.work == 1);
+  CHECK(f.core.clients[2].failures == 1);
+  CHECK(f.core.clients[2].last_error == "no such model");
+  CHECK(f.core.available(0));
+  CHECK_FALSE(f.core.available(2));
+}
+
+TEST_CASE("a round job waits when no client is available and goes on when one is",
+          "[actor][round_job]") {
+  fixture f(2);
+  f.spawn_ok(0, 0);
+  f.spawn_ok(1, 1);
+  REQUIRE(f.core.may_start_round(true));
+  CHECK(f.core.training_started);
+  f.core.node_lost(0, "connection lost");
+  f.core.node_lost(1, "no heartbeat");
+  CHECK(f.mode.out.size() == 2);
+  CHECK(f.mode.out[0].second == "node node1 lost: connection lost");
+  CHECK(f.core.status.dead_nodes == std::vector<std::string>{"node1", "node2"});
+  CHECK_FALSE(f.core.may_start_round(false));
+  CHECK(f.core.phase == round_phase::waiting);
+  CHECK(f.core.status.phase == "waiting");
+  // node2 is back: its client is due to spawn again at once
+  cluster_member back;
+  back.index = 1;
+  back.name = "node2";
+  back.node = f.worker();
+  auto said = text_of(f.core.node_joined(1, back));
+  CHECK(said == "node node2 is back; its client starts again and joins the next round");
+  f.core.tick();
+  REQUIRE(f.port->spawns.size() == 3);
+  f.spawn_ok(2, 1);
+  CHECK(f.core.may_start_round(true));
+  CHECK(f.core.phase == round_phase::training);
+  // a new node beyond the start stays unused
+  cluster_member extra;
+  extra.index = 2;
+  extra.name = "node3";
+  extra.node = f.worker();
+  CHECK_THAT(text_of(f.core.node_joined(2, extra)), Catch::Contains("stays unused"));
+  f.core.refresh_status();
+  REQUIRE(f.core.status.nodes.size() == 3);
+  CHECK(f.core.status.nodes[0].role == "client 0: down");
+  CHECK(f.core.status.nodes[1].role == "client 1");
+  CHECK(f.core.status.nodes[2].role == "unused (joined after the shards were drawn)");
+  CHECK(f.core.status.clients == 1);
+}
+
+TEST_CASE("a round job whose clients all fail to start three times says why",
+          "[actor][round_job]") {
+  fixture f(1);
+  f.spawn_fails(0, "out of memory");
+  CHECK(f.core.phase == round_phase::training); // settled: no client yet
+  for (int attempt = 1; attempt < 3; ++attempt) {
+    f.core.tick(); // not due yet: spaced out
+    REQUIRE(f.port->spawns.size() == static_cast<size_t>(attempt));
+    f.port->advance(2.0 * attempt); // due now
+    f.core.tick();
+    REQUIRE(f.port->spawns.size() == static_cast<size_t>(attempt + 1));
+    f.spawn_fails(static_cast<size_t>(attempt), "out of memory");
+  }
+  CHECK(f.core.clients[0].failures == 3);
+  f.core.tick();
+  CHECK(f.core.phase == round_phase::failed);
+  CHECK(f.core.status.error ==
+        "no client could start (3 attempts on every node); last: node1: out of memory");
+}
+
+TEST_CASE("a stale spawn answer is dropped and its actor stopped", "[actor][round_job]") {
+  fixture f(1);
+  f.core.node_lost(0, "gone");
+  auto a = f.worker();
+  f.port->spawns.at(0).ok(a); // answers the spawn of before the loss
+  CHECK_FALSE(f.core.clients[0].handle);
+  REQUIRE_FALSE(f.port->exits.empty());
+  CHECK(f.port->exits.back() == a);
+  CHECK(f.mode.spawned_clients.empty());
+}
+
+TEST_CASE("pause, resume, stop and the commands of an ended round job",
+          "[actor][round_job]") {
+  fixture f(1);
+  f.spawn_ok(0, 0);
+  CHECK(text_of(f.core.pause()) == "paused: the round in hand finishes, no new one starts");
+  CHECK(text_of(f.core.pause()) == "already paused; resume carries on");
+  CHECK_FALSE(f.core.may_start_round(true));
+  auto work = f.mode.work;
+  CHECK(text_of(f.core.resume()) == "resumed: the next round starts");
+  CHECK(f.mode.work == work + 1);
+  CHECK(text_of(f.core.resume()) == "not paused");
+  CHECK(text_of(f.core.checkpoint("x.ckpt")) == "wrote x.ckpt");
+  CHECK(error_of(f.core.checkpoint("")).code() == static_cast<uint8_t>(errc::bad_config));
+  CHECK(f.core.no_replan().code() == static_cast<uint8_t>(errc::not_applicable));
+  CHECK(error_of(f.core.kill(7)).code() == static_cast<uint8_t>(errc::no_such_worker));
+  CHECK_THAT(text_of(f.core.kill(0)), Catch::Contains("client 0 on node node1 killed"));
+  f.mode.rounds = 2;
+  CHECK(text_of(f.core.stop("console")) == "stopped after round 2 (scripted)");
+  CHECK(f.core.phase == round_phase::finished);
+  CHECK(f.core.status.stopped == "console");
+  CHECK_FALSE(f.core.clients[0].handle);
+  // an ended job refuses what would change it, with its own error
+  CHECK(error_of(f.core.stop("again")).code() == static_cast<uint8_t>(errc::job_ended));
+  CHECK(error_of(f.core.kill(0)).code() == static_cast<uint8_t>(errc::job_ended));
+  cluster_member m;
+  m.index = 0;
+  m.name = "node1";
+  CHECK(error_of(f.core.node_joined(0, m)).code() ==
+        static_cast<uint8_t>(errc::job_ended));
+}
+
+TEST_CASE("a round job ends when its rounds are done and when its time budget is spent",
+          "[actor][round_job]") {
+  SECTION("rounds") {
+    fixture f(1);
+    f.spawn_ok(0, 0);
+    f.mode.rounds = 3;
+    CHECK_FALSE(f.core.may_start_round(true));
+    CHECK(f.core.phase == round_phase::finished);
+    CHECK(f.core.status.stopped.empty());
+  }
+  SECTION("a resumed run's budget goes on from where it stopped") {
+    fixture f(1);
+    f.spawn_ok(0, 0);
+    f.cfg.time_budget_s = 100;
+    f.core.train_s_before = 99.5;
+    REQUIRE(f.core.may_start_round(true));
+    CHECK(f.core.train_time() == Approx(99.5));
+    f.port->advance(0.4);
+    CHECK_FALSE(f.core.ended_by_budget());
+    CHECK(f.core.train_time() == Approx(99.9));
+    f.port->advance(0.2);
+    f.core.tick();
+    CHECK(f.core.phase == round_phase::finished);
+    CHECK(f.core.status.stopped == "the time budget");
+    CHECK(f.core.status.train_s == Approx(100.1));
+  }
+}
+
+TEST_CASE("a round job whose preparation throws fails with why and submits nothing",
+          "[actor][round_job]") {
+  caf::actor_system_config sys_cfg;
+  caf::actor_system sys{deterministic(sys_cfg)};
+  actors::round_job_config cfg;
+  scripted_mode mode;
+  auto p = std::make_unique<recorded_port>();
+  auto* port = p.get();
+  round_job core;
+  core.attach(cfg, mode, std::move(p));
+  bool admitted = false;
+  core.begin(
+      cluster_actor{}, [] { throw std::invalid_argument("--rounds must be at least 1"); },
+      [&](std::vector<cluster_member>&) { admitted = true; });
+  CHECK(core.phase == round_phase::failed);
+  CHECK(core.status.error == "--rounds must be at least 1");
+  CHECK(port->submits == 0);
+  CHECK_FALSE(admitted);
+  CHECK_THROWS_WITH(
+      [] {
+        actors::round_job_config bad;
+        bad.rounds = 0;
+        actors::check_round_config(bad);
+      }(),
+      "--rounds must be at least 1, got 0");
+}
