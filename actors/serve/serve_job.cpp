@@ -26,9 +26,19 @@ void log_event(self_ptr self, const std::string& kind, nlohmann::json fields) {
   }
 }
 
-void set_phase(self_ptr self, const std::string& phase) {
-  self->state.phase = phase;
-  self->state.status.phase = phase;
+bool enter(self_ptr self, algorithms::serve_event e) {
+  auto& st = self->state;
+  auto next = algorithms::next_phase(st.phase, e);
+  if (!next) {
+    return false;
+  }
+  st.phase = *next;
+  st.status.phase = algorithms::to_string(st.phase);
+  return true;
+}
+
+bool over(const serve_job_state& st) {
+  return algorithms::is_over(st.phase);
 }
 
 int window_for(const serve_job_state& st, size_t stages) {
@@ -301,7 +311,7 @@ void on_output(self_ptr self, uint64_t id, const torch::Tensor& y) {
 
 caf::result<tensor_payload> on_infer(self_ptr self, tensor_payload& in) {
   auto& st = self->state;
-  if (st.phase == "finished" || st.phase == "failed") {
+  if (over(st)) {
     return ended();
   }
   if (!st.stop_requested.empty()) {
@@ -358,7 +368,7 @@ caf::result<tensor_payload> on_infer(self_ptr self, tensor_payload& in) {
 void finish(self_ptr self) {
   auto& st = self->state;
   stop_all(self);
-  set_phase(self, "finished");
+  enter(self, algorithms::serve_event::finish);
   write_stats(self);
   log_event(self, "end",
             {{"phase", "finished"},
@@ -377,7 +387,7 @@ void finish(self_ptr self) {
 
 void on_tick(self_ptr self) {
   auto& st = self->state;
-  if (st.phase == "finished" || st.phase == "failed") {
+  if (over(st)) {
     return;
   }
   // requests that waited too long are answered with a timeout
@@ -393,7 +403,7 @@ void on_tick(self_ptr self) {
                  caf::make_error(errc::timeout,
                                  "not answered within " +
                                      std::to_string(st.cfg.request_timeout.count()) +
-                                     " ms (the service is " + st.phase + ")"));
+                                     " ms (the service is " + algorithms::to_string(st.phase) + ")"));
   }
   check_pipelines(self);
   if (!st.stop_requested.empty() && st.requests.empty()) {
@@ -412,7 +422,7 @@ void on_tick(self_ptr self) {
 
 caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
   auto& st = self->state;
-  if (st.phase == "finished" || st.phase == "failed") {
+  if (over(st)) {
     return ended();
   }
   if (!st.stop_requested.empty()) {
@@ -531,7 +541,7 @@ void dispatch(self_ptr self) {
 
 void fail(self_ptr self, const std::string& what) {
   auto& st = self->state;
-  if (st.phase == "finished" || st.phase == "failed") {
+  if (over(st)) {
     return;
   }
   log()->error("serving failed: {}", what);
@@ -544,12 +554,129 @@ void fail(self_ptr self, const std::string& what) {
   st.waiting.clear();
   st.waiting_rows = 0;
   stop_all(self);
-  set_phase(self, "failed");
+  enter(self, algorithms::serve_event::fail);
   log_event(self, "end",
             {{"phase", "failed"}, {"error", what}, {"requests", st.status.requests}});
   if (st.metrics) {
     st.metrics->flush();
   }
+}
+
+// The model and its weights on the central holder, the metrics log;
+// throws what is wrong.
+void prepare(self_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.max_batch < 1) {
+    throw std::invalid_argument("the maximum batch must be at least 1 row");
+  }
+  st.desc = models::describe(models::model_spec::parse(st.cfg.model));
+  // every layer on the central holder from the start: the checkpoint's,
+  // or the seed's (what the stages build themselves)
+  models::weight_snapshot all;
+  if (st.cfg.weights) {
+    all = *st.cfg.weights;
+    if (all.fingerprint != st.desc.fingerprint) {
+      throw std::invalid_argument("the checkpoint is of model " + all.model + " (" +
+                                  all.fingerprint + "), not " + st.cfg.model);
+    }
+  } else {
+    models::layered_model full(st.desc, st.cfg.seed);
+    all = models::capture(full, nullptr, "", 0);
+  }
+  all.version = 0; // served weights never step
+  for (auto& l : all.layers) {
+    l.optimizer_state.clear();
+  }
+  self->send(st.central_holder, replicate_atom_v, snapshot_payload{std::move(all)});
+  st.metrics = metrics_log::open(st.cfg.metrics_path);
+  st.status.metrics_path = st.cfg.metrics_path;
+}
+
+// The cluster admitted the nodes: log the start, plan the first pipeline.
+void on_admitted(self_ptr self, const std::vector<cluster_member>& members) {
+  auto& st = self->state;
+  nlohmann::json names = nlohmann::json::array();
+  for (auto& m : members) {
+    st.nodes.push_back(node_of(m));
+    names.push_back(m.name);
+  }
+  log_event(self, "start",
+            {{"mode", "serve"},
+             {"model", st.cfg.model},
+             {"nodes", names},
+             {"max_batch", st.cfg.max_batch},
+             {"batching", st.cfg.batching},
+             {"batch_delay_ms", st.cfg.batch_delay.count()},
+             {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count()}});
+  for (auto& m : members) {
+    if (m.lost) {
+      fail(self, "node " + m.name + " went away during start-up: " + m.why);
+      return;
+    }
+  }
+  first_plan(self);
+}
+
+caf::result<std::string> on_pause(self_ptr self) {
+  auto& st = self->state;
+  if (over(st)) {
+    return caf::make_error(errc::job_ended, "the serving job has ended");
+  }
+  if (st.user_paused) {
+    return std::string("already paused; resume carries on");
+  }
+  st.user_paused = true;
+  log_event(self, "pause");
+  return "paused: " + std::to_string(st.sent_unanswered) +
+         " micro-batch(es) in flight finish; requests queue (up to " +
+         std::to_string(st.cfg.max_queue) + ") until resume";
+}
+
+caf::result<std::string> on_resume(self_ptr self) {
+  auto& st = self->state;
+  if (over(st)) {
+    return caf::make_error(errc::job_ended, "the serving job has ended");
+  }
+  if (!st.user_paused) {
+    return std::string("not paused");
+  }
+  st.user_paused = false;
+  log_event(self, "resume");
+  dispatch(self);
+  return "resumed with " + std::to_string(st.requests.size()) + " request(s) waiting";
+}
+
+caf::result<std::string> on_kill(self_ptr self, uint32_t stage) {
+  auto& st = self->state;
+  if (!st.current || stage >= st.current->stages.size()) {
+    return caf::make_error(errc::no_such_worker,
+                           "there is no stage " + std::to_string(stage) + " serving now");
+  }
+  self->send_exit(st.current->stages[stage], caf::exit_reason::kill);
+  return "stage " + std::to_string(stage) + " on node " +
+         st.nodes[st.current->plan.nodes[stage]].name + " killed";
+}
+
+caf::result<std::string> on_replan(self_ptr self, const std::string& balance) {
+  auto& st = self->state;
+  if (st.phase != algorithms::serve_phase::serving) {
+    return caf::make_error(errc::not_ready, "the service is " +
+                                                algorithms::to_string(st.phase) +
+                                                "; re-plan once it serves");
+  }
+  st.replan_balance = balance;
+  auto generations = st.generations;
+  auto why = plan_next(self, balance.empty() ? "console" : "console, balance " + balance);
+  if (!why.empty()) {
+    return caf::make_error(errc::bad_config, "repartition " + balance + " refused: " + why);
+  }
+  if (st.generations == generations) {
+    return "the plan that serves (" + describe_plan(st, st.current->plan) +
+           ") is that plan already";
+  }
+  return std::string("re-planning; the current pipeline serves until the new one is up");
 }
 
 } // namespace serve_detail
@@ -565,37 +692,12 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
   st.started = clock::now();
   st.last_stats = clock::now();
   st.status.mode = "serve";
-  set_phase(self, "starting");
+  st.status.phase = algorithms::to_string(st.phase);
   st.central_holder = self->spawn(replica_holder, std::string("central"));
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   bool ok = true;
   try {
-    if (st.cfg.max_batch < 1) {
-      throw std::invalid_argument("the maximum batch must be at least 1 row");
-    }
-    st.desc = models::describe(models::model_spec::parse(st.cfg.model));
-    // every layer on the central holder from the start: the checkpoint's,
-    // or the seed's (what the stages build themselves)
-    models::weight_snapshot all;
-    if (st.cfg.weights) {
-      all = *st.cfg.weights;
-      if (all.fingerprint != st.desc.fingerprint) {
-        throw std::invalid_argument("the checkpoint is of model " + all.model + " (" +
-                                    all.fingerprint + "), not " + st.cfg.model);
-      }
-    } else {
-      models::layered_model full(st.desc, st.cfg.seed);
-      all = models::capture(full, nullptr, "", 0);
-    }
-    all.version = 0; // served weights never step
-    for (auto& l : all.layers) {
-      l.optimizer_state.clear();
-    }
-    self->send(st.central_holder, replicate_atom_v, snapshot_payload{std::move(all)});
-    if (!st.cfg.metrics_path.empty()) {
-      st.metrics = std::make_shared<metrics_log>(st.cfg.metrics_path);
-      st.status.metrics_path = st.cfg.metrics_path;
-    }
+    prepare(self);
   } catch (const std::exception& e) {
     fail(self, e.what());
     ok = false;
@@ -603,34 +705,8 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
   if (ok) {
     auto timeout = st.cfg.node_timeout + tuning::helper_margin;
     self->request(st.cluster, timeout, submit_atom_v, caf::actor_cast<caf::actor>(self))
-        .then(
-            [=](std::vector<cluster_member>& members) {
-              auto& st = self->state;
-              nlohmann::json names = nlohmann::json::array();
-              for (auto& m : members) {
-                st.nodes.push_back(node_of(m));
-                names.push_back(m.name);
-              }
-              log_event(
-                  self, "start",
-                  {{"mode", "serve"},
-                   {"model", st.cfg.model},
-                   {"nodes", names},
-                   {"max_batch", st.cfg.max_batch},
-                   {"batching", st.cfg.batching},
-                   {"batch_delay_ms", st.cfg.batch_delay.count()},
-                   {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count()}});
-              for (auto& m : members) {
-                if (m.lost) {
-                  fail(self, "node " + m.name + " went away during start-up: " + m.why);
-                  return;
-                }
-              }
-              first_plan(self);
-            },
-            [=](caf::error& err) { fail(self, self->system().render(err)); });
+        .then([=](std::vector<cluster_member>& members) { on_admitted(self, members); },
+              [=](caf::error& err) { fail(self, self->system().render(err)); });
   }
   self->delayed_send(self, tuning::serve_tick, tick_atom_v);
   return {
@@ -639,28 +715,8 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
         refresh_status(self);
         return self->state.status;
       },
-      [=](pause_atom) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (st.user_paused) {
-          return std::string("already paused; resume carries on");
-        }
-        st.user_paused = true;
-        log_event(self, "pause");
-        return "paused: " + std::to_string(st.sent_unanswered) +
-               " micro-batch(es) in flight finish; requests queue (up to " +
-               std::to_string(st.cfg.max_queue) + ") until resume";
-      },
-      [=](resume_atom) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (!st.user_paused) {
-          return std::string("not paused");
-        }
-        st.user_paused = false;
-        log_event(self, "resume");
-        dispatch(self);
-        return "resumed with " + std::to_string(st.requests.size()) +
-               " request(s) waiting";
-      },
+      [=](pause_atom) { return on_pause(self); },
+      [=](resume_atom) { return on_resume(self); },
       [=](checkpoint_atom, std::string& path) { return on_checkpoint(self, path); },
       [=](stop_atom, const std::string& why) { return on_stop(self, why); },
       [=](lost_atom, uint32_t node, std::string& why) { on_node_lost(self, node, why); },
@@ -697,38 +753,8 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
         dispatch(self);
       },
       // ---- the console
-      [=](kill_atom, uint32_t stage) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (!st.current || stage >= st.current->stages.size()) {
-          return caf::make_error(errc::bad_config, "there is no stage " +
-                                                       std::to_string(stage) +
-                                                       " serving now");
-        }
-        self->send_exit(st.current->stages[stage], caf::exit_reason::kill);
-        return "stage " + std::to_string(stage) + " on node " +
-               st.nodes[st.current->plan.nodes[stage]].name + " killed";
-      },
-      [=](replan_atom, std::string& balance) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (st.phase != "serving") {
-          return caf::make_error(errc::bad_config, "the service is " + st.phase +
-                                                       "; re-plan once it serves");
-        }
-        st.replan_balance = balance;
-        auto generations = st.generations;
-        auto why =
-            plan_next(self, balance.empty() ? "console" : "console, balance " + balance);
-        if (!why.empty()) {
-          return caf::make_error(errc::bad_config,
-                                 "repartition " + balance + " refused: " + why);
-        }
-        if (st.generations == generations) {
-          return "the plan that serves (" + describe_plan(st, st.current->plan) +
-                 ") is that plan already";
-        }
-        return std::string("re-planning; the current pipeline serves until the new one "
-                           "is up");
-      },
+      [=](kill_atom, uint32_t stage) { return on_kill(self, stage); },
+      [=](replan_atom, std::string& balance) { return on_replan(self, balance); },
       [=](replicate_atom) -> caf::result<std::string> {
         return std::string(
             "serving: the weights do not change, and every layer is on the "

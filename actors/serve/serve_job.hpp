@@ -30,6 +30,8 @@
 // answered what they hold.
 #pragma once
 
+#include "algorithms/serve_phase.hpp"
+
 #include "actors/job/job_nodes.hpp"
 #include "actors/planning/capacity.hpp"
 #include "actors/tuning.hpp"
@@ -135,7 +137,7 @@ struct serve_job_state {
   std::vector<job_node> nodes;
   models::model_desc desc;
   size_t layers() const { return desc.layers.size(); }
-  std::string phase = "starting";
+  algorithms::serve_phase phase = algorithms::serve_phase::starting;
   bool user_paused = false;
   std::string stop_requested;
   std::string waiting_for; ///< why no pipeline runs (phase waiting)

@@ -18,7 +18,11 @@ using clock = std::chrono::steady_clock;
 double since(clock::time_point t);
 void log_event(self_ptr self, const std::string& kind,
                nlohmann::json fields = nlohmann::json::object());
-void set_phase(self_ptr self, const std::string& phase);
+/// Moves the phase on `e` (and the status with it); false where `e` does
+/// not apply (nothing changes).
+bool enter(self_ptr self, algorithms::serve_event e);
+/// Finished or failed.
+bool over(const serve_job_state& st);
 void fail(self_ptr self, const std::string& what);
 
 // requests (serve_job.cpp)

@@ -7,7 +7,7 @@
 // has every layer.
 #include "actors/logging.hpp"
 #include "actors/serve/serve_job_impl.hpp"
-#include "actors/train/launcher.hpp"
+#include "actors/pipeline/launcher.hpp"
 #include "algorithms/partitioner.hpp"
 #include "algorithms/recovery.hpp"
 #include "messages/errors.hpp"
@@ -18,10 +18,6 @@ namespace {
 
 auto log() {
   return subsystem_log("serve");
-}
-
-bool over(const serve_job_state& st) {
-  return st.phase == "finished" || st.phase == "failed";
 }
 
 std::vector<bool> dead_mask(const serve_job_state& st) {
@@ -196,7 +192,7 @@ void on_launched(self_ptr self, uint64_t generation, bool pulls,
     log_event(self, "launch_failed", {{"error", r.error}});
     if (!st.current) {
       st.waiting_for = r.error;
-      set_phase(self, "waiting");
+      enter(self, algorithms::serve_event::no_plan);
     }
     return;
   }
@@ -305,7 +301,8 @@ void become_ready(self_ptr self) {
       st.chain_copies[p.plan.nodes[i + 1]].insert(l);
     }
   }
-  bool recovered = st.phase == "recovering" || st.phase == "waiting";
+  bool recovered = st.phase == algorithms::serve_phase::recovering ||
+                   st.phase == algorithms::serve_phase::waiting;
   bool replaced = st.current.has_value();
   if (st.current) {
     st.current->since = clock::now();
@@ -349,7 +346,7 @@ void become_ready(self_ptr self) {
   st.current = std::move(p);
   st.waiting_for.clear();
   st.retry_wait = std::chrono::milliseconds(500);
-  set_phase(self, "serving");
+  enter(self, algorithms::serve_event::launched);
   dispatch(self);
 }
 
@@ -371,7 +368,7 @@ void break_current(self_ptr self, const std::string& what) {
   st.current->broken = true;
   st.old.push_back(std::move(*st.current));
   st.current.reset();
-  set_phase(self, "recovering");
+  enter(self, algorithms::serve_event::failure);
   plan_next(self, "failure: " + what);
 }
 
@@ -467,7 +464,7 @@ std::string plan_next(self_ptr self, const std::string& reason) {
       return why;
     }
     st.waiting_for = why;
-    set_phase(self, "waiting");
+    enter(self, algorithms::serve_event::no_plan);
     log_event(self, "waiting", {{"why", why}});
     return why;
   }
@@ -488,7 +485,7 @@ void first_plan(self_ptr self) {
   auto& st = self->state;
   // one node leaves nothing to choose: it holds every layer
   if (st.cfg.auto_plan && st.cfg.balance.empty() && live_nodes(st).size() > 1) {
-    set_phase(self, "profiling");
+    enter(self, algorithms::serve_event::profile);
     auto timeout = st.cfg.profile_timeout + 2 * tuning::link_probe_timeout;
     self->request(st.cluster, timeout, profile_atom_v, st.desc.spec.canonical(),
                   static_cast<uint32_t>(st.cfg.max_batch))
@@ -592,7 +589,8 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
   for (auto it = st.peered.begin(); it != st.peered.end();) {
     it = it->first == n || it->second == n ? st.peered.erase(it) : std::next(it);
   }
-  if (st.phase == "starting" || st.phase == "profiling") {
+  if (st.phase == algorithms::serve_phase::starting ||
+      st.phase == algorithms::serve_phase::profiling) {
     fail(self, what + " (during start-up)");
     return;
   }
@@ -620,7 +618,7 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
   } else {
     log_event(self, "spare_lost", {{"node", st.nodes[n].name}, {"why", why}});
   }
-  if (!st.current && !st.next && st.phase == "waiting") {
+  if (!st.current && !st.next && st.phase == algorithms::serve_phase::waiting) {
     plan_next(self, "retry after the loss of " + st.nodes[n].name);
   }
 }
@@ -629,18 +627,18 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
                                         const cluster_member& m) {
   auto& st = self->state;
   if (over(st)) {
-    return caf::make_error(errc::bad_config, "the serving job has ended");
+    return caf::make_error(errc::job_ended, "the serving job has ended");
   }
-  auto how = take_joined(st.nodes, st.status.dead_nodes, n, m);
-  if (how == joined::unknown) {
-    return caf::make_error(errc::bad_config,
-                           "node index " + std::to_string(n) + " is unknown");
+  auto how = accept_joined(st.nodes, st.status.dead_nodes, n, m);
+  if (!how) {
+    return how.error();
   }
-  if (how == joined::new_node) {
+  if (*how == joined::new_node) {
     st.capacity.add_node(); // planned with the profile of its peers until measured
   }
   log_event(self, "join", {{"node", m.name}});
-  if (st.phase == "starting" || st.phase == "profiling") {
+  if (st.phase == algorithms::serve_phase::starting ||
+      st.phase == algorithms::serve_phase::profiling) {
     return "node " + m.name + " joined; planned in once the service runs";
   }
   plan_next(self, "join of " + m.name);
@@ -696,7 +694,7 @@ void check_pipelines(self_ptr self) {
   }
   // no pipeline and none starting (a launch failed, the plan did not fit):
   // plan again now and then, on whatever is live by then
-  if (!st.current && !st.next && st.phase == "waiting" && now >= st.retry_at) {
+  if (!st.current && !st.next && st.phase == algorithms::serve_phase::waiting && now >= st.retry_at) {
     st.retry_at = now + st.retry_wait;
     st.retry_wait = std::min(2 * st.retry_wait, std::chrono::milliseconds(8000));
     if (!live_nodes(st).empty()) {

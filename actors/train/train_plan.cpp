@@ -3,7 +3,7 @@
 // through a launcher, and live re-planning at a flush when the capacity
 // model predicts enough gain (algorithms/replan.hpp decides).
 #include "actors/logging.hpp"
-#include "actors/train/launcher.hpp"
+#include "actors/pipeline/launcher.hpp"
 #include "actors/train/train_job_impl.hpp"
 #include "algorithms/recovery.hpp"
 #include "algorithms/replan.hpp"
@@ -388,7 +388,8 @@ void on_profiles(self_ptr self, cluster_profile& round) {
         auto pipe = algorithms::plan_partition(other);
         choice["best_pipeline_samples_per_s"] = pipe.samples_per_s;
         choice["best_pipeline_stages"] = pipe.stages.size();
-      } catch (const std::exception&) {
+      } catch (const std::exception& e) {
+        choice["best_pipeline_error"] = e.what(); // no pipeline-only plan fits
       }
     }
     log_event(self, "planned", choice);
@@ -446,8 +447,107 @@ double predicted_s(const train_job_state& st, const algorithms::plan_request& re
       predicted = std::max(predicted, it->second.first);
     }
     return predicted;
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    subsystem_log("job")->debug("plan {} cannot be predicted: {}", describe_plan(st, p),
+                                e.what());
     return 0;
+  }
+}
+
+// The running plan's measured batch time (into `in`), and what it tells the
+// capacity model about plans of its kind and about the last re-plan's
+// prediction.
+void measure_running(train_job_state& st, const algorithms::plan_request& req,
+                     const std::vector<size_t>& live, algorithms::replan_inputs& in) {
+  // how far the whole batch runs behind the model, for this kind of plan
+  int kind = capacity_model::kind_of(st.plan.ranges.size(), !st.plan.split.empty());
+  if (st.recent.size() >= 6) {
+    auto span =
+        std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
+    in.measured_s = span.count() / static_cast<double>(st.recent.size() - 1);
+    auto running = describe_plan(st);
+    st.measured_plans.erase(running); // (not held against itself)
+    double modelled = predicted_s(st, req, live, st.plan) / st.capacity.kind_ratio(kind);
+    if (modelled > 0) {
+      st.capacity.set_kind_ratio(kind, in.measured_s / modelled);
+    }
+    st.measured_plans[running] = {in.measured_s, st.committed};
+    if (st.replan_predicted_s > 0 && st.committed >= st.last_replan_batch + 10) {
+      // the last capacity re-plan, measured: how wrong was its prediction?
+      st.prediction_error = std::max(1.0, in.measured_s / st.replan_predicted_s);
+      st.prediction_error_at = st.committed;
+      st.replan_predicted_s = 0;
+    }
+  }
+  if (st.committed >= st.prediction_error_at + tuning::measured_plan_memory) {
+    st.prediction_error = 1.0;
+  }
+  in.prediction_error = st.prediction_error;
+}
+
+// The best plan of each kind, and each device alone (a plan never loses to
+// the fastest device), if one beats `best_cost` (then lowered to its cost).
+std::optional<stage_plan> best_alternative(const train_job_state& st,
+                                           const algorithms::plan_request& req,
+                                           const std::vector<size_t>& live,
+                                           double& best_cost) {
+  std::optional<stage_plan> best_plan;
+  auto consider = [&](const algorithms::partition_plan& p) {
+    auto staged = plan_to_stages(p, live);
+    double cost = predicted_s(st, req, live, staged);
+    if (cost > 0 && cost < best_cost) {
+      best_cost = cost;
+      best_plan = std::move(staged);
+    }
+  };
+  auto pipelines = req;
+  pipelines.allow_data_parallel = false;
+  try {
+    consider(algorithms::plan_partition(pipelines));
+  } catch (const algorithms::plan_error& e) {
+    subsystem_log("job")->debug("no pipeline plan fits: {}", e.what());
+  }
+  if (req.allow_data_parallel) {
+    try {
+      consider(algorithms::plan_data_parallel(req));
+    } catch (const algorithms::plan_error& e) {
+      subsystem_log("job")->debug("no data-parallel plan fits: {}", e.what());
+    }
+  }
+  for (size_t d = 0; d < live.size(); ++d) {
+    consider(algorithms::evaluate_plan(req, {{d, 0, st.layers(), 0, 0, 0}}));
+  }
+  return best_plan;
+}
+
+// What the re-plan rule decided, done: go back to the plan before the last
+// re-plan, or re-plan to the candidate, at the next flush.
+void apply_verdict(train_job_state& st, const algorithms::replan_verdict& verdict,
+                   const algorithms::replan_inputs& in) {
+  if (verdict.action == algorithms::replan_action::revert) {
+    st.pending_plan = std::move(st.replaced_plan);
+    st.replaced_plan.reset();
+    st.replan_requested = true;
+    st.replan_balance.clear();
+    st.replan_reason =
+        "capacity: back to the plan before the last re-plan (" + verdict.why + ")";
+    return;
+  }
+  if (verdict.action == algorithms::replan_action::replan && st.replan_candidate) {
+    st.replaced_plan = st.plan;
+    st.replaced_measured_s = in.measured_s;
+    st.replan_predicted_s = in.candidate_s;
+    st.pending_plan = std::move(st.replan_candidate);
+    st.replan_candidate.reset();
+    st.replan_requested = true;
+    st.replan_balance.clear();
+    char why[160];
+    std::snprintf(why, sizeof why,
+                  " (measured/modelled batch time: pipelines x%.2f, data parallel x%.2f, "
+                  "one device x%.2f)",
+                  st.capacity.kind_ratio(0), st.capacity.kind_ratio(1),
+                  st.capacity.kind_ratio(2));
+    st.replan_reason = "capacity: " + verdict.why + why;
   }
 }
 
@@ -480,68 +580,18 @@ void track_capacity(self_ptr self) {
   try {
     auto req = planner_request(st);
     auto live = live_nodes(st);
-    // how far the whole batch runs behind the model, for this kind of plan
-    int kind = capacity_model::kind_of(st.plan.ranges.size(), !st.plan.split.empty());
-    if (st.recent.size() >= 6) {
-      auto span =
-          std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
-      in.measured_s = span.count() / static_cast<double>(st.recent.size() - 1);
-      auto running = describe_plan(st);
-      st.measured_plans.erase(running); // (not held against itself)
-      double modelled =
-          predicted_s(st, req, live, st.plan) / st.capacity.kind_ratio(kind);
-      if (modelled > 0) {
-        st.capacity.set_kind_ratio(kind, in.measured_s / modelled);
-      }
-      st.measured_plans[running] = {in.measured_s, st.committed};
-      if (st.replan_predicted_s > 0 && st.committed >= st.last_replan_batch + 10) {
-        // the last capacity re-plan, measured: how wrong was its prediction?
-        st.prediction_error = std::max(1.0, in.measured_s / st.replan_predicted_s);
-        st.prediction_error_at = st.committed;
-        st.replan_predicted_s = 0;
-      }
-    }
-    if (st.committed >= st.prediction_error_at + tuning::measured_plan_memory) {
-      st.prediction_error = 1.0;
-    }
-    in.prediction_error = st.prediction_error;
+    measure_running(st, req, live, in);
     if (!algorithms::replan_check_due(in)) {
       return;
     }
     // the running plan is judged by what it does, once measured
-    in.current_s =
-        in.measured_s > 0 ? in.measured_s : predicted_s(st, req, live, st.plan);
+    in.current_s = in.measured_s > 0 ? in.measured_s : predicted_s(st, req, live, st.plan);
     in.replaced_measured_s = st.replaced_plan ? st.replaced_measured_s : 0;
     if (st.replaced_plan) {
       in.replaced_predicted_s = predicted_s(st, req, live, *st.replaced_plan);
     }
-    // the best of each kind, and each device alone: a plan never loses to
-    // the fastest device
-    std::optional<stage_plan> best_plan;
     double best_cost = in.current_s;
-    auto consider = [&](const algorithms::partition_plan& p) {
-      auto staged = plan_to_stages(p, live);
-      double cost = predicted_s(st, req, live, staged);
-      if (cost > 0 && cost < best_cost) {
-        best_cost = cost;
-        best_plan = std::move(staged);
-      }
-    };
-    auto pipelines = req;
-    pipelines.allow_data_parallel = false;
-    try {
-      consider(algorithms::plan_partition(pipelines));
-    } catch (const algorithms::plan_error&) {
-    }
-    if (req.allow_data_parallel) {
-      try {
-        consider(algorithms::plan_data_parallel(req));
-      } catch (const algorithms::plan_error&) {
-      }
-    }
-    for (size_t d = 0; d < live.size(); ++d) {
-      consider(algorithms::evaluate_plan(req, {{d, 0, st.layers(), 0, 0, 0}}));
-    }
+    auto best_plan = best_alternative(st, req, live, best_cost);
     if (best_plan) {
       in.best_s = best_cost;
       in.best_plan = describe_plan(st, *best_plan);
@@ -555,34 +605,10 @@ void track_capacity(self_ptr self) {
     if (st.replan_looks.candidate != before || st.replan_looks.candidate.empty()) {
       st.replan_candidate = st.replan_looks.candidate.empty() ? std::nullopt : best_plan;
     }
-    if (verdict.action == algorithms::replan_action::revert) {
-      st.pending_plan = std::move(st.replaced_plan);
-      st.replaced_plan.reset();
-      st.replan_requested = true;
-      st.replan_balance.clear();
-      st.replan_reason =
-          "capacity: back to the plan before the last re-plan (" + verdict.why + ")";
-      return;
-    }
-    if (verdict.action == algorithms::replan_action::replan && st.replan_candidate) {
-      st.replaced_plan = st.plan;
-      st.replaced_measured_s = in.measured_s;
-      st.replan_predicted_s = in.candidate_s;
-      st.pending_plan = std::move(st.replan_candidate);
-      st.replan_candidate.reset();
-      st.replan_requested = true;
-      st.replan_balance.clear();
-      char why[160];
-      std::snprintf(
-          why, sizeof why,
-          " (measured/modelled batch time: pipelines x%.2f, data parallel x%.2f, "
-          "one device x%.2f)",
-          st.capacity.kind_ratio(0), st.capacity.kind_ratio(1),
-          st.capacity.kind_ratio(2));
-      st.replan_reason = "capacity: " + verdict.why + why;
-    }
-  } catch (const std::exception&) {
+    apply_verdict(st, verdict, in);
+  } catch (const std::exception& e) {
     // no better plan fits; keep the current one
+    subsystem_log("job")->debug("no re-plan: {}", e.what());
   }
 }
 
