@@ -2,6 +2,8 @@
 // accumulation over the same micro-batches of the same batches.
 #pragma once
 
+#include "algorithms/sampling.hpp"
+
 #include "../support.hpp"
 
 #include "actors/job/runner.hpp"
@@ -20,15 +22,24 @@ inline std::shared_ptr<const models::dataset> synthetic_for(const std::string& m
 }
 
 /// The weights after the job's first `max_batches` batches on one device.
+/// `jc.max_batches` batches in all, `epoch_batches` to an epoch (0: as many
+/// as the data set holds), in the job's order: batch g is batch g % E of
+/// epoch g / E.
 inline models::weight_snapshot single_device_weights(const actors::job_config& jc,
-                                                     const models::dataset& train) {
+                                                     const models::dataset& train,
+                                                     int64_t epoch_batches = 0) {
   models::layered_model m(models::describe(models::model_spec::parse(jc.model)), jc.seed);
   models::range_executor exec(m.all(), true, true);
   auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0},
                                     m.all()->parameters());
-  for (int64_t b = 0; b < jc.max_batches; ++b) {
-    models::train_step(exec, *opt, models::get_batch(train, jc.seed, 0, b, jc.batch_size),
-                       jc.micro_batches);
+  auto per_epoch = epoch_batches > 0
+                       ? epoch_batches
+                       : algorithms::batches_per_epoch(train.size(), jc.batch_size, false);
+  for (int64_t g = 0; g < jc.max_batches; ++g) {
+    auto epoch = static_cast<uint64_t>(g / per_epoch);
+    models::train_step(
+        exec, *opt, models::get_batch(train, jc.seed, epoch, g % per_epoch, jc.batch_size),
+        jc.micro_batches);
   }
   return models::capture(m, nullptr, "", static_cast<uint64_t>(jc.max_batches));
 }
@@ -87,8 +98,13 @@ inline void check_exact(const actors::job_result& r, actors::job_config jc,
                         const models::dataset& train, int64_t batches) {
   check_lineage(r.status, batches);
   REQUIRE(r.weights);
+  // the job's epoch: the data set's batches, at most max_batches
+  auto per_epoch = algorithms::batches_per_epoch(train.size(), jc.batch_size, false);
+  if (jc.max_batches > 0) {
+    per_epoch = std::min(per_epoch, jc.max_batches);
+  }
   jc.max_batches = batches;
-  CHECK(max_weight_diff(*r.weights, single_device_weights(jc, train)) <= 1e-5);
+  CHECK(max_weight_diff(*r.weights, single_device_weights(jc, train, per_epoch)) <= 1e-5);
 }
 
 } // namespace salamander::testing
