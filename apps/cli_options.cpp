@@ -99,7 +99,9 @@ void add_metrics(CLI::App& sub, std::string& path, const std::string& help) {
 }
 
 void add_threads(CLI::App& sub, int& threads, const std::string& help, int min) {
-  sub.add_option("--threads", threads, help)->check(whole<int>(min))->capture_default_str();
+  sub.add_option("--threads", threads, help)
+      ->check(whole<int>(min))
+      ->capture_default_str();
 }
 
 void add_hang_timeout(CLI::App& sub, double& seconds, const std::string& help) {

@@ -39,7 +39,8 @@ std::vector<double> parse_shares(const std::string& text) {
   return out;
 }
 
-void add_client_places(CLI::App& sub, client_job_options& o, const std::string& shares_help) {
+void add_client_places(CLI::App& sub, client_job_options& o,
+                       const std::string& shares_help) {
   sub.add_option("--clients", o.clients, "embedded: N local nodes, one client each")
       ->check(whole<int>(1));
   sub.add_option("--client-shares", o.client_shares, shares_help);

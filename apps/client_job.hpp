@@ -62,7 +62,8 @@ inline std::string where_clients_run(const client_cli& cli) {
 // configuration (actors::fed_config, actors::split_config: the same names)
 
 /// --clients N, --client-shares (its help: `shares_help`), --cluster FILE.
-void add_client_places(CLI::App& sub, client_job_options& o, const std::string& shares_help);
+void add_client_places(CLI::App& sub, client_job_options& o,
+                       const std::string& shares_help);
 
 template <class Config> void add_alpha(CLI::App& sub, Config& job) {
   sub.add_option("--alpha", job.alpha,

@@ -36,7 +36,7 @@ namespace {
 struct console_cli {
   std::string supervisor;
   std::string secret_file; ///< else $SALAMANDER_SECRET; none: look only
-  std::string tls; ///< TLS material (deploy/make-certs.sh); else $SALAMANDER_TLS; none: off
+  std::string tls;         ///< deploy/make-certs.sh's; else $SALAMANDER_TLS; none: off
   std::string exec;        ///< "cmd; cmd": run these and exit (scripts, tests)
   double timeout_s = 30;
 };
@@ -715,7 +715,8 @@ command add_console(CLI::App& app) {
       "attach to a running job (supervisor --listen HOST:PORT): status, nodes, plan, "
       "metrics, kill, slow, repartition, replicate, checkpoint save, pause, resume; "
       "interactive, or --exec 'cmd; cmd' for scripts");
-  sub->add_option("supervisor", cli->supervisor, "HOST:PORT of the supervisor")->required();
+  sub->add_option("supervisor", cli->supervisor, "HOST:PORT of the supervisor")
+      ->required();
   sub->add_option("--exec,-e", cli->exec,
                   "run these commands (separated by ';') and exit; exit code 1 if one "
                   "failed, 2 if one does not parse (then none runs)");

@@ -60,8 +60,9 @@ int run_describe(const describe_cli& cli) {
 command add_describe(CLI::App& app) {
   auto cli = std::make_shared<describe_cli>();
   auto* sub = app.add_subcommand(
-      "describe", "print a model's per-layer parameters, activations and FLOPs (no weights "
-                  "are allocated, so ViT-Huge works too)");
+      "describe",
+      "print a model's per-layer parameters, activations and FLOPs (no weights "
+      "are allocated, so ViT-Huge works too)");
   sub->add_option("model", cli->model, model_help)->capture_default_str();
   sub->add_flag("--json", cli->json,
                 "print the description as JSON: every layer's name, kind, shapes, costs "

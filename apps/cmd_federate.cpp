@@ -53,18 +53,20 @@ int run_federate(const fed_cli& cli) {
         return actors::run_fed_job(sys, cfg, std::move(nodes), opts);
       },
       [&](const job_status& s) {
-        log->info("round {}/{}: accuracy {:.2f}%, {:.1f} s, {}/{} clients took part ({}); "
-                  "{} update(s) dropped so far",
-                  s.round, s.rounds, 100 * s.test_accuracy, s.round_s, s.contributed,
-                  s.clients, s.plan, s.dropped_updates);
+        log->info(
+            "round {}/{}: accuracy {:.2f}%, {:.1f} s, {}/{} clients took part ({}); "
+            "{} update(s) dropped so far",
+            s.round, s.rounds, 100 * s.test_accuracy, s.round_s, s.contributed, s.clients,
+            s.plan, s.dropped_updates);
       });
   auto& s = result.status;
   if (s.phase != "finished") {
     log->error("federated job failed: {}", s.error);
     return 1;
   }
-  if (save_final_model(cli.common.save, result, cfg.seed,
-                       fmt::format("federated {} after {} rounds", cfg.strategy, s.round))) {
+  if (save_final_model(
+          cli.common.save, result, cfg.seed,
+          fmt::format("federated {} after {} rounds", cfg.strategy, s.round))) {
     log->info("saved the global model to {}", cli.common.save);
   }
   log->info("finished{}: {} rounds in {:.1f} s of training, test accuracy {:.2f}%",

@@ -27,10 +27,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <cstring>
-#include <filesystem>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <malloc.h>
 #include <mutex>
@@ -91,7 +91,6 @@ void end_stop_watch() {
   ssize_t ignored = ::write(stop_pipe[1], &zero, 1);
   (void)ignored;
 }
-
 
 std::string default_metrics_path() {
   std::time_t now = std::time(nullptr);
@@ -354,8 +353,9 @@ std::shared_ptr<actors::sample_stream> stream_of(const train_cli& cli,
   so.data_dir = jc.data_dir;
   // a rollback goes back at most to the oldest version every layer still has a
   // replica of: two replication periods (one of them global) and the window
-  so.keep = std::max<uint64_t>(cli.stream_keep, 2ull * jc.replicate_every * jc.global_every +
-                                                    static_cast<uint64_t>(jc.window) + 1);
+  so.keep =
+      std::max<uint64_t>(cli.stream_keep, 2ull * jc.replicate_every * jc.global_every +
+                                              static_cast<uint64_t>(jc.window) + 1);
   so.idle_end_s = cli.stream_idle_end_s;
   auto stream = std::make_shared<actors::sample_stream>(so);
   logger("supervisor")
@@ -366,9 +366,9 @@ std::shared_ptr<actors::sample_stream> stream_of(const train_cli& cli,
 
 // The job's nodes: local ones (--stages), or those of the cluster file
 // (none if they cannot all be reached, unless the job is resumed).
-std::optional<std::vector<actors::remote_node>> nodes_of(caf::actor_system& sys, const train_cli& cli,
-                                          const std::vector<actors::cluster_node>& listed,
-                                          bool resuming) {
+std::optional<std::vector<actors::remote_node>>
+nodes_of(caf::actor_system& sys, const train_cli& cli,
+         const std::vector<actors::cluster_node>& listed, bool resuming) {
   auto log = logger("supervisor");
   if (cli.cluster.empty()) {
     return actors::local_nodes(sys, cli.stages, cli.job.threads);
@@ -463,8 +463,7 @@ uint16_t publish_supervisor(caf::actor_system& sys, const cluster_actor& sup,
 // the metrics log, failures, recoveries and plans, each once.
 class status_log {
 public:
-  explicit status_log(progress_line& progress) : progress_(progress) {
-  }
+  explicit status_log(progress_line& progress) : progress_(progress) {}
 
   void operator()(const job_status& s) {
     auto log = logger("supervisor");
@@ -684,14 +683,16 @@ void add_training_options(CLI::App& sub, train_cli& cli) {
   sub.add_option("--epochs", job.epochs, "epochs to train")
       ->check(whole<int64_t>(1))
       ->capture_default_str();
-  sub.add_option("--batch-size", job.batch_size, "examples per batch (one optimizer step)")
+  sub.add_option("--batch-size", job.batch_size,
+                 "examples per batch (one optimizer step)")
       ->check(whole<int64_t>(1))
       ->capture_default_str();
   sub.add_option("--micro-batches", job.micro_batches,
                  "micro-batches per batch (gradients accumulate; same maths as a "
                  "pipeline); default 1 on one device, 4 in a pipeline")
       ->check(whole<int64_t>(1));
-  sub.add_option("--max-batches", job.max_batches, "stop each epoch after N batches (0: all)")
+  sub.add_option("--max-batches", job.max_batches,
+                 "stop each epoch after N batches (0: all)")
       ->check(whole<int64_t>(0))
       ->capture_default_str();
   sub.add_option("--optimizer", job.optimizer, "adam or sgd")
@@ -779,13 +780,14 @@ void add_pipeline_options(CLI::App& sub, train_cli& cli) {
                   "cluster secret the nodes must prove (default: $SALAMANDER_SECRET; "
                   "none: an open cluster)");
   add_tls(sub, cli.tls);
-  sub.add_option("--stream", cli.stream,
-                 "continual learning: train on samples as they arrive, batch after batch "
-                 "in arrival order, instead of a data set. replay:RATE replays "
-                 "Fashion-MNIST's training split at RATE samples/s (EMULATED arrival); "
-                 "file:PATH reads a file as it grows; tcp:HOST:PORT takes a producer's "
-                 "connection. Records: a label byte and 784 pixel bytes. An epoch is "
-                 "--max-batches batches of the stream (default 100), evaluated at its end")
+  sub.add_option(
+         "--stream", cli.stream,
+         "continual learning: train on samples as they arrive, batch after batch "
+         "in arrival order, instead of a data set. replay:RATE replays "
+         "Fashion-MNIST's training split at RATE samples/s (EMULATED arrival); "
+         "file:PATH reads a file as it grows; tcp:HOST:PORT takes a producer's "
+         "connection. Records: a label byte and 784 pixel bytes. An epoch is "
+         "--max-batches batches of the stream (default 100), evaluated at its end")
       ->check([](const std::string& s) {
         try {
           actors::check_stream_source(s);
@@ -798,9 +800,10 @@ void add_pipeline_options(CLI::App& sub, train_cli& cli) {
                  "where the stream's batches are logged for exact replay after a failure "
                  "(default: beside the metrics log; a restarted job given the same "
                  "directory carries on from its last batch)");
-  sub.add_option("--stream-keep", cli.stream_keep,
-                 "batches the stream log keeps behind the newest committed one (raised to "
-                 "what a rollback can need)")
+  sub.add_option(
+         "--stream-keep", cli.stream_keep,
+         "batches the stream log keeps behind the newest committed one (raised to "
+         "what a rollback can need)")
       ->check(whole<uint64_t>(1))
       ->capture_default_str();
   sub.add_option("--stream-idle-end", cli.stream_idle_end_s,
@@ -814,8 +817,8 @@ void add_pipeline_options(CLI::App& sub, train_cli& cli) {
 
 command add_train(CLI::App& app, const std::vector<std::string>& args) {
   auto cli = std::make_shared<train_cli>();
-  auto* sub =
-      app.add_subcommand("train", "train a model; on one device unless a pipeline is asked");
+  auto* sub = app.add_subcommand(
+      "train", "train a model; on one device unless a pipeline is asked");
   add_training_options(*sub, *cli);
   sub->add_option("--stages", cli->stages,
                   "run a pipeline of N stages on N local nodes in this process (embedded "
@@ -848,7 +851,8 @@ command add_supervisor(CLI::App& app, const std::vector<std::string>& args) {
   auto* sub = app.add_subcommand(
       "supervisor", "run a pipeline training job on the nodes of a cluster file; takes "
                     "every train option");
-  sub->add_option("--cluster", cli->cluster, "cluster file (TOML, [[node]] name + address)")
+  sub->add_option("--cluster", cli->cluster,
+                  "cluster file (TOML, [[node]] name + address)")
       ->required()
       ->check(CLI::ExistingFile);
   add_training_options(*sub, *cli);
@@ -903,7 +907,7 @@ struct node_cli {
   std::string cpus; ///< "0" or "1,2": pin to these host CPUs
   std::string join; ///< a running supervisor to offer this node to
   std::string secret_file;
-  std::string tls; ///< TLS material (deploy/make-certs.sh); else $SALAMANDER_TLS; none: off
+  std::string tls;      ///< deploy/make-certs.sh's; else $SALAMANDER_TLS; none: off
   std::string data_dir; ///< federated clients here train on this data
   /// Seconds a node whose supervisor went away keeps its stages and replicas
   /// for a supervisor to come back (README, "When the supervisor dies").
@@ -1142,16 +1146,18 @@ command add_node(CLI::App& app) {
               "given; SIGTERM leaves cleanly");
   sub->add_option("--name", cli->name, "this device's name, as in the cluster file")
       ->required();
-  sub->add_option("--listen", cli->listen, "HOST:PORT to listen on (port 0: any free port)")
+  sub->add_option("--listen", cli->listen,
+                  "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str();
   add_threads(*sub, cli->threads, "compute threads on this device", 1);
   sub->add_option("--cpu-share", cli->cpu_share,
                   "EMULATION: run at this share of one core (cgroup quota where "
                   "writable, else compute-time dilation)")
       ->check(number(0.001, 1.0));
-  sub->add_option("--mem-mb", cli->mem_mb,
-                  "EMULATION: memory cap; the planner plans with it and stages that would "
-                  "not fit are refused")
+  sub->add_option(
+         "--mem-mb", cli->mem_mb,
+         "EMULATION: memory cap; the planner plans with it and stages that would "
+         "not fit are refused")
       ->check(whole<int64_t>(0));
   sub->add_option("--link-mbps", cli->link_mbps,
                   "EMULATION: link rate in Mbit/s; sends are spaced to it")

@@ -11,9 +11,9 @@
 #include "actors/job/metrics.hpp"
 #include "apps/commands.hpp"
 
-#include <CLI/CLI.hpp>
 #include "apps/json_depth.hpp"
 #include "apps/runtime_env.hpp"
+#include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -751,8 +751,9 @@ command add_plot(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("-o,--output", cli->output, "PNG file to write")->required();
-  sub->add_option("--title", cli->title,
-                  "title (default: model, nodes, and the accuracy or why the job failed)");
+  sub->add_option(
+      "--title", cli->title,
+      "title (default: model, nodes, and the accuracy or why the job failed)");
   sub->add_option(
       "--script", cli->script,
       "also write the gnuplot script here (its data inline), to adjust and re-run");
@@ -766,7 +767,8 @@ command add_plot(CLI::App& app) {
 command add_audit(CLI::App& app) {
   auto cli = std::make_shared<audit_cli>();
   auto* sub = app.add_subcommand(
-      "audit", "check from a metrics log that the final weights saw every batch exactly once");
+      "audit",
+      "check from a metrics log that the final weights saw every batch exactly once");
   sub->add_option("metrics", cli->metrics, "the job's metrics.jsonl")
       ->required()
       ->check(CLI::ExistingFile);

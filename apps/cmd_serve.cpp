@@ -35,8 +35,8 @@ struct serve_cli {
   std::string load;          ///< checkpoint from train --save ("": the seed's weights)
   std::string model = "cnn"; ///< without --load
   uint64_t seed = 1;
-  int stages = 0;      ///< embedded: this many local nodes
-  std::string cluster; ///< or the nodes of a cluster file
+  int stages = 0;            ///< embedded: this many local nodes
+  std::string cluster;       ///< or the nodes of a cluster file
   std::string plan = "auto"; ///< auto (profile + planner) or even
   std::string balance;
   int64_t max_batch = 16;
@@ -48,7 +48,7 @@ struct serve_cli {
   double hang_timeout_s = 3.0;
   int threads = 1;
   std::string secret_file;
-  std::string tls; ///< TLS material (deploy/make-certs.sh); else $SALAMANDER_TLS; none: off
+  std::string tls;          ///< deploy/make-certs.sh's; else $SALAMANDER_TLS; none: off
   std::string metrics = ""; ///< "": runs/JOB/metrics.jsonl; "none": off
   std::string supervisor_listen; ///< publish the cluster supervisor (console, --join)
   // infer
@@ -391,8 +391,9 @@ int run_serve(const serve_cli& cli) {
 // What infer and serve share: the model, where it runs, how requests are
 // batched, and the cluster's settings.
 void add_serving_options(CLI::App& sub, serve_cli& cli) {
-  sub.add_option("--load", cli.load,
-                 "checkpoint written by train --save (default: the model's seed weights)");
+  sub.add_option(
+      "--load", cli.load,
+      "checkpoint written by train --save (default: the model's seed weights)");
   sub.add_option("--model", cli.model, std::string("without --load: ") + model_help)
       ->capture_default_str();
   sub.add_option("--seed", cli.seed, "without --load: the weights' seed")
@@ -405,9 +406,11 @@ void add_serving_options(CLI::App& sub, serve_cli& cli) {
                  "auto: profile every node and plan (compute, memory, bandwidth); even: "
                  "an even split")
       ->capture_default_str();
-  sub.add_option("--balance", cli.balance, "layers per stage, e.g. 2,3,3 (the user's plan)");
-  sub.add_option("--max-batch", cli.max_batch,
-                 "rows per micro-batch at most: dynamic batching merges requests up to it")
+  sub.add_option("--balance", cli.balance,
+                 "layers per stage, e.g. 2,3,3 (the user's plan)");
+  sub.add_option(
+         "--max-batch", cli.max_batch,
+         "rows per micro-batch at most: dynamic batching merges requests up to it")
       ->check(whole<int64_t>(1))
       ->capture_default_str();
   sub.add_option("--batch-delay-ms", cli.batch_delay_ms,
@@ -469,17 +472,19 @@ command add_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--name", cli->name,
                   "the model's name in URLs (default: its family, e.g. cnn)");
-  sub->add_option("--max-body-mb", cli->max_body_mb, "largest request body (HTTP 413 above)")
+  sub->add_option("--max-body-mb", cli->max_body_mb,
+                  "largest request body (HTTP 413 above)")
       ->check(number(0, 4096, true, "MB"))
       ->capture_default_str();
   sub->add_option("--http-threads", cli->http_threads,
                   "requests handled at once (each waits for its answer)")
       ->check(whole<int>(1))
       ->capture_default_str();
-  sub->add_flag("--https", cli->https,
-                "serve HTTPS (TLS 1.2+) with this process's --tls material (cert.pem, "
-                "key.pem; deploy/make-certs.sh --host NAME puts the host name clients use "
-                "in the certificate)");
+  sub->add_flag(
+      "--https", cli->https,
+      "serve HTTPS (TLS 1.2+) with this process's --tls material (cert.pem, "
+      "key.pem; deploy/make-certs.sh --host NAME puts the host name clients use "
+      "in the certificate)");
   sub->add_option("--https-client-ca", cli->https_client_ca,
                   "with --https: clients must present a certificate signed by this CA "
                   "(PEM file, e.g. certs/ca.pem); default: no client certificate asked")

@@ -20,9 +20,9 @@ namespace {
 struct split_cli {
   actors::split_config job; ///< what the options set, bound straight into it
   client_cli common;
-  bool own_models = false; ///< adasplit: never average the client-side models
-  double budget_mb = 1000;    ///< C3-style score: bytes budget (MB)
-  double budget_gflop = 1e4;  ///< and client compute budget (GFLOP)
+  bool own_models = false;   ///< adasplit: never average the client-side models
+  double budget_mb = 1000;   ///< C3-style score: bytes budget (MB)
+  double budget_gflop = 1e4; ///< and client compute budget (GFLOP)
 };
 
 // The job's configuration, checked as far as it can be before anything starts.
@@ -54,8 +54,7 @@ int run_split(const split_cli& cli) {
             "cut), {} clients ({}), {} rounds, {} data{}",
             cfg.method, cfg.model, desc.layers[static_cast<size_t>(cfg.cut)].name,
             models::format_bytes(static_cast<double>(costs.activation_bytes)),
-            nodes.size(), where_clients_run(cli.common),
-            cfg.rounds,
+            nodes.size(), where_clients_run(cli.common), cfg.rounds,
             cfg.alpha > 0 ? fmt::format("dirichlet({})", cfg.alpha) : std::string("iid"),
             cfg.method == "adasplit"
                 ? fmt::format("; local phase {} of {} rounds, {:.0f}% of the clients "
@@ -66,13 +65,14 @@ int run_split(const split_cli& cli) {
         return actors::run_split_job(sys, cfg, std::move(nodes), opts);
       },
       [&](const job_status& s) {
-        log->info("round {}/{}{}: accuracy {:.2f}%, {:.1f} s, {} up, {} down, {:.2f} GFLOP "
-                  "on clients so far ({})",
-                  s.round, s.rounds, s.split_phase.empty() ? "" : " (" + s.split_phase + ")",
-                  100 * s.test_accuracy, s.round_s,
-                  models::format_bytes(static_cast<double>(s.bytes_up)),
-                  models::format_bytes(static_cast<double>(s.bytes_down)),
-                  s.client_flops / 1e9, s.plan);
+        log->info(
+            "round {}/{}{}: accuracy {:.2f}%, {:.1f} s, {} up, {} down, {:.2f} GFLOP "
+            "on clients so far ({})",
+            s.round, s.rounds, s.split_phase.empty() ? "" : " (" + s.split_phase + ")",
+            100 * s.test_accuracy, s.round_s,
+            models::format_bytes(static_cast<double>(s.bytes_up)),
+            models::format_bytes(static_cast<double>(s.bytes_down)), s.client_flops / 1e9,
+            s.plan);
       });
   auto& s = result.status;
   if (s.phase != "finished") {
@@ -82,7 +82,8 @@ int run_split(const split_cli& cli) {
   if (save_final_model(
           cli.common.save, result, cfg.seed,
           fmt::format("split {} cut {} after {} rounds", cfg.method, cfg.cut, s.round))) {
-    log->info("saved the model (client 0's side and the server's) to {}", cli.common.save);
+    log->info("saved the model (client 0's side and the server's) to {}",
+              cli.common.save);
   }
   auto c3 = actors::c3_of(s, cfg.budget);
   log->info(
@@ -139,13 +140,15 @@ command add_split(CLI::App& app) {
                   "adasplit: the share of the rounds in the local phase (nothing sent)")
       ->check(number(0, 1, false, ""))
       ->capture_default_str();
-  sub->add_option("--client-fraction", job.client_fraction,
-                  "adasplit: the share of the clients the orchestrator picks to send, per "
-                  "iteration of the global phase")
+  sub->add_option(
+         "--client-fraction", job.client_fraction,
+         "adasplit: the share of the clients the orchestrator picks to send, per "
+         "iteration of the global phase")
       ->check(number(0, 1, true, ""))
       ->capture_default_str();
-  sub->add_option("--explore", job.explore,
-                  "adasplit: the orchestrator's exploration weight (0: highest loss only)")
+  sub->add_option(
+         "--explore", job.explore,
+         "adasplit: the orchestrator's exploration weight (0: highest loss only)")
       ->check(number(0, 100, false, ""))
       ->capture_default_str();
   sub->add_option("--mask-lr", job.mask_lr, "adasplit: learning rate of the server masks")
@@ -158,8 +161,9 @@ command add_split(CLI::App& app) {
   sub->add_flag("--own-models", cli->own_models,
                 "adasplit: each client keeps its own client-side model (never averaged; "
                 "by default they are averaged after each global-phase round)");
-  sub->add_option("--budget-mb", cli->budget_mb,
-                  "C3-style score: the bytes budget (each budget's worth halves the score)")
+  sub->add_option(
+         "--budget-mb", cli->budget_mb,
+         "C3-style score: the bytes budget (each budget's worth halves the score)")
       ->check(number(0, 1e12, true, "MB"))
       ->capture_default_str();
   sub->add_option("--budget-gflop", cli->budget_gflop,

@@ -218,7 +218,8 @@ command add_export(CLI::App& app) {
       "write a checkpoint's weights as a PyTorch state dict (torch.load reads it) and "
       "the model's description beside it as JSON; deploy/pytorch/salamander_torch.py "
       "builds the equivalent torch.nn module");
-  sub->add_option("--load", cli->load, "checkpoint written by train --save, federate or split")
+  sub->add_option("--load", cli->load,
+                  "checkpoint written by train --save, federate or split")
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("-o,--output", cli->output,

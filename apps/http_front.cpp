@@ -230,8 +230,8 @@ struct http_front::impl {
     out += "# HELP salamander_http_connections_refused_total Connections answered 503 at "
            "once: the server held as many as it takes.\n"
            "# TYPE salamander_http_connections_refused_total counter\n";
-    out += fmt::format("salamander_http_connections_refused_total{{model=\"{}\"}} {}\n", m,
-                       server.connections_turned_away());
+    out += fmt::format("salamander_http_connections_refused_total{{model=\"{}\"}} {}\n",
+                       m, server.connections_turned_away());
     out += "# HELP salamander_http_too_slow_total Requests cut off: stalled, or too slow.\n"
            "# TYPE salamander_http_too_slow_total counter\n";
     out += fmt::format("salamander_http_too_slow_total{{model=\"{}\"}} {}\n", m,
@@ -266,13 +266,15 @@ struct http_front::impl {
     } else if (refusal_of_request() == refusal::over_budget) {
       count(503, 0);
       res.set_header("Retry-After", "1");
-      error(res, 503, "the server is receiving too many large requests at once; try again");
+      error(res, 503,
+            "the server is receiving too many large requests at once; try again");
       return;
     }
     // (the body was read: a refusal from the headers alone leaves it empty)
-    if (res.status == 413 && req.body.size() > CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH &&
-        req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded",
-                                                   0) == 0) {
+    if (res.status == 413 &&
+        req.body.size() > CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH &&
+        req.get_header_value("Content-Type")
+                .rfind("application/x-www-form-urlencoded", 0) == 0) {
       // httplib parses such a body as a form and takes at most 8 KiB of it
       count(413, 0);
       error(res, 413,
@@ -298,12 +300,11 @@ struct http_front::impl {
     http.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
       reply(res, 200, json{{"live", true}});
     });
-    http.Get("/v2/health/ready",
-               [this](const httplib::Request&, httplib::Response& res) {
-                 auto s = svc.status();
-                 reply(res, s.phase == "serving" ? 200 : 503,
-                       json{{"ready", s.phase == "serving"}, {"phase", s.phase}});
-               });
+    http.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
+      auto s = svc.status();
+      reply(res, s.phase == "serving" ? 200 : 503,
+            json{{"ready", s.phase == "serving"}, {"phase", s.phase}});
+    });
     http.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
       reply(res, 200,
             json{{"name", "salamander"},
@@ -311,7 +312,7 @@ struct http_front::impl {
                  {"extensions", json::array()}});
     });
     http.Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req,
-                                               httplib::Response& res) {
+                                             httplib::Response& res) {
       if (!known(req, res)) {
         return;
       }
@@ -324,22 +325,23 @@ struct http_front::impl {
                  {"outputs", json::array({tensor_meta("output", output_shape)})}});
     });
     http.Get(R"(/v2/models/([^/]+)/ready)",
-               [this](const httplib::Request& req, httplib::Response& res) {
-                 if (!known(req, res)) {
-                   return;
-                 }
-                 auto s = svc.status();
-                 reply(res, s.phase == "serving" ? 200 : 503,
-                       json{{"name", opts.model_name}, {"ready", s.phase == "serving"}});
-               });
+             [this](const httplib::Request& req, httplib::Response& res) {
+               if (!known(req, res)) {
+                 return;
+               }
+               auto s = svc.status();
+               reply(res, s.phase == "serving" ? 200 : 503,
+                     json{{"name", opts.model_name}, {"ready", s.phase == "serving"}});
+             });
     http.Post(
         R"(/v2/models/([^/]+)/infer)",
         [this](const httplib::Request& req, httplib::Response& res) { infer(req, res); });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics(), "text/plain; version=0.0.4");
     });
-    http.set_error_handler(
-        [this](const httplib::Request& req, httplib::Response& res) { on_error(req, res); });
+    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      on_error(req, res);
+    });
     http.set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
           std::string what = "internal error";

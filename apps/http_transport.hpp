@@ -32,15 +32,15 @@ namespace salamander::apps {
 // past `connections_per_thread` connections per handling thread a new one is
 // answered 503 at once instead of waiting in an unbounded queue.
 struct http_limits {
-  std::chrono::milliseconds first{2000};  ///< for a new connection's first request
-  std::chrono::milliseconds idle{5000};   ///< for a kept-alive connection's next one
-  std::chrono::milliseconds read{5000};   ///< between two packets of a request
-  std::chrono::milliseconds write{5000};  ///< for the client to take the answer
-  std::chrono::milliseconds grace{10000}; ///< a request's time before the rate rule
-  double min_rate = 64 * 1024;            ///< bytes/s a request must keep after grace
+  std::chrono::milliseconds first{2000};    ///< for a new connection's first request
+  std::chrono::milliseconds idle{5000};     ///< for a kept-alive connection's next one
+  std::chrono::milliseconds read{5000};     ///< between two packets of a request
+  std::chrono::milliseconds write{5000};    ///< for the client to take the answer
+  std::chrono::milliseconds grace{10000};   ///< a request's time before the rate rule
+  double min_rate = 64 * 1024;              ///< bytes/s a request must keep after grace
   std::chrono::milliseconds longest{60000}; ///< no request takes longer to arrive
-  size_t header_bytes = 64 * 1024;        ///< request line and headers
-  size_t connections_per_thread = 4;      ///< handled + waiting, per handling thread
+  size_t header_bytes = 64 * 1024;          ///< request line and headers
+  size_t connections_per_thread = 4;        ///< handled + waiting, per handling thread
 };
 
 /// Why the bounded stream stopped reading a request.
@@ -61,9 +61,7 @@ struct http_transport_options {
   /// With HTTPS: clients must present a certificate this CA (PEM) signed.
   std::string client_ca;
 
-  bool https() const {
-    return !tls_cert.empty();
-  }
+  bool https() const { return !tls_cert.empty(); }
 };
 
 class guarded_server;

@@ -21,8 +21,8 @@ namespace {
 
 // Parses `args` (after the program's name); an exit code if the command line
 // is wrong or asked for help, none if a command should run.
-std::optional<int> parse(CLI::App& app, const char* program, std::vector<std::string>& args) {
-  std::vector<char*> argv{const_cast<char*>(program)};
+std::optional<int> parse(CLI::App& app, char* program, std::vector<std::string>& args) {
+  std::vector<char*> argv{program};
   for (auto& a : args) {
     argv.push_back(a.data());
   }
@@ -58,11 +58,13 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   std::vector<std::string> args(argv + 1, argv + argc);
-  const std::vector<command> commands{
-      add_train(app, args), add_supervisor(app, args), add_node(app),    add_eval(app),
-      add_export(app),      add_infer(app),            add_serve(app),   add_federate(app),
-      add_split(app),       add_describe(app),         add_chaos(app),   add_console(app),
-      add_plot(app),        add_audit(app)};
+  const std::vector<command> commands{add_train(app, args), add_supervisor(app, args),
+                                      add_node(app),        add_eval(app),
+                                      add_export(app),      add_infer(app),
+                                      add_serve(app),       add_federate(app),
+                                      add_split(app),       add_describe(app),
+                                      add_chaos(app),       add_console(app),
+                                      add_plot(app),        add_audit(app)};
   try {
     args = with_resumed_job(args);
   } catch (const std::exception& e) {

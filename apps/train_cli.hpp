@@ -26,9 +26,9 @@ struct train_cli {
   std::string replan_balance;
   double hang_timeout_s = 3.0;
   double pause_timeout_s = 300.0; ///< 0: wait for ever
-  std::string listen; ///< publish the supervisor here (nodes --join it)
-  std::string secret_file;  ///< cluster secret (else $SALAMANDER_SECRET)
-  std::string tls; ///< TLS material (deploy/make-certs.sh); else $SALAMANDER_TLS; none: off
+  std::string listen;             ///< publish the supervisor here (nodes --join it)
+  std::string secret_file;        ///< cluster secret (else $SALAMANDER_SECRET)
+  std::string tls;          ///< deploy/make-certs.sh's; else $SALAMANDER_TLS; none: off
   std::string metrics = ""; ///< JSON-lines log; "": runs/JOB/metrics.jsonl; "none": off
   // continual learning (actors/train/stream.hpp)
   std::string stream;     ///< replay:RATE, file:PATH or tcp:HOST:PORT; "": a data set
