@@ -6,6 +6,8 @@
 #include "actors/node/tls.hpp"
 #include "apps/commands.hpp"
 #include "apps/runtime_env.hpp"
+#include "apps/status_text.hpp"
+#include "messages/checkpoint.hpp"
 
 #include <caf/io/middleman.hpp>
 
@@ -37,6 +39,24 @@ std::vector<double> parse_shares(const std::string& text) {
   return out;
 }
 
+void add_client_places(CLI::App& sub, client_job_options& o,
+                       const std::string& shares_help) {
+  sub.add_option("--clients", o.clients, "embedded: N local nodes, one client each")
+      ->check(whole<int>(1));
+  sub.add_option("--client-shares", o.client_shares, shares_help);
+  add_cluster_file(sub, o.cluster);
+}
+
+void add_client_job_options(CLI::App& sub, client_cli& cli) {
+  add_metrics(sub, cli.metrics);
+  sub.add_option("--listen", cli.clients.listen,
+                 "HOST:PORT to publish the supervisor on (console, node --join)");
+  add_secret_file(sub, cli.clients.secret_file);
+  add_tls(sub, cli.clients.tls);
+  add_threads(sub, cli.clients.threads, "compute threads (0: LibTorch's default)");
+  add_hang_timeout(sub, cli.clients.hang_timeout_s);
+}
+
 void check_checkpoint_options(const std::string& checkpoint, bool resume) {
   if (resume && checkpoint.empty()) {
     throw std::invalid_argument(
@@ -49,10 +69,6 @@ void check_checkpoint_options(const std::string& checkpoint, bool resume) {
     throw std::invalid_argument("--checkpoint " + checkpoint +
                                 " exists: --resume to carry on from it, or remove it");
   }
-}
-
-std::string metrics_path_of(const std::string& option) {
-  return option == "none" ? "" : option.empty() ? default_metrics_path() : option;
 }
 
 namespace {
@@ -92,15 +108,8 @@ std::vector<actors::emulation_config> emulated_clients(const client_job_options&
   return out;
 }
 
-} // namespace
-
-actors::job_result run_client_job(
-    const client_job_options& o, const std::string& subsystem,
-    const std::function<actors::job_result(caf::actor_system&, const std::string& secret,
-                                           std::vector<actors::remote_node>,
-                                           const actors::job_options&)>& run,
-    const std::function<void(const job_status&, progress_line&)>& on_status) {
-  auto log = logger(subsystem);
+// --clients N or --cluster FILE, and what fits each.
+void check_places(const client_job_options& o) {
   if (o.clients <= 0 && o.cluster.empty()) {
     throw std::invalid_argument(
         "say where the clients run: --clients N (N local nodes, one "
@@ -113,6 +122,33 @@ actors::job_result run_client_job(
     throw std::invalid_argument("--client-shares emulates local clients; node processes "
                                 "take --cpu-share each");
   }
+}
+
+// The clients' nodes: local ones, emulated, or those of the cluster file.
+std::vector<actors::remote_node>
+client_nodes(caf::actor_system& sys, const client_job_options& o,
+             const std::vector<actors::cluster_node>& listed,
+             const std::vector<actors::emulation_config>& emulation) {
+  if (o.cluster.empty()) {
+    return actors::local_nodes(sys, o.clients, o.threads, emulation);
+  }
+  auto connected = actors::connect_nodes(sys, listed);
+  if (!connected) {
+    throw std::runtime_error(sys.render(connected.error()));
+  }
+  return std::move(*connected);
+}
+
+} // namespace
+
+actors::job_result run_client_job(
+    const client_job_options& o, const std::string& subsystem,
+    const std::function<actors::job_result(caf::actor_system&, const std::string& secret,
+                                           std::vector<actors::remote_node>,
+                                           const actors::job_options&)>& run,
+    const std::function<void(const job_status&)>& on_round) {
+  auto log = logger(subsystem);
+  check_places(o);
   std::string secret;
   std::vector<actors::cluster_node> listed;
   if (!o.cluster.empty()) {
@@ -129,16 +165,7 @@ actors::job_result run_client_job(
   actors::configure(sys_cfg, sopts);
   actors::configure_tls(sys_cfg, actors::checked_tls(o.tls));
   caf::actor_system sys{sys_cfg};
-  std::vector<actors::remote_node> nodes;
-  if (o.cluster.empty()) {
-    nodes = actors::local_nodes(sys, o.clients, o.threads, emulation);
-  } else {
-    auto connected = actors::connect_nodes(sys, listed);
-    if (!connected) {
-      throw std::runtime_error(sys.render(connected.error()));
-    }
-    nodes = std::move(*connected);
-  }
+  auto nodes = client_nodes(sys, o, listed, emulation);
   auto handles = nodes;
   watch_stop_signals();
   std::mutex cluster_mutex;
@@ -172,7 +199,15 @@ actors::job_result run_client_job(
                 host, *bound);
     }
   };
-  opts.on_status = [&](const job_status& s) { on_status(s, progress); };
+  int64_t shown_round = -1;
+  opts.on_status = [&](const job_status& s) {
+    if (s.round != shown_round && s.round > 0) {
+      shown_round = s.round;
+      progress.finish();
+      on_round(s);
+    }
+    progress.update(status_fields(s));
+  };
   actors::job_result result;
   try {
     result = run(sys, secret, std::move(nodes), opts);
@@ -203,6 +238,20 @@ actors::job_result run_client_job(
     }
   }
   return result;
+}
+
+bool save_final_model(const std::string& path, const actors::job_result& result,
+                      uint64_t seed, const std::string& note) {
+  if (path.empty() || !result.weights) {
+    return false;
+  }
+  messages::checkpoint c;
+  c.snapshot = *result.weights;
+  c.seed = seed;
+  c.epoch = static_cast<uint64_t>(result.status.round);
+  c.note = note;
+  messages::save_checkpoint(path, c);
+  return true;
 }
 
 } // namespace salamander::apps

@@ -6,6 +6,8 @@
 #pragma once
 
 #include "actors/job/runner.hpp"
+#include "apps/cli_options.hpp"
+#include "apps/commands.hpp"
 #include "apps/progress.hpp"
 
 #include <caf/all.hpp>
@@ -29,41 +31,118 @@ struct client_job_options {
   bool fetch_weights = false;
 };
 
-/// The client-job options of a command's options (federate, split: the
-/// same names).
-template <class Cli> client_job_options client_options_of(const Cli& cli) {
-  client_job_options o;
-  o.clients = cli.clients;
-  o.client_shares = cli.client_shares;
-  o.cluster = cli.cluster;
-  o.secret_file = cli.secret_file;
-  o.tls = cli.tls;
-  o.listen = cli.listen;
-  o.threads = cli.threads;
-  o.hang_timeout_s = cli.hang_timeout_s;
-  o.fetch_weights = !cli.save.empty();
-  return o;
-}
-
 /// --checkpoint and --resume: resuming needs an existing file, and a new
 /// run never overwrites one. Throws std::invalid_argument saying what to do.
 void check_checkpoint_options(const std::string& checkpoint, bool resume);
 
-/// --metrics: "none" off, "" the default path under runs/.
-std::string metrics_path_of(const std::string& option);
-
 /// "1,1,0.1" -> {1, 1, 0.1}; throws std::invalid_argument naming the entry.
 std::vector<double> parse_shares(const std::string& text);
 
+/// What the commands of client jobs take besides their job's own settings.
+struct client_cli {
+  client_job_options clients;
+  std::string metrics; ///< "": runs/job-.../metrics.jsonl; none: off
+  std::string save;    ///< the final model, as a checkpoint
+};
+
+/// The client-job options of a command: its clients and, with --save, the
+/// final weights fetched.
+inline client_job_options client_options_of(const client_cli& cli) {
+  auto o = cli.clients;
+  o.fetch_weights = !cli.save.empty();
+  return o;
+}
+
+/// For the log: "local nodes, embedded" or the cluster file.
+inline std::string where_clients_run(const client_cli& cli) {
+  return cli.clients.cluster.empty() ? "local nodes, embedded" : cli.clients.cluster;
+}
+
+// ---- the options federate and split share, bound into their job's
+// configuration (actors::fed_config, actors::split_config: the same names)
+
+/// --clients N, --client-shares (its help: `shares_help`), --cluster FILE.
+void add_client_places(CLI::App& sub, client_job_options& o,
+                       const std::string& shares_help);
+
+template <class Config> void add_alpha(CLI::App& sub, Config& job) {
+  sub.add_option("--alpha", job.alpha,
+                 "Dirichlet(alpha) label skew of the clients' shards; 0: IID shards")
+      ->check(number(0, 1e6, false, ""))
+      ->capture_default_str();
+}
+
+template <class Config> void add_time_budget(CLI::App& sub, Config& job) {
+  sub.add_option("--time-budget", job.time_budget_s,
+                 "stop after this many seconds of training (0: only --rounds)")
+      ->check(number(0, 1e7, false, "seconds"))
+      ->capture_default_str();
+}
+
+/// What the training options of a client job say where the commands differ.
+struct client_training_help {
+  std::string model, seed, batch_size, optimizer, lr, checkpoint, save;
+};
+
+/// --metrics, --listen, --secret-file, --tls, --threads, --hang-timeout.
+void add_client_job_options(CLI::App& sub, client_cli& cli);
+
+/// --model ... --save, then add_client_job_options.
+template <class Config>
+void add_client_training(CLI::App& sub, Config& job, client_cli& cli,
+                         const client_training_help& help) {
+  sub.add_option("--model", job.model, help.model)->capture_default_str();
+  add_dataset(sub, job.dataset);
+  add_data_dir(sub, job.data_dir,
+               "directory with the Fashion-MNIST IDX files (the supervisor's test split; "
+               "embedded clients' training split)");
+  sub.add_option("--seed", job.seed, help.seed)->capture_default_str();
+  sub.add_option("--batch-size", job.batch_size, help.batch_size)
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  sub.add_option("--optimizer", job.optimizer, help.optimizer)->capture_default_str();
+  sub.add_option("--lr", job.lr, help.lr)
+      ->check(number(0, 10, true, ""))
+      ->capture_default_str();
+  sub.add_option("--momentum", job.momentum, "sgd momentum")->capture_default_str();
+  sub.add_option("--max-samples", job.max_samples,
+                 "each client trains on at most this many of its examples (0: all)")
+      ->check(whole<int64_t>(0))
+      ->capture_default_str();
+  sub.add_option("--test-samples", job.test_samples,
+                 "evaluate on this many test examples (0: the whole test split)")
+      ->check(whole<int64_t>(0))
+      ->capture_default_str();
+  sub.add_option("--checkpoint", job.checkpoint_path, help.checkpoint);
+  sub.add_flag("--resume", job.resume, "carry on from --checkpoint");
+  sub.add_option("--save", cli.save, help.save);
+  add_client_job_options(sub, cli);
+}
+
+/// `job` with what the command's other options set (threads, metrics log),
+/// its --checkpoint and --resume checked.
+template <class Config> Config with_client_options(Config job, const client_cli& cli) {
+  job.threads = cli.clients.threads;
+  job.metrics_path = metrics_path_of(cli.metrics);
+  check_checkpoint_options(job.checkpoint_path, job.resume);
+  return job;
+}
+
 /// Runs a job over the clients `o` names. `run` starts it (with the cluster
-/// secret, the nodes, and the options to pass on); `on_status` sees every
-/// status polled. Throws std::invalid_argument for options that do not fit
-/// together, before anything starts.
+/// secret, the nodes, and the options to pass on); `on_round` sees the status
+/// once per round finished (a progress line shows the others). Throws
+/// std::invalid_argument for options that do not fit together, before
+/// anything starts.
 actors::job_result run_client_job(
     const client_job_options& o, const std::string& subsystem,
     const std::function<actors::job_result(caf::actor_system&, const std::string& secret,
                                            std::vector<actors::remote_node>,
                                            const actors::job_options&)>& run,
-    const std::function<void(const job_status&, progress_line&)>& on_status);
+    const std::function<void(const job_status&)>& on_round);
+
+/// --save `path`: the job's final weights as a checkpoint (its epoch the
+/// rounds done); false when there is no path or no weights.
+bool save_final_model(const std::string& path, const actors::job_result& result,
+                      uint64_t seed, const std::string& note);
 
 } // namespace salamander::apps

@@ -8,6 +8,7 @@
 #include "actors/node/network.hpp"
 #include "actors/node/system.hpp"
 #include "actors/node/tls.hpp"
+#include "apps/cli_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/console_parse.hpp"
 #include "apps/runtime_env.hpp"
@@ -31,6 +32,20 @@
 namespace salamander::apps {
 
 namespace {
+
+struct console_cli {
+  std::string supervisor;
+  std::string secret_file; ///< else $SALAMANDER_SECRET; none: look only
+  std::string tls;         ///< deploy/make-certs.sh's; else $SALAMANDER_TLS; none: off
+  std::string exec;        ///< "cmd; cmd": run these and exit (scripts, tests)
+  double timeout_s = 30;
+};
+
+struct chaos_cli {
+  std::string supervisor;
+  std::string command;
+  std::vector<std::string> args;
+};
 
 std::string mb(double bytes) {
   return bytes <= 0 ? std::string("-") : fmt::format("{:.0f} MB", bytes / 1e6);
@@ -595,8 +610,6 @@ int interactive(session& s, const std::string& address) {
   return 0;
 }
 
-} // namespace
-
 int run_console(const console_cli& cli) {
   auto log = logger("console");
   parse_result script;
@@ -677,6 +690,45 @@ int run_chaos(const chaos_cli& cli) {
   c.exec = line;
   c.timeout_s = 10;
   return run_console(c);
+}
+
+} // namespace
+
+command add_chaos(CLI::App& app) {
+  auto cli = std::make_shared<chaos_cli>();
+  auto* sub = app.add_subcommand(
+      "chaos",
+      "drive failures by hand against a running job whose supervisor was started "
+      "with --listen: status | kill-stage N | kill-node NAME | slow-node NAME FACTOR");
+  sub->add_option("--supervisor", cli->supervisor, "HOST:PORT of the supervisor")
+      ->required();
+  sub->add_option("command", cli->command, "status, kill-stage, kill-node or slow-node")
+      ->required();
+  sub->add_option("args", cli->args, "the command's arguments");
+  return {sub, [cli] { return run_chaos(*cli); }};
+}
+
+command add_console(CLI::App& app) {
+  auto cli = std::make_shared<console_cli>();
+  auto* sub = app.add_subcommand(
+      "console",
+      "attach to a running job (supervisor --listen HOST:PORT): status, nodes, plan, "
+      "metrics, kill, slow, repartition, replicate, checkpoint save, pause, resume; "
+      "interactive, or --exec 'cmd; cmd' for scripts");
+  sub->add_option("supervisor", cli->supervisor, "HOST:PORT of the supervisor")
+      ->required();
+  sub->add_option("--exec,-e", cli->exec,
+                  "run these commands (separated by ';') and exit; exit code 1 if one "
+                  "failed, 2 if one does not parse (then none runs)");
+  add_secret_file(*sub, cli->secret_file,
+                  "cluster secret, to be allowed to change the job (default: "
+                  "$SALAMANDER_SECRET; without it only status, nodes, plan and metrics "
+                  "work on a job that has a secret)");
+  add_tls(*sub, cli->tls);
+  sub->add_option("--timeout", cli->timeout_s, "seconds to wait for each answer")
+      ->check(number(0, 86400, true, "seconds"))
+      ->capture_default_str();
+  return {sub, [cli] { return run_console(*cli); }};
 }
 
 } // namespace salamander::apps

@@ -1,4 +1,5 @@
 // `salamander describe`: a model's per-layer cost table, without weights.
+#include "apps/cli_options.hpp"
 #include "apps/commands.hpp"
 #include "models/model_desc.hpp"
 
@@ -26,6 +27,13 @@ std::string describe_json(const models::model_desc& desc) {
   return out.dump(1) + "\n";
 }
 
+namespace {
+
+struct describe_cli {
+  std::string model = "cnn";
+  bool json = false; ///< the description as JSON (what deploy/pytorch reads)
+};
+
 int run_describe(const describe_cli& cli) {
   auto desc = models::describe(models::model_spec::parse(cli.model));
   if (cli.json) {
@@ -45,6 +53,22 @@ int run_describe(const describe_cli& cli) {
   fmt::print("total: {} parameters ({:.1f} MB float32), {:.1f} MFLOP forward per sample\n",
              desc.total_params(), desc.total_params() * 4 / 1e6, desc.total_flops() / 1e6);
   return 0;
+}
+
+} // namespace
+
+command add_describe(CLI::App& app) {
+  auto cli = std::make_shared<describe_cli>();
+  auto* sub = app.add_subcommand(
+      "describe",
+      "print a model's per-layer parameters, activations and FLOPs (no weights "
+      "are allocated, so ViT-Huge works too)");
+  sub->add_option("model", cli->model, model_help)->capture_default_str();
+  sub->add_flag("--json", cli->json,
+                "print the description as JSON: every layer's name, kind, shapes, costs "
+                "and hyper-parameters (deploy/pytorch/salamander_torch.py builds the "
+                "equivalent torch.nn module from it)");
+  return {sub, [cli] { return run_describe(*cli); }};
 }
 
 } // namespace salamander::apps

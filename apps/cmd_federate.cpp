@@ -4,48 +4,27 @@
 // sets it up, shows a progress line per round, and stops it on SIGINT or
 // SIGTERM (the global model of the last round is kept: --checkpoint).
 #include "actors/federated/fed_job.hpp"
+#include "apps/cli_options.hpp"
 #include "apps/client_job.hpp"
 #include "apps/commands.hpp"
-#include "apps/progress.hpp"
 #include "apps/runtime_env.hpp"
-#include "apps/status_text.hpp"
-#include "messages/checkpoint.hpp"
 
 #include <fmt/format.h>
-
-#include <filesystem>
 
 namespace salamander::apps {
 
 namespace {
 
+struct fed_cli {
+  actors::fed_config job; ///< what the options set, bound straight into it
+  client_cli common;
+  int buffer = 3; ///< fedbuff: updates per server step (job.settings.buffer)
+};
+
+// The job's configuration, checked as far as it can be before anything starts.
 actors::fed_config config_of(const fed_cli& cli) {
-  actors::fed_config cfg;
-  cfg.model = cli.model;
-  cfg.strategy = cli.strategy;
-  cfg.settings.local_epochs = cli.local_epochs;
-  cfg.settings.fraction = cli.fraction;
-  cfg.settings.min_keep = cli.min_keep;
-  cfg.settings.deadline_s = cli.deadline_s;
-  cfg.settings.round_timeout_s = cli.round_timeout_s;
+  auto cfg = with_client_options(cli.job, cli.common);
   cfg.settings.buffer = static_cast<uint32_t>(cli.buffer);
-  cfg.rounds = cli.rounds;
-  cfg.time_budget_s = cli.time_budget_s;
-  cfg.dataset = cli.dataset;
-  cfg.data_dir = cli.data_dir;
-  cfg.alpha = cli.alpha;
-  cfg.seed = cli.seed;
-  cfg.batch_size = cli.batch_size;
-  cfg.optimizer = cli.optimizer;
-  cfg.lr = cli.lr;
-  cfg.momentum = cli.momentum;
-  cfg.max_samples = cli.max_samples;
-  cfg.test_samples = cli.test_samples;
-  cfg.checkpoint_path = cli.checkpoint;
-  cfg.resume = cli.resume;
-  cfg.threads = cli.threads;
-  cfg.metrics_path = metrics_path_of(cli.metrics);
-  check_checkpoint_options(cli.checkpoint, cli.resume);
   // the strategy's own checks, before anything starts
   auto s = cfg.settings;
   algorithms::fed::make_strategy(cfg.strategy, s);
@@ -53,55 +32,42 @@ actors::fed_config config_of(const fed_cli& cli) {
   return cfg;
 }
 
-} // namespace
-
 int run_federate(const fed_cli& cli) {
   auto log = logger("federated");
-  set_threads(cli.threads);
+  set_threads(cli.common.clients.threads);
   check_blas();
   auto cfg = config_of(cli);
-  int64_t shown_round = -1;
   auto result = run_client_job(
-      client_options_of(cli), "federated",
+      client_options_of(cli.common), "federated",
       [&](caf::actor_system& sys, const std::string& secret,
           std::vector<actors::remote_node> nodes, const actors::job_options& opts) {
         cfg.secret = secret;
         log->info(
             "federated learning: strategy {}, model {}, {} clients ({}), {} rounds of "
             "{} local epoch(s), {} data{}",
-            cfg.strategy, cfg.model, nodes.size(),
-            cli.cluster.empty() ? "local nodes, embedded" : cli.cluster, cfg.rounds,
-            cfg.settings.local_epochs,
+            cfg.strategy, cfg.model, nodes.size(), where_clients_run(cli.common),
+            cfg.rounds, cfg.settings.local_epochs,
             cfg.alpha > 0 ? fmt::format("dirichlet({})", cfg.alpha) : std::string("iid"),
             cfg.time_budget_s > 0 ? fmt::format(", at most {:.0f} s", cfg.time_budget_s)
                                   : std::string());
         return actors::run_fed_job(sys, cfg, std::move(nodes), opts);
       },
-      [&](const job_status& s, progress_line& progress) {
-        if (s.round != shown_round && s.round > 0) {
-          shown_round = s.round;
-          progress.finish();
-          log->info(
-              "round {}/{}: accuracy {:.2f}%, {:.1f} s, {}/{} clients took part ({}); "
-              "{} update(s) dropped so far",
-              s.round, s.rounds, 100 * s.test_accuracy, s.round_s, s.contributed,
-              s.clients, s.plan, s.dropped_updates);
-        }
-        progress.update(status_fields(s));
+      [&](const job_status& s) {
+        log->info(
+            "round {}/{}: accuracy {:.2f}%, {:.1f} s, {}/{} clients took part ({}); "
+            "{} update(s) dropped so far",
+            s.round, s.rounds, 100 * s.test_accuracy, s.round_s, s.contributed, s.clients,
+            s.plan, s.dropped_updates);
       });
   auto& s = result.status;
   if (s.phase != "finished") {
     log->error("federated job failed: {}", s.error);
     return 1;
   }
-  if (!cli.save.empty() && result.weights) {
-    messages::checkpoint c;
-    c.snapshot = *result.weights;
-    c.seed = cli.seed;
-    c.epoch = static_cast<uint64_t>(s.round);
-    c.note = fmt::format("federated {} after {} rounds", cli.strategy, s.round);
-    messages::save_checkpoint(cli.save, c);
-    log->info("saved the global model to {}", cli.save);
+  if (save_final_model(
+          cli.common.save, result, cfg.seed,
+          fmt::format("federated {} after {} rounds", cfg.strategy, s.round))) {
+    log->info("saved the global model to {}", cli.common.save);
   }
   log->info("finished{}: {} rounds in {:.1f} s of training, test accuracy {:.2f}%",
             s.stopped.empty() ? "" : " (stopped: " + s.stopped + ")", s.round, s.train_s,
@@ -115,6 +81,62 @@ int run_federate(const fed_cli& cli) {
   std::printf("dropped updates: %lld\n", static_cast<long long>(s.dropped_updates));
   std::printf("test accuracy: %.4f\n", s.test_accuracy);
   return 0;
+}
+
+} // namespace
+
+command add_federate(CLI::App& app) {
+  auto cli = std::make_shared<fed_cli>();
+  auto& job = cli->job;
+  auto* sub = app.add_subcommand(
+      "federate",
+      "federated learning: every node trains on its own data and a strategy merges "
+      "their updates (fedavg, deadline, elfish, heterofl, fedrolex, fedbuff)");
+  sub->add_option("--strategy", job.strategy,
+                  "fedavg (wait for all), deadline (drop late updates), elfish "
+                  "(stragglers soft-train a rotating part of each layer), heterofl, "
+                  "fedrolex, fedbuff (asynchronous)")
+      ->capture_default_str();
+  sub->add_option("--rounds", job.rounds, "rounds at most (fedbuff: server steps)")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  sub->add_option("--local-epochs", job.settings.local_epochs,
+                  "epochs each client trains per round")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  add_alpha(*sub, job);
+  add_client_places(*sub, cli->common.clients,
+                    "embedded: EMULATED relative speed of each client, e.g. "
+                    "1,1,1,1,1,1,1,0.1,0.1,0.1 (scaled to fit this host's cores)");
+  add_time_budget(*sub, job);
+  sub->add_option("--fraction", job.settings.fraction,
+                  "of the clients, the part drawn for each round")
+      ->check(number(0, 1, true, ""))
+      ->capture_default_str();
+  sub->add_option("--deadline", job.settings.deadline_s,
+                  "deadline strategy: seconds per round (0: 1.25 x the median client's "
+                  "round)")
+      ->check(number(0, 1e6, false, "seconds"))
+      ->capture_default_str();
+  sub->add_option("--round-timeout", job.settings.round_timeout_s,
+                  "no round waits longer (0: 3 x the slowest predicted client + 30 s)")
+      ->check(number(0, 1e6, false, "seconds"))
+      ->capture_default_str();
+  sub->add_option("--buffer", cli->buffer, "fedbuff: updates per server step")
+      ->check(whole<int>(1))
+      ->capture_default_str();
+  sub->add_option("--min-keep", job.settings.min_keep,
+                  "the smallest part of each layer a straggler trains (elfish, heterofl, "
+                  "fedrolex)")
+      ->check(number(0, 1, true, ""))
+      ->capture_default_str();
+  add_client_training(*sub, job, cli->common,
+                      {"mlp or cnn (dense and conv layers can be sliced)",
+                       "initial weights, shards, masks", "local batch size",
+                       "sgd or adam (fresh each round)", "local learning rate",
+                       "write the global model and its round here after every round",
+                       "write the final global model here (a checkpoint)"});
+  return {sub, [cli] { return run_federate(*cli); }};
 }
 
 } // namespace salamander::apps

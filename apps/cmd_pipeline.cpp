@@ -1,5 +1,6 @@
-// `salamander train --stages N`, `salamander supervisor --cluster FILE` and
-// `salamander node`: pipeline training over actors.
+// `salamander train` and `salamander supervisor` (their options, and
+// pipeline training over actors: embedded with --stages, or on the nodes of
+// a cluster file), and `salamander node`.
 #include "actors/cluster/auth.hpp"
 #include "actors/cluster/cluster_file.hpp"
 #include "actors/train/train_job.hpp"
@@ -9,11 +10,13 @@
 #include "actors/node/system.hpp"
 #include "actors/node/tls.hpp"
 #include "actors/train/stream.hpp"
+#include "apps/cli_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/preflight.hpp"
 #include "apps/progress.hpp"
 #include "apps/runtime_env.hpp"
 #include "apps/status_text.hpp"
+#include "apps/train_cli.hpp"
 #include "messages/checkpoint.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -24,13 +27,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <cstring>
-#include <filesystem>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <malloc.h>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -88,8 +92,6 @@ void end_stop_watch() {
   (void)ignored;
 }
 
-
-/// runs/job-YYYYmmdd-HHMMSS-PID/metrics.jsonl under the working directory.
 std::string default_metrics_path() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -97,6 +99,10 @@ std::string default_metrics_path() {
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
   return fmt::format("runs/job-{}-{}/metrics.jsonl", stamp, ::getpid());
+}
+
+std::string metrics_path_of(const std::string& option) {
+  return option == "none" ? "" : option.empty() ? default_metrics_path() : option;
 }
 
 namespace {
@@ -251,33 +257,14 @@ std::vector<std::string> resume_arguments(const std::string& run_dir,
   return args;
 }
 
-int run_pipeline(const train_cli& cli) {
-  auto log = logger("supervisor");
-  auto desc = check_job(cli, cli.cluster.empty() ? job_place::here : job_place::cluster,
-                        actors::memory_available());
-  std::vector<actors::cluster_node> listed;
-  if (!cli.cluster.empty()) {
-    listed =
-        actors::read_cluster_file(cli.cluster); // its mistakes before any data is read
-  }
-  set_threads(cli.threads);
-  check_blas();
-  actors::job_config jc;
+namespace {
+
+// The job's configuration: the options bound into cli.job, and what the
+// others (plan, balance, forced re-plan, metrics, pause) mean for it.
+actors::job_config config_of(const train_cli& cli, const models::model_desc& desc) {
+  actors::job_config jc = cli.job;
   jc.model = desc.spec.canonical();
-  jc.seed = cli.seed;
-  jc.epochs = cli.epochs;
-  jc.batch_size = cli.batch_size;
-  jc.micro_batches = cli.micro_batches;
-  jc.max_batches = cli.max_batches;
-  jc.schedule = cli.schedule;
-  jc.optimizer = cli.optimizer;
-  jc.lr = cli.lr;
-  jc.dataset = cli.dataset;
-  jc.data_dir = cli.data_dir;
   jc.balance = actors::parse_balance(cli.balance);
-  jc.threads = cli.threads;
-  jc.window = cli.window;
-  jc.evaluate = cli.evaluate;
   jc.auto_plan = (cli.plan == "auto" || cli.plan == "pipeline") && jc.balance.empty();
   jc.allow_data_parallel = cli.plan == "auto";
   jc.data_parallel = cli.plan == "dp";
@@ -289,16 +276,22 @@ int run_pipeline(const train_cli& cli) {
         "--plan dp and --balance contradict each other: data-parallel "
         "members hold every layer");
   }
-  jc.replan_gain = cli.replan_gain;
   if (cli.replan_at > 0) {
     jc.replan_at[static_cast<uint64_t>(cli.replan_at)] = cli.replan_balance;
   }
-  jc.metrics_path = cli.metrics == "none" ? ""
-                    : cli.metrics.empty() ? default_metrics_path()
-                                          : cli.metrics;
-  // A supervisor --cluster job keeps what a restarted supervisor needs in
-  // its run directory (beside the metrics log); --resume carries it on.
-  std::shared_ptr<actors::resume_point> resume;
+  jc.metrics_path = metrics_path_of(cli.metrics);
+  jc.pause_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(cli.pause_timeout_s * 1000));
+  return jc;
+}
+
+// A supervisor --cluster job keeps what a restarted supervisor needs in its
+// run directory (beside the metrics log): `jc` with that directory, and
+// with what it left there when this job carries on one whose supervisor
+// died (--resume, or the same command line again).
+actors::job_config with_run_dir(const train_cli& cli, const models::model_desc& desc,
+                                actors::job_config jc) {
+  auto log = logger("supervisor");
   auto resume_dir = cli.resume;
   if (resume_dir.empty() && !cli.cluster.empty() && cli.stream.empty() &&
       cli.metrics != "none") {
@@ -316,7 +309,7 @@ int run_pipeline(const train_cli& cli) {
           "a --stream job cannot be resumed by --resume yet (its stream log carries "
           "on from its last batch: start the same command again)");
     }
-    resume = std::make_shared<actors::resume_point>(
+    auto resume = std::make_shared<actors::resume_point>(
         actors::read_resume_point(resume_dir, desc));
     jc.state_dir = resume_dir;
     jc.metrics_path =
@@ -335,125 +328,192 @@ int run_pipeline(const train_cli& cli) {
     }
     write_job_file(jc.state_dir, cli.argv);
   }
-  if (!cli.cluster.empty()) {
-    // nodes in this process (--stages) are trusted; remote ones prove the secret
-    if (auto secret = actors::load_secret(cli.secret_file)) {
-      jc.secret = *secret;
-      if (auto w = actors::secret_file_warning(cli.secret_file); !w.empty()) {
-        log->warn("{}", w);
-      }
-    }
-  }
-  if (!cli.stream.empty()) {
-    if (cli.dataset != "fashion-mnist") {
-      throw std::invalid_argument("--stream carries Fashion-MNIST-shaped samples (a label "
-                                  "byte, 28x28 pixel bytes): drop --dataset " +
-                                  cli.dataset);
-    }
-    actors::stream_options so;
-    so.source = cli.stream;
-    auto runs_dir = std::filesystem::path(jc.metrics_path.empty() ? default_metrics_path()
-                                                                  : jc.metrics_path)
-                        .parent_path();
-    so.log_dir = cli.stream_log.empty() ? (runs_dir / "stream").string() : cli.stream_log;
-    so.batch_size = cli.batch_size;
-    so.seed = cli.seed;
-    so.data_dir = cli.data_dir;
-    // a rollback goes back at most to the oldest version every layer still has a
-    // replica of: two replication periods (one of them global) and the window
-    so.keep = std::max<uint64_t>(cli.stream_keep, 2ull * cli.replicate_every * cli.global_every +
-                                                      static_cast<uint64_t>(cli.window) + 1);
-    so.idle_end_s = cli.stream_idle_end_s;
-    jc.stream = std::make_shared<actors::sample_stream>(so);
-    log->info("stream {}: batches of {} logged in {} (keeping {}), {} there already",
-              cli.stream, cli.batch_size, so.log_dir, so.keep, jc.stream->arrived());
-  }
-  auto train = std::make_shared<models::dataset>(
-      models::load_dataset(cli.dataset, true, desc, cli.data_dir));
-  auto test = std::make_shared<models::dataset>(
-      models::load_dataset(cli.dataset, false, desc, cli.data_dir));
+  return jc;
+}
 
-  jc.replicate_every = cli.replicate_every;
-  jc.global_every = cli.global_every;
-  jc.recovery_policy = cli.recovery_policy;
-  jc.pause_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(cli.pause_timeout_s * 1000));
-  caf::actor_system_config cfg;
-  actors::system_options sopts;
-  // a stopped or cut-off node sends no heartbeats: its connection times out
-  sopts.connection_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(cli.hang_timeout_s * 1000));
-  actors::configure(cfg, sopts);
-  actors::configure_tls(cfg, actors::checked_tls(cli.tls));
-  caf::actor_system sys{cfg};
-  std::vector<actors::remote_node> nodes;
-  if (!cli.cluster.empty()) {
-    log->info("connecting to {} nodes from {}", listed.size(), cli.cluster);
-    if (resume) {
-      nodes = connect_for_resume(sys, listed, log);
-    } else {
-      auto connected = actors::connect_nodes(sys, listed);
-      if (!connected) {
-        log->error("{}", sys.render(connected.error()));
-        return 1;
-      }
-      nodes = std::move(*connected);
-    }
-  } else {
-    nodes = actors::local_nodes(sys, cli.stages, cli.threads);
+// --stream: the samples the job trains on, as they arrive (null: a data set).
+std::shared_ptr<actors::sample_stream> stream_of(const train_cli& cli,
+                                                 const actors::job_config& jc) {
+  if (cli.stream.empty()) {
+    return nullptr;
   }
-  log->info("pipeline: model {} ({} layers), {} nodes from {}, schedule {}, {} "
-            "micro-batches of "
-            "a {}-example batch",
-            jc.model, desc.layers.size(), nodes.size(),
-            cli.cluster.empty() ? "local nodes (embedded)" : cli.cluster, jc.schedule,
-            jc.micro_batches, jc.batch_size);
+  if (cli.job.dataset != "fashion-mnist") {
+    throw std::invalid_argument("--stream carries Fashion-MNIST-shaped samples (a label "
+                                "byte, 28x28 pixel bytes): drop --dataset " +
+                                cli.job.dataset);
+  }
+  actors::stream_options so;
+  so.source = cli.stream;
+  auto runs_dir = std::filesystem::path(jc.metrics_path.empty() ? default_metrics_path()
+                                                                : jc.metrics_path)
+                      .parent_path();
+  so.log_dir = cli.stream_log.empty() ? (runs_dir / "stream").string() : cli.stream_log;
+  so.batch_size = jc.batch_size;
+  so.seed = jc.seed;
+  so.data_dir = jc.data_dir;
+  // a rollback goes back at most to the oldest version every layer still has a
+  // replica of: two replication periods (one of them global) and the window
+  so.keep =
+      std::max<uint64_t>(cli.stream_keep, 2ull * jc.replicate_every * jc.global_every +
+                                              static_cast<uint64_t>(jc.window) + 1);
+  so.idle_end_s = cli.stream_idle_end_s;
+  auto stream = std::make_shared<actors::sample_stream>(so);
+  logger("supervisor")
+      ->info("stream {}: batches of {} logged in {} (keeping {}), {} there already",
+             cli.stream, jc.batch_size, so.log_dir, so.keep, stream->arrived());
+  return stream;
+}
 
-  progress_line progress(log);
-  eta_clock eta; // runs only while the job trains
-  actors::job_options opts;
-  opts.fetch_weights = !cli.save.empty();
-  int64_t shown_plan = 0;
+// The job's nodes: local ones (--stages), or those of the cluster file
+// (none if they cannot all be reached, unless the job is resumed).
+std::optional<std::vector<actors::remote_node>>
+nodes_of(caf::actor_system& sys, const train_cli& cli,
+         const std::vector<actors::cluster_node>& listed, bool resuming) {
+  auto log = logger("supervisor");
+  if (cli.cluster.empty()) {
+    return actors::local_nodes(sys, cli.stages, cli.job.threads);
+  }
+  log->info("connecting to {} nodes from {}", listed.size(), cli.cluster);
+  if (resuming) {
+    return connect_for_resume(sys, listed, log);
+  }
+  auto connected = actors::connect_nodes(sys, listed);
+  if (!connected) {
+    log->error("{}", sys.render(connected.error()));
+    return std::nullopt;
+  }
+  return std::move(*connected);
+}
+
+// The running job's supervisor, for the stop-signal watcher.
+class job_handle {
+public:
+  void set(cluster_actor s) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sup_ = std::move(s);
+  }
+  cluster_actor get() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sup_;
+  }
+
+private:
+  std::mutex mutex_;
+  cluster_actor sup_;
+};
+
+// The first SIGINT or SIGTERM stops the job at the next flush (the final
+// checkpoint is written, with --save, and the `end` event); a second one
+// stops at once. The handler only writes the signal's number to a pipe
+// (threads that OpenBLAS starts before main() would take a blocked signal's
+// default action; a handler runs on any of them); this, on a thread of its
+// own, reads it and asks the job. Returns once end_stop_watch() was called.
+void stop_on_signals(caf::actor_system& sys, job_handle& job, progress_line& progress,
+                     const std::string& save) {
+  auto log = logger("supervisor");
+  for (int count = 0;; ++count) {
+    int sig = next_stop_signal();
+    if (sig == 0) {
+      return; // the job is over
+    }
+    const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    progress.finish();
+    if (count > 0) {
+      log->error("{} again: stopping at once; nothing more is saved", name);
+      std::_Exit(128 + sig);
+    }
+    log->warn("{}: stopping at the next flush{}; {} again stops at once", name,
+              save.empty() ? "" : ", then saving " + save,
+              sig == SIGINT ? "Ctrl-C" : "SIGTERM");
+    auto sup = job.get();
+    if (!sup) {
+      log->error("{} before the job started: stopping at once", name);
+      std::_Exit(128 + sig);
+    }
+    caf::scoped_actor self{sys};
+    self->request(sup, std::chrono::seconds(10), stop_atom_v, std::string(name))
+        .receive([&](std::string& answer) { log->info("{}", answer); },
+                 [&](caf::error& err) { log->warn("stop: {}", sys.render(err)); });
+  }
+}
+
+// --listen: publishes the job's supervisor; the port bound (0: none).
+uint16_t publish_supervisor(caf::actor_system& sys, const cluster_actor& sup,
+                            const std::string& listen) {
+  auto log = logger("supervisor");
+  if (listen.empty()) {
+    return 0;
+  }
+  auto [host, port] = actors::parse_address(listen);
+  // reuse: a supervisor resumed after a crash binds the same port (its
+  // joined nodes offer themselves there again) although the dead one's
+  // connections linger in TIME_WAIT; Linux still lets only one listen
+  auto bound = actors::publish(sup, port, host, true);
+  if (!bound) {
+    log->error("cannot listen on {}: {}", listen, sys.render(bound.error()));
+    return 0;
+  }
+  log->info("supervisor listening on {}:{} (salamander console {}:{}; salamander node "
+            "--join {}:{})",
+            host, *bound, host, *bound, host, *bound);
+  return *bound;
+}
+
+// What the job's status shows as log lines above the progress line:
+// the metrics log, failures, recoveries and plans, each once.
+class status_log {
+public:
+  explicit status_log(progress_line& progress) : progress_(progress) {}
+
+  void operator()(const job_status& s) {
+    auto log = logger("supervisor");
+    if (!shown_metrics_ && !s.metrics_path.empty()) {
+      shown_metrics_ = true;
+      log->info("metrics: {} (salamander plot {} -o run.png)", s.metrics_path,
+                s.metrics_path);
+    }
+    // the last failure stays in the status after a recovery, so a failure
+    // recovered from between two polls is still reported
+    if (!s.error.empty() && s.error != shown_error_ && s.phase != "failed") {
+      shown_error_ = s.error;
+      progress_.finish();
+      log->warn("FAILURE: {}", s.error);
+    }
+    if (s.recoveries != shown_recoveries_) {
+      shown_recoveries_ = s.recoveries;
+      progress_.finish();
+      log->info(
+          "RECOVERED in {:.2f} s: rolled back to version {}, {} batches redone so far",
+          s.last_recovery_s, s.rollback_version, s.redone_batches);
+    }
+    if (s.plan_version != shown_plan_ && !s.plan.empty()) {
+      shown_plan_ = s.plan_version;
+      progress_.finish();
+      log->info("plan v{}: {}", s.plan_version, s.plan);
+    }
+    progress_.update(status_fields(s, &eta_), s.finished());
+  }
+
+private:
+  progress_line& progress_;
+  eta_clock eta_; // runs only while the job trains
+  int64_t shown_recoveries_ = 0;
+  std::string shown_error_;
+  bool shown_metrics_ = false;
+  int64_t shown_plan_ = 0;
+};
+
+// Runs the job, with its progress line, --listen and the stop signals.
+actors::job_result run_watched(caf::actor_system& sys, const train_cli& cli,
+                               const actors::job_config& jc,
+                               const std::vector<actors::remote_node>& nodes,
+                               std::shared_ptr<models::dataset> train,
+                               std::shared_ptr<models::dataset> test) {
+  progress_line progress(logger("supervisor"));
+  job_handle job;
   uint16_t listening = 0;
-  cluster_actor sup_handle;
-  std::mutex sup_mutex; // sup_handle, for the signal watcher
-  // The first SIGINT or SIGTERM stops the job at the next flush (the final
-  // checkpoint is written, with --save, and the `end` event); a second one
-  // stops at once. The handler only writes the signal's number to a pipe
-  // (threads that OpenBLAS starts before main() would take a blocked
-  // signal's default action; a handler runs on any of them); this thread
-  // reads it and asks the job.
   watch_stop_signals();
-  std::thread watcher([&] {
-    for (int count = 0;; ++count) {
-      int sig = next_stop_signal();
-      if (sig == 0) {
-        return; // the job is over
-      }
-      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
-      progress.finish();
-      if (count > 0) {
-        log->error("{} again: stopping at once; nothing more is saved", name);
-        std::_Exit(128 + sig);
-      }
-      log->warn("{}: stopping at the next flush{}; {} again stops at once", name,
-                cli.save.empty() ? "" : ", then saving " + cli.save,
-                sig == SIGINT ? "Ctrl-C" : "SIGTERM");
-      cluster_actor sup;
-      {
-        std::lock_guard<std::mutex> lock(sup_mutex);
-        sup = sup_handle;
-      }
-      if (!sup) {
-        log->error("{} before the job started: stopping at once", name);
-        std::_Exit(128 + sig);
-      }
-      caf::scoped_actor self{sys};
-      self->request(sup, std::chrono::seconds(10), stop_atom_v, std::string(name))
-          .receive([&](std::string& answer) { log->info("{}", answer); },
-                   [&](caf::error& err) { log->warn("stop: {}", sys.render(err)); });
-    }
-  });
+  std::thread watcher([&] { stop_on_signals(sys, job, progress, cli.save); });
   auto end_watcher = [&] {
     if (watcher.joinable()) {
       end_stop_watch();
@@ -464,97 +524,49 @@ int run_pipeline(const train_cli& cli) {
     std::function<void()> f;
     ~at_exit() { f(); }
   } watcher_guard{end_watcher}; // (also when the job throws)
+  actors::job_options opts;
+  opts.fetch_weights = !cli.save.empty();
   opts.on_start = [&](cluster_actor s) {
-    {
-      std::lock_guard<std::mutex> lock(sup_mutex);
-      sup_handle = s;
-    }
-    if (!cli.listen.empty()) {
-      auto [host, port] = actors::parse_address(cli.listen);
-      // reuse: a supervisor resumed after a crash binds the same port (its
-      // joined nodes offer themselves there again) although the dead one's
-      // connections linger in TIME_WAIT; Linux still lets only one listen
-      auto bound = actors::publish(s, port, host, true);
-      if (!bound) {
-        log->error("cannot listen on {}: {}", cli.listen, sys.render(bound.error()));
-        return;
-      }
-      listening = *bound;
-      log->info(
-          "supervisor listening on {}:{} (salamander console {}:{}; salamander node "
-          "--join {}:{})",
-          host, *bound, host, *bound, host, *bound);
-    }
+    job.set(s);
+    listening = publish_supervisor(sys, s, cli.listen);
   };
-  int64_t shown_recoveries = 0;
-  std::string shown_error;
-  bool shown_metrics = false;
-  opts.on_status = [&](const job_status& s) {
-    if (!shown_metrics && !s.metrics_path.empty()) {
-      shown_metrics = true;
-      log->info("metrics: {} (salamander plot {} -o run.png)", s.metrics_path,
-                s.metrics_path);
-    }
-    // the last failure stays in the status after a recovery, so a failure
-    // recovered from between two polls is still reported
-    if (!s.error.empty() && s.error != shown_error && s.phase != "failed") {
-      shown_error = s.error;
-      progress.finish();
-      log->warn("FAILURE: {}", s.error);
-    }
-    if (s.recoveries != shown_recoveries) {
-      shown_recoveries = s.recoveries;
-      progress.finish();
-      log->info(
-          "RECOVERED in {:.2f} s: rolled back to version {}, {} batches redone so far",
-          s.last_recovery_s, s.rollback_version, s.redone_batches);
-    }
-    if (s.plan_version != shown_plan && !s.plan.empty()) {
-      shown_plan = s.plan_version;
-      progress.finish();
-      log->info("plan v{}: {}", s.plan_version, s.plan);
-    }
-    progress.update(status_fields(s, &eta), s.finished());
-  };
-  auto result = actors::run_job(sys, jc, nodes, train, test, opts);
+  status_log show(progress);
+  opts.on_status = [&](const job_status& s) { show(s); };
+  auto result = actors::run_job(sys, jc, nodes, std::move(train), std::move(test), opts);
   end_watcher();
   progress.finish();
   if (listening != 0) {
-    actors::unpublish(sup_handle, listening);
+    actors::unpublish(job.get(), listening);
   }
-  if (!result.status.metrics_path.empty()) {
-    std::printf("metrics: %s\n", result.status.metrics_path.c_str());
-  }
-  auto stop_local_nodes = [&] {
-    for (auto& n : nodes) {
-      if (cli.cluster.empty()) {
-        caf::anon_send(n.handle, leave_atom_v);
-      }
-    }
-  };
-  auto save = [&](messages::checkpoint ckpt) {
-    ckpt.seed = cli.seed;
-    ckpt.note = fmt::format("pipeline {}, {}", result.status.plan, jc.schedule);
-    messages::save_checkpoint(cli.save, ckpt);
-    log->info("saved checkpoint {}", cli.save);
-  };
-  if (result.status.phase != "finished") {
-    log->error("job failed: {}", result.status.error);
+  return result;
+}
+
+// --save: the weights the job ended with, `epoch` epochs trained.
+void save_weights(const train_cli& cli, const actors::job_result& result,
+                  models::weight_snapshot weights, uint64_t epoch) {
+  messages::checkpoint ckpt;
+  ckpt.snapshot = std::move(weights);
+  ckpt.epoch = epoch;
+  ckpt.seed = cli.job.seed;
+  ckpt.note = fmt::format("pipeline {}, {}", result.status.plan, cli.job.schedule);
+  messages::save_checkpoint(cli.save, ckpt);
+  logger("supervisor")->info("saved checkpoint {}", cli.save);
+}
+
+// The job's outcome, in the log and on stdout; the exit code.
+int report(const train_cli& cli, actors::job_result& result) {
+  auto log = logger("supervisor");
+  auto& s = result.status;
+  if (s.phase != "finished") {
+    log->error("job failed: {}", s.error);
     if (!cli.save.empty() && result.weights) {
       // it gave up waiting for nodes: what it kept is saved all the same
-      messages::checkpoint ckpt;
-      ckpt.snapshot = std::move(*result.weights);
-      ckpt.epoch =
-          result.status.batches > 0
-              ? static_cast<uint64_t>(result.status.committed / result.status.batches)
-              : 0;
-      save(std::move(ckpt));
+      save_weights(cli, result, std::move(*result.weights),
+                   s.batches > 0 ? static_cast<uint64_t>(s.committed / s.batches) : 0);
     }
-    stop_local_nodes();
     return 1;
   }
-  auto& s = result.status;
-  double samples = static_cast<double>(s.committed * jc.batch_size);
+  double samples = static_cast<double>(s.committed * cli.job.batch_size);
   log->info("{}: {} batches in {:.1f} s ({:.0f} samples/s overall){}",
             s.stopped.empty() ? "done" : "stopped", s.committed, s.elapsed_s,
             samples / s.elapsed_s,
@@ -584,24 +596,324 @@ int run_pipeline(const train_cli& cli) {
     std::printf("test accuracy: %.4f\n", s.test_accuracy);
   }
   if (!cli.save.empty() && result.weights) {
-    messages::checkpoint ckpt;
-    ckpt.snapshot = std::move(*result.weights);
     // a stopped job saves the epochs it completed
-    ckpt.epoch = s.stopped.empty() || s.batches <= 0
-                     ? static_cast<uint64_t>(cli.epochs)
-                     : static_cast<uint64_t>(s.committed / s.batches);
-    save(std::move(ckpt));
-  }
-  stop_local_nodes();
-  if (!s.stopped.empty()) {
-    log->warn("stopped by {} after {} batches{}", s.stopped, s.committed,
-              cli.save.empty() ? " (no --save: the weights were not kept)" : "");
-    return s.stopped == "SIGTERM" ? 128 + SIGTERM : 128 + SIGINT;
+    save_weights(cli, result, std::move(*result.weights),
+                 s.stopped.empty() || s.batches <= 0
+                     ? static_cast<uint64_t>(cli.job.epochs)
+                     : static_cast<uint64_t>(s.committed / s.batches));
   }
   return 0;
 }
 
+} // namespace
+
+int run_pipeline(const train_cli& cli) {
+  auto log = logger("supervisor");
+  auto desc = check_job(cli, cli.cluster.empty() ? job_place::here : job_place::cluster,
+                        actors::memory_available());
+  std::vector<actors::cluster_node> listed;
+  if (!cli.cluster.empty()) {
+    listed =
+        actors::read_cluster_file(cli.cluster); // its mistakes before any data is read
+  }
+  set_threads(cli.job.threads);
+  check_blas();
+  auto jc = with_run_dir(cli, desc, config_of(cli, desc));
+  if (!cli.cluster.empty()) {
+    // nodes in this process (--stages) are trusted; remote ones prove the secret
+    if (auto secret = actors::load_secret(cli.secret_file)) {
+      jc.secret = *secret;
+      if (auto w = actors::secret_file_warning(cli.secret_file); !w.empty()) {
+        log->warn("{}", w);
+      }
+    }
+  }
+  jc.stream = stream_of(cli, jc);
+  auto train = std::make_shared<models::dataset>(
+      models::load_dataset(jc.dataset, true, desc, jc.data_dir));
+  auto test = std::make_shared<models::dataset>(
+      models::load_dataset(jc.dataset, false, desc, jc.data_dir));
+  caf::actor_system_config cfg;
+  actors::system_options sopts;
+  // a stopped or cut-off node sends no heartbeats: its connection times out
+  sopts.connection_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(cli.hang_timeout_s * 1000));
+  actors::configure(cfg, sopts);
+  actors::configure_tls(cfg, actors::checked_tls(cli.tls));
+  caf::actor_system sys{cfg};
+  auto reached = nodes_of(sys, cli, listed, jc.resume != nullptr);
+  if (!reached) {
+    return 1;
+  }
+  auto& nodes = *reached;
+  log->info("pipeline: model {} ({} layers), {} nodes from {}, schedule {}, {} "
+            "micro-batches of a {}-example batch",
+            jc.model, desc.layers.size(), nodes.size(),
+            cli.cluster.empty() ? "local nodes (embedded)" : cli.cluster, jc.schedule,
+            jc.micro_batches, jc.batch_size);
+  auto result = run_watched(sys, cli, jc, nodes, std::move(train), std::move(test));
+  if (!result.status.metrics_path.empty()) {
+    std::printf("metrics: %s\n", result.status.metrics_path.c_str());
+  }
+  int code = report(cli, result);
+  if (cli.cluster.empty()) {
+    for (auto& n : nodes) {
+      caf::anon_send(n.handle, leave_atom_v);
+    }
+  }
+  auto& s = result.status;
+  if (code == 0 && !s.stopped.empty()) {
+    log->warn("stopped by {} after {} batches{}", s.stopped, s.committed,
+              cli.save.empty() ? " (no --save: the weights were not kept)" : "");
+    return s.stopped == "SIGTERM" ? 128 + SIGTERM : 128 + SIGINT;
+  }
+  return code;
+}
+
 namespace {
+
+// The training options, shared by train and supervisor.
+void add_training_options(CLI::App& sub, train_cli& cli) {
+  auto& job = cli.job;
+  sub.add_option("--model", job.model, model_help)->capture_default_str();
+  add_dataset(sub, job.dataset);
+  add_data_dir(sub, job.data_dir,
+               "directory with the Fashion-MNIST IDX files (default: $SALAMANDER_DATA, "
+               "then /usr/share/datasets/fashion-mnist)");
+  sub.add_option("--epochs", job.epochs, "epochs to train")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  sub.add_option("--batch-size", job.batch_size,
+                 "examples per batch (one optimizer step)")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  sub.add_option("--micro-batches", job.micro_batches,
+                 "micro-batches per batch (gradients accumulate; same maths as a "
+                 "pipeline); default 1 on one device, 4 in a pipeline")
+      ->check(whole<int64_t>(1));
+  sub.add_option("--max-batches", job.max_batches,
+                 "stop each epoch after N batches (0: all)")
+      ->check(whole<int64_t>(0))
+      ->capture_default_str();
+  sub.add_option("--optimizer", job.optimizer, "adam or sgd")
+      ->check(CLI::IsMember({"adam", "sgd"}))
+      ->capture_default_str();
+  sub.add_option("--lr", job.lr, "learning rate")
+      ->check(number(0, unbounded, true))
+      ->capture_default_str();
+  sub.add_option("--seed", job.seed, "seed for weights and data order")
+      ->check(whole<uint64_t>(0))
+      ->capture_default_str();
+  add_threads(sub, job.threads,
+              "compute threads for this process (0: LibTorch's default; on 2 cores one "
+              "thread trains the CNN fastest)");
+  sub.add_option("--save", cli.save, "write a checkpoint here when training ends");
+}
+
+// How the pipeline is planned, replicated and recovered.
+void add_planning_options(CLI::App& sub, train_cli& cli) {
+  auto& job = cli.job;
+  sub.add_option("--schedule", job.schedule,
+                 "pipeline schedule: gpipe (fill-drain) or 1f1b (fewer activations held)")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}))
+      ->capture_default_str();
+  sub.add_option("--balance", cli.balance,
+                 "layers per stage, e.g. 1,1,2 (default: an even split)");
+  sub.add_option("--window", job.window, "batches in flight in the pipeline")
+      ->check(whole<int>(1))
+      ->capture_default_str();
+  sub.add_option("--plan", cli.plan,
+                 "auto: profile every node and plan by capacity, as a pipeline or data "
+                 "parallel, whichever is predicted faster (slow nodes may be left out); "
+                 "pipeline: the same, pipelines only; even: an even split, stage i on "
+                 "node i; dp: data parallel, every node holds the model and runs an even "
+                 "share of each batch's micro-batches")
+      ->check(CLI::IsMember({"auto", "pipeline", "even", "dp"}))
+      ->capture_default_str();
+  sub.add_option("--replan-gain", job.replan_gain,
+                 "re-plan live when profiles predict at least this throughput gain (0: "
+                 "never)")
+      ->check(number(0, unbounded))
+      ->capture_default_str();
+  sub.add_option("--replan-at", cli.replan_at,
+                 "force a re-plan after this many batches (with --replan-balance, or by "
+                 "the planner)")
+      ->check(whole<int64_t>(0));
+  sub.add_option("--replan-balance", cli.replan_balance,
+                 "layers per stage for the forced re-plan, e.g. 1,1,2");
+  sub.add_option("--replicate-every", job.replicate_every,
+                 "replicate every stage's weights (chain + global) every K batches; 0: "
+                 "never (recovery then restarts from the seed)")
+      ->check(whole<uint32_t>(0))
+      ->capture_default_str();
+  add_hang_timeout(sub, cli.hang_timeout_s,
+                   "seconds without a heartbeat after which a node counts as hung or cut "
+                   "off and is recovered from (nodes send one every second)");
+  sub.add_option("--pause-timeout", cli.pause_timeout_s,
+                 "seconds a job paused for too little capacity (every node lost, or the "
+                 "survivors cannot hold the model) waits for nodes to come back or join; "
+                 "then it ends, failed, saving (with --save) the newest complete weights "
+                 "it keeps; 0: wait for ever")
+      ->check(number(0.0, 86400.0, false, "seconds"))
+      ->capture_default_str();
+  sub.add_option("--global-every", job.global_every,
+                 "of the replications, every G-th also goes to the central (global) "
+                 "holder; the others only along the chain (FTPipeHD)")
+      ->check(whole<uint32_t>(1))
+      ->capture_default_str();
+  sub.add_option("--recovery-policy", job.recovery_policy,
+                 "exact: roll back to a replicated version and replay (equals a "
+                 "fault-free run); fast: survivors keep their newer weights, lost layers "
+                 "come back from their newest replica, nothing replays (not exact)")
+      ->check(CLI::IsMember({"exact", "fast"}))
+      ->capture_default_str();
+}
+
+// The rest of the pipeline options: the job's log, its cluster's secret and
+// TLS, and continual learning.
+void add_pipeline_options(CLI::App& sub, train_cli& cli) {
+  add_planning_options(sub, cli);
+  add_metrics(sub, cli.metrics,
+              "JSON-lines metrics log of the job (default: "
+              "runs/job-DATE-TIME-PID/metrics.jsonl; none: off); see README, Metrics");
+  add_secret_file(sub, cli.secret_file,
+                  "cluster secret the nodes must prove (default: $SALAMANDER_SECRET; "
+                  "none: an open cluster)");
+  add_tls(sub, cli.tls);
+  sub.add_option(
+         "--stream", cli.stream,
+         "continual learning: train on samples as they arrive, batch after batch "
+         "in arrival order, instead of a data set. replay:RATE replays "
+         "Fashion-MNIST's training split at RATE samples/s (EMULATED arrival); "
+         "file:PATH reads a file as it grows; tcp:HOST:PORT takes a producer's "
+         "connection. Records: a label byte and 784 pixel bytes. An epoch is "
+         "--max-batches batches of the stream (default 100), evaluated at its end")
+      ->check([](const std::string& s) {
+        try {
+          actors::check_stream_source(s);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
+  sub.add_option("--stream-log", cli.stream_log,
+                 "where the stream's batches are logged for exact replay after a failure "
+                 "(default: beside the metrics log; a restarted job given the same "
+                 "directory carries on from its last batch)");
+  sub.add_option(
+         "--stream-keep", cli.stream_keep,
+         "batches the stream log keeps behind the newest committed one (raised to "
+         "what a rollback can need)")
+      ->check(whole<uint64_t>(1))
+      ->capture_default_str();
+  sub.add_option("--stream-idle-end", cli.stream_idle_end_s,
+                 "file and tcp streams end after this many seconds without data (0: "
+                 "never; the job then runs its --epochs)")
+      ->check(number(0.0, 1e7, false, "seconds"))
+      ->capture_default_str();
+}
+
+} // namespace
+
+command add_train(CLI::App& app, const std::vector<std::string>& args) {
+  auto cli = std::make_shared<train_cli>();
+  auto* sub = app.add_subcommand(
+      "train", "train a model; on one device unless a pipeline is asked");
+  add_training_options(*sub, *cli);
+  sub->add_option("--stages", cli->stages,
+                  "run a pipeline of N stages on N local nodes in this process (embedded "
+                  "mode); without it, train on one device")
+      ->check(whole<int>(1));
+  sub->add_option("--cluster", cli->cluster,
+                  "run a pipeline on the nodes of this cluster file (see deploy/)");
+  add_pipeline_options(*sub, *cli);
+  return {sub, [cli, sub, given = &args] {
+            cli->argv = *given;
+            bool pipeline = cli->stages > 0 || !cli->cluster.empty();
+            // A pipeline with one micro-batch per batch idles all but one stage.
+            if (pipeline && sub->count("--micro-batches") == 0) {
+              cli->job.micro_batches = 4;
+            }
+            if (pipeline) {
+              return run_pipeline(*cli);
+            }
+            if (!cli->stream.empty()) {
+              throw std::invalid_argument(
+                  "--stream trains a pipeline: give --stages N (1 for one device) or run "
+                  "`salamander supervisor --cluster FILE`");
+            }
+            return run_train(*cli);
+          }};
+}
+
+command add_supervisor(CLI::App& app, const std::vector<std::string>& args) {
+  auto cli = std::make_shared<train_cli>();
+  auto* sub = app.add_subcommand(
+      "supervisor", "run a pipeline training job on the nodes of a cluster file; takes "
+                    "every train option");
+  sub->add_option("--cluster", cli->cluster,
+                  "cluster file (TOML, [[node]] name + address)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  add_training_options(*sub, *cli);
+  sub->add_option(
+      "--resume", cli->resume,
+      "carry on the job whose supervisor died, from its run directory (where its "
+      "metrics log is: runs/job-...); alone, as the job's options are those it "
+      "recorded there; the nodes must have kept waiting (node --supervisor-grace). "
+      "The same command line again, in the same directory, also carries on a job "
+      "whose supervisor died (not one that finished, failed or was stopped)");
+  sub->add_option("--listen", cli->listen,
+                  "HOST:PORT where `salamander console` attaches and nodes started later "
+                  "join the running job (node --join)");
+  add_pipeline_options(*sub, *cli);
+  return {sub, [cli, sub, given = &args] {
+            cli->argv = *given;
+            if (sub->count("--micro-batches") == 0) {
+              cli->job.micro_batches = 4; // a pipeline: see add_train
+            }
+            return run_pipeline(*cli);
+          }};
+}
+
+std::vector<std::string> with_resumed_job(const std::vector<std::string>& args) {
+  auto sub = std::find(args.begin(), args.end(), std::string("supervisor"));
+  for (auto it = sub; it != args.end(); ++it) {
+    std::string dir;
+    if (*it == "--resume" && std::next(it) != args.end()) {
+      dir = *std::next(it);
+    } else if (it->rfind("--resume=", 0) == 0) {
+      dir = it->substr(9);
+    }
+    if (!dir.empty()) {
+      return resume_arguments(dir, args);
+    }
+  }
+  return args;
+}
+
+namespace {
+
+struct node_cli {
+  std::string name;
+  std::string listen = "127.0.0.1:0";
+  int threads = 1;
+  // emulation (tests, benchmarks, trying a cluster on one machine)
+  double cpu_share = 1.0;
+  int64_t mem_mb = 0;
+  double link_mbps = 0;
+  std::string capacity_trace;
+  bool dilate = false;
+  std::string cpus; ///< "0" or "1,2": pin to these host CPUs
+  std::string join; ///< a running supervisor to offer this node to
+  std::string secret_file;
+  std::string tls;      ///< deploy/make-certs.sh's; else $SALAMANDER_TLS; none: off
+  std::string data_dir; ///< federated clients here train on this data
+  /// Seconds a node whose supervisor went away keeps its stages and replicas
+  /// for a supervisor to come back (README, "When the supervisor dies").
+  double supervisor_grace_s = 120;
+  bool leave_without_supervisor = false; ///< after the grace: exit, not idle
+};
 
 struct join_outcome {
   cluster_actor supervisor; ///< invalid: not joined
@@ -681,7 +993,72 @@ void offer_again_after_crash(caf::actor_system& sys, node_cli cli, caf::actor no
   }
 }
 
-} // namespace
+// The device this node emulates (--cpu-share, --mem-mb, ...), its CPUs
+// pinned (before CAF starts its threads).
+actors::node_emulation emulation_of(const node_cli& cli) {
+  actors::node_emulation emulation;
+  emulation.config.cpu_share = cli.cpu_share;
+  emulation.config.mem_mb = cli.mem_mb;
+  emulation.config.link_mbps = cli.link_mbps;
+  emulation.config.trace = actors::parse_trace(cli.capacity_trace);
+  emulation.config.force_dilation = cli.dilate;
+  emulation.config.cpus = actors::parse_cpus(cli.cpus);
+  actors::pin_to_cpus(emulation.config.cpus);
+  emulation.limiter = std::make_shared<actors::cpu_limiter>(emulation.config);
+  if (emulation.config.any()) {
+    logger("node")->warn("node {} is EMULATING a device: {} (cpu via {})", cli.name,
+                         emulation.config.describe(), emulation.limiter->method());
+  }
+  return emulation;
+}
+
+caf::actor_system_config& node_system_config(caf::actor_system_config& cfg,
+                                             const node_cli& cli) {
+  // CAF's automatic connections would send tensors node to node instead of
+  // through the supervisor, but in CAF 0.17.6 two nodes that learn of each
+  // other at once connect both ways and can stall the pipeline for good (a
+  // chaos seed did, under load): off until we connect neighbours ourselves.
+  actors::system_options sopts;
+  // A peer that sent a frame header and then stalls (half a frame, or the
+  // rest of a huge claimed payload) is dropped after this; every salamander
+  // process beats each second. But CAF 0.17 counts a peer as seen only when
+  // a whole message has arrived, so a large frame on a slow link must arrive
+  // within this too: at 10 s the four ~90 MB stages of the ViT-Base serving
+  // test, sent by a TSan-slowed supervisor, were cut off (all four links at
+  // once, twice in a row). 60 s is 150 MB at 20 Mbit/s.
+  sopts.connection_timeout = std::chrono::seconds(60);
+  actors::configure(cfg, sopts);
+  actors::configure_tls(cfg, actors::checked_tls(cli.tls));
+  return cfg;
+}
+
+actors::node_config node_config_of(const node_cli& cli, const std::string& host,
+                                   actors::node_emulation emulation) {
+  actors::node_config ncfg;
+  ncfg.name = cli.name;
+  ncfg.host = host;
+  ncfg.threads = cli.threads;
+  ncfg.data_dir = cli.data_dir;
+  ncfg.emulation = std::move(emulation);
+  ncfg.port = std::make_shared<std::atomic<uint16_t>>(0);
+  ncfg.supervisor_grace =
+      std::chrono::milliseconds(static_cast<int64_t>(cli.supervisor_grace_s * 1000));
+  if (cli.leave_without_supervisor) {
+    ncfg.leave = [] { ::kill(::getpid(), SIGUSR1); };
+  }
+  if (auto secret = actors::load_secret(cli.secret_file)) {
+    ncfg.secret = *secret;
+    if (auto w = actors::secret_file_warning(cli.secret_file); !w.empty()) {
+      logger("node")->warn("{}", w);
+    }
+  } else {
+    logger("node")->warn("node {}: no cluster secret set (--secret-file or "
+                         "SALAMANDER_SECRET): any supervisor that can reach this node "
+                         "can use it",
+                         cli.name);
+  }
+  return ncfg;
+}
 
 int run_node(const node_cli& cli) {
   auto log = logger("node");
@@ -706,58 +1083,10 @@ int run_node(const node_cli& cli) {
 
   set_threads(cli.threads);
   auto [host, port] = actors::parse_address(cli.listen);
-  actors::node_emulation emulation;
-  emulation.config.cpu_share = cli.cpu_share;
-  emulation.config.mem_mb = cli.mem_mb;
-  emulation.config.link_mbps = cli.link_mbps;
-  emulation.config.trace = actors::parse_trace(cli.capacity_trace);
-  emulation.config.force_dilation = cli.dilate;
-  emulation.config.cpus = actors::parse_cpus(cli.cpus);
-  actors::pin_to_cpus(emulation.config.cpus); // before CAF starts its threads
-  emulation.limiter = std::make_shared<actors::cpu_limiter>(emulation.config);
-  if (emulation.config.any()) {
-    log->warn("node {} is EMULATING a device: {} (cpu via {})", cli.name,
-              emulation.config.describe(), emulation.limiter->method());
-  }
+  auto emulation = emulation_of(cli);
   caf::actor_system_config cfg;
-  // CAF's automatic connections would send tensors node to node instead of
-  // through the supervisor, but in CAF 0.17.6 two nodes that learn of each
-  // other at once connect both ways and can stall the pipeline for good (a
-  // chaos seed did, under load): off until we connect neighbours ourselves.
-  actors::system_options sopts;
-  // A peer that sent a frame header and then stalls (half a frame, or the
-  // rest of a huge claimed payload) is dropped after this; every salamander
-  // process beats each second. But CAF 0.17 counts a peer as seen only when
-  // a whole message has arrived, so a large frame on a slow link must arrive
-  // within this too: at 10 s the four ~90 MB stages of the ViT-Base serving
-  // test, sent by a TSan-slowed supervisor, were cut off (all four links at
-  // once, twice in a row). 60 s is 150 MB at 20 Mbit/s.
-  sopts.connection_timeout = std::chrono::seconds(60);
-  actors::configure(cfg, sopts);
-  actors::configure_tls(cfg, actors::checked_tls(cli.tls));
-  caf::actor_system sys{cfg};
-  actors::node_config ncfg;
-  ncfg.name = cli.name;
-  ncfg.host = host;
-  ncfg.threads = cli.threads;
-  ncfg.data_dir = cli.data_dir;
-  ncfg.emulation = emulation;
-  ncfg.port = std::make_shared<std::atomic<uint16_t>>(0);
-  ncfg.supervisor_grace =
-      std::chrono::milliseconds(static_cast<int64_t>(cli.supervisor_grace_s * 1000));
-  if (cli.leave_without_supervisor) {
-    ncfg.leave = [] { ::kill(::getpid(), SIGUSR1); };
-  }
-  if (auto secret = actors::load_secret(cli.secret_file)) {
-    ncfg.secret = *secret;
-    if (auto w = actors::secret_file_warning(cli.secret_file); !w.empty()) {
-      log->warn("{}", w);
-    }
-  } else {
-    log->warn("node {}: no cluster secret set (--secret-file or SALAMANDER_SECRET): any "
-              "supervisor that can reach this node can use it",
-              cli.name);
-  }
+  caf::actor_system sys{node_system_config(cfg, cli)};
+  auto ncfg = node_config_of(cli, host, emulation);
   auto n = sys.spawn(actors::node, ncfg);
   // reuse: a node started again on its port after a crash binds it although
   // the old connections linger in TIME_WAIT (it does not let two listen)
@@ -806,6 +1135,66 @@ int run_node(const node_cli& cli) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::_Exit(0);
+}
+
+} // namespace
+
+command add_node(CLI::App& app) {
+  auto cli = std::make_shared<node_cli>();
+  auto* sub = app.add_subcommand(
+      "node", "run one device's node: listens for a supervisor and runs the stages it is "
+              "given; SIGTERM leaves cleanly");
+  sub->add_option("--name", cli->name, "this device's name, as in the cluster file")
+      ->required();
+  sub->add_option("--listen", cli->listen,
+                  "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
+  add_threads(*sub, cli->threads, "compute threads on this device", 1);
+  sub->add_option("--cpu-share", cli->cpu_share,
+                  "EMULATION: run at this share of one core (cgroup quota where "
+                  "writable, else compute-time dilation)")
+      ->check(number(0.001, 1.0));
+  sub->add_option(
+         "--mem-mb", cli->mem_mb,
+         "EMULATION: memory cap; the planner plans with it and stages that would "
+         "not fit are refused")
+      ->check(whole<int64_t>(0));
+  sub->add_option("--link-mbps", cli->link_mbps,
+                  "EMULATION: link rate in Mbit/s; sends are spaced to it")
+      ->check(number(0, unbounded, false, "Mbit/s"));
+  sub->add_option("--capacity-trace", cli->capacity_trace,
+                  "EMULATION: SECONDS:FACTOR,... e.g. 30:0.2 runs at 0.2 of the share "
+                  "from 30 s on (throttling)");
+  sub->add_option("--join", cli->join,
+                  "offer this node to the supervisor listening at HOST:PORT (a new "
+                  "device, or one back after a failure); it is planned in at the next "
+                  "flush. If that supervisor dies, the node offers itself there again "
+                  "every 2 s for --supervisor-grace, for a resumed one");
+  sub->add_option("--cpus", cli->cpus,
+                  "EMULATION: pin this node to these host CPUs, e.g. 0 or 1,2 (devices "
+                  "emulated on one host then do not take each other's cores)");
+  sub->add_flag("--dilate", cli->dilate,
+                "EMULATION: use compute-time dilation even where a cgroup quota is "
+                "possible");
+  add_data_dir(*sub, cli->data_dir,
+               "federated learning: clients on this node train on the Fashion-MNIST "
+               "training split in this directory (this device's own data) instead of a "
+               "shard of the experiment's");
+  add_secret_file(*sub, cli->secret_file,
+                  "cluster secret to prove to the supervisor (default: "
+                  "$SALAMANDER_SECRET); a supervisor that cannot prove it gets no work "
+                  "from this node");
+  add_tls(*sub, cli->tls);
+  sub->add_option("--supervisor-grace", cli->supervisor_grace_s,
+                  "seconds this node keeps its stages and replicas after its supervisor "
+                  "went away, for it (or `supervisor --resume`) to come back; then it "
+                  "drops them")
+      ->check(number(0, 86400, false, "seconds"))
+      ->capture_default_str();
+  sub->add_flag("--leave-without-supervisor", cli->leave_without_supervisor,
+                "when the grace is over with no supervisor back, leave (exit 0) instead "
+                "of waiting idle for the next one");
+  return {sub, [cli] { return run_node(*cli); }};
 }
 
 } // namespace salamander::apps

@@ -10,8 +10,10 @@
 // gap): a line drawn across them would show a rate nobody measured.
 #include "actors/job/metrics.hpp"
 #include "apps/commands.hpp"
+
 #include "apps/json_depth.hpp"
 #include "apps/runtime_env.hpp"
+#include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -31,6 +33,19 @@
 namespace salamander::apps {
 
 namespace {
+
+struct plot_cli {
+  std::string metrics;
+  /// Further logs drawn beside it (federated runs: accuracy against time).
+  std::vector<std::string> more;
+  std::string output;
+  std::string title;
+  std::string script; ///< also write the gnuplot script (data inline) here
+};
+
+struct audit_cli {
+  std::string metrics;
+};
 
 /// A metrics log that cannot be read as one: the message names the file and line.
 class log_error : public std::runtime_error {
@@ -593,8 +608,6 @@ std::string rounds_script(const std::vector<run_log>& runs, const plot_cli& cli,
   return gp;
 }
 
-} // namespace
-
 int plot_log(const plot_cli& cli) {
   auto log = logger("plot");
   auto r = read_log(cli.metrics);
@@ -648,8 +661,6 @@ int run_plot(const plot_cli& cli) {
     return 2;
   }
 }
-
-namespace {
 
 // What `audit` says about a log read in full.
 int audit_run(const run_log& r) {
@@ -710,8 +721,6 @@ int audit_run(const run_log& r) {
   return 0;
 }
 
-} // namespace
-
 int audit_log(const audit_cli& cli) {
   return audit_run(read_log(cli.metrics));
 }
@@ -724,6 +733,46 @@ int run_audit(const audit_cli& cli) {
     logger("audit")->error("{}", e.what());
     return 2;
   }
+}
+
+} // namespace
+
+command add_plot(CLI::App& app) {
+  auto cli = std::make_shared<plot_cli>();
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto* sub = app.add_subcommand(
+      "plot", "draw throughput and loss over time from a metrics log, with failures, "
+              "recoveries, re-plans and joins marked; for federated runs, accuracy "
+              "against training time of one or several runs; for split-learning runs, "
+              "accuracy against the bytes across the cut (needs gnuplot)");
+  sub->add_option("metrics", *files,
+                  "the job's metrics.jsonl; several federated (or split-learning) runs' "
+                  "logs are drawn together")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("-o,--output", cli->output, "PNG file to write")->required();
+  sub->add_option(
+      "--title", cli->title,
+      "title (default: model, nodes, and the accuracy or why the job failed)");
+  sub->add_option(
+      "--script", cli->script,
+      "also write the gnuplot script here (its data inline), to adjust and re-run");
+  return {sub, [cli, files] {
+            cli->metrics = files->front();
+            cli->more.assign(files->begin() + 1, files->end());
+            return run_plot(*cli);
+          }};
+}
+
+command add_audit(CLI::App& app) {
+  auto cli = std::make_shared<audit_cli>();
+  auto* sub = app.add_subcommand(
+      "audit",
+      "check from a metrics log that the final weights saw every batch exactly once");
+  sub->add_option("metrics", cli->metrics, "the job's metrics.jsonl")
+      ->required()
+      ->check(CLI::ExistingFile);
+  return {sub, [cli] { return run_audit(*cli); }};
 }
 
 } // namespace salamander::apps

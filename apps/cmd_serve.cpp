@@ -9,6 +9,7 @@
 #include "actors/node/system.hpp"
 #include "actors/node/tls.hpp"
 #include "actors/serve/inference.hpp"
+#include "apps/cli_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/http_front.hpp"
 #include "apps/progress.hpp"
@@ -28,6 +29,40 @@
 namespace salamander::apps {
 
 namespace {
+
+/// `salamander infer` and `salamander serve`: a forward-only pipeline.
+struct serve_cli {
+  std::string load;          ///< checkpoint from train --save ("": the seed's weights)
+  std::string model = "cnn"; ///< without --load
+  uint64_t seed = 1;
+  int stages = 0;            ///< embedded: this many local nodes
+  std::string cluster;       ///< or the nodes of a cluster file
+  std::string plan = "auto"; ///< auto (profile + planner) or even
+  std::string balance;
+  int64_t max_batch = 16;
+  double batch_delay_ms = 5;
+  bool no_batching = false;
+  int in_flight = 0;
+  int64_t max_queue = 256;
+  double request_timeout_s = 30;
+  double hang_timeout_s = 3.0;
+  int threads = 1;
+  std::string secret_file;
+  std::string tls;          ///< deploy/make-certs.sh's; else $SALAMANDER_TLS; none: off
+  std::string metrics = ""; ///< "": runs/JOB/metrics.jsonl; "none": off
+  std::string supervisor_listen; ///< publish the cluster supervisor (console, --join)
+  // infer
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  int64_t samples = 0; ///< 0: the whole test split (synthetic: 1024)
+  // serve
+  std::string listen = "127.0.0.1:8000";
+  std::string name; ///< the model's name in URLs (default: its family, e.g. cnn)
+  double max_body_mb = 64;
+  int http_threads = 64;
+  bool https = false;          ///< HTTPS with the --tls material (cert.pem, key.pem)
+  std::string https_client_ca; ///< with https: clients must hold a certificate of this CA
+};
 
 std::chrono::milliseconds ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -85,9 +120,7 @@ setup prepare(const serve_cli& cli) {
   cfg.threads = cli.threads;
   cfg.max_queue = static_cast<size_t>(cli.max_queue);
   cfg.request_timeout = ms(cli.request_timeout_s);
-  cfg.metrics_path = cli.metrics == "none" ? ""
-                     : cli.metrics.empty() ? default_metrics_path()
-                                           : cli.metrics;
+  cfg.metrics_path = metrics_path_of(cli.metrics);
   if (!cli.cluster.empty()) {
     out.listed = actors::read_cluster_file(cli.cluster);
     if (auto secret = actors::load_secret(cli.secret_file)) {
@@ -155,8 +188,6 @@ void log_status(const job_status& s, std::string& shown_plan, int64_t& shown_rec
         s.last_recovery_s, s.plan, s.resent);
   }
 }
-
-} // namespace
 
 int run_infer(const serve_cli& cli) {
   auto log = logger("serve");
@@ -355,6 +386,110 @@ int run_serve(const serve_cli& cli) {
     }
   }
   return code;
+}
+
+// What infer and serve share: the model, where it runs, how requests are
+// batched, and the cluster's settings.
+void add_serving_options(CLI::App& sub, serve_cli& cli) {
+  sub.add_option(
+      "--load", cli.load,
+      "checkpoint written by train --save (default: the model's seed weights)");
+  sub.add_option("--model", cli.model, std::string("without --load: ") + model_help)
+      ->capture_default_str();
+  sub.add_option("--seed", cli.seed, "without --load: the weights' seed")
+      ->capture_default_str();
+  sub.add_option("--stages", cli.stages,
+                 "embedded: N local nodes in this process (the planner picks the cuts)")
+      ->check(whole<int>(1));
+  add_cluster_file(sub, cli.cluster);
+  sub.add_option("--plan", cli.plan,
+                 "auto: profile every node and plan (compute, memory, bandwidth); even: "
+                 "an even split")
+      ->capture_default_str();
+  sub.add_option("--balance", cli.balance,
+                 "layers per stage, e.g. 2,3,3 (the user's plan)");
+  sub.add_option(
+         "--max-batch", cli.max_batch,
+         "rows per micro-batch at most: dynamic batching merges requests up to it")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  sub.add_option("--batch-delay-ms", cli.batch_delay_ms,
+                 "how long a request may wait for others to fill its micro-batch")
+      ->check(number(0, 10000, false, "ms"))
+      ->capture_default_str();
+  sub.add_flag("--no-batching", cli.no_batching,
+               "every request is its own micro-batch (never merged)");
+  sub.add_option("--in-flight", cli.in_flight,
+                 "micro-batches in the pipeline at once (0: two per stage)")
+      ->check(whole<int>(0))
+      ->capture_default_str();
+  sub.add_option("--max-queue", cli.max_queue,
+                 "requests waiting at most; more are refused (HTTP 503, Retry-After)")
+      ->check(whole<int64_t>(1))
+      ->capture_default_str();
+  sub.add_option("--request-timeout", cli.request_timeout_s,
+                 "seconds before a request not answered fails (HTTP 504)")
+      ->check(number(0, 86400, true, "seconds"))
+      ->capture_default_str();
+  add_hang_timeout(sub, cli.hang_timeout_s,
+                   "seconds of silence after which a node counts as lost (nodes beat "
+                   "every second)");
+  add_threads(sub, cli.threads, "compute threads per node (0: LibTorch's default)");
+  add_secret_file(sub, cli.secret_file);
+  add_tls(sub, cli.tls);
+  add_metrics(sub, cli.metrics);
+  sub.add_option("--supervisor-listen", cli.supervisor_listen,
+                 "HOST:PORT to publish the supervisor on (console, node --join)");
+}
+
+} // namespace
+
+command add_infer(CLI::App& app) {
+  auto cli = std::make_shared<serve_cli>();
+  auto* sub = app.add_subcommand(
+      "infer", "run a data set through a forward-only pipeline (EdgePipe): throughput, "
+               "latency and, with labels, accuracy");
+  add_serving_options(*sub, *cli);
+  add_dataset(*sub, cli->dataset, "fashion-mnist (its test split) or synthetic");
+  add_data_dir(*sub, cli->data_dir);
+  sub->add_option("--samples", cli->samples,
+                  "examples to run (0: the whole test split; with synthetic, N > 0 draws "
+                  "N fresh examples)")
+      ->check(whole<int64_t>(0))
+      ->capture_default_str();
+  return {sub, [cli] { return run_infer(*cli); }};
+}
+
+command add_serve(CLI::App& app) {
+  auto cli = std::make_shared<serve_cli>();
+  auto* sub = app.add_subcommand(
+      "serve", "serve a model over HTTP (Open Inference Protocol / KServe v2: "
+               "/v2/models/NAME/infer, health, metadata, /metrics) through a pipeline "
+               "that survives node failures");
+  add_serving_options(*sub, *cli);
+  sub->add_option("--listen", cli->listen,
+                  "HOST:PORT for HTTP (loopback unless told otherwise; port 0: any)")
+      ->capture_default_str();
+  sub->add_option("--name", cli->name,
+                  "the model's name in URLs (default: its family, e.g. cnn)");
+  sub->add_option("--max-body-mb", cli->max_body_mb,
+                  "largest request body (HTTP 413 above)")
+      ->check(number(0, 4096, true, "MB"))
+      ->capture_default_str();
+  sub->add_option("--http-threads", cli->http_threads,
+                  "requests handled at once (each waits for its answer)")
+      ->check(whole<int>(1))
+      ->capture_default_str();
+  sub->add_flag(
+      "--https", cli->https,
+      "serve HTTPS (TLS 1.2+) with this process's --tls material (cert.pem, "
+      "key.pem; deploy/make-certs.sh --host NAME puts the host name clients use "
+      "in the certificate)");
+  sub->add_option("--https-client-ca", cli->https_client_ca,
+                  "with --https: clients must present a certificate signed by this CA "
+                  "(PEM file, e.g. certs/ca.pem); default: no client certificate asked")
+      ->check(CLI::ExistingFile);
+  return {sub, [cli] { return run_serve(*cli); }};
 }
 
 } // namespace salamander::apps

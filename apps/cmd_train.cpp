@@ -1,10 +1,12 @@
 // `salamander train` (one device), `salamander eval`, and `salamander export`
 // (a checkpoint's weights out to PyTorch).
 #include "actors/node/profiler.hpp"
+#include "apps/cli_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/preflight.hpp"
 #include "apps/progress.hpp"
 #include "apps/runtime_env.hpp"
+#include "apps/train_cli.hpp"
 #include "messages/checkpoint.hpp"
 #include "models/trainer.hpp"
 
@@ -17,6 +19,19 @@ namespace salamander::apps {
 
 namespace {
 
+struct eval_cli {
+  std::string load;
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  int threads = 1;
+};
+
+/// `salamander export`: a checkpoint's weights as a PyTorch state dict.
+struct export_cli {
+  std::string load;
+  std::string output;
+};
+
 int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -26,38 +41,39 @@ int64_t now_unix_ms() {
 } // namespace
 
 int run_train(const train_cli& cli) {
+  const auto& job = cli.job;
   auto log = logger("train");
-  set_threads(cli.threads);
+  set_threads(job.threads);
   check_blas();
   auto desc = check_job(cli, job_place::here, actors::memory_available());
   auto spec = desc.spec;
-  models::layered_model model(desc, cli.seed);
-  auto train = models::load_dataset(cli.dataset, true, model.desc(), cli.data_dir);
-  auto test = models::load_dataset(cli.dataset, false, model.desc(), cli.data_dir);
+  models::layered_model model(desc, job.seed);
+  auto train = models::load_dataset(job.dataset, true, model.desc(), job.data_dir);
+  auto test = models::load_dataset(job.dataset, false, model.desc(), job.data_dir);
   log->info("model {} ({} layers, {} parameters, fingerprint {}), data {} ({} train / {} "
             "test), "
             "{} thread(s)",
             spec.canonical(), model.desc().layers.size(), model.desc().total_params(),
-            model.desc().fingerprint, cli.dataset, train.size(), test.size(),
+            model.desc().fingerprint, job.dataset, train.size(), test.size(),
             torch::get_num_threads());
 
   auto net = model.all();
   models::range_executor exec(net, true, true);
   models::optimizer_config ocfg;
-  ocfg.kind = cli.optimizer;
-  ocfg.lr = cli.lr;
+  ocfg.kind = job.optimizer;
+  ocfg.lr = job.lr;
   auto opt = models::make_optimizer(ocfg, net->parameters());
 
   models::train_options opts;
-  opts.seed = cli.seed;
-  opts.batch_size = cli.batch_size;
-  opts.micro_batches = cli.micro_batches;
-  opts.max_batches = cli.max_batches;
+  opts.seed = job.seed;
+  opts.batch_size = job.batch_size;
+  opts.micro_batches = job.micro_batches;
+  opts.max_batches = job.max_batches;
 
   progress_line progress(log);
   uint64_t committed = 0;
   models::eval_stats result;
-  for (int64_t epoch = 0; epoch < cli.epochs; ++epoch) {
+  for (int64_t epoch = 0; epoch < job.epochs; ++epoch) {
     auto start = std::chrono::steady_clock::now();
     int64_t samples = 0;
     double ema_loss = -1.0;
@@ -73,7 +89,7 @@ int run_train(const train_cli& cli) {
           double bps = secs > 0 ? (r.batch + 1) / secs : 0.0;
           progress.update(
               {
-                  {fmt::format("epoch {}/{}", epoch + 1, cli.epochs), 7},
+                  {fmt::format("epoch {}/{}", epoch + 1, job.epochs), 7},
                   {fmt::format("batch {}/{}", r.batch + 1, r.batches), 9},
                   {fmt::format("{:.1f} batches/s", bps), 3},
                   {fmt::format("{:.0f} samples/s", rate), 5},
@@ -100,10 +116,10 @@ int run_train(const train_cli& cli) {
     messages::checkpoint ckpt;
     ckpt.snapshot = models::capture(model, opt.get(), ocfg.kind, committed);
     ckpt.created_unix_ms = now_unix_ms();
-    ckpt.seed = cli.seed;
-    ckpt.epoch = static_cast<uint64_t>(cli.epochs);
+    ckpt.seed = job.seed;
+    ckpt.epoch = static_cast<uint64_t>(job.epochs);
     ckpt.note = fmt::format("salamander train --model {} --epochs {}", spec.canonical(),
-                            cli.epochs);
+                            job.epochs);
     messages::save_checkpoint(cli.save, ckpt);
     log->info("saved checkpoint {} (version {}, {:.1f} MB)", cli.save, committed,
               ckpt.snapshot.bytes() / 1e6);
@@ -126,8 +142,6 @@ models::layered_model restore_checkpoint(const std::string& path,
     throw std::invalid_argument("checkpoint " + path + ": " + e.what());
   }
 }
-
-} // namespace
 
 int run_eval(const eval_cli& cli) {
   auto log = logger("train");
@@ -183,6 +197,36 @@ int run_export(const export_cli& cli) {
   std::printf("in PyTorch: import salamander_torch; model = salamander_torch.load('%s')\n",
               cli.output.c_str());
   return 0;
+}
+
+} // namespace
+
+command add_eval(CLI::App& app) {
+  auto cli = std::make_shared<eval_cli>();
+  auto* sub = app.add_subcommand("eval", "report the test accuracy of a checkpoint");
+  sub->add_option("--load", cli->load, "checkpoint written by train --save")->required();
+  add_dataset(*sub, cli->dataset);
+  add_data_dir(*sub, cli->data_dir);
+  add_threads(*sub, cli->threads, "compute threads (0: LibTorch's default)");
+  return {sub, [cli] { return run_eval(*cli); }};
+}
+
+command add_export(CLI::App& app) {
+  auto cli = std::make_shared<export_cli>();
+  auto* sub = app.add_subcommand(
+      "export",
+      "write a checkpoint's weights as a PyTorch state dict (torch.load reads it) and "
+      "the model's description beside it as JSON; deploy/pytorch/salamander_torch.py "
+      "builds the equivalent torch.nn module");
+  sub->add_option("--load", cli->load,
+                  "checkpoint written by train --save, federate or split")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("-o,--output", cli->output,
+                  "the state dict to write (e.g. model.pt); its description goes to "
+                  "OUTPUT.json")
+      ->required();
+  return {sub, [cli] { return run_export(*cli); }};
 }
 
 } // namespace salamander::apps

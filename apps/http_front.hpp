@@ -17,10 +17,12 @@
 //
 // With a certificate and key (`serve --https`, the --tls material) the same
 // endpoint speaks HTTPS (TLS 1.2+) under the same bounds; a client
-// certificate is asked only when a client CA is given.
+// certificate is asked only when a client CA is given. The transport (those
+// bounds, HTTPS) is http_transport.hpp's; this file is the protocol.
 #pragma once
 
 #include "actors/serve/inference.hpp"
+#include "apps/http_transport.hpp"
 #include "models/model_desc.hpp"
 
 #include <memory>
@@ -28,21 +30,10 @@
 
 namespace salamander::apps {
 
-struct http_front_options {
+/// The transport's options (address, body limit, threads, HTTPS) and the
+/// model's name in URLs.
+struct http_front_options : http_transport_options {
   std::string model_name = "model";
-  std::string host = "127.0.0.1";
-  uint16_t port = 8000; ///< 0: any free port
-  size_t max_body_bytes = size_t{64} << 20;
-  int threads = 64; ///< requests handled at once (each waits for its answer)
-  /// HTTPS (TLS 1.2+) with this certificate and key (PEM); empty: plain HTTP.
-  std::string tls_cert;
-  std::string tls_key;
-  /// With HTTPS: clients must present a certificate this CA (PEM) signed.
-  std::string client_ca;
-
-  bool https() const {
-    return !tls_cert.empty();
-  }
 };
 
 class http_front {

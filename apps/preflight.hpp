@@ -8,7 +8,7 @@
 // option to change.
 #pragma once
 
-#include "apps/commands.hpp"
+#include "apps/train_cli.hpp"
 #include "models/model_desc.hpp"
 
 namespace salamander::apps {
