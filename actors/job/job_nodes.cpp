@@ -1,4 +1,5 @@
 #include "actors/job/job_nodes.hpp"
+#include "actors/planning/capacity.hpp"
 #include "messages/errors.hpp"
 
 #include <algorithm>
@@ -97,6 +98,16 @@ caf::expected<joined> accept_joined(std::vector<job_node>& nodes,
   if (how == joined::unknown) {
     return caf::make_error(errc::bad_config,
                            "node index " + std::to_string(n) + " is unknown");
+  }
+  return how;
+}
+
+caf::expected<joined> accept_joined(std::vector<job_node>& nodes, job_status& status,
+                                    capacity_model& capacity, uint32_t n,
+                                    const cluster_member& m) {
+  auto how = accept_joined(nodes, status.dead_nodes, n, m);
+  if (how && *how == joined::new_node) {
+    capacity.add_node();
   }
   return how;
 }

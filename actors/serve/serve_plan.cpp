@@ -629,12 +629,9 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
   if (over(st)) {
     return caf::make_error(errc::job_ended, "the serving job has ended");
   }
-  auto how = accept_joined(st.nodes, st.status.dead_nodes, n, m);
+  auto how = accept_joined(st.nodes, st.status, st.capacity, n, m);
   if (!how) {
     return how.error();
-  }
-  if (*how == joined::new_node) {
-    st.capacity.add_node(); // planned with the profile of its peers until measured
   }
   log_event(self, "join", {{"node", m.name}});
   if (st.phase == algorithms::serve_phase::starting ||

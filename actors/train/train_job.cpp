@@ -121,12 +121,9 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
   if (algorithms::is_over(st.phase)) {
     return ended();
   }
-  auto how = accept_joined(st.nodes, st.status.dead_nodes, n, m);
+  auto how = accept_joined(st.nodes, st.status, st.capacity, n, m);
   if (!how) {
     return how.error();
-  }
-  if (*how == joined::new_node) {
-    st.capacity.add_node(); // planned with the profile of its peers until measured
   }
   log_event(self, "join", {{"node", m.name}});
   if (st.phase == job_phase::waiting) {

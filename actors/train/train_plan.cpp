@@ -662,6 +662,16 @@ void begin_replan(self_ptr self) {
   launch(self, std::move(plan), launch_kind::replan);
 }
 
+// What the "resumed" and "recovered" events both say: the transfer, the
+// version rolled back to, the batches done again, the plan.
+nlohmann::json recovery_fields(const train_job_state& st) {
+  return {{"transfer_s", since(st.recovery_planned_at)},
+          {"rollback_version", st.status.rollback_version},
+          {"redone_batches",
+           st.rollback_from - static_cast<uint64_t>(st.status.rollback_version)},
+          {"plan", st.status.plan}};
+}
+
 // Every new stage pulled its state: the old ones stop, training goes on.
 void resume_after_replan(self_ptr self) {
   auto& st = self->state;
@@ -680,13 +690,9 @@ void resume_after_replan(self_ptr self) {
     // the first plan of a resumed job: not a recovery from a failure
     st.resuming = false;
     st.status.health = "ok";
-    log_event(self, "resumed",
-              {{"resume_s", since(st.failure_at)},
-               {"transfer_s", since(st.recovery_planned_at)},
-               {"rollback_version", st.status.rollback_version},
-               {"redone_batches",
-                st.rollback_from - static_cast<uint64_t>(st.status.rollback_version)},
-               {"plan", st.status.plan}});
+    auto fields = recovery_fields(st);
+    fields["resume_s"] = since(st.failure_at);
+    log_event(self, "resumed", std::move(fields));
     subsystem_log("recovery")
         ->info("RESUMED in {:.3f} s at batch {}: plan {}", since(st.failure_at),
                st.status.rollback_version, st.status.plan);
@@ -695,13 +701,9 @@ void resume_after_replan(self_ptr self) {
     st.status.recoveries++;
     st.status.last_recovery_s = since(st.failure_at);
     st.status.health = "ok";
-    log_event(self, "recovered",
-              {{"recovery_s", st.status.last_recovery_s},
-               {"transfer_s", since(st.recovery_planned_at)},
-               {"rollback_version", st.status.rollback_version},
-               {"redone_batches",
-                st.rollback_from - static_cast<uint64_t>(st.status.rollback_version)},
-               {"plan", st.status.plan}});
+    auto fields = recovery_fields(st);
+    fields["recovery_s"] = st.status.last_recovery_s;
+    log_event(self, "recovered", std::move(fields));
     subsystem_log("recovery")
         ->info("recovered in {:.3f} s: plan {}", st.status.last_recovery_s,
                st.status.plan);
