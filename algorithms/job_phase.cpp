@@ -158,4 +158,15 @@ std::string to_string(job_event e) {
   return "?";
 }
 
+std::optional<job_phase> job_phase_from_text(const std::string& text) {
+  for (auto p : {job_phase::starting, job_phase::profiling, job_phase::training,
+                 job_phase::paused, job_phase::evaluating, job_phase::replanning,
+                 job_phase::recovering, job_phase::finished, job_phase::failed}) {
+    if (to_string(p) == text) {
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace salamander::algorithms

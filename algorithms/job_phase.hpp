@@ -65,6 +65,10 @@ std::optional<job_phase> next_phase(job_phase p, job_event e);
 std::string to_string(job_phase p);
 std::string to_string(job_event e);
 
+/// The phase a status text names (what to_string wrote: "paused" reads back
+/// as paused, "training" as training); nullopt for any other text.
+std::optional<job_phase> job_phase_from_text(const std::string& text);
+
 /// Finished or failed: nothing moves on from there.
 inline bool is_over(job_phase p) {
   return p == job_phase::finished || p == job_phase::failed;

@@ -84,7 +84,8 @@ struct resume_point {
   int64_t evaluated_epochs = 0;
   double test_accuracy = -1;
   int64_t resumes = 0; ///< resumes before this one
-  std::string phase;   ///< the job's phase when the file was written
+  /// The job's phase when the file was written (as its status showed it).
+  algorithms::job_phase phase = algorithms::job_phase::starting;
   std::string stopped; ///< why a stopped job stopped
 };
 

@@ -247,7 +247,13 @@ resume_point read_resume_point(const std::string& dir, const models::model_desc&
                                j.at("model").get<std::string>() + ", not " +
                                desc.spec.canonical());
     }
-    r.phase = j.at("phase").get<std::string>();
+    auto phase = j.at("phase").get<std::string>();
+    auto known = algorithms::job_phase_from_text(phase);
+    if (!known) {
+      throw std::runtime_error("cannot resume from " + dir + ": " + path +
+                               " names an unknown phase '" + phase + "'");
+    }
+    r.phase = *known;
     r.stopped = j.value("stopped", std::string());
     r.committed = j.at("committed").get<uint64_t>();
     r.plan_nodes = j.at("plan_nodes").get<std::vector<std::string>>();
@@ -266,7 +272,7 @@ resume_point read_resume_point(const std::string& dir, const models::model_desc&
     throw std::runtime_error("cannot resume from " + dir + ": " + path +
                              " lacks a field: " + e.what());
   }
-  if (r.phase == "finished" && r.stopped.empty()) {
+  if (r.phase == algorithms::job_phase::finished && r.stopped.empty()) {
     throw std::runtime_error("cannot resume from " + dir +
                              ": that job finished (nothing is left to train)");
   }

@@ -152,3 +152,17 @@ TEST_CASE("a serving job's phase moves on every event as its table says",
     }
   }
 }
+
+TEST_CASE("a training phase written as status text reads back", "[unit][job_phase]") {
+  for (auto p : {job_phase::starting, job_phase::profiling, job_phase::training,
+                 job_phase::paused, job_phase::evaluating, job_phase::replanning,
+                 job_phase::recovering, job_phase::finished, job_phase::failed}) {
+    auto back = job_phase_from_text(to_string(p));
+    REQUIRE(back.has_value());
+    CHECK(*back == p);
+  }
+  // what the status shows for them
+  CHECK(job_phase_from_text(to_string(job_phase::waiting)) == job_phase::paused);
+  CHECK(job_phase_from_text(to_string(job_phase::checkpointing)) == job_phase::training);
+  CHECK_FALSE(job_phase_from_text("running").has_value());
+}
