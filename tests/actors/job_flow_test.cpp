@@ -5,6 +5,7 @@
 // A failure lands exactly where the test puts it - during a re-plan, during
 // a recovery, while paused - with no sleep and no wall-clock margin, and the
 // result must still equal one device's training, every batch exactly once.
+#include "deterministic.hpp"
 #include "reference.hpp"
 
 #include "actors/cluster/cluster_supervisor.hpp"
@@ -21,19 +22,9 @@ using namespace salamander;
 
 namespace {
 
-caf::actor_system_config& deterministic(caf::actor_system_config& cfg) {
-  actors::system_options opts;
-  opts.deterministic = true;
-  actors::configure(cfg, opts);
-  return cfg;
-}
+using salamander::testing::deterministic;
 
-template <class State, class Handle> State& deref(const Handle& h) {
-  auto* ptr = caf::actor_cast<caf::abstract_actor*>(h);
-  auto* typed = dynamic_cast<typename Handle::template stateful_pointer<State>>(ptr);
-  REQUIRE(typed != nullptr);
-  return typed->state;
-}
+using salamander::testing::deref;
 
 actors::job_config flow_job(int64_t batches) {
   actors::job_config jc;

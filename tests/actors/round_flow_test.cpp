@@ -4,6 +4,7 @@
 // when the test triggers the next timeout (the job core's clock is the
 // coordinator's). A client is killed, a node is lost, the console pauses,
 // resumes and stops, exactly where the test puts it, with no sleep.
+#include "deterministic.hpp"
 #include "../support.hpp"
 
 #include "actors/cluster/cluster_supervisor.hpp"
@@ -28,19 +29,9 @@ using algorithms::round_phase;
 
 namespace {
 
-caf::actor_system_config& deterministic(caf::actor_system_config& cfg) {
-  actors::system_options opts;
-  opts.deterministic = true;
-  actors::configure(cfg, opts);
-  return cfg;
-}
+using salamander::testing::deterministic;
 
-template <class State, class Handle> State& deref(const Handle& h) {
-  auto* ptr = caf::actor_cast<caf::abstract_actor*>(h);
-  auto* typed = dynamic_cast<typename Handle::template stateful_pointer<State>>(ptr);
-  REQUIRE(typed != nullptr);
-  return typed->state;
-}
+using salamander::testing::deref;
 
 template <class Config> void small(Config& cfg, int64_t rounds) {
   cfg.model = "mlp:hidden=32";

@@ -2,6 +2,7 @@
 // and a port that records what the core asks of its actor, answered by the
 // test. No message is sent and no clock is waited on: every transition of
 // the federated and split jobs' lifecycle is stepped here, in order.
+#include "deterministic.hpp"
 #include "actors/job/round_job.hpp"
 #include "actors/node/system.hpp"
 
@@ -73,12 +74,7 @@ struct scripted_mode final : actors::round_mode {
   std::string why_no_replicate() const override { return "nothing to replicate"; }
 };
 
-caf::actor_system_config& deterministic(caf::actor_system_config& cfg) {
-  actors::system_options opts;
-  opts.deterministic = true;
-  actors::configure(cfg, opts);
-  return cfg;
-}
+using salamander::testing::deterministic;
 
 struct fixture {
   caf::actor_system_config sys_cfg;

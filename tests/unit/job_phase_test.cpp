@@ -11,6 +11,31 @@
 
 using namespace salamander::algorithms;
 
+namespace {
+
+// Every row of a phase table: phase p on event e moves to the row's entry
+// (an abbreviation of `abbrev`), or nowhere where it says "-".
+template <class Phase, class Event>
+void check_table(const std::vector<std::pair<Phase, std::vector<std::string>>>& table,
+                 const std::vector<Event>& events,
+                 const std::map<std::string, Phase>& abbrev) {
+  for (auto& [phase, row] : table) {
+    REQUIRE(row.size() == events.size());
+    for (size_t e = 0; e < events.size(); ++e) {
+      INFO(to_string(phase) << " --" << to_string(events[e]) << "-->");
+      auto got = next_phase(phase, events[e]);
+      if (row[e] == "-") {
+        CHECK_FALSE(got.has_value());
+      } else {
+        REQUIRE(got.has_value());
+        CHECK(*got == abbrev.at(row[e]));
+      }
+    }
+  }
+}
+
+} // namespace
+
 TEST_CASE("every phase moves on every event as the table says", "[unit][job_phase]") {
   using E = job_event;
   const std::vector<E> events = {E::profile,      E::launched,  E::epoch_end, E::evaluated,
@@ -91,19 +116,7 @@ TEST_CASE("a round job's phase moves on every event as its table says",
       {P::failed,        {"-",   "-",   "-",   "-",   "-",   "-"}},
   };
   REQUIRE(table.size() == abbrev.size());
-  for (auto& [phase, row] : table) {
-    REQUIRE(row.size() == events.size());
-    for (size_t e = 0; e < events.size(); ++e) {
-      INFO(to_string(phase) << " --" << to_string(events[e]) << "-->");
-      auto got = next_phase(phase, events[e]);
-      if (row[e] == "-") {
-        CHECK_FALSE(got.has_value());
-      } else {
-        REQUIRE(got.has_value());
-        CHECK(*got == abbrev.at(row[e]));
-      }
-    }
-  }
+  check_table(table, events, abbrev);
 }
 
 TEST_CASE("a round job names its enlisting phase in the mode's own word",
@@ -138,19 +151,7 @@ TEST_CASE("a serving job's phase moves on every event as its table says",
       {P::failed,        {"-",   "-",   "-",   "-",   "-",   "-"}},
   };
   REQUIRE(table.size() == abbrev.size());
-  for (auto& [phase, row] : table) {
-    REQUIRE(row.size() == events.size());
-    for (size_t e = 0; e < events.size(); ++e) {
-      INFO(to_string(phase) << " --" << to_string(events[e]) << "-->");
-      auto got = next_phase(phase, events[e]);
-      if (row[e] == "-") {
-        CHECK_FALSE(got.has_value());
-      } else {
-        REQUIRE(got.has_value());
-        CHECK(*got == abbrev.at(row[e]));
-      }
-    }
-  }
+  check_table(table, events, abbrev);
 }
 
 TEST_CASE("a training phase written as status text reads back", "[unit][job_phase]") {
