@@ -11,6 +11,7 @@
 #include "actors/cluster/cluster_supervisor.hpp"
 #include "actors/node/node.hpp"
 #include "actors/node/system.hpp"
+#include "actors/serve/serve_job.hpp"
 #include "actors/train/train_job.hpp"
 
 #include <caf/scheduler/test_coordinator.hpp>
@@ -330,4 +331,92 @@ TEST_CASE("the test set streams through the stages a few chunks at a time",
   CHECK(f.state().status.test_accuracy >= 0.0);
   CHECK(f.state().eval_next >= f.train->size()); // every chunk went
   f.check_exact();
+}
+
+namespace salamander::algorithms {
+// how Catch shows a serving phase (found by ADL)
+std::ostream& operator<<(std::ostream& o, serve_phase p) {
+  return o << to_string(p);
+}
+} // namespace salamander::algorithms
+
+TEST_CASE("a serving job moves starting, serving, recovering, serving, finished, and "
+          "answers every request",
+          "[actor][flow][serve]") {
+  using algorithms::serve_phase;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{deterministic(cfg)};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  std::vector<node_actor> nodes;
+  std::vector<actors::remote_node> remote;
+  for (int i = 0; i < 3; ++i) {
+    actors::node_config c;
+    c.name = "local" + std::to_string(i);
+    c.host = "embedded";
+    c.detached_profiler = false; // everything on the test coordinator
+    nodes.push_back(sys.spawn(actors::node, c));
+    remote.push_back({c.name, nodes.back()});
+  }
+  auto cluster = sys.spawn(actors::cluster_supervisor, actors::cluster_config{}, remote);
+  actors::serve_config sc;
+  sc.model = models::describe(models::model_spec::parse("cnn")).spec.canonical();
+  sc.auto_plan = false; // an even split over the three nodes
+  sc.max_batch = 4;
+  auto job = sys.spawn(actors::serve_job, sc, cluster);
+  auto& st = deref<actors::serve_job_state>(job);
+  std::vector<serve_phase> phases;
+  auto step_until = [&](const std::function<bool()>& done) {
+    for (size_t i = 0; i < 2'000'000; ++i) {
+      if (phases.empty() || phases.back() != st.phase) {
+        phases.push_back(st.phase);
+      }
+      if (done()) {
+        return true;
+      }
+      if (!sched.try_run_once() && !sched.trigger_timeout()) {
+        return false;
+      }
+    }
+    return false;
+  };
+  // a request from outside, answered on the coordinator: the rows it got
+  auto ask = [&](int64_t rows) {
+    auto out = std::make_shared<int64_t>(-1);
+    auto x = models::make_synthetic(3, rows, st.desc.input, st.desc.classes).images;
+    sys.spawn([out, x, job](caf::event_based_actor* self) {
+      self->request(job, std::chrono::seconds(30), infer_atom_v, tensor_payload{x})
+          .then([out](tensor_payload& y) { *out = y.tensor.size(0); },
+                [out](caf::error&) { *out = 0; });
+    });
+    REQUIRE(step_until([&] { return *out >= 0; }));
+    return *out;
+  };
+  REQUIRE(step_until([&] { return st.phase == serve_phase::serving; }));
+  REQUIRE(st.current);
+  CHECK(st.current->stages.size() == 3);
+  CHECK(ask(5) == 5);
+  // a stage crashes: the service re-plans over the nodes and serves again
+  caf::anon_send_exit(st.current->stages[1], caf::exit_reason::kill);
+  REQUIRE(step_until([&] { return st.phase == serve_phase::recovering; }));
+  REQUIRE(step_until([&] { return st.phase == serve_phase::serving; }));
+  CHECK(ask(3) == 3);
+  CHECK(st.status.recoveries == 1);
+  CHECK(st.status.failed_requests == 0);
+  auto stop = std::make_shared<std::string>();
+  sys.spawn([stop, job](caf::event_based_actor* self) {
+    self->request(job, std::chrono::seconds(30), stop_atom_v, std::string("the test"))
+        .then([stop](std::string& s) { *stop = s; }, [stop](caf::error&) { *stop = "?"; });
+  });
+  REQUIRE(step_until([&] { return algorithms::is_over(st.phase); }));
+  CHECK(st.phase == serve_phase::finished);
+  CHECK(phases == std::vector<serve_phase>{serve_phase::starting, serve_phase::serving,
+                                           serve_phase::recovering, serve_phase::serving,
+                                           serve_phase::finished});
+  CHECK(st.status.requests == 2);
+  caf::anon_send(job, leave_atom_v);
+  caf::anon_send(cluster, leave_atom_v);
+  for (auto& n : nodes) {
+    caf::anon_send(n, leave_atom_v);
+  }
+  sched.run();
 }
