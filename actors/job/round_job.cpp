@@ -155,13 +155,7 @@ void round_job::end(round_event how, const std::string& error) {
   if (over()) {
     return;
   }
-  for (auto& c : clients) {
-    if (c.handle) {
-      port_->exit(c.handle, caf::exit_reason::user_shutdown);
-      c.handle = nullptr;
-    }
-  }
-  mode_->stop_workers();
+  stop_workers();
   status.error = error;
   status.train_s = train_time();
   mode_->fill_status(status);
@@ -180,6 +174,17 @@ void round_job::end(round_event how, const std::string& error) {
   if (metrics) {
     metrics->flush();
   }
+}
+
+// Every client and the mode's own workers (split: the server) stop.
+void round_job::stop_workers() {
+  for (auto& c : clients) {
+    if (c.handle) {
+      port_->exit(c.handle, caf::exit_reason::user_shutdown);
+      c.handle = nullptr;
+    }
+  }
+  mode_->stop_workers();
 }
 
 void round_job::fail(const std::string& what) {
@@ -541,13 +546,7 @@ caf::error round_job::no_replicate() const {
 }
 
 void round_job::leave() {
-  for (auto& c : clients) {
-    if (c.handle) {
-      port_->exit(c.handle, caf::exit_reason::user_shutdown);
-      c.handle = nullptr;
-    }
-  }
-  mode_->stop_workers();
+  stop_workers();
   if (metrics) {
     metrics->flush();
   }

@@ -299,6 +299,7 @@ public:
 
 private:
   void spawn(uint32_t c);
+  void stop_workers();
   void spawn_failed(client_slot& c, const std::string& why);
   void settle(uint32_t c);
   bool hopeless() const;

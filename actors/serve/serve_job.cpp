@@ -41,6 +41,10 @@ bool over(const serve_job_state& st) {
   return algorithms::is_over(st.phase);
 }
 
+caf::error job_has_ended() {
+  return caf::make_error(errc::job_ended, "the serving job has ended");
+}
+
 int window_for(const serve_job_state& st, size_t stages) {
   return st.cfg.in_flight > 0 ? st.cfg.in_flight
                               : static_cast<int>(2 * std::max<size_t>(stages, 1));
@@ -622,7 +626,7 @@ void on_admitted(self_ptr self, const std::vector<cluster_member>& members) {
 caf::result<std::string> on_pause(self_ptr self) {
   auto& st = self->state;
   if (over(st)) {
-    return caf::make_error(errc::job_ended, "the serving job has ended");
+    return job_has_ended();
   }
   if (st.user_paused) {
     return std::string("already paused; resume carries on");
@@ -637,7 +641,7 @@ caf::result<std::string> on_pause(self_ptr self) {
 caf::result<std::string> on_resume(self_ptr self) {
   auto& st = self->state;
   if (over(st)) {
-    return caf::make_error(errc::job_ended, "the serving job has ended");
+    return job_has_ended();
   }
   if (!st.user_paused) {
     return std::string("not paused");

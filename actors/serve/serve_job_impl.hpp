@@ -23,6 +23,9 @@ void log_event(self_ptr self, const std::string& kind,
 bool enter(self_ptr self, algorithms::serve_event e);
 /// Finished or failed.
 bool over(const serve_job_state& st);
+/// What an ended service answers the console's commands (requests get
+/// `busy`, an HTTP 503, instead).
+caf::error job_has_ended();
 void fail(self_ptr self, const std::string& what);
 
 // requests (serve_job.cpp)

@@ -627,7 +627,7 @@ caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
                                         const cluster_member& m) {
   auto& st = self->state;
   if (over(st)) {
-    return caf::make_error(errc::job_ended, "the serving job has ended");
+    return job_has_ended();
   }
   auto how = accept_joined(st.nodes, st.status, st.capacity, n, m);
   if (!how) {
