@@ -94,6 +94,10 @@ inline constexpr milliseconds pull_timeout = 30s;
 inline constexpr size_t snapshot_part_bytes = 256 * 1024;
 /// Unfinished transfers in parts a holder keeps (one per sending stage).
 inline constexpr size_t holder_pending_transfers = 32;
+/// Weights in parts a round job, or a client, keeps under way or arrived
+/// and not yet taken (actors/clients/weights_parts.hpp): one per sending
+/// client and round; past it the oldest are dropped.
+inline constexpr size_t round_pending_transfers = 64;
 
 // ---- serving (actors/serve/serve_job.hpp)
 /// A serving stage reports its busy time at most this often.

@@ -61,6 +61,9 @@ struct fed_task {
   std::vector<std::vector<int64_t>> kept;
   int64_t epochs = 1;
   snapshot_payload weights;
+  /// not 0: the weights came before this message in parts, as this
+  /// sender's transfer `parts` (actors/clients/weights_parts.hpp)
+  uint64_t parts = 0;
 };
 
 /// A client's answer: trained minus starting weights of its sub-model.
@@ -74,6 +77,9 @@ struct fed_update {
   double loss = 0;    ///< mean training loss of its last epoch
   std::string error;  ///< not "": training failed, no delta
   snapshot_payload delta;
+  /// not 0: the delta came before this message in parts, as this
+  /// sender's transfer `parts` (actors/clients/weights_parts.hpp)
+  uint64_t parts = 0;
 };
 
 template <class Inspector>
@@ -92,13 +98,13 @@ typename Inspector::result_type inspect(Inspector& f, fed_profile& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fed_task& x) {
   return f(caf::meta::type_name("fed_task"), x.round, x.base_version, x.keep, x.kept,
-           x.epochs, x.weights);
+           x.epochs, x.weights, x.parts);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fed_update& x) {
   return f(caf::meta::type_name("fed_update"), x.round, x.client, x.base_version, x.keep,
-           x.samples, x.train_s, x.loss, x.error, x.delta);
+           x.samples, x.train_s, x.loss, x.error, x.delta, x.parts);
 }
 
 } // namespace salamander

@@ -220,22 +220,29 @@ using serve_job_actor = job_actor::extend<
 ///   stop                     abandon the task in hand (the round ended)
 ///   tick(work)               its own: the next few batches of work `work`
 ///                            (ticks of replaced work are ignored)
+///   part(transfer, offset, total, bytes)
+///                            a task's weights in parts, before the task
+///                            (actors/clients/weights_parts.hpp)
 using fed_client_actor =
     caf::typed_actor<caf::replies_to<profile_atom>::with<fed_profile>,
                      caf::reacts_to<round_atom, fed_task>, caf::reacts_to<stop_atom>,
-                     caf::reacts_to<tick_atom, uint64_t>>;
+                     caf::reacts_to<tick_atom, uint64_t>,
+                     caf::reacts_to<part_atom, uint64_t, uint64_t, uint64_t, tensor_payload>>;
 
 /// The federated job (actors/federated/fed_job.hpp): the job interface,
 /// plus what its clients send and its own timers.
 ///
 ///   update(result)         a client's trained delta (or its error)
+///   part(transfer, offset, total, bytes)
+///                          a client's delta in parts, before its update
 ///   deadline(round)        its own: round `round` waits no longer
 ///   tick                   its own: status, metrics, rejoining clients
 ///   kill(client)           chaos: crash client N (it rejoins next round)
 ///   replan, replicate      refused with why (no pipeline here)
 ///   snapshot -> weights    the global model
 using fed_job_actor = job_actor::extend<
-    caf::reacts_to<update_atom, fed_update>, caf::reacts_to<deadline_atom, uint64_t>,
+    caf::reacts_to<update_atom, fed_update>, caf::reacts_to<part_atom, uint64_t, uint64_t, uint64_t, tensor_payload>,
+    caf::reacts_to<deadline_atom, uint64_t>,
     caf::reacts_to<tick_atom>, caf::replies_to<kill_atom, uint32_t>::with<std::string>,
     caf::replies_to<replan_atom, std::string>::with<std::string>,
     caf::replies_to<replicate_atom>::with<std::string>,
@@ -255,10 +262,13 @@ using fed_job_actor = job_actor::extend<
 ///                          sender; a newer task replaces an unfinished one
 ///   stop                   abandon the round in hand
 ///   tick(work)             its own: the next batch of work `work`
+///   part(transfer, offset, total, bytes)
+///                          a task's weights in parts, before the task
 using split_client_actor =
     caf::typed_actor<caf::replies_to<caf::get_atom>::with<int64_t>,
                      caf::reacts_to<round_atom, split_task>, caf::reacts_to<stop_atom>,
-                     caf::reacts_to<tick_atom, uint64_t>>;
+                     caf::reacts_to<tick_atom, uint64_t>,
+                     caf::reacts_to<part_atom, uint64_t, uint64_t, uint64_t, tensor_payload>>;
 
 /// The split-learning server (actors/split/split_client.hpp), beside the
 /// job: the layers after the cut (adasplit: with a sparse mask over them
@@ -276,6 +286,8 @@ using split_server_actor =
 /// plus what its clients send and its own timers.
 ///
 ///   update(result)         a client's round is done (or failed)
+///   part(transfer, offset, total, bytes)
+///                          a client's weights in parts, before its result
 ///   progress(client, round, batches)
 ///                          a client is alive and this far into its round
 ///   tick                   its own: status, metrics, stalls, rejoining clients
@@ -284,6 +296,7 @@ using split_server_actor =
 ///   snapshot -> weights    the whole model (client side of client 0)
 using split_job_actor = job_actor::extend<
     caf::reacts_to<update_atom, split_result>,
+    caf::reacts_to<part_atom, uint64_t, uint64_t, uint64_t, tensor_payload>,
     caf::reacts_to<progress_atom, uint32_t, uint64_t, int64_t>, caf::reacts_to<tick_atom>,
     caf::replies_to<kill_atom, uint32_t>::with<std::string>,
     caf::replies_to<replan_atom, std::string>::with<std::string>,

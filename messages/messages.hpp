@@ -28,7 +28,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 9;
+constexpr uint32_t protocol_version = 10;
 
 } // namespace salamander
 
@@ -103,4 +103,5 @@ CAF_ADD_ATOM(salamander, salamander, round_atom, "round")
 CAF_ADD_ATOM(salamander, salamander, update_atom, "update")
 CAF_ADD_ATOM(salamander, salamander, deadline_atom, "deadline")
 CAF_ADD_ATOM(salamander, salamander, progress_atom, "progress")
+CAF_ADD_ATOM(salamander, salamander, part_atom, "part")
 CAF_END_TYPE_ID_BLOCK(salamander)

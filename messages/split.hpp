@@ -48,6 +48,9 @@ struct split_task {
   bool local_loss = false;
   std::vector<uint8_t> send;
   caf::actor server;
+  /// not 0: the weights came before this message in parts, as this
+  /// sender's transfer `parts` (actors/clients/weights_parts.hpp)
+  uint64_t parts = 0;
 };
 
 /// Across the cut: a batch's activations and labels; want_gradient: the
@@ -85,6 +88,9 @@ struct split_result {
   double device_s = 0;      ///< the round as the device experienced it
   std::string error;        ///< not "": the round failed, no weights
   snapshot_payload weights; ///< client-side layers after the round
+  /// not 0: the weights came before this message in parts, as this
+  /// sender's transfer `parts` (actors/clients/weights_parts.hpp)
+  uint64_t parts = 0;
 };
 
 template <class Inspector>
@@ -97,7 +103,7 @@ typename Inspector::result_type inspect(Inspector& f, split_client_spec& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, split_task& x) {
   return f(caf::meta::type_name("split_task"), x.round, x.weights, x.local_loss, x.send,
-           x.server);
+           x.server, x.parts);
 }
 
 template <class Inspector>
@@ -115,7 +121,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, split_result& x) {
   return f(caf::meta::type_name("split_result"), x.round, x.client, x.samples, x.batches,
            x.sent, x.sent_samples, x.loss, x.server_loss, x.bytes_up, x.bytes_down,
-           x.client_flops, x.device_s, x.error, x.weights);
+           x.client_flops, x.device_s, x.error, x.weights, x.parts);
 }
 
 } // namespace salamander

@@ -1,9 +1,12 @@
 #include "actors/clients/client_work.hpp"
+#include "actors/clients/weights_parts.hpp"
+#include "actors/logging.hpp"
 
 #include "algorithms/sampling.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ctime>
 #include <map>
 #include <mutex>
@@ -79,6 +82,42 @@ std::shared_ptr<const models::dataset> shared_training_set(const std::string& na
       models::load_dataset(name, true, desc, dir));
   cache[key] = data;
   return data;
+}
+
+void weights_inbox::add(const char* subsystem, const std::string& from,
+                        uint64_t transfer, uint64_t offset, uint64_t total,
+                        const torch::Tensor& part) {
+  try {
+    auto snap = parts_.add(from, transfer, offset, total, part);
+    if (!snap) {
+      return;
+    }
+    auto key = std::make_pair(from, transfer);
+    if (done_.size() >= tuning::round_pending_transfers && !order_.empty()) {
+      done_.erase(order_.front()); // a message that never came (its sender died)
+      order_.pop_front();
+    }
+    done_[key] = std::move(*snap);
+    order_.push_back(key);
+    auto& t = parts_.last();
+    subsystem_log(subsystem)->debug("weights of {:.1f} MB from {} in {} part(s) over {:.2f} s",
+                                    static_cast<double>(t.bytes) / 1e6, from, t.parts,
+                                    t.seconds);
+  } catch (const std::exception& e) {
+    subsystem_log(subsystem)->warn("dropped weights in parts from {}: {}", from, e.what());
+  }
+}
+
+bool weights_inbox::take(const std::string& from, uint64_t transfer, snapshot_payload& into) {
+  auto key = std::make_pair(from, transfer);
+  auto it = done_.find(key);
+  if (it == done_.end()) {
+    return false;
+  }
+  into.snapshot = std::move(it->second);
+  done_.erase(it);
+  order_.erase(std::find(order_.begin(), order_.end(), key));
+  return true;
 }
 
 } // namespace salamander::actors

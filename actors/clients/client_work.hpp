@@ -3,6 +3,7 @@
 // process, and how an emulated device paces its work (device time).
 #pragma once
 
+#include "actors/clients/weights_parts.hpp"
 #include "actors/node/emulation.hpp"
 #include "models/data.hpp"
 
@@ -22,6 +23,10 @@ struct client_base_state {
   torch::Tensor shard; ///< int64 indices into data
   std::string data_note;
   models::model_desc desc;
+  /// A task's weights arriving in parts, and this client's own transfers
+  /// numbered (weights_parts.hpp).
+  weights_inbox inbox;
+  uint64_t transfers = 0;
 };
 
 /// The training split of `name`, loaded once per process and shared by every

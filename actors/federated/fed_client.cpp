@@ -105,11 +105,8 @@ void send_update(client_ptr self, fed_work& w, std::chrono::microseconds pause) 
     }
   }
   u.delta.snapshot = std::move(after);
-  if (pause.count() > 0) {
-    self->delayed_send(w.reply, pause, update_atom_v, std::move(u));
-  } else {
-    self->send(w.reply, update_atom_v, std::move(u));
-  }
+  send_with_weights(self, w.reply, update_atom_v, std::move(u), &fed_update::delta,
+                    st.transfers, pause);
 }
 
 void fail_work(client_ptr self, const std::string& what) {
@@ -271,6 +268,7 @@ fed_client(fed_client_actor::stateful_pointer<fed_client_state> self,
         if (st.work && st.work->profile) {
           return; // the job asks for rounds only after the profile
         }
+        bool whole = take_weights(st.inbox, self->current_sender(), task, &fed_task::weights);
         st.work.emplace();
         auto& w = *st.work;
         w.id = st.next_work++;
@@ -279,6 +277,9 @@ fed_client(fed_client_actor::stateful_pointer<fed_client_state> self,
         try {
           auto weights = std::move(task.weights.snapshot);
           w.task = std::move(task);
+          if (!whole) {
+            throw std::runtime_error("the task's weights did not arrive whole");
+          }
           build(self, w, w.task.kept, &weights);
           new_epoch_order(st, w);
         } catch (const std::exception& e) {
@@ -287,6 +288,7 @@ fed_client(fed_client_actor::stateful_pointer<fed_client_state> self,
         }
         schedule_tick(self, std::chrono::microseconds(0));
       },
+      part_handler(self, self->state.inbox, "federated"),
       [=](stop_atom) {
         auto& st = self->state;
         if (st.work && !st.work->profile) {

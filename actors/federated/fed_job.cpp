@@ -224,7 +224,8 @@ void start_round(self_ptr self) {
   nlohmann::json tasks = nlohmann::json::array();
   for (auto& t : st.plan.tasks) {
     try {
-      self->send(client(st, t.client), round_atom_v, make_task(st, t, round));
+      send_with_weights(self, client(st, t.client), round_atom_v, make_task(st, t, round),
+                        &fed_task::weights, st.core.transfers);
     } catch (const std::exception& e) {
       st.core.fail(std::string("cannot build a task: ") + e.what());
       return;
@@ -265,7 +266,9 @@ void send_async_tasks(self_ptr self) {
     auto t = st.strategy->next_task(c, st.version, st.layout);
     try {
       // numbered: two tasks from the same version see different example orders
-      self->send(client(st, c.id), round_atom_v, make_task(st, t, ++st.async_tasks_sent));
+      send_with_weights(self, client(st, c.id), round_atom_v,
+                        make_task(st, t, ++st.async_tasks_sent), &fed_task::weights,
+                        st.core.transfers);
     } catch (const std::exception& ex) {
       core.fail(std::string("cannot build a task: ") + ex.what());
       return;
@@ -321,6 +324,9 @@ void on_update(self_ptr self, fed_update& u) {
   if (!slot.handle ||
       caf::actor_cast<caf::strong_actor_ptr>(slot.handle) != self->current_sender()) {
     return; // a client of before (killed, replaced): its work is void
+  }
+  if (!take_weights(st.core.inbox, self->current_sender(), u, &fed_update::delta)) {
+    u.error = "client " + std::to_string(u.client) + ": its delta did not arrive whole";
   }
   auto& pending = async ? st.async_tasks : st.tasks;
   auto it = pending.find(u.client);

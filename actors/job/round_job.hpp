@@ -25,6 +25,7 @@
 // once for both behaviours.
 #pragma once
 
+#include "actors/clients/weights_parts.hpp"
 #include "actors/job/job_nodes.hpp"
 #include "actors/job/metrics.hpp"
 #include "actors/tuning.hpp"
@@ -241,8 +242,14 @@ public:
   double eval_s = 0;         ///< evaluations by the supervisor (not training)
   job_status status;
   std::shared_ptr<metrics_log> metrics;
+  /// Clients' weights arriving in parts, and the job's own transfers
+  /// numbered (actors/clients/weights_parts.hpp).
+  weights_inbox inbox;
+  uint64_t transfers = 0;
 
   // ---- lifecycle
+  /// The mode's name, which names its log ("federated", "split").
+  const char* subsystem() const { return mode_->name(); }
   bool over() const { return algorithms::is_over(phase); }
   /// Moves the phase on `e`; false (nothing changes) where `e` does not apply.
   bool enter(algorithms::round_event e);
@@ -345,6 +352,7 @@ typename Self::behavior_type round_job_handlers(Self* self, round_job& core,
         self->quit();
       },
       [&core](tick_atom) { core.tick(); },
+      part_handler(self, core.inbox, core.subsystem()),
       [&core](kill_atom, uint32_t c) { return core.kill(c); },
       [&core](replan_atom, std::string&) -> caf::result<std::string> {
         return core.no_replan();

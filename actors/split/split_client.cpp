@@ -193,7 +193,8 @@ void finish_round(client_ptr self) {
   r.loss = w.batches ? w.loss_sum / static_cast<double>(w.batches) : 0.0;
   r.server_loss = r.sent ? w.server_loss_sum / static_cast<double>(r.sent) : 0.0;
   r.weights.snapshot = client_snapshot(st, w.task.round);
-  self->send(w.reply, update_atom_v, std::move(r));
+  send_with_weights(self, w.reply, update_atom_v, std::move(r), &split_result::weights,
+                    st.transfers);
   st.work.reset();
 }
 
@@ -395,6 +396,9 @@ split_client(split_client_actor::stateful_pointer<split_client_state> self,
           return;
         }
         try {
+          if (!take_weights(st.inbox, self->current_sender(), task, &split_task::weights)) {
+            throw std::runtime_error("the task's weights did not arrive whole");
+          }
           if (!task.weights.snapshot.layers.empty()) {
             load_weights(st, task.weights.snapshot);
           }
@@ -414,6 +418,7 @@ split_client(split_client_actor::stateful_pointer<split_client_state> self,
         schedule_tick(self, std::chrono::microseconds(0));
       },
       [=](stop_atom) { self->state.work.reset(); },
+      part_handler(self, self->state.inbox, "split"),
       [=](tick_atom, uint64_t id) {
         auto& st = self->state;
         if (!st.work || st.work->id != id || st.work->waiting) {

@@ -414,7 +414,8 @@ void next_turn(self_ptr self) {
       continue;
     }
     st.pending.insert(c);
-    self->send(client(st, c), round_atom_v, make_task(self, c, st.round + 1, {}));
+    send_with_weights(self, client(st, c), round_atom_v, make_task(self, c, st.round + 1, {}),
+                      &split_task::weights, st.core.transfers);
     return;
   }
   finish_round(self);
@@ -476,7 +477,8 @@ void start_round(self_ptr self) {
   }
   for (auto c : ready) {
     st.pending.insert(c);
-    self->send(client(st, c), round_atom_v, make_task(self, c, round, plan[c]));
+    send_with_weights(self, client(st, c), round_atom_v, make_task(self, c, round, plan[c]),
+                      &split_task::weights, st.core.transfers);
     st.info[c].holds_weights = true;
   }
   st.core.log_event("round_start",
@@ -496,6 +498,10 @@ void on_result(self_ptr self, split_result& r) {
   if (!slot.handle ||
       caf::actor_cast<caf::strong_actor_ptr>(slot.handle) != self->current_sender()) {
     return; // a client of before (killed, replaced): its work is void
+  }
+  if (!take_weights(st.core.inbox, self->current_sender(), r, &split_result::weights) &&
+      r.error.empty()) {
+    r.error = "client " + std::to_string(r.client) + ": its weights did not arrive whole";
   }
   if (!st.in_round || st.finishing || r.round != st.round + 1 ||
       !st.pending.count(r.client)) {

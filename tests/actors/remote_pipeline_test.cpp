@@ -4,6 +4,8 @@
 
 #include "actors/cluster/auth.hpp"
 #include "actors/cluster/cluster_file.hpp"
+#include "actors/federated/fed_job.hpp"
+#include "actors/split/split_job.hpp"
 #include "actors/train/train_job.hpp"
 #include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"
@@ -70,6 +72,78 @@ TEST_CASE("three node processes hold the single-device weights after K steps",
   }
   for (size_t i = 0; i < 3; ++i) {
     CHECK(procs[i].stop() == 0); // SIGTERM: a clean leave
+  }
+}
+
+// Weights between a round job and clients in node processes go in bounded
+// parts (actors/clients/weights_parts.hpp); a model of 1.1 MB is several
+// parts each way. The job ends with the very weights it gets when its
+// clients run in this process, where weights travel in the message itself.
+TEST_CASE("federated and split jobs over node processes end with the weights of "
+          "clients in this process (weights in parts)",
+          "[actor][federated][split][process]") {
+  torch::set_num_threads(1);
+  const std::string model = "mlp:hidden=256";
+  auto canonical = models::describe(models::model_spec::parse(model)).spec.canonical();
+  actors::process_cluster procs(2, "p");
+  auto both = [&](auto run) {
+    caf::actor_system_config cfg;
+    actors::configure(cfg);
+    caf::actor_system sys{cfg};
+    auto local = actors::local_nodes(sys, 2, 1);
+    auto here = run(sys, local);
+    for (auto& n : local) {
+      caf::anon_send(n.handle, leave_atom_v);
+    }
+    auto remote = actors::connect_nodes(sys, procs.nodes());
+    REQUIRE(static_cast<bool>(remote));
+    auto there = run(sys, *remote);
+    return std::make_pair(std::move(here), std::move(there));
+  };
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  {
+    actors::fed_config cfg;
+    cfg.model = canonical;
+    cfg.rounds = 2;
+    cfg.dataset = "synthetic";
+    cfg.alpha = 0;
+    cfg.batch_size = 32;
+    cfg.max_samples = 96;
+    cfg.profile_batches = 1;
+    auto [here, there] = both([&](caf::actor_system& sys, std::vector<actors::remote_node> n) {
+      return actors::run_fed_job(sys, cfg, std::move(n), opts);
+    });
+    REQUIRE(here.status.error == "");
+    REQUIRE(there.status.error == "");
+    CHECK(there.status.round == 2);
+    CHECK(there.status.dropped_updates == 0);
+    REQUIRE(here.weights);
+    REQUIRE(there.weights);
+    CHECK(salamander::testing::max_weight_diff(*here.weights, *there.weights) <= 1e-6);
+  }
+  {
+    actors::split_config cfg;
+    cfg.model = canonical;
+    cfg.method = "vanilla";
+    cfg.cut = 1;
+    cfg.rounds = 2;
+    cfg.dataset = "synthetic";
+    cfg.alpha = 0;
+    cfg.batch_size = 32;
+    cfg.max_samples = 64;
+    auto [here, there] = both([&](caf::actor_system& sys, std::vector<actors::remote_node> n) {
+      return actors::run_split_job(sys, cfg, std::move(n), opts);
+    });
+    REQUIRE(here.status.error == "");
+    REQUIRE(there.status.error == "");
+    CHECK(there.status.round == 2);
+    REQUIRE(here.weights);
+    REQUIRE(there.weights);
+    CHECK(salamander::testing::max_weight_diff(*here.weights, *there.weights) <= 1e-6);
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(procs[i].stop() == 0);
   }
 }
 

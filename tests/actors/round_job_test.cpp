@@ -321,3 +321,64 @@ TEST_CASE("a round job whose preparation throws fails with why and submits nothi
       }(),
       "--rounds must be at least 1, got 0");
 }
+
+namespace {
+
+models::weight_snapshot weights_of(int64_t rows, float fill) {
+  models::weight_snapshot s;
+  s.model = "test";
+  s.layers.resize(1);
+  s.layers[0].params.push_back({"weight", torch::full({rows, 1000}, fill)});
+  return s;
+}
+
+// Sends `snap` into `in` as `from`'s transfer `transfer`, in parts of 64 KiB;
+// `skip`: the part left out (none when past the end).
+void send_parts(actors::weights_inbox& in, const std::string& from, uint64_t transfer,
+                const models::weight_snapshot& snap, size_t skip = SIZE_MAX) {
+  auto parts = actors::snapshot_parts(snap, 64 * 1024);
+  uint64_t total = 0;
+  for (auto& p : parts) {
+    total += static_cast<uint64_t>(p.numel());
+  }
+  uint64_t offset = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i != skip) {
+      in.add("federated", from, transfer, offset, total, parts[i]);
+    }
+    offset += static_cast<uint64_t>(parts[i].numel());
+  }
+}
+
+} // namespace
+
+TEST_CASE("weights in parts are taken by the message that names their sender and "
+          "transfer, and a transfer missing a part gives none",
+          "[actor][round_job][parts]") {
+  actors::weights_inbox in;
+  auto a = weights_of(100, 1.5f); // 400 KB: 7 parts
+  auto b = weights_of(50, -2.f);
+  send_parts(in, "client-a", 1, a);
+  send_parts(in, "client-b", 1, b);
+  CHECK(in.waiting() == 2);
+  snapshot_payload got;
+  REQUIRE(in.take("client-b", 1, got));
+  CHECK(torch::equal(got.snapshot.layers.at(0).params.at(0).tensor,
+                     b.layers[0].params[0].tensor));
+  REQUIRE(in.take("client-a", 1, got));
+  CHECK(torch::equal(got.snapshot.layers.at(0).params.at(0).tensor,
+                     a.layers[0].params[0].tensor));
+  CHECK_FALSE(in.take("client-a", 1, got)); // taken once
+  CHECK(in.waiting() == 0);
+
+  send_parts(in, "client-a", 2, a, 3); // part 3 lost: the rest does not continue
+  CHECK_FALSE(in.take("client-a", 2, got));
+  CHECK(in.pending() == 0);
+
+  // a message that claims parts no one sent
+  fed_update u;
+  u.parts = 9;
+  CHECK_FALSE(actors::take_weights(in, caf::strong_actor_ptr{}, u, &fed_update::delta));
+  u.parts = 0; // weights in the message itself
+  CHECK(actors::take_weights(in, caf::strong_actor_ptr{}, u, &fed_update::delta));
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Real jobs over deploy/netns-testbed.sh: nodes in their own network
-# namespaces behind shaped links, a link cut mid-run, and the testbed leaving
+# namespaces behind shaped links, a link cut mid-run, large weights over slow
+# links (pipeline snapshots, federated updates), and the testbed leaving
 # nothing behind however it ends. Usage: netns_test.sh PATH/TO/salamander
 # Exits 77 (skip) when not root or network namespaces are not permitted.
 set -euo pipefail
@@ -159,6 +160,30 @@ grep -E "holder on central: a snapshot of [5-9]\.[0-9] MB from .* in [0-9]+ part
   "$work/j2c.err" >/dev/null || fail "no snapshot took over 2 s to arrive (the link is not slow?): $(grep "a snapshot of" "$work/j2c.err" | head -3)"
 assert_clean "after the job over a slow link"
 echo "netns: a node on an 8 Mbit/s link replicates 5 MB snapshots in parts, hang timeout 2 s: $((t1 - t0)) ms"
+
+# 2d. a federated round of a 51 MB model (mlp:hidden=3200) over links shaped
+#     to 10 MB/s: the global weights down and each update up take 5 s,
+#     more than the hang timeout (2 s); they go in parts, so the round
+#     completes with both clients and no node is taken for hung (as one
+#     message, both nodes were dropped and the round had no update)
+t0=$(ms)
+rc=0
+SALAMANDER_LOG_DIR="$work/l2d" SALAMANDER_NET="rate=80mbit" \
+  testbed_rc "$testbed" 2 "$work/c2d.toml" timeout 180 "$bin" --log-level debug federate \
+  --cluster "$work/c2d.toml" --rounds 1 --dataset synthetic --model mlp:hidden=3200 \
+  --max-samples 128 --hang-timeout 2 \
+  >"$work/j2d.out" 2>"$work/last.err" || rc=$?
+t1=$(ms)
+cp "$work/last.err" "$work/j2d.err"
+[ "$rc" = 0 ] || fail "federated job over 10 MB/s links exited $rc: $(grep -E "went away|warning" "$work/j2d.err" | head -3)"
+if grep -E "went away|is out of round" "$work/j2d.err"; then fail "a node on a 10 MB/s link was taken for hung"; fi
+grep -q "^dropped updates: 0" "$work/j2d.out" || fail "updates were dropped: $(cat "$work/j2d.out")"
+grep -q "2/2 clients took part" "$work/j2d.err" || fail "the round did not have both clients: $(grep "round 1/1" "$work/j2d.err")"
+# the premise: an update of 51 MB took longer than the hang timeout to arrive
+grep -E "weights of 5[0-9]\.[0-9] MB from .* in [0-9]+ part\(s\) over ([3-9]|[1-9][0-9])\." \
+  "$work/j2d.err" >/dev/null || fail "no update took over 3 s to arrive (the link is not slow?): $(grep "weights of" "$work/j2d.err" | head -3)"
+assert_clean "after the federated job over slow links"
+echo "netns: a federated round of a 51 MB model over 10 MB/s links, in parts, hang timeout 2 s: $((t1 - t0)) ms"
 
 # 3. SIGTERM to the testbed mid-job: the job is stopped and everything removed
 t0=$(ms)
