@@ -155,6 +155,7 @@ void round_job::end(round_event how, const std::string& error) {
   if (over()) {
     return;
   }
+  refresh_status(); // the roster as it stood: stopping the clients takes them down
   stop_workers();
   status.error = error;
   status.train_s = train_time();
@@ -353,6 +354,9 @@ caf::error round_job::ended() const {
 void round_job::refresh_status() {
   auto& s = status;
   s.elapsed_s = seconds_since(started_);
+  if (over()) {
+    return; // as at the end (end() stops the clients: they are not down)
+  }
   s.train_s = train_time();
   s.paused_by_user = user_paused;
   s.rounds = cfg_->rounds;
