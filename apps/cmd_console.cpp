@@ -109,16 +109,16 @@ std::string show_split_status(const job_status& s) {
 }
 
 std::string show_status(const job_status& s) {
-  if (s.mode == "federate") {
+  if (s.mode == job_mode::federate) {
     return show_fed_status(s);
   }
-  if (s.mode == "split") {
+  if (s.mode == job_mode::split) {
     return show_split_status(s);
   }
   std::string out = status_line(s) + "\n";
   out += fmt::format("plan v{}: {}\n", s.plan_version,
                      s.plan.empty() ? "(none yet)" : s.plan);
-  if (s.mode == "serve") {
+  if (s.mode == job_mode::serve) {
     out += fmt::format("served {} requests in {:.1f} s ({} failed, {} refused: queue "
                        "full); {} recoveries, {} re-plans\n",
                        s.requests, s.elapsed_s, s.failed_requests, s.rejected,
@@ -171,20 +171,20 @@ std::string show_nodes(const job_status& s) {
 }
 
 std::string show_plan(const job_status& s) {
-  if (s.mode == "federate") {
+  if (s.mode == job_mode::federate) {
     return "a federated job has no pipeline: every client trains the model (or a slice "
            "of it). Kept fractions of the last tasks: " +
            s.plan + "\n";
   }
-  if (s.mode == "split") {
+  if (s.mode == job_mode::split) {
     return "a split job has no pipeline: every client holds the layers before the cut, "
            "the server the rest. Clients: " +
            s.plan + "\n";
   }
   if (s.stages.empty()) {
-    return "no plan yet (phase " + s.phase + ")\n";
+    return "no plan yet (phase " + to_string(s.phase) + ")\n";
   }
-  if (s.mode == "serve") {
+  if (s.mode == job_mode::serve) {
     std::string out = fmt::format("plan v{} ({} re-plans, {} recoveries so far)\n",
                                   s.plan_version, s.replans, s.recoveries);
     out += fmt::format("{:<6} {:<14} {:<10} {:>12}\n", "stage", "node", "layers", "busy");
@@ -213,7 +213,7 @@ std::string show_plan(const job_status& s) {
 
 std::string show_metrics(const job_status& s) {
   std::string out;
-  if (s.mode == "split") {
+  if (s.mode == job_mode::split) {
     out += fmt::format("rounds         {} of {} ({})\n", s.round, s.rounds, s.strategy);
     out += fmt::format("accuracy       {:.2f}% (test split{})\n",
                        100 * std::max(0.0, s.test_accuracy),
@@ -229,7 +229,7 @@ std::string show_metrics(const job_status& s) {
                        s.metrics_path.empty() ? "(none)" : s.metrics_path);
     return out;
   }
-  if (s.mode == "federate") {
+  if (s.mode == job_mode::federate) {
     out += fmt::format("rounds         {} of {} ({})\n", s.round, s.rounds, s.strategy);
     out += fmt::format("accuracy       {:.2f}% (global model, test split)\n",
                        100 * std::max(0.0, s.test_accuracy));
@@ -243,7 +243,7 @@ std::string show_metrics(const job_status& s) {
                        s.metrics_path.empty() ? "(none)" : s.metrics_path);
     return out;
   }
-  if (s.mode == "serve") {
+  if (s.mode == job_mode::serve) {
     out += fmt::format("requests       {} answered, {} failed, {} refused (queue full)\n",
                        s.requests, s.failed_requests, s.rejected);
     out += fmt::format("rate           {:.1f} requests/s (last 5 s)\n", s.requests_per_s);

@@ -60,7 +60,7 @@ int run_federate(const fed_cli& cli) {
             s.plan, s.dropped_updates);
       });
   auto& s = result.status;
-  if (s.phase != "finished") {
+  if (s.phase != status_phase::finished) {
     log->error("federated job failed: {}", s.error);
     return 1;
   }

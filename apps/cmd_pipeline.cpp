@@ -474,7 +474,7 @@ public:
     }
     // the last failure stays in the status after a recovery, so a failure
     // recovered from between two polls is still reported
-    if (!s.error.empty() && s.error != shown_error_ && s.phase != "failed") {
+    if (!s.error.empty() && s.error != shown_error_ && s.phase != status_phase::failed) {
       shown_error_ = s.error;
       progress_.finish();
       log->warn("FAILURE: {}", s.error);
@@ -557,7 +557,7 @@ void save_weights(const train_cli& cli, const actors::job_result& result,
 int report(const train_cli& cli, actors::job_result& result) {
   auto log = logger("supervisor");
   auto& s = result.status;
-  if (s.phase != "finished") {
+  if (s.phase != status_phase::finished) {
     log->error("job failed: {}", s.error);
     if (!cli.save.empty() && result.weights) {
       // it gave up waiting for nodes: what it kept is saved all the same

@@ -349,7 +349,7 @@ int run_serve(const serve_cli& cli) {
     while (stop_signal == 0) {
       auto st = svc.status();
       log_status(st, shown_plan, shown_recoveries, progress);
-      if (st.phase == "serving" && !was_serving) {
+      if (st.phase == status_phase::serving && !was_serving) {
         was_serving = true;
         progress.finish();
         log->info("ready: {}", st.plan);
@@ -357,7 +357,7 @@ int run_serve(const serve_cli& cli) {
       if (was_serving) {
         progress.update(status_fields(st));
       }
-      if (st.phase == "failed") {
+      if (st.phase == status_phase::failed) {
         log->error("serving failed: {}", st.error);
         code = 1;
         break;

@@ -75,7 +75,7 @@ int run_split(const split_cli& cli) {
             s.plan);
       });
   auto& s = result.status;
-  if (s.phase != "finished") {
+  if (s.phase != status_phase::finished) {
     log->error("split job failed: {}", s.error);
     return 1;
   }

@@ -202,7 +202,7 @@ struct http_front::impl {
     out += "# HELP salamander_ready 1 while a pipeline serves.\n"
            "# TYPE salamander_ready gauge\n";
     out += fmt::format("salamander_ready{{model=\"{}\"}} {}\n", m,
-                       s.phase == "serving" ? 1 : 0);
+                       s.phase == status_phase::serving ? 1 : 0);
     out += "# HELP salamander_stage_busy_seconds_total Compute time of each stage of the "
            "current plan.\n"
            "# TYPE salamander_stage_busy_seconds_total counter\n";
@@ -302,8 +302,8 @@ struct http_front::impl {
     });
     http.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
       auto s = svc.status();
-      reply(res, s.phase == "serving" ? 200 : 503,
-            json{{"ready", s.phase == "serving"}, {"phase", s.phase}});
+      reply(res, s.phase == status_phase::serving ? 200 : 503,
+            json{{"ready", s.phase == status_phase::serving}, {"phase", to_string(s.phase)}});
     });
     http.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
       reply(res, 200,
@@ -330,8 +330,8 @@ struct http_front::impl {
                  return;
                }
                auto s = svc.status();
-               reply(res, s.phase == "serving" ? 200 : 503,
-                     json{{"name", opts.model_name}, {"ready", s.phase == "serving"}});
+               reply(res, s.phase == status_phase::serving ? 200 : 503,
+                     json{{"name", opts.model_name}, {"ready", s.phase == status_phase::serving}});
              });
     http.Post(
         R"(/v2/models/([^/]+)/infer)",

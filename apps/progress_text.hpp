@@ -94,16 +94,15 @@ inline std::string format_duration(double seconds) {
 }
 
 /// The time a job still needs, from the time it spent training: between
-/// two looks at its status, only while its phase was "training" does the
+/// two looks at its status, only while it was training does the
 /// clock run. While it pauses, recovers, re-plans or evaluates, the ETA
 /// holds its last value (and says so) instead of growing.
 class eta_clock {
 public:
-  /// Seconds left (-1: not known yet) after a look at the job: its phase,
-  /// batches committed so far and still to do, and its elapsed seconds.
-  double update(const std::string& phase, int64_t committed, int64_t left,
-                double elapsed_s) {
-    bool training = phase == "training";
+  /// Seconds left (-1: not known yet) after a look at the job: whether it
+  /// is training, batches committed so far and still to do, and its elapsed
+  /// seconds.
+  double update(bool training, int64_t committed, int64_t left, double elapsed_s) {
     // an interval counts when the job trained at both ends (one that ends
     // or starts in a pause is dropped whole: a fraction of a poll)
     if (seen_ && was_training_ && training && elapsed_s > last_elapsed_) {
@@ -126,6 +125,9 @@ public:
     }
     return eta_;
   }
+
+  /// Not a phase's text: a string would convert to `true`.
+  double update(const char*, int64_t, int64_t, double) = delete;
 
   /// True when the last update did not train and the ETA is the one before.
   bool held() const { return held_; }

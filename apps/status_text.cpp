@@ -17,7 +17,7 @@ std::vector<progress_field> serve_fields(const job_status& s) {
     health_keep = 3;
   }
   return {
-      {"[" + s.phase + "]", 10},
+      {"[" + to_string(s.phase) + "]", 10},
       {fmt::format("{} requests", s.requests), 7},
       {fmt::format("{:.1f} req/s", s.requests_per_s), 9},
       {fmt::format("p50 {:.1f} ms p99 {:.1f} ms", 1e3 * s.latency_p50_s,
@@ -33,7 +33,7 @@ std::vector<progress_field> serve_fields(const job_status& s) {
 // A federated job: rounds and the global model's accuracy.
 std::vector<progress_field> fed_fields(const job_status& s) {
   return {
-      {"[" + s.phase + "]", 10},
+      {"[" + to_string(s.phase) + "]", 10},
       {fmt::format("round {}/{}", s.round, s.rounds), 9},
       {s.test_accuracy >= 0 ? fmt::format("acc {:.2f}%", 100 * s.test_accuracy)
                             : std::string("acc -"),
@@ -49,7 +49,7 @@ std::vector<progress_field> fed_fields(const job_status& s) {
 // A split-learning job: rounds, accuracy, and what crossed the cut.
 std::vector<progress_field> split_fields(const job_status& s) {
   return {
-      {"[" + s.phase + (s.split_phase.empty() ? "" : ", " + s.split_phase) + "]", 10},
+      {"[" + to_string(s.phase) + (s.split_phase.empty() ? "" : ", " + s.split_phase) + "]", 10},
       {fmt::format("round {}/{}", s.round, s.rounds), 9},
       {s.test_accuracy >= 0 ? fmt::format("acc {:.2f}%", 100 * s.test_accuracy)
                             : std::string("acc -"),
@@ -67,13 +67,13 @@ std::vector<progress_field> split_fields(const job_status& s) {
 } // namespace
 
 std::vector<progress_field> status_fields(const job_status& s, eta_clock* eta) {
-  if (s.mode == "serve") {
+  if (s.mode == job_mode::serve) {
     return serve_fields(s);
   }
-  if (s.mode == "federate") {
+  if (s.mode == job_mode::federate) {
     return fed_fields(s);
   }
-  if (s.mode == "split") {
+  if (s.mode == job_mode::split) {
     return split_fields(s);
   }
   eta_clock once;
@@ -82,15 +82,15 @@ std::vector<progress_field> status_fields(const job_status& s, eta_clock* eta) {
   if (s.batches > 0) {
     left = (s.epochs - s.epoch) * s.batches + (s.batches - s.batch);
   }
-  double seconds = clock.update(s.phase, s.committed, left, s.elapsed_s);
-  bool training = s.phase == "training";
+  bool training = s.phase == status_phase::training;
+  double seconds = clock.update(training, s.committed, left, s.elapsed_s);
 
   std::string rate;
   if ((training || s.finished()) && s.committed > 0) {
     double r = s.recent_samples_per_s > 0 ? s.recent_samples_per_s : s.samples_per_s;
     rate = fmt::format("{:.0f} samples/s", r);
   } else if (s.committed > 0 && !s.finished()) {
-    rate = "- samples/s (" + s.phase + ")"; // the last rate would be a frozen number
+    rate = "- samples/s (" + to_string(s.phase) + ")"; // the last rate would be a frozen number
   } else {
     rate = "- samples/s";
   }
@@ -105,7 +105,7 @@ std::vector<progress_field> status_fields(const job_status& s, eta_clock* eta) {
     health_keep = 3;
   }
   return {
-      {"[" + s.phase + "]", 10},
+      {"[" + to_string(s.phase) + "]", 10},
       {fmt::format("epoch {}/{}", s.epoch, s.epochs), 7},
       {fmt::format("batch {}/{}", s.batch, s.batches), 9},
       {rate, 5},

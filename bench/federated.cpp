@@ -109,7 +109,7 @@ curve run_strategy(const actors::fed_config& base, const std::string& strategy,
   auto c = read_curve(log_path);
   c.rounds = r.status.round;
   c.dropped = r.status.dropped_updates;
-  if (r.status.phase != "finished") {
+  if (r.status.phase != status_phase::finished) {
     c.error = r.status.error;
   }
   return c;

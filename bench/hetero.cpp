@@ -117,7 +117,7 @@ int hetero(const bench_args& args) {
            s.committed});
     };
     auto r = actors::run_job(sys, c, std::move(use), train, train, opts);
-    if (r.status.phase != "finished") {
+    if (r.status.phase != status_phase::finished) {
       throw std::runtime_error("hetero run failed: " + r.status.error);
     }
     if (plan) {
@@ -291,7 +291,7 @@ int hetero(const bench_args& args) {
       self->request(n.handle, std::chrono::seconds(5), slow_atom_v, 1.0)
           .receive([](std::string&) {}, [](caf::error&) {});
     }
-    if (r.status.phase != "finished") {
+    if (r.status.phase != status_phase::finished) {
       throw std::runtime_error("slow-down run failed: " + r.status.error);
     }
     double before = rate_between(samples, 5, slow_at, jslow.batch_size);

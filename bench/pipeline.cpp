@@ -56,7 +56,7 @@ int pipeline_overhead(const bench_args& args) {
   std::vector<double> pipe_s, plain_s;
   auto run_pipeline = [&] {
     auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 1, 1), train, train);
-    if (r.status.phase != "finished") {
+    if (r.status.phase != status_phase::finished) {
       throw std::runtime_error("pipeline failed: " + r.status.error);
     }
     // the supervisor's clock, first batch fed to last batch committed: like
@@ -98,7 +98,7 @@ int pipeline_overhead(const bench_args& args) {
   auto run_two = [&](caf::actor_system& s, const std::vector<actors::remote_node>& nodes,
                      std::vector<double>& out) {
     auto r = actors::run_job(s, two, nodes, train, train);
-    if (r.status.phase != "finished") {
+    if (r.status.phase != status_phase::finished) {
       throw std::runtime_error("two-stage pipeline failed: " + r.status.error);
     }
     out.push_back(r.status.train_s);
@@ -174,7 +174,7 @@ int bubble(const bench_args& args) {
     for (int m : {4, 8, 16}) {
       jc.micro_batches = m;
       auto r = actors::run_job(sys, jc, use, train, train);
-      if (r.status.phase != "finished") {
+      if (r.status.phase != status_phase::finished) {
         throw std::runtime_error("bubble run failed: " + r.status.error);
       }
       auto& s = r.status;

@@ -205,7 +205,7 @@ int recovery(const bench_args& args) {
     recovery_times t;
     opts.on_status = [&](const job_status& s) {
       // midway, and not on a replication boundary (K = 10): some work is redone
-      if (!failed && s.committed >= jc.max_batches / 2 + 5 && s.phase == "training") {
+      if (!failed && s.committed >= jc.max_batches / 2 + 5 && s.phase == status_phase::training) {
         failed = true;
         committed_at_failure = s.committed;
         failed_at = clock::now();
@@ -215,7 +215,7 @@ int recovery(const bench_args& args) {
           c[1].signal(kind == "kill9" ? SIGKILL : SIGSTOP);
         }
       }
-      if (failed && !seen && s.phase == "recovering") {
+      if (failed && !seen && s.phase == status_phase::recovering) {
         seen = true;
         seen_at = clock::now();
       }
@@ -231,7 +231,7 @@ int recovery(const bench_args& args) {
     };
     auto r = actors::run_job(sys, jc, nodes, train, train, opts);
     c[1].signal(SIGCONT);
-    if (r.status.phase != "finished" || !done) {
+    if (r.status.phase != status_phase::finished || !done) {
       throw std::runtime_error("recovery run (" + kind + ") did not finish: " + r.status.error);
     }
     results[kind] = t;
@@ -262,7 +262,7 @@ int recovery(const bench_args& args) {
       j.replicate_every = k;
       auto t0 = clock::now();
       auto r = actors::run_job(sys, j, nodes, train, train);
-      if (r.status.phase != "finished") {
+      if (r.status.phase != status_phase::finished) {
         throw std::runtime_error("replication run failed: " + r.status.error);
       }
       double total = since(t0);
@@ -322,7 +322,7 @@ int recovery(const bench_args& args) {
       bool killed = false;
       opts.on_status = [&](const job_status& s) {
         // just before the second replication: the most work at stake
-        if (!killed && s.committed >= 95 * pj.max_batches / 300 && s.phase == "training") {
+        if (!killed && s.committed >= 95 * pj.max_batches / 300 && s.phase == status_phase::training) {
           killed = true;
           pc[1].signal(SIGKILL);
         }
@@ -330,7 +330,7 @@ int recovery(const bench_args& args) {
       auto t0 = clock::now();
       auto r = actors::run_job(psys, pj, pnodes, ptrain, ptest, opts);
       double wall = since(t0);
-      if (r.status.phase != "finished") {
+      if (r.status.phase != status_phase::finished) {
         throw std::runtime_error("policy run (" + policy + ") failed: " + r.status.error);
       }
       std::fprintf(stderr,
@@ -413,7 +413,7 @@ int failure_during_recovery(const bench_args& args) {
       clock::time_point first_kill{}, last_kill{};
       double took = -1;
       opts.on_status = [&](const job_status& s) {
-        if (step == 0 && s.committed >= 45 && s.phase == "training") {
+        if (step == 0 && s.committed >= 45 && s.phase == status_phase::training) {
           if (twice) {
             c[3].signal(SIGSTOP);
           }
@@ -428,16 +428,16 @@ int failure_during_recovery(const bench_args& args) {
           c[3].signal(SIGCONT);
           step = 3;
         } else if (step == 3 && took < 0 && s.recoveries > 0 &&
-                   s.committed > s.rollback_version && s.phase == "training") {
+                   s.committed > s.rollback_version && s.phase == status_phase::training) {
           took = since(last_kill);
         }
       };
       auto r = actors::run_job(sys, jc, nodes, train, train, opts);
       c[3].signal(SIGCONT);
-      if (r.status.phase != "finished" || took < 0) {
+      if (r.status.phase != status_phase::finished || took < 0) {
         throw std::runtime_error("failure_during_recovery run (" +
                                  std::string(twice ? "two failures" : "one failure") +
-                                 ") ended " + r.status.phase + " at step " +
+                                 ") ended " + to_string(r.status.phase) + " at step " +
                                  std::to_string(step) + ", " +
                                  (took < 0 ? "never seen recovered" : "recovered") + ": " +
                                  r.status.error);

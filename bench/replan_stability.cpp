@@ -119,7 +119,7 @@ int replan_stability(const bench_args& args) {
     opts.poll = std::chrono::milliseconds(20);
     opts.on_start = [&](cluster_actor s) { sup = s; };
     opts.on_status = [&](const job_status& s) {
-      if (stopped || s.phase != "training") {
+      if (stopped || s.phase != status_phase::training) {
         return;
       }
       // once the plan has settled (no re-plan for 10 s, or 30 s at most)

@@ -95,7 +95,7 @@ outcome run_method(const actors::split_config& base, const std::string& method,
   outcome o;
   o.status = r.status;
   o.c3 = actors::c3_of(r.status, sc.budget);
-  if (r.status.phase != "finished") {
+  if (r.status.phase != status_phase::finished) {
     o.error = r.status.error;
   }
   std::ifstream in(log_path);

@@ -8,14 +8,80 @@
 #include <caf/all.hpp>
 
 #include <cstdint>
+#include <iterator>
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace salamander {
 
+/// Where a job is, whatever its mode: the union of the modes' phases
+/// (algorithms/job_phase.hpp, serve_phase.hpp, round_phase.hpp). Consoles,
+/// logs and JSON show its text (to_string), the words they always showed.
+enum class status_phase : uint8_t {
+  unknown, ///< no status could be had
+  starting,
+  profiling,
+  spawning,
+  training,
+  paused,
+  evaluating,
+  replanning,
+  recovering,
+  serving,
+  waiting,
+  finished,
+  failed,
+};
+
+/// The mode a job runs in; its text is the command that starts it.
+enum class job_mode : uint8_t { train, serve, federate, split };
+
+inline std::string to_string(status_phase p) {
+  static constexpr const char* names[] = {
+      "unknown",    "starting",   "profiling", "spawning", "training", "paused",  "evaluating",
+      "replanning", "recovering", "serving",   "waiting",  "finished", "failed"};
+  auto i = static_cast<size_t>(p);
+  return i < std::size(names) ? names[i] : "unknown";
+}
+
+/// The phase a text names (a mode's phase as algorithms' to_string writes
+/// it); unknown for any other text.
+inline status_phase status_phase_from_text(std::string_view text) {
+  for (uint8_t i = 0; i <= static_cast<uint8_t>(status_phase::failed); ++i) {
+    if (to_string(static_cast<status_phase>(i)) == text) {
+      return static_cast<status_phase>(i);
+    }
+  }
+  return status_phase::unknown;
+}
+
+inline std::string to_string(job_mode m) {
+  switch (m) {
+  case job_mode::train:
+    return "train";
+  case job_mode::serve:
+    return "serve";
+  case job_mode::federate:
+    return "federate";
+  case job_mode::split:
+    return "split";
+  }
+  return "train";
+}
+
+inline std::ostream& operator<<(std::ostream& out, status_phase p) {
+  return out << to_string(p);
+}
+
+inline std::ostream& operator<<(std::ostream& out, job_mode m) {
+  return out << to_string(m);
+}
+
 /// A job supervisor's answer to a status request (console, progress line).
 struct job_status {
-  std::string phase; ///< connecting, starting, training, evaluating, finished, failed
+  status_phase phase = status_phase::starting;
   int64_t epoch = 0;
   int64_t epochs = 0;
   int64_t batch = 0; ///< batches committed in this epoch
@@ -62,9 +128,9 @@ struct job_status {
   std::string stopped;
   std::vector<node_row> nodes;
   std::vector<stage_row> stages;
-  /// "train", "federate", "split", or "serve" (a serving job: the figures below instead of
-  /// batches and loss; stage_compute_s is each stage's busy time)
-  std::string mode = "train";
+  /// A serving job: the figures below instead of batches and loss;
+  /// stage_compute_s is each stage's busy time.
+  job_mode mode = job_mode::train;
   int64_t requests = 0;        ///< answered
   int64_t failed_requests = 0; ///< answered with an error (timeout, bad input)
   int64_t rejected = 0;        ///< refused: the queue was full
@@ -76,7 +142,7 @@ struct job_status {
   double latency_p99_s = 0;
   int64_t resent = 0;     ///< micro-batches sent again after a failure
   int64_t duplicates = 0; ///< answers dropped: that micro-batch was answered
-  /// "federate": rounds instead of batches (test_accuracy: the global model
+  /// federate: rounds instead of batches (test_accuracy: the global model
   /// after the last round)
   std::string strategy;
   int64_t round = 0; ///< rounds aggregated (fedbuff: server steps)
@@ -86,14 +152,16 @@ struct job_status {
   int64_t dropped_updates = 0; ///< late or failed updates, summed
   double round_s = 0;        ///< the last round's wall time
   double pace_s = 0;         ///< the round time the strategy aims at
-  /// "split": strategy is the method, rounds as above, and what crossed the
+  /// split: strategy is the method, rounds as above, and what crossed the
   /// cut so far (activations, labels, gradients, client-side weights)
   int64_t bytes_up = 0;
   int64_t bytes_down = 0;
   double client_flops = 0;
   double server_flops = 0;
   std::string split_phase; ///< adasplit: "local" or "global"
-  bool finished() const { return phase == "finished" || phase == "failed"; }
+  bool finished() const {
+    return phase == status_phase::finished || phase == status_phase::failed;
+  }
 };
 
 template <class Inspector>

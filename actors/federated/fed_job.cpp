@@ -525,7 +525,7 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
   st.cluster = std::move(cluster);
   st.mode = std::make_unique<fed_mode>(self);
   st.core.attach(st.cfg, *st.mode, std::make_unique<port_of<std::remove_pointer_t<self_ptr>>>(self));
-  st.core.status.mode = "federate";
+  st.core.status.mode = job_mode::federate;
   st.core.status.strategy = st.cfg.strategy;
   self->set_down_handler([=](caf::down_msg& dm) { self->state.core.down(dm); });
   st.core.begin(

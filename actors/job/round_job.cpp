@@ -52,7 +52,7 @@ void round_job::attach(const round_job_config& cfg, round_mode& mode,
   port_ = std::move(port);
   started_ = port_->now();
   status.rounds = cfg.rounds;
-  status.phase = to_string(phase, mode.enlisting());
+  status.phase = status_phase_from_text(to_string(phase, mode.enlisting()));
   port_->tick_after(tick_period);
 }
 
@@ -70,7 +70,7 @@ bool round_job::enter(round_event e) {
     return false;
   }
   phase = *next;
-  status.phase = to_string(phase, mode_->enlisting());
+  status.phase = status_phase_from_text(to_string(phase, mode_->enlisting()));
   return true;
 }
 
@@ -165,7 +165,7 @@ void round_job::end(round_event how, const std::string& error) {
     log()->error("{} job failed: {}", mode_->name(), error);
   }
   auto fields = mode_->end_fields();
-  fields["phase"] = status.phase;
+  fields["phase"] = to_string(status.phase);
   fields["error"] = error;
   fields["stopped"] = stop_requested;
   fields["rounds"] = mode_->rounds_done();

@@ -26,7 +26,7 @@ job_result run_to_end(caf::actor_system& sys, const caf::actor& job,
                 // the job lives in this process: if it does not answer for
                 // several request timeouts, something is badly wrong
                 if (++silent_polls >= 3) {
-                  result.status.phase = "failed";
+                  result.status.phase = status_phase::failed;
                   result.status.error =
                       "the supervisor stopped answering: " + sys.render(err);
                 }
@@ -37,14 +37,14 @@ job_result run_to_end(caf::actor_system& sys, const caf::actor& job,
     }
     // a finished job's weights, or those a job that gave up ends with
     if (opts.fetch_weights &&
-        (result.status.phase == "finished" || !result.status.stopped.empty())) {
+        (result.status.phase == status_phase::finished || !result.status.stopped.empty())) {
       self->request(job, timeout, snapshot_atom_v)
           .receive([&](snapshot_payload& p) { result.weights = std::move(p.snapshot); },
                    [&](caf::error& err) {
-                     if (result.status.phase != "finished") {
+                     if (result.status.phase != status_phase::finished) {
                        return; // it failed anyway, and kept nothing
                      }
-                     result.status.phase = "failed";
+                     result.status.phase = status_phase::failed;
                      result.status.error =
                          "could not fetch the final weights: " + sys.render(err);
                    });

@@ -25,7 +25,7 @@ job_status service::status() const {
   self->request(job_, cfg_.node_timeout, caf::get_atom_v)
       .receive([&](job_status& s) { out = std::move(s); },
                [&](caf::error& err) {
-                 out.phase = "unknown";
+                 out.phase = status_phase::unknown;
                  out.error = "the serving job does not answer: " + sys_.render(err);
                });
   return out;
@@ -40,7 +40,7 @@ bool service::wait_serving(std::chrono::milliseconds limit,
     if (on_status) {
       on_status(s);
     }
-    if (s.phase == "serving") {
+    if (s.phase == status_phase::serving) {
       return true;
     }
     if (s.finished() || std::chrono::steady_clock::now() > until) {
@@ -60,7 +60,7 @@ job_status service::stop(const std::string& why, std::chrono::milliseconds limit
   job_status s;
   do {
     s = status();
-    if (s.finished() || s.phase == "unknown") {
+    if (s.finished() || s.phase == status_phase::unknown) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -33,7 +33,7 @@ bool enter(self_ptr self, algorithms::serve_event e) {
     return false;
   }
   st.phase = *next;
-  st.status.phase = algorithms::to_string(st.phase);
+  st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
   return true;
 }
 
@@ -695,8 +695,8 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
   st.cluster = std::move(cluster);
   st.started = clock::now();
   st.last_stats = clock::now();
-  st.status.mode = "serve";
-  st.status.phase = algorithms::to_string(st.phase);
+  st.status.mode = job_mode::serve;
+  st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
   st.central_holder = self->spawn(replica_holder, std::string("central"));
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   bool ok = true;

@@ -836,7 +836,7 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
   st.mode = std::make_unique<split_mode>(self);
   st.core.attach(st.cfg, *st.mode,
                  std::make_unique<port_of<std::remove_pointer_t<self_ptr>>>(self));
-  st.core.status.mode = "split";
+  st.core.status.mode = job_mode::split;
   st.core.status.strategy = st.cfg.method;
   self->set_down_handler([=](caf::down_msg& dm) { self->state.core.down(dm); });
   st.core.begin(

@@ -216,7 +216,7 @@ caf::result<std::string> on_replicate(self_ptr self) {
     return ended();
   }
   if (recovering(st) || st.phase == job_phase::replanning || st.stages.empty()) {
-    return caf::make_error(errc::bad_config, "the job is " + st.status.phase +
+    return caf::make_error(errc::bad_config, "the job is " + to_string(st.status.phase) +
                                                  "; replicate once it trains again");
   }
   // every stage reaches version `fed` once the batches in flight are
@@ -359,7 +359,7 @@ void on_tick(self_ptr self) {
   // rather than holding it forever (waiting for capacity is another matter)
   bool moving = st.phase == job_phase::replanning || st.phase == job_phase::recovering;
   if (moving && clock::now() - st.phase_entered > st.cfg.progress_timeout) {
-    fail(self, "the " + st.status.phase + " phase did not complete in " + limit_s +
+    fail(self, "the " + to_string(st.status.phase) + " phase did not complete in " + limit_s +
                    " s (batch " + std::to_string(st.committed) + ")");
     return;
   }
@@ -432,9 +432,9 @@ caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
                 st.phase == job_phase::checkpointing ||
                 (st.phase == job_phase::recovering && !live_nodes(st).empty());
   if (!staged) {
-    fail(self, "stopped (" + st.stop_requested + ") while " + st.status.phase +
+    fail(self, "stopped (" + st.stop_requested + ") while " + to_string(st.status.phase) +
                    ", before any weights could be gathered");
-    return std::string("stopped at once: no stage runs (" + st.status.phase + ")");
+    return std::string("stopped at once: no stage runs (" + to_string(st.status.phase) + ")");
   }
   feed(self); // at a flush already: ends now
   return std::string("stopping at the next flush (after the batches in flight)");
@@ -512,7 +512,7 @@ train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cf
   st.cluster = std::move(cluster);
   st.train = std::move(train);
   st.test = std::move(test);
-  st.status.phase = algorithms::to_string(st.phase);
+  st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
   st.status.epochs = st.cfg.epochs;
   st.started = clock::now();
   st.last_progress = clock::now();

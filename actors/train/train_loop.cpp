@@ -34,7 +34,7 @@ bool enter(self_ptr self, job_event e) {
   }
   st.phase = *next;
   st.phase_entered = clock::now();
-  st.status.phase = algorithms::to_string(st.phase);
+  st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
   return true;
 }
 
@@ -62,7 +62,7 @@ void log_end(self_ptr self) {
   auto& st = self->state;
   auto problem = check_lineage(st.status.lineage);
   log_event(self, "end",
-            {{"phase", st.status.phase},
+            {{"phase", to_string(st.status.phase)},
              {"stopped", st.status.stopped},
              // why it failed; a finished job's last (recovered) failure is history
              {"error", st.phase == job_phase::failed ? st.status.error : std::string()},

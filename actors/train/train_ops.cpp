@@ -192,7 +192,7 @@ void persist_state(self_ptr self) {
       {"model", st.cfg.model},
       {"fingerprint", st.desc.fingerprint},
       {"seed", st.cfg.seed},
-      {"phase", st.status.phase},
+      {"phase", to_string(st.status.phase)},
       {"stopped", st.status.stopped},
       {"committed", st.committed},
       {"total_batches", total_batches(st)},

@@ -111,7 +111,7 @@ TEST_CASE("federated averaging gives the sample-weighted mean of what each clien
   opts.fetch_weights = true;
   auto r = actors::run_fed_job(*s.sys, cfg, nodes, opts);
   leave(nodes);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   REQUIRE(r.status.round == 1);
   REQUIRE(r.weights);
   auto a = train_alone(cfg, 0, 2);
@@ -146,7 +146,7 @@ TEST_CASE("every strategy runs its rounds and improves the global model; the wid
       auto r = actors::run_fed_job(*s.sys, cfg, nodes);
       leave(nodes);
       INFO(r.status.error);
-      REQUIRE(r.status.phase == "finished");
+      REQUIRE(r.status.phase == status_phase::finished);
       CHECK(r.status.round == 3);
       CHECK(r.status.test_accuracy > 0.3);
       auto rounds = events(cfg.metrics_path, "round");
@@ -188,7 +188,7 @@ TEST_CASE("a killed client never stalls a round and rejoins a later one",
   int64_t killed_in = 0;
   bool rejoined = false;
   opts.on_status = [&](const job_status& st) {
-    if (killed_in == 0 && st.round >= 1 && st.phase == "training") {
+    if (killed_in == 0 && st.round >= 1 && st.phase == status_phase::training) {
       caf::anon_send(cluster, kill_atom_v, uint32_t{1});
       killed_in = st.round + 1;
       return;
@@ -209,7 +209,7 @@ TEST_CASE("a killed client never stalls a round and rejoins a later one",
   auto r = actors::run_fed_job(*s.sys, cfg, nodes, opts);
   leave(nodes);
   INFO(r.status.error);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   REQUIRE(killed_in > 0);
   CHECK(rejoined);
   // the rounds after the kill went on with the two others
@@ -251,7 +251,7 @@ TEST_CASE("a hung client is out of the round when the round's wait ends",
   auto r = actors::run_fed_job(*s.sys, cfg, nodes, opts);
   leave(nodes);
   INFO(r.status.error);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK(r.status.stopped == "the test");
   CHECK(r.status.round >= 2);
   CHECK(r.status.dropped_updates >= 1);
@@ -275,7 +275,7 @@ TEST_CASE("a restarted federated job resumes from the last round's checkpoint",
     auto nodes = actors::local_nodes(*s.sys, 2, 1);
     auto r = actors::run_fed_job(*s.sys, cfg, nodes);
     leave(nodes);
-    REQUIRE(r.status.phase == "finished");
+    REQUIRE(r.status.phase == status_phase::finished);
     accuracy = r.status.test_accuracy;
   }
   auto ckpt = messages::load_checkpoint(cfg.checkpoint_path);
@@ -288,7 +288,7 @@ TEST_CASE("a restarted federated job resumes from the last round's checkpoint",
     auto nodes = actors::local_nodes(*s.sys, 2, 1);
     auto r = actors::run_fed_job(*s.sys, cfg, nodes);
     leave(nodes);
-    REQUIRE(r.status.phase == "finished");
+    REQUIRE(r.status.phase == status_phase::finished);
     CHECK(r.status.round == 4);
     auto start = events(cfg.metrics_path, "start");
     REQUIRE(start.size() == 1);
@@ -308,11 +308,11 @@ TEST_CASE("a federated job refuses a model it cannot slice and an unknown strate
   auto cfg = config("fedavg", 1);
   cfg.model = "resnet";
   auto r = actors::run_fed_job(*s.sys, cfg, nodes);
-  CHECK(r.status.phase == "failed");
+  CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("dense and conv"));
   cfg = config("fedprox", 1);
   r = actors::run_fed_job(*s.sys, cfg, nodes);
-  CHECK(r.status.phase == "failed");
+  CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("elfish"));
   leave(nodes);
 }

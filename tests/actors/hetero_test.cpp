@@ -281,7 +281,7 @@ TEST_CASE("profilers measure the links between nodes and report capacity drift",
   bool slowed = false;
   job_status seen;
   opts.on_status = [&](const job_status& s) {
-    if (!slowed && s.phase == "training") {
+    if (!slowed && s.phase == status_phase::training) {
       // n2 now runs at half its share: its own probe should notice
       caf::anon_send(sup, slow_atom_v, std::string("lp2"), 0.5);
       slowed = true;

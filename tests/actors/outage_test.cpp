@@ -72,14 +72,14 @@ TEST_CASE("a hung node that resumes (SIGCONT) is admitted again and planned back
   enum { running, stopped_node, resumed, back, asked } step = running;
   int64_t back_at = 0;
   opts.on_status = [&](const job_status& s) {
-    if (step == running && s.committed >= 6 && s.phase == "training") {
+    if (step == running && s.committed >= 6 && s.phase == status_phase::training) {
       procs[1].signal(SIGSTOP);
       step = stopped_node;
-    } else if (step == stopped_node && s.recoveries >= 1 && s.phase == "training") {
+    } else if (step == stopped_node && s.recoveries >= 1 && s.phase == status_phase::training) {
       CHECK(!in_plan(s, "n2"));
       procs[1].signal(SIGCONT);
       step = resumed;
-    } else if (step == resumed && in_plan(s, "n2") && s.phase == "training") {
+    } else if (step == resumed && in_plan(s, "n2") && s.phase == status_phase::training) {
       back_at = s.committed;
       step = back;
     } else if (step == back && s.committed >= back_at + 5) {
@@ -90,7 +90,7 @@ TEST_CASE("a hung node that resumes (SIGCONT) is admitted again and planned back
   auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
   procs[1].signal(SIGCONT);
   INFO(r.status.error);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK(step == asked);
   CHECK(r.status.recoveries >= 1);
   CHECK(r.status.dead_nodes.empty()); // n2 is back
@@ -119,11 +119,11 @@ TEST_CASE("every node silent at once: the paused job resumes on the same process
   bool stopped = false, resumed = false;
   std::string paused_why;
   opts.on_status = [&](const job_status& s) {
-    if (!stopped && s.committed >= 7 && s.phase == "training") {
+    if (!stopped && s.committed >= 7 && s.phase == status_phase::training) {
       procs[0].signal(SIGSTOP);
       procs[1].signal(SIGSTOP);
       stopped = true;
-    } else if (stopped && !resumed && s.phase == "paused") {
+    } else if (stopped && !resumed && s.phase == status_phase::paused) {
       paused_why = s.error;
       procs[0].signal(SIGCONT);
       procs[1].signal(SIGCONT);
@@ -134,7 +134,7 @@ TEST_CASE("every node silent at once: the paused job resumes on the same process
   procs[0].signal(SIGCONT);
   procs[1].signal(SIGCONT);
   INFO(r.status.error);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK(resumed);
   CHECK_THAT(paused_why, Catch::Contains("no nodes are left"));
   CHECK(r.status.dead_nodes.empty());
@@ -160,7 +160,7 @@ TEST_CASE("a paused job that no node rejoins gives up after the pause timeout, w
   bool killed = false;
   int64_t committed_then = 0;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 11 && s.phase == "training") {
+    if (!killed && s.committed >= 11 && s.phase == status_phase::training) {
       committed_then = s.committed;
       caf::anon_send_exit(nodes[0].handle, caf::exit_reason::kill);
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
@@ -169,7 +169,7 @@ TEST_CASE("a paused job that no node rejoins gives up after the pause timeout, w
   };
   auto r = actors::run_job(sys, jc, nodes, train, train, opts);
   REQUIRE(killed);
-  CHECK(r.status.phase == "failed");
+  CHECK(r.status.phase == status_phase::failed);
   CHECK(r.status.stopped == "the pause timeout");
   CHECK_THAT(r.status.error, Catch::Contains("paused for 1 s") &&
                                  Catch::Contains("no nodes are left") &&
@@ -213,7 +213,7 @@ TEST_CASE("a failure during a recovery never waits on a node already known dead"
   clock::time_point at{};
   auto after = [&](int ms) { return clock::now() - at > std::chrono::milliseconds(ms); };
   opts.on_status = [&](const job_status& s) {
-    if (step == 0 && s.committed >= 7 && s.phase == "training") {
+    if (step == 0 && s.committed >= 7 && s.phase == status_phase::training) {
       procs[3].signal(SIGSTOP);
       procs[1].signal(SIGKILL);
       at = clock::now();
@@ -230,7 +230,7 @@ TEST_CASE("a failure during a recovery never waits on a node already known dead"
   auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
   procs[3].signal(SIGCONT);
   INFO(r.status.error);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK(step == 3);
   CHECK(r.status.recoveries == 1); // the first round was superseded
   auto plans = events(jc.metrics_path, "recovery_plan");
@@ -256,13 +256,13 @@ TEST_CASE("after a node is lost, an evenly planned job shares the layers over ev
   auto opts = watched();
   bool killed = false;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 8 && s.phase == "training") {
+    if (!killed && s.committed >= 8 && s.phase == status_phase::training) {
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
       killed = true;
     }
   };
   auto r = actors::run_job(sys, jc, nodes, train, train, opts);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK(r.status.recoveries == 1);
   INFO(r.status.plan);
   for (auto n : {"local0", "local2", "local3"}) {

@@ -57,7 +57,7 @@ TEST_CASE("N-stage pipelines hold the single-device weights after K steps, both 
       auto result = actors::run_job(sys, jc, actors::local_nodes(sys, stages, 1), data.train,
                                     data.test, opts);
       REQUIRE(result.status.error == "");
-      REQUIRE(result.status.phase == "finished");
+      REQUIRE(result.status.phase == status_phase::finished);
       CHECK(result.status.committed == 5);
       REQUIRE(result.weights);
       CHECK(result.weights->version == 5);
@@ -79,7 +79,7 @@ TEST_CASE("a pipeline evaluates through its stages like the whole model", "[acto
   opts.poll = std::chrono::milliseconds(20);
   auto result = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), data.train, data.test,
                                 opts);
-  REQUIRE(result.status.phase == "finished");
+  REQUIRE(result.status.phase == status_phase::finished);
   REQUIRE(result.weights);
   models::layered_model m(models::describe(models::model_spec::parse(jc.model)));
   models::restore(m, nullptr, *result.weights);
@@ -99,17 +99,17 @@ TEST_CASE("bad plans fail the job with a message naming the problem", "[actor][p
   auto jc = small_job("gpipe", 2);
   jc.balance = {3, 0, 1};
   auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), data.train, data.test, opts);
-  CHECK(r.status.phase == "failed");
+  CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("[3, 0, 1]"));
 
   jc.balance = {};
   r = actors::run_job(sys, jc, actors::local_nodes(sys, 5, 1), data.train, data.test, opts);
-  CHECK(r.status.phase == "failed");
+  CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("4 layers into 5 stages"));
 
   jc.schedule = "zigzag";
   r = actors::run_job(sys, jc, actors::local_nodes(sys, 2, 1), data.train, data.test, opts);
-  CHECK(r.status.phase == "failed");
+  CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("zigzag"));
 }
 
@@ -132,7 +132,7 @@ TEST_CASE("re-planning at a flush moves layers and keeps the weights exact",
     auto result = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), data.train,
                                   data.test, opts);
     REQUIRE(result.status.error == "");
-    REQUIRE(result.status.phase == "finished");
+    REQUIRE(result.status.phase == status_phase::finished);
     CHECK(result.status.committed == 9);
     CHECK(result.status.replans == 2);
     CHECK(result.status.plan_version == 3);
@@ -204,7 +204,7 @@ TEST_CASE("data parallelism over uneven micro-batch shares holds the single-devi
     auto result =
         actors::run_job(sys, jc, actors::local_nodes(sys, v.members, 1), train, train, opts);
     REQUIRE(result.status.error == "");
-    REQUIRE(result.status.phase == "finished");
+    REQUIRE(result.status.phase == status_phase::finished);
     CHECK(result.status.committed == 4);
     CHECK_THAT(result.status.plan, Catch::StartsWith("dp(local0:"));
     CHECK(result.status.stages.size() == static_cast<size_t>(v.members));
@@ -239,7 +239,7 @@ TEST_CASE("re-planning between data parallelism and a pipeline keeps the weights
   auto result =
       actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), data.train, data.test, opts);
   REQUIRE(result.status.error == "");
-  REQUIRE(result.status.phase == "finished");
+  REQUIRE(result.status.phase == status_phase::finished);
   CHECK(result.status.committed == 9);
   CHECK(result.status.replans == 2);
   CHECK(result.status.plan_version == 3);

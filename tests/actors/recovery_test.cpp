@@ -48,7 +48,7 @@ void kill_stage_after(caf::actor_system& sys, actors::job_options& opts, int64_t
   auto sup = std::make_shared<cluster_actor>();
   opts.on_start = [sup](cluster_actor s) { *sup = std::move(s); };
   opts.on_status = [&sys, &kill, sup, after, index](const job_status& s) {
-    if (kill.done || s.committed < after || s.phase != "training") {
+    if (kill.done || s.committed < after || s.phase != status_phase::training) {
       return;
     }
     kill.plan = s.plan;
@@ -81,7 +81,7 @@ TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
                   << kill.reply);
     CHECK_THAT(kill.reply, Catch::Contains("stage 1") && Catch::Contains("killed"));
     REQUIRE(r.status.error.find("went down") != std::string::npos); // the last failure
-    REQUIRE(r.status.phase == "finished");
+    REQUIRE(r.status.phase == status_phase::finished);
     CHECK(r.status.recoveries == 1);
     CHECK(r.status.committed == 40);
     if (k == 2) {
@@ -111,14 +111,14 @@ TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
   auto opts = watched();
   bool killed = false;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 7 && s.phase == "training") {
+    if (!killed && s.committed >= 7 && s.phase == status_phase::training) {
       b.signal(SIGKILL);
       killed = true;
     }
   };
   auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
   INFO(r.status.error);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK(r.status.recoveries >= 1);
   CHECK(r.status.dead_nodes == std::vector<std::string>{"n2"});
   CHECK(r.status.plan.find("n2") == std::string::npos);
@@ -145,14 +145,14 @@ TEST_CASE("a hung node (SIGSTOP) is detected by its silence and recovered from, 
   auto opts = watched();
   bool stopped = false;
   opts.on_status = [&](const job_status& s) {
-    if (!stopped && s.committed >= 6 && s.phase == "training") {
+    if (!stopped && s.committed >= 6 && s.phase == status_phase::training) {
       b.signal(SIGSTOP);
       stopped = true;
     }
   };
   auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
   b.signal(SIGCONT);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK(r.status.recoveries >= 1);
   CHECK(r.status.dead_nodes == std::vector<std::string>{"n2"});
   CHECK(r.status.plan.find("n2") == std::string::npos);
@@ -175,7 +175,7 @@ TEST_CASE("two adjacent nodes killed together: the global replica serves, exactl
   auto opts = watched();
   bool killed = false;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 9 && s.phase == "training") {
+    if (!killed && s.committed >= 9 && s.phase == status_phase::training) {
       // stage 1's chain replica lives on n3, stage 2's on n4: with n2 and n3
       // gone, stage 1's layers exist only in the central holder
       b.signal(SIGKILL);
@@ -184,7 +184,7 @@ TEST_CASE("two adjacent nodes killed together: the global replica serves, exactl
     }
   };
   auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK(r.status.recoveries >= 1);
   auto dead = r.status.dead_nodes;
   std::sort(dead.begin(), dead.end());
@@ -222,7 +222,7 @@ TEST_CASE("a failed node rejoins at the next flush, exactly", "[actor][recovery]
   bool killed = false, joined = false;
   std::string join_reply, again_reply, other_reply;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 6 && s.phase == "training") {
+    if (!killed && s.committed >= 6 && s.phase == status_phase::training) {
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
       killed = true;
     }
@@ -245,7 +245,7 @@ TEST_CASE("a failed node rejoins at the next flush, exactly", "[actor][recovery]
     }
   };
   auto r = actors::run_job(sys, jc, nodes, train, train, opts);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK_THAT(join_reply, Catch::Contains("next flush"));
   CHECK_THAT(again_reply, Catch::Contains("already in the cluster"));
   CHECK_THAT(other_reply, Catch::Contains("already running"));
@@ -274,11 +274,11 @@ TEST_CASE("too little capacity pauses the job, a new node resumes it, exactly",
   bool killed = false, joined = false;
   std::string paused_message;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 6 && s.phase == "training") {
+    if (!killed && s.committed >= 6 && s.phase == status_phase::training) {
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
       killed = true;
     }
-    if (killed && !joined && s.phase == "paused") {
+    if (killed && !joined && s.phase == status_phase::paused) {
       paused_message = s.error;
       caf::anon_send(sup, join_atom_v, spare_node(sys, "spare"), std::string("spare"));
       joined = true;
@@ -286,7 +286,7 @@ TEST_CASE("too little capacity pauses the job, a new node resumes it, exactly",
   };
   auto r = actors::run_job(sys, jc, nodes, train, train, opts);
   INFO(r.status.error);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK_THAT(paused_message, Catch::Contains("paused") &&
                                  Catch::Contains("cannot hold the model") &&
                                  Catch::Contains("waiting for a node to join"));
@@ -307,16 +307,16 @@ TEST_CASE("a second failure during recovery is folded into it, exactly",
   auto opts = watched();
   int kills = 0;
   opts.on_status = [&](const job_status& s) {
-    if (kills == 0 && s.committed >= 7 && s.phase == "training") {
+    if (kills == 0 && s.committed >= 7 && s.phase == status_phase::training) {
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
       kills = 1;
-    } else if (kills == 1 && s.phase == "recovering") {
+    } else if (kills == 1 && s.phase == status_phase::recovering) {
       caf::anon_send_exit(nodes[3].handle, caf::exit_reason::kill); // while recovering
       kills = 2;
     }
   };
   auto r = actors::run_job(sys, jc, nodes, train, train, opts);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK(kills == 2);
   auto dead = r.status.dead_nodes;
   std::sort(dead.begin(), dead.end());
@@ -344,13 +344,13 @@ TEST_CASE(
   opts.on_status = [&](const job_status& s) {
     // stage 0's chain replicas live on local1; with it gone, the only copy
     // of stage 0's layers at a replicated version is the one stage 0 kept
-    if (!killed && s.committed >= 12 && s.phase == "training") {
+    if (!killed && s.committed >= 12 && s.phase == status_phase::training) {
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
       killed = true;
     }
   };
   auto r = actors::run_job(sys, jc, nodes, train, train, opts);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK(r.status.recoveries == 1);
   CHECK(r.status.dead_nodes == std::vector<std::string>{"local1"});
   // without the stage's own copy nothing complete would be left but the seed
@@ -373,13 +373,13 @@ TEST_CASE("the fast policy keeps survivors' weights: nothing replays, not exact"
     auto opts = watched();
     bool killed = false;
     opts.on_status = [&](const job_status& s) {
-      if (!killed && s.committed >= 12 && s.phase == "training") {
+      if (!killed && s.committed >= 12 && s.phase == status_phase::training) {
         caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
         killed = true;
       }
     };
     auto r = actors::run_job(sys, jc, nodes, train, train, opts);
-    REQUIRE(r.status.phase == "finished");
+    REQUIRE(r.status.phase == status_phase::finished);
     REQUIRE(r.status.recoveries == 1);
     REQUIRE(r.weights);
     return std::make_pair(r.status, diff_to_fault_free(jc, *train, *r.weights));
@@ -420,7 +420,7 @@ TEST_CASE("a data-parallel member that crashes is recovered from, under both pol
           actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
       INFO("phase " << r.status.phase << ", error '" << r.status.error
                     << "', kill: " << kill.reply);
-      REQUIRE(r.status.phase == "finished");
+      REQUIRE(r.status.phase == status_phase::finished);
       CHECK(kill.plan == "dp(local0:2 local1:1 local2:1)[0,4)");
       CHECK(r.status.recoveries == 1);
       CHECK(r.status.committed == 30);

@@ -179,7 +179,7 @@ TEST_CASE("a node killed during start-up fails the job promptly, naming it",
   auto start = std::chrono::steady_clock::now();
   auto result = actors::run_job(sys, jc, *nodes, train, train, polling());
   auto took = std::chrono::steady_clock::now() - start;
-  CHECK(result.status.phase == "failed");
+  CHECK(result.status.phase == status_phase::failed);
   CHECK_THAT(result.status.error, Catch::Contains("n2"));
   CHECK(took < jc.request_timeout); // the down message, not a timeout
 }
@@ -239,7 +239,7 @@ TEST_CASE("nodes of another protocol or model build are refused by name",
 
   auto other_protocol = sys.spawn(odd_node, protocol_version + 1);
   auto r = actors::run_job(sys, jc, {{"odd", other_protocol}}, train, train, opts);
-  CHECK(r.status.phase == "failed");
+  CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("node odd speaks protocol " +
                                              std::to_string(protocol_version + 1)));
 
@@ -247,12 +247,12 @@ TEST_CASE("nodes of another protocol or model build are refused by name",
   // a node listed under another name than its own --name: said so, not
   // mistaken for a wrong secret
   r = actors::run_job(sys, jc, {{"node1", other_zoo}}, train, train, opts);
-  CHECK(r.status.phase == "failed");
+  CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("lists node 'node1'") &&
                                  Catch::Contains("calls itself 'odd'"));
   CHECK_THAT(r.status.error, !Catch::Contains("secret"));
   r = actors::run_job(sys, jc, {{"odd", other_zoo}}, train, train, opts);
-  CHECK(r.status.phase == "failed");
+  CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("odd") && Catch::Contains("fingerprint"));
 
   // and the real node refuses a spec whose fingerprint is not its own

@@ -163,7 +163,7 @@ TEST_CASE("a federated job moves starting, profiling, training, finished, each r
                                              round_phase::training,
                                              round_phase::finished});
   CHECK(st.version == 3);
-  CHECK(st.core.status.phase == "finished");
+  CHECK(st.core.status.phase == status_phase::finished);
   CHECK(st.core.status.round == 3);
   for (auto& info : st.info) {
     CHECK(info.updates == 3); // every client in every round

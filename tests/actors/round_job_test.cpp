@@ -5,6 +5,8 @@
 #include "deterministic.hpp"
 #include "actors/job/round_job.hpp"
 #include "actors/node/system.hpp"
+#include "algorithms/job_phase.hpp"
+#include "algorithms/serve_phase.hpp"
 
 #include <caf/scheduler/test_coordinator.hpp>
 
@@ -148,7 +150,7 @@ TEST_CASE("a round job enlists a client per node and trains once all settled",
           "[actor][round_job]") {
   fixture f(3);
   CHECK(f.core.phase == round_phase::enlisting);
-  CHECK(f.core.status.phase == "profiling");
+  CHECK(f.core.status.phase == status_phase::profiling);
   REQUIRE(f.port->spawns.size() == 3);
   f.spawn_ok(0, 0);
   f.spawn_ok(1, 1);
@@ -178,7 +180,7 @@ TEST_CASE("a round job waits when no client is available and goes on when one is
   CHECK(f.core.status.dead_nodes == std::vector<std::string>{"node1", "node2"});
   CHECK_FALSE(f.core.may_start_round(false));
   CHECK(f.core.phase == round_phase::waiting);
-  CHECK(f.core.status.phase == "waiting");
+  CHECK(f.core.status.phase == status_phase::waiting);
   // node2 is back: its client is due to spawn again at once
   cluster_member back;
   back.index = 1;
@@ -381,4 +383,35 @@ TEST_CASE("weights in parts are taken by the message that names their sender and
   CHECK_FALSE(actors::take_weights(in, caf::strong_actor_ptr{}, u, &fed_update::delta));
   u.parts = 0; // weights in the message itself
   CHECK(actors::take_weights(in, caf::strong_actor_ptr{}, u, &fed_update::delta));
+}
+
+TEST_CASE("every mode's phase has a status phase that reads as the same words",
+          "[actor][round_job][phase]") {
+  using namespace algorithms;
+  std::vector<std::string> texts;
+  for (auto p : {job_phase::starting, job_phase::profiling, job_phase::training,
+                 job_phase::paused, job_phase::evaluating, job_phase::replanning,
+                 job_phase::checkpointing, job_phase::recovering, job_phase::waiting,
+                 job_phase::finished, job_phase::failed}) {
+    texts.push_back(to_string(p));
+  }
+  for (auto p : {serve_phase::starting, serve_phase::profiling, serve_phase::serving,
+                 serve_phase::recovering, serve_phase::waiting, serve_phase::finished,
+                 serve_phase::failed}) {
+    texts.push_back(to_string(p));
+  }
+  for (auto enlisting : {"profiling", "spawning"}) { // federated, split
+    for (auto p : {round_phase::starting, round_phase::enlisting, round_phase::training,
+                   round_phase::waiting, round_phase::finished, round_phase::failed}) {
+      texts.push_back(to_string(p, enlisting));
+    }
+  }
+  for (auto& t : texts) {
+    INFO(t);
+    auto p = status_phase_from_text(t);
+    CHECK(p != status_phase::unknown);
+    CHECK(to_string(p) == t);
+  }
+  CHECK(status_phase_from_text("connecting") == status_phase::unknown);
+  CHECK(to_string(job_mode::federate) == "federate");
 }

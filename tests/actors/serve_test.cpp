@@ -309,7 +309,7 @@ TEST_CASE("ViT-Base, which fits no single device, served by four nodes of 128 MB
     actors::service svc(*ps.sys, sc, one);
     CHECK_FALSE(svc.wait_serving(std::chrono::seconds(120)));
     auto s = svc.status();
-    CHECK(s.phase == "failed");
+    CHECK(s.phase == status_phase::failed);
     INFO(s.error);
     CHECK(s.error.find("node b1: layers 0..14 need") != std::string::npos);
     CHECK(s.error.find("MB but this node has 134 MB (emulated cap)") !=

@@ -145,7 +145,7 @@ TEST_CASE("vanilla split learning equals training the whole model on the clients
   auto r = actors::run_split_job(*s.sys, cfg, nodes, opts);
   leave(nodes);
   INFO(r.status.error);
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   REQUIRE(r.weights);
   CHECK(max_diff(*r.weights, sequential_reference(cfg, 2)) < 1e-5);
   CHECK(r.status.test_accuracy > 0.5); // the synthetic classes are well apart
@@ -163,7 +163,7 @@ TEST_CASE("each method's bytes and client FLOPs are what its protocol sends and 
       auto r = actors::run_split_job(*s.sys, cfg, nodes);
       leave(nodes);
       INFO(r.status.error);
-      REQUIRE(r.status.phase == "finished");
+      REQUIRE(r.status.phase == status_phase::finished);
       REQUIRE(r.status.round == 2);
       auto per = costs(cfg);
       auto desc = models::describe(models::model_spec::parse(cfg.model));
@@ -291,7 +291,7 @@ TEST_CASE("a killed split client never stalls a round and rejoins a later one",
       int64_t killed_in = 0;
       bool rejoined = false;
       opts.on_status = [&](const job_status& st) {
-        if (killed_in == 0 && st.round >= 1 && st.phase == "training") {
+        if (killed_in == 0 && st.round >= 1 && st.phase == status_phase::training) {
           caf::anon_send(cluster, kill_atom_v, uint32_t{1});
           killed_in = st.round + 1;
           return;
@@ -311,7 +311,7 @@ TEST_CASE("a killed split client never stalls a round and rejoins a later one",
       auto r = actors::run_split_job(*s.sys, cfg, nodes, opts);
       leave(nodes);
       INFO(r.status.error);
-      REQUIRE(r.status.phase == "finished");
+      REQUIRE(r.status.phase == status_phase::finished);
       REQUIRE(killed_in > 0);
       CHECK(rejoined);
       // a round went on without it: the two others' results only
@@ -340,7 +340,7 @@ TEST_CASE("a restarted split job resumes from its checkpoint with its counters",
         auto r = actors::run_split_job(*s.sys, cfg, nodes);
         leave(nodes);
         INFO(r.status.error);
-        REQUIRE(r.status.phase == "finished");
+        REQUIRE(r.status.phase == status_phase::finished);
         first = r.status;
       }
       CHECK(messages::load_checkpoint(cfg.checkpoint_path).epoch == 2);
@@ -352,7 +352,7 @@ TEST_CASE("a restarted split job resumes from its checkpoint with its counters",
       auto r = actors::run_split_job(*s.sys, cfg, nodes);
       leave(nodes);
       INFO(r.status.error);
-      REQUIRE(r.status.phase == "finished");
+      REQUIRE(r.status.phase == status_phase::finished);
       CHECK(r.status.round == 4);
       auto start = events(cfg.metrics_path, "start");
       REQUIRE(start.size() == 1);
@@ -386,11 +386,11 @@ TEST_CASE("a split job refuses a cut outside the model and an unknown method, wi
   auto cfg = config("vanilla", 1);
   cfg.cut = 3; // mlp has 3 layers: cuts 1 and 2
   auto r = actors::run_split_job(*s.sys, cfg, nodes);
-  CHECK(r.status.phase == "failed");
+  CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("--cut 2: client fc1..fc2"));
   cfg = config("splitnn", 1);
   r = actors::run_split_job(*s.sys, cfg, nodes);
-  CHECK(r.status.phase == "failed");
+  CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("adasplit"));
   leave(nodes);
 }

@@ -208,7 +208,7 @@ TEST_CASE("training on a replayed stream survives a crashed stage, exactly",
   bool killed = false;
   opts.on_start = [sup](cluster_actor s) { *sup = std::move(s); };
   opts.on_status = [&](const job_status& st) {
-    if (killed || st.committed < 7 || st.phase != "training") {
+    if (killed || st.committed < 7 || st.phase != status_phase::training) {
       return;
     }
     caf::scoped_actor self{sys};
@@ -218,7 +218,7 @@ TEST_CASE("training on a replayed stream survives a crashed stage, exactly",
   };
   auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), test, test, opts);
   INFO("phase " << r.status.phase << ", error '" << r.status.error << "'");
-  REQUIRE(r.status.phase == "finished");
+  REQUIRE(r.status.phase == status_phase::finished);
   CHECK(killed);
   CHECK(r.status.recoveries == 1);
   salamander::testing::check_lineage(r.status, 24);

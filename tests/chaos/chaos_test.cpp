@@ -56,7 +56,7 @@ TEST_CASE("random stage crashes over several seeds never change the result",
     size_t next = 0;
     int done_kills = 0;
     opts.on_status = [&](const job_status& s) {
-      if (next < kill_at.size() && s.committed >= kill_at[next] && s.phase == "training") {
+      if (next < kill_at.size() && s.committed >= kill_at[next] && s.phase == status_phase::training) {
         auto stages = static_cast<uint32_t>(std::count(s.plan.begin(), s.plan.end(), '['));
         caf::anon_send(sup, kill_atom_v, static_cast<uint32_t>(rng.below(stages)));
         ++next;
@@ -66,7 +66,7 @@ TEST_CASE("random stage crashes over several seeds never change the result",
     auto start = std::chrono::steady_clock::now();
     auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 4, 1), train, train, opts);
     auto took = std::chrono::steady_clock::now() - start;
-    REQUIRE(r.status.phase == "finished");
+    REQUIRE(r.status.phase == status_phase::finished);
     CHECK(done_kills == kills);
     CHECK(r.status.recoveries >= 1);
     std::vector<uint64_t> expect(200);
@@ -148,7 +148,7 @@ TEST_CASE("random process kills, hangs and stage crashes over several seeds neve
     int joins = 0;
     std::string join_error;
     opts.on_status = [&](const job_status& s) {
-      if (next >= at.size() || s.committed < at[next] || s.phase != "training" ||
+      if (next >= at.size() || s.committed < at[next] || s.phase != status_phase::training ||
           s.recoveries < recoveries_expected) {
         return; // one failure at a time: the next after the last is recovered
       }
@@ -189,7 +189,7 @@ TEST_CASE("random process kills, hangs and stage crashes over several seeds neve
     auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
     auto took = std::chrono::steady_clock::now() - start;
     INFO("events: " << kinds.size() << ", error: " << r.status.error << join_error);
-    REQUIRE(r.status.phase == "finished");
+    REQUIRE(r.status.phase == status_phase::finished);
     CHECK(join_error.empty());
     CHECK(kinds.size() == at.size());
     CHECK(r.status.recoveries >= static_cast<int64_t>(kinds.size()));

@@ -21,7 +21,7 @@ TEST_CASE("a 4-stage pipeline reaches single-device accuracy on Fashion-MNIST",
   actors::configure(cfg);
   caf::actor_system sys{cfg};
   auto result = actors::run_job(sys, jc, actors::local_nodes(sys, 4, 1), train, test);
-  REQUIRE(result.status.phase == "finished");
+  REQUIRE(result.status.phase == status_phase::finished);
 
   models::layered_model m(models::describe(models::model_spec::parse(jc.model)), jc.seed);
   models::range_executor exec(m.all(), true, true);

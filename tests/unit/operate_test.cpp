@@ -245,16 +245,16 @@ TEST_CASE("the ETA counts training time only and holds while the job is paused",
           "[unit][progress]") {
   apps::eta_clock eta;
   // 10 batches per second while training: 100 left take 10 s
-  CHECK(eta.update("training", 0, 200, 0.0) == -1);
-  CHECK(eta.update("training", 100, 100, 10.0) == Approx(10.0));
+  CHECK(eta.update(true, 0, 200, 0.0) == -1);
+  CHECK(eta.update(true, 100, 100, 10.0) == Approx(10.0));
   CHECK_FALSE(eta.held());
   // paused for a minute: the ETA stays, it does not grow
-  CHECK(eta.update("paused", 100, 100, 30.0) == Approx(10.0));
-  CHECK(eta.update("paused", 100, 100, 70.0) == Approx(10.0));
+  CHECK(eta.update(false, 100, 100, 30.0) == Approx(10.0));
+  CHECK(eta.update(false, 100, 100, 70.0) == Approx(10.0));
   CHECK(eta.held());
   // training again: the pause does not count
-  CHECK(eta.update("training", 100, 100, 70.0) == Approx(10.0));
-  CHECK(eta.update("training", 150, 50, 75.0) == Approx(5.0));
+  CHECK(eta.update(true, 100, 100, 70.0) == Approx(10.0));
+  CHECK(eta.update(true, 150, 50, 75.0) == Approx(5.0));
   CHECK_FALSE(eta.held());
   CHECK(apps::format_duration(5.0) == "5s");
   CHECK(apps::format_duration(245) == "4m05s");
@@ -265,9 +265,9 @@ TEST_CASE("the ETA counts training time only and holds while the job is paused",
 TEST_CASE("a console attaching mid-job starts from the job's own average",
           "[unit][progress]") {
   apps::eta_clock eta;
-  CHECK(eta.update("training", 500, 500, 100.0) == Approx(100.0));
-  CHECK(eta.update("paused", 500, 500, 160.0) == Approx(100.0));
+  CHECK(eta.update(true, 500, 500, 100.0) == Approx(100.0));
+  CHECK(eta.update(false, 500, 500, 160.0) == Approx(100.0));
   apps::eta_clock paused_at_once;
-  CHECK(paused_at_once.update("paused", 500, 500, 160.0) == -1);
+  CHECK(paused_at_once.update(false, 500, 500, 160.0) == -1);
   CHECK_FALSE(paused_at_once.held());
 }
