@@ -16,6 +16,7 @@
 //     return near its idle size).
 // Devices are not emulated here: these are this host's figures for a node
 // process, and the memory ones carry over to a board of the same word size.
+#include "actors/elapsed.hpp"
 #include "actors/node/node_process.hpp"
 #include "bench/benches.hpp"
 #include "bench/report.hpp"
@@ -113,10 +114,6 @@ private:
   pid_t pid_ = -1;
 };
 
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -127,7 +124,7 @@ double median(std::vector<double> v) {
 double settled_rss_mb(pid_t pid, double limit_s) {
   auto t0 = clock_type::now();
   double last = status_kb(pid, "VmRSS");
-  while (seconds_since(t0) < limit_s) {
+  while (actors::since(t0) < limit_s) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     double now = status_kb(pid, "VmRSS");
     if (std::abs(now - last) < 256) { // within 256 kB
@@ -148,7 +145,7 @@ idle_figures idle_over(pid_t pid, double window_s) {
   int64_t sw0 = context_switches(pid);
   auto t0 = clock_type::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(window_s));
-  double secs = seconds_since(t0);
+  double secs = actors::since(t0);
   return {100.0 * (cpu_seconds(pid) - cpu0) / secs,
           static_cast<double>(context_switches(pid) - sw0) / secs};
 }
@@ -185,12 +182,12 @@ int footprint(const bench_args& args) {
     auto t0 = clock_type::now();
     {
       actors::node_process n("fp" + std::to_string(i));
-      node_s.push_back(seconds_since(t0));
+      node_s.push_back(actors::since(t0));
     }
     t0 = clock_type::now();
     {
       child a({alone_bin});
-      alone_s.push_back(seconds_since(t0));
+      alone_s.push_back(actors::since(t0));
     }
   }
   r.detail("libtorch_alone_start_s", median(alone_s));

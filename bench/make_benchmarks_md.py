@@ -59,11 +59,13 @@ def main():
       "`ninja -j 2` (what a fresh CI clone pays; with ccache warm it is much less).\n")
     p("| clean build (s) |\n|---|")
     p(f"| {f(b and b.get('clean_build_s'), 1)} |\n")
-    p("Measured on 2026-12-03 after the job core (issue 27), on an otherwise idle host; "
-      "855 s had been seen on a fresh machine before it, while this table still said "
-      "241.9 s from an early tree. The goal of at most 600 s is not met: the build "
-      "compiles 127 object files, 99 of them with the LibTorch precompiled "
-      "header.\n")
+    p("Measured on 2026-12-03 on an otherwise idle host, with the unity build "
+      "(`SALAMANDER_UNITY`, on by default: sources compiled in batches of 8). The "
+      "tree compiled file by file took 810.5 s earlier the same day (127 object files, 99 of "
+      "them with the LibTorch precompiled header): loading that header (570 MB) costs "
+      "each translation unit about 11 s, as long as parsing `torch/torch.h`, before a "
+      "line of its own compiles, and batching pays it once per batch. Goal: at most "
+      "600 s.\n")
 
     t = load("training_overhead")
     p("## Training through the layered-model path\n")

@@ -7,6 +7,7 @@
 // 0.2), and `slowdown_to_replan_s` is the time until the job has re-planned
 // around it. For comparison, the same constant-capacity run with a window
 // of one look (the candidate taken at its first fresh prediction).
+#include "actors/elapsed.hpp"
 #include "actors/train/train_job.hpp"
 #include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"
@@ -25,10 +26,6 @@ namespace salamander::bench {
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-double seconds_since(clock::time_point t) {
-  return std::chrono::duration<double>(clock::now() - t).count();
-}
 
 // The node that runs the first stage of `plan` (or leads its members).
 std::string first_node(const std::string& plan) {
@@ -82,13 +79,13 @@ int replan_stability(const bench_args& args) {
       replans = s.replans;
       committed = s.committed;
       plan = s.plan;
-      if (!stopped && seconds_since(start) >= run_s) {
+      if (!stopped && actors::since(start) >= run_s) {
         caf::anon_send(sup, leave_atom_v);
         stopped = true;
       }
     };
     actors::run_job(sys, c, nodes, train, train, opts);
-    double minutes = seconds_since(start) / 60;
+    double minutes = actors::since(start) / 60;
     double per_min = static_cast<double>(replans) / minutes;
     rep.detail(key + "_replans", static_cast<double>(replans));
     rep.detail(key + "_batches", static_cast<double>(committed));
@@ -123,7 +120,7 @@ int replan_stability(const bench_args& args) {
         return;
       }
       // once the plan has settled (no re-plan for 10 s, or 30 s at most)
-      if (!slowed && s.committed >= 40 && seconds_since(start) >= (args.quick ? 5 : 15)) {
+      if (!slowed && s.committed >= 40 && actors::since(start) >= (args.quick ? 5 : 15)) {
         plan_before = s.plan;
         for (auto& n : nodes) {
           if (n.name == first_node(s.plan)) {
@@ -135,11 +132,11 @@ int replan_stability(const bench_args& args) {
         slowed_at = clock::now();
         replans_at_slow = s.replans;
       } else if (slowed && s.replans > replans_at_slow) {
-        to_replan = seconds_since(slowed_at);
+        to_replan = actors::since(slowed_at);
         plan_after = s.plan;
         caf::anon_send(sup, leave_atom_v);
         stopped = true;
-      } else if (slowed && seconds_since(slowed_at) > 120) {
+      } else if (slowed && actors::since(slowed_at) > 120) {
         caf::anon_send(sup, leave_atom_v); // never re-planned
         stopped = true;
       }

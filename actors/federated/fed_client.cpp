@@ -1,4 +1,5 @@
 #include "actors/federated/fed_client.hpp"
+#include "actors/elapsed.hpp"
 #include "actors/logging.hpp"
 
 #include "algorithms/sampling.hpp"
@@ -18,10 +19,6 @@ using clock = std::chrono::steady_clock;
 
 // CPU time one tick may use before it yields to the mailbox.
 constexpr double tick_cpu_s = 0.05;
-
-double since(clock::time_point t) {
-  return std::chrono::duration<double>(clock::now() - t).count();
-}
 
 using client_ptr = fed_client_actor::stateful_pointer<fed_client_state>;
 

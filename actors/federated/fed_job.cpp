@@ -3,6 +3,7 @@
 // the strategy, sub-models out, updates in, aggregation, evaluation and
 // checkpoints.
 #include "actors/federated/fed_job.hpp"
+#include "actors/elapsed.hpp"
 #include "actors/logging.hpp"
 #include "messages/checkpoint.hpp"
 #include "messages/errors.hpp"
@@ -22,10 +23,6 @@ using self_ptr = fed_job_actor::stateful_pointer<fed_job_state>;
 
 auto log() {
   return subsystem_log("federated");
-}
-
-double since(clock::time_point t) {
-  return std::chrono::duration<double>(clock::now() - t).count();
 }
 
 fed_client_actor client(const fed_job_state& st, uint32_t c) {
@@ -524,7 +521,7 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
   st.cfg = std::move(cfg);
   st.cluster = std::move(cluster);
   st.mode = std::make_unique<fed_mode>(self);
-  st.core.attach(st.cfg, *st.mode, std::make_unique<port_of<std::remove_pointer_t<self_ptr>>>(self));
+  st.core.attach(st.cfg, *st.mode, std::make_unique<port_of<std::remove_pointer_t<decltype(self)>>>(self));
   st.core.status.mode = job_mode::federate;
   st.core.status.strategy = st.cfg.strategy;
   self->set_down_handler([=](caf::down_msg& dm) { self->state.core.down(dm); });

@@ -3,6 +3,7 @@
 // stats and the console's commands. Plans, launches and failures are in
 // serve_plan.cpp.
 #include "actors/job/metrics.hpp"
+#include "actors/elapsed.hpp"
 #include "actors/logging.hpp"
 #include "actors/replication/replica_holder.hpp"
 #include "actors/serve/serve_job_impl.hpp"
@@ -15,10 +16,6 @@
 namespace salamander::actors {
 
 namespace serve_detail {
-
-double since(clock::time_point t) {
-  return std::chrono::duration<double>(clock::now() - t).count();
-}
 
 void log_event(self_ptr self, const std::string& kind, nlohmann::json fields) {
   if (auto& m = self->state.metrics) {

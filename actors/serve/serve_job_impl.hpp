@@ -6,6 +6,7 @@
 //   serve_plan.cpp  plans, launches, failures, joins, re-plans
 #pragma once
 
+#include "actors/elapsed.hpp"
 #include "actors/serve/serve_job.hpp"
 
 #include <nlohmann/json.hpp>
@@ -15,7 +16,6 @@ namespace salamander::actors::serve_detail {
 using self_ptr = serve_job_actor::stateful_pointer<serve_job_state>;
 using clock = std::chrono::steady_clock;
 
-double since(clock::time_point t);
 void log_event(self_ptr self, const std::string& kind,
                nlohmann::json fields = nlohmann::json::object());
 /// Moves the phase on `e` (and the status with it); false where `e` does

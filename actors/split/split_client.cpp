@@ -1,4 +1,5 @@
 #include "actors/split/split_client.hpp"
+#include "actors/elapsed.hpp"
 #include "actors/clients/client_work.hpp"
 #include "actors/logging.hpp"
 
@@ -104,10 +105,6 @@ constexpr auto progress_period = std::chrono::milliseconds(500);
 
 auto log() {
   return subsystem_log("split");
-}
-
-double since(clock::time_point t) {
-  return std::chrono::duration<double>(clock::now() - t).count();
 }
 
 int64_t samples(const split_client_state& st) {

@@ -2,6 +2,7 @@
 // rounds (turns in vanilla), results in, client models handed on, averaged
 // or kept, evaluation, checkpoints, faults and the console's commands.
 #include "actors/split/split_job.hpp"
+#include "actors/elapsed.hpp"
 #include "actors/logging.hpp"
 #include "algorithms/sampling.hpp"
 #include "messages/checkpoint.hpp"
@@ -22,10 +23,6 @@ using self_ptr = split_job_actor::stateful_pointer<split_job_state>;
 
 auto log() {
   return subsystem_log("split");
-}
-
-double since(clock::time_point t) {
-  return std::chrono::duration<double>(clock::now() - t).count();
 }
 
 split_client_actor client(const split_job_state& st, uint32_t c) {
@@ -835,7 +832,7 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
   st.cluster = std::move(cluster);
   st.mode = std::make_unique<split_mode>(self);
   st.core.attach(st.cfg, *st.mode,
-                 std::make_unique<port_of<std::remove_pointer_t<self_ptr>>>(self));
+                 std::make_unique<port_of<std::remove_pointer_t<decltype(self)>>>(self));
   st.core.status.mode = job_mode::split;
   st.core.status.strategy = st.cfg.method;
   self->set_down_handler([=](caf::down_msg& dm) { self->state.core.down(dm); });

@@ -8,6 +8,7 @@
 //   train_ops.cpp       console operations, status rows, weights, checkpoints
 #pragma once
 
+#include "actors/elapsed.hpp"
 #include "actors/train/train_job.hpp"
 
 #include <nlohmann/json.hpp>
@@ -21,7 +22,6 @@ using clock = std::chrono::steady_clock;
 using algorithms::job_event;
 using algorithms::job_phase;
 
-double since(clock::time_point t);
 
 // phases (train_loop.cpp)
 /// Moves the phase by `e`; false (and nothing changes) when `e` does not

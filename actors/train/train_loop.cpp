@@ -9,6 +9,7 @@
 // every stage has reported the oldest batch in flight, commit() adds it to
 // the lineage and feeds the next.
 #include "actors/job/metrics.hpp"
+#include "actors/elapsed.hpp"
 #include "actors/logging.hpp"
 #include "actors/train/stream.hpp"
 #include "actors/train/train_job_impl.hpp"
@@ -18,10 +19,6 @@
 #include "models/trainer.hpp"
 
 namespace salamander::actors::train_detail {
-
-double since(clock::time_point t) {
-  return std::chrono::duration<double>(clock::now() - t).count();
-}
 
 bool enter(self_ptr self, job_event e) {
   auto& st = self->state;

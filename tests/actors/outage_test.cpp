@@ -20,15 +20,9 @@ using namespace salamander;
 
 namespace {
 
-std::shared_ptr<const models::dataset> synthetic(uint64_t seed, int64_t n) {
-  return salamander::testing::synthetic_for("cnn", seed, n);
-}
-
-actors::job_config job(int64_t steps, uint32_t replicate_every) {
-  return salamander::testing::recovery_job(steps, replicate_every);
-}
-
 using salamander::testing::check_exact;
+using salamander::testing::job;
+using salamander::testing::synthetic;
 using salamander::testing::watched;
 using salamander::testing::events;
 

@@ -16,14 +16,6 @@ using namespace salamander;
 
 namespace {
 
-std::shared_ptr<const models::dataset> synthetic(uint64_t seed, int64_t n) {
-  return salamander::testing::synthetic_for("cnn", seed, n);
-}
-
-actors::job_config job(int64_t steps, uint32_t replicate_every) {
-  return salamander::testing::recovery_job(steps, replicate_every);
-}
-
 double diff_to_fault_free(const actors::job_config& jc, const models::dataset& train,
                           const models::weight_snapshot& got) {
   return salamander::testing::max_weight_diff(
@@ -31,6 +23,8 @@ double diff_to_fault_free(const actors::job_config& jc, const models::dataset& t
 }
 
 using salamander::testing::check_exact;
+using salamander::testing::job;
+using salamander::testing::synthetic;
 using salamander::testing::check_lineage;
 using salamander::testing::watched;
 

@@ -107,4 +107,13 @@ inline void check_exact(const actors::job_result& r, actors::job_config jc,
   CHECK(max_weight_diff(*r.weights, single_device_weights(jc, train, per_epoch)) <= 1e-5);
 }
 
+/// The fault tests' data (CNN-shaped, synthetic) and job.
+inline std::shared_ptr<const models::dataset> synthetic(uint64_t seed, int64_t n) {
+  return synthetic_for("cnn", seed, n);
+}
+
+inline actors::job_config job(int64_t steps, uint32_t replicate_every) {
+  return recovery_job(steps, replicate_every);
+}
+
 } // namespace salamander::testing

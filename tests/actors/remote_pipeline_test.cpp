@@ -19,9 +19,7 @@ using salamander::actors::node_process;
 
 namespace {
 
-std::shared_ptr<const models::dataset> synthetic(uint64_t seed, int64_t n) {
-  return salamander::testing::synthetic_for("cnn", seed, n);
-}
+using salamander::testing::synthetic;
 
 actors::job_config job(int64_t steps) {
   actors::job_config jc;

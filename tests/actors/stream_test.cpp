@@ -21,6 +21,8 @@
 using namespace salamander;
 namespace fs = std::filesystem;
 
+using salamander::testing::temp_dir;
+
 namespace {
 
 constexpr size_t record = 1 + 28 * 28;
@@ -55,24 +57,16 @@ void check_sample(const models::batch& b, int64_t row, size_t i) {
   CHECK(b.x[row].equal(expect[0]));
 }
 
-struct temp_dir {
-  fs::path path = fs::temp_directory_path() /
-                  ("salamander-stream-" + std::to_string(::getpid()) + "-" +
-                   std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-  temp_dir() { fs::create_directories(path); }
-  ~temp_dir() { fs::remove_all(path); }
-};
-
 } // namespace
 
 TEST_CASE("a file stream is logged in arrival order, read back, pruned and carried on from",
           "[actor][stream]") {
   temp_dir dir;
-  auto file = (dir.path / "samples.bin").string();
+  auto file = (dir.path() / "samples.bin").string();
   append(file, records(0, 10)); // two batches of 4 and half of the third
   actors::stream_options opts;
   opts.source = "file:" + file;
-  opts.log_dir = (dir.path / "log").string();
+  opts.log_dir = (dir.path() / "log").string();
   opts.batch_size = 4;
   opts.keep = 1;
   {
@@ -112,11 +106,11 @@ TEST_CASE("a file stream is logged in arrival order, read back, pruned and carri
 
 TEST_CASE("a damaged log file or a bad record is named, not trained on", "[actor][stream]") {
   temp_dir dir;
-  auto file = (dir.path / "samples.bin").string();
+  auto file = (dir.path() / "samples.bin").string();
   append(file, records(0, 4));
   actors::stream_options opts;
   opts.source = "file:" + file;
-  opts.log_dir = (dir.path / "log").string();
+  opts.log_dir = (dir.path() / "log").string();
   opts.batch_size = 4;
   actors::sample_stream s(opts);
   REQUIRE(wait_arrived(s, 1));
@@ -142,8 +136,8 @@ TEST_CASE("a damaged log file or a bad record is named, not trained on", "[actor
                     Catch::Contains("unknown source 'kafka'"));
   // a log whose newest batch is damaged is not carried on from
   CHECK_THROWS_WITH(actors::sample_stream(opts), Catch::Contains("fails its checksum"));
-  opts.log_dir = (dir.path / "fresh").string();
-  opts.source = "file:" + (dir.path / "missing.bin").string();
+  opts.log_dir = (dir.path() / "fresh").string();
+  opts.source = "file:" + (dir.path() / "missing.bin").string();
   CHECK_THROWS_WITH(actors::sample_stream(opts), Catch::Contains("does not exist"));
 }
 
@@ -160,7 +154,7 @@ TEST_CASE("a TCP producer's records become batches; the stream ends when it is i
   ::close(probe); // a free port, for the stream to listen on
   actors::stream_options opts;
   opts.source = "tcp:127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
-  opts.log_dir = (dir.path / "log").string();
+  opts.log_dir = (dir.path() / "log").string();
   opts.batch_size = 8;
   opts.idle_end_s = 1.5;
   actors::sample_stream s(opts);
@@ -195,7 +189,7 @@ TEST_CASE("training on a replayed stream survives a crashed stage, exactly",
   jc.epochs = 2;
   actors::stream_options so;
   so.source = "replay:20000";
-  so.log_dir = (dir.path / "log").string();
+  so.log_dir = (dir.path() / "log").string();
   so.batch_size = jc.batch_size;
   so.seed = 5;
   jc.stream = std::make_shared<actors::sample_stream>(so);
