@@ -193,4 +193,28 @@ std::vector<std::vector<int64_t>> partition_dirichlet(uint64_t seed,
   return shards;
 }
 
+std::vector<uint32_t> sample_clients(uint64_t seed, uint64_t round,
+                                     const std::vector<uint32_t>& available,
+                                     double fraction) {
+  if (!(fraction > 0) || fraction > 1) {
+    throw std::invalid_argument("the fraction of clients per round must be in (0, 1], got " +
+                                std::to_string(fraction));
+  }
+  auto n = static_cast<int64_t>(available.size());
+  auto m = std::min<int64_t>(
+      n, std::max<int64_t>(1, static_cast<int64_t>(std::ceil(fraction * static_cast<double>(n) - 1e-9))));
+  if (n == 0 || m == n) {
+    auto all = available;
+    std::sort(all.begin(), all.end());
+    return all;
+  }
+  auto order = epoch_permutation(mix_seed(seed, 0xc11e, 0), round, n);
+  std::vector<uint32_t> out;
+  for (int64_t i = 0; i < m; ++i) {
+    out.push_back(available[static_cast<size_t>(order[static_cast<size_t>(i)])]);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 } // namespace salamander::algorithms

@@ -61,4 +61,14 @@ std::vector<std::vector<int64_t>> partition_dirichlet(uint64_t seed,
                                                       const std::vector<int64_t>& labels,
                                                       int clients, double alpha);
 
+/// The clients that take part in round `round`: a uniform sample of
+/// `available` (client ids) of max(1, ceil(fraction * n)) of them, the same
+/// for the same seed and round, in increasing order (FedAvg's C, Flower's
+/// fraction_fit). A fraction of 1 or more takes every client; none are
+/// taken from an empty list. Throws std::invalid_argument for a fraction
+/// outside (0, 1].
+std::vector<uint32_t> sample_clients(uint64_t seed, uint64_t round,
+                                     const std::vector<uint32_t>& available,
+                                     double fraction);
+
 } // namespace salamander::algorithms

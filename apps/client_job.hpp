@@ -72,6 +72,14 @@ template <class Config> void add_alpha(CLI::App& sub, Config& job) {
       ->capture_default_str();
 }
 
+template <class Config> void add_fraction_fit(CLI::App& sub, Config& job) {
+  sub.add_option("--fraction-fit", job.fraction_fit,
+                 "fraction of the available clients sampled for each round (FedAvg's C, "
+                 "Flower's fraction_fit), at least one client; 1: every client")
+      ->check(number(0, 1, true, ""))
+      ->capture_default_str();
+}
+
 template <class Config> void add_time_budget(CLI::App& sub, Config& job) {
   sub.add_option("--time-budget", job.time_budget_s,
                  "stop after this many seconds of training (0: only --rounds)")

@@ -136,6 +136,7 @@ command add_split(CLI::App& app) {
                     "1,1,0.5,0.5,0.25");
   add_alpha(*sub, job);
   add_time_budget(*sub, job);
+  add_fraction_fit(*sub, job);
   sub->add_option("--local-fraction", job.local_fraction,
                   "adasplit: the share of the rounds in the local phase (nothing sent)")
       ->check(number(0, 1, false, ""))

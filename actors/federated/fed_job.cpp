@@ -209,6 +209,10 @@ void start_round(self_ptr self) {
     return;
   }
   auto round = st.version + 1;
+  auto chosen = st.core.round_sample(round);
+  for (auto& c : v) {
+    c.available = c.available && std::binary_search(chosen.begin(), chosen.end(), c.id);
+  }
   try {
     st.plan = st.strategy->configure(round, v, st.layout);
   } catch (const std::exception& e) {
@@ -496,6 +500,11 @@ void prepare(fed_job_state& st) {
     s.seed = st.cfg.seed;
     return s;
   }());
+  if (st.strategy->asynchronous() && st.cfg.fraction_fit < 1) {
+    throw std::invalid_argument("--fraction-fit samples the clients of a round; " +
+                                st.cfg.strategy +
+                                " has no rounds (every idle client gets a task)");
+  }
   st.desc = models::describe(models::model_spec::parse(st.cfg.model));
   st.layout = width_layout(st.desc);
   st.test = load_test_split(st.cfg, st.desc);

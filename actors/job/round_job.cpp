@@ -1,6 +1,7 @@
 // The round job core: the lifecycle of federated and split jobs, once.
 #include "actors/job/round_job.hpp"
 #include "actors/logging.hpp"
+#include "algorithms/sampling.hpp"
 #include "models/data.hpp"
 
 #include <fmt/format.h>
@@ -31,6 +32,10 @@ void check_round_config(const round_job_config& c) {
   }
   if (c.resume && c.checkpoint_path.empty()) {
     throw std::invalid_argument("--resume needs --checkpoint PATH");
+  }
+  if (!(c.fraction_fit > 0) || c.fraction_fit > 1) {
+    throw std::invalid_argument("--fraction-fit must be in (0, 1], got " +
+                                fmt::format("{}", c.fraction_fit));
   }
 }
 
@@ -233,6 +238,16 @@ bool round_job::may_start_round(bool any_available) {
 bool round_job::available(uint32_t c) const {
   auto& s = clients[c];
   return s.handle && s.ready && !nodes[s.node].dead;
+}
+
+std::vector<uint32_t> round_job::round_sample(uint64_t round) const {
+  std::vector<uint32_t> up;
+  for (uint32_t c = 0; c < clients.size(); ++c) {
+    if (available(c)) {
+      up.push_back(c);
+    }
+  }
+  return algorithms::sample_clients(cfg_->seed, round, up, cfg_->fraction_fit);
 }
 
 client_slot* round_job::answered(uint32_t c, uint64_t attempt) {

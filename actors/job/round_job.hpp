@@ -69,6 +69,9 @@ struct round_job_config {
   double lr = 0.01;
   double momentum = 0.9;
   int64_t max_samples = 0;     ///< per client, at most (0: its whole shard)
+  /// The fraction of the available clients sampled for each round (FedAvg's
+  /// C, Flower's fraction_fit): at least one; 1: every client.
+  double fraction_fit = 1;
   int64_t test_samples = 0;    ///< evaluate on this many test examples (0: all)
   std::string checkpoint_path; ///< written after every round ("": none)
   bool resume = false;         ///< start from checkpoint_path
@@ -280,6 +283,9 @@ public:
 
   // ---- the roster
   bool available(uint32_t c) const;
+  /// The clients that take part in round `round`: a sample of the available
+  /// ones (fraction_fit), drawn from the seed and the round, in order.
+  std::vector<uint32_t> round_sample(uint64_t round) const;
   /// The slot an answer about spawn `attempt` of client `c` is for; null
   /// when it is stale (the job ended, the client was replaced or went).
   client_slot* answered(uint32_t c, uint64_t attempt);

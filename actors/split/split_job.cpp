@@ -435,16 +435,11 @@ void start_round(self_ptr self) {
   if (st.in_round) {
     return;
   }
-  std::vector<uint32_t> ready;
-  for (uint32_t c = 0; c < st.info.size(); ++c) {
-    if (st.core.available(c)) {
-      ready.push_back(c);
-    }
-  }
+  auto round = st.round + 1;
+  auto ready = st.core.round_sample(round);
   if (!st.core.may_start_round(!ready.empty())) {
     return;
   }
-  auto round = st.round + 1;
   st.in_round = true;
   st.round_started = clock::now();
   st.arrived.clear();

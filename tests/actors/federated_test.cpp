@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <set>
 
 using namespace salamander;
 using salamander::testing::events;
@@ -299,6 +300,44 @@ TEST_CASE("a restarted federated job resumes from the last round's checkpoint",
     REQUIRE(rounds.size() == 2);
     CHECK(rounds[0]["round"] == 3);
   }
+}
+
+TEST_CASE("with --fraction-fit each round trains a seeded sample of the clients, and the "
+          "samples change from round to round",
+          "[actor][federated]") {
+  fed_system s;
+  temp_dir dir;
+  auto cfg = config("fedavg", 4);
+  cfg.metrics_path = dir.file("m.jsonl");
+  cfg.fraction_fit = 0.5;
+  auto nodes = actors::local_nodes(*s.sys, 4, 1);
+  auto r = actors::run_fed_job(*s.sys, cfg, nodes);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == status_phase::finished);
+  CHECK(r.status.round == 4);
+  std::set<std::set<int>> samples;
+  for (auto& e : events(cfg.metrics_path, "round_start")) {
+    std::set<int> clients;
+    for (auto& t : e["tasks"]) {
+      clients.insert(t["client"].get<int>());
+    }
+    CHECK(clients.size() == 2);
+    auto round = e["round"].get<uint64_t>();
+    auto expect = algorithms::sample_clients(cfg.seed, round, {0, 1, 2, 3}, 0.5);
+    CHECK(clients == std::set<int>(expect.begin(), expect.end()));
+    samples.insert(clients);
+  }
+  CHECK(samples.size() > 1);
+  for (auto& e : events(cfg.metrics_path, "round")) {
+    CHECK(e["contributions"].size() == 2);
+  }
+  // fedbuff has no rounds to sample
+  auto async = config("fedbuff", 2);
+  async.fraction_fit = 0.5;
+  r = actors::run_fed_job(*s.sys, async, nodes);
+  CHECK(r.status.phase == status_phase::failed);
+  CHECK_THAT(r.status.error, Catch::Contains("--fraction-fit"));
+  leave(nodes);
 }
 
 TEST_CASE("a federated job refuses a model it cannot slice and an unknown strategy",

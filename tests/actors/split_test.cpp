@@ -134,6 +134,33 @@ per_example costs(const actors::split_config& cfg) {
 
 } // namespace
 
+TEST_CASE("with --fraction-fit each split round takes a seeded sample of the clients",
+          "[actor][split]") {
+  for (std::string method : {"vanilla", "splitfed"}) {
+    DYNAMIC_SECTION(method) {
+      split_system s;
+      temp_dir dir;
+      auto cfg = config(method, 3);
+      cfg.metrics_path = dir.file("m.jsonl");
+      cfg.fraction_fit = 0.34; // 2 of 4 (rounded up)
+      auto nodes = actors::local_nodes(*s.sys, 4, 1);
+      auto r = actors::run_split_job(*s.sys, cfg, nodes);
+      leave(nodes);
+      INFO(r.status.error);
+      REQUIRE(r.status.phase == status_phase::finished);
+      CHECK(r.status.round == 3);
+      auto starts = events(cfg.metrics_path, "round_start");
+      REQUIRE(starts.size() == 3);
+      for (auto& e : starts) {
+        auto key = method == "vanilla" ? "turns" : "clients";
+        auto got = e[key].get<std::vector<uint32_t>>();
+        CHECK(got == algorithms::sample_clients(cfg.seed, e["round"].get<uint64_t>(),
+                                                {0, 1, 2, 3}, 0.34));
+      }
+    }
+  }
+}
+
 TEST_CASE("vanilla split learning equals training the whole model on the clients' shards "
           "in turn",
           "[actor][split]") {

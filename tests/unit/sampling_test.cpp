@@ -151,3 +151,27 @@ TEST_CASE("Dirichlet partition places every example once and alpha controls skew
   CHECK_THROWS_AS(partition_dirichlet(1, labels, 8, 0.0), std::invalid_argument);
   CHECK_THROWS_AS(partition_dirichlet(1, labels, 0, 1.0), std::invalid_argument);
 }
+
+TEST_CASE("a round's clients are a seeded sample of the available ones, at least one",
+          "[unit][sampling]") {
+  std::vector<uint32_t> up = {0, 2, 3, 5, 7, 8, 9, 11, 12, 14};
+  std::set<std::vector<uint32_t>> seen;
+  for (uint64_t round = 1; round <= 20; ++round) {
+    auto s = sample_clients(7, round, up, 0.3);
+    REQUIRE(s.size() == 3); // ceil(0.3 x 10)
+    CHECK(std::is_sorted(s.begin(), s.end()));
+    CHECK(std::set<uint32_t>(s.begin(), s.end()).size() == 3);
+    for (auto c : s) {
+      CHECK(std::find(up.begin(), up.end(), c) != up.end());
+    }
+    CHECK(s == sample_clients(7, round, up, 0.3)); // the same seed and round: the same
+    seen.insert(s);
+  }
+  CHECK(seen.size() > 10); // rounds draw anew
+  CHECK(sample_clients(8, 1, up, 0.3) != sample_clients(7, 1, up, 0.3));
+  CHECK(sample_clients(7, 1, up, 0.01).size() == 1);
+  CHECK(sample_clients(7, 1, up, 1.0) == up);
+  CHECK(sample_clients(7, 1, {}, 0.5).empty());
+  CHECK_THROWS_WITH(sample_clients(7, 1, up, 0.0), Catch::Contains("(0, 1]"));
+  CHECK_THROWS_WITH(sample_clients(7, 1, up, 1.5), Catch::Contains("got 1.5"));
+}
