@@ -58,17 +58,9 @@ inline status_phase status_phase_from_text(std::string_view text) {
 }
 
 inline std::string to_string(job_mode m) {
-  switch (m) {
-  case job_mode::train:
-    return "train";
-  case job_mode::serve:
-    return "serve";
-  case job_mode::federate:
-    return "federate";
-  case job_mode::split:
-    return "split";
-  }
-  return "train";
+  static constexpr const char* names[] = {"train", "serve", "federate", "split"};
+  auto i = static_cast<size_t>(m);
+  return i < std::size(names) ? names[i] : "train";
 }
 
 inline std::ostream& operator<<(std::ostream& out, status_phase p) {

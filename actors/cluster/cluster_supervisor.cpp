@@ -273,7 +273,7 @@ void profile_round(self_ptr self, const std::string& model, uint32_t mbs,
     (*next)(0);
   };
   if (asked.empty()) {
-    rp.deliver(caf::make_error(errc::bad_config, "no live node to profile on"));
+    rp.deliver(caf::make_error(errc::node_lost, "no live node to profile on"));
     return;
   }
   auto pending = std::make_shared<size_t>(asked.size());
@@ -321,7 +321,7 @@ std::optional<caf::error> console_refused(self_ptr self) {
 }
 
 caf::error no_job() {
-  return caf::make_error(errc::bad_config, "no job is running on this cluster");
+  return caf::make_error(errc::not_ready, "no job is running on this cluster");
 }
 
 train_job_actor job_of(self_ptr self) {
@@ -653,7 +653,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
 caf::result<std::vector<cluster_member>> on_submit(self_ptr self, caf::actor job) {
   auto& st = self->state;
   if (st.job && st.job != job) {
-    return caf::make_error(errc::bad_config, "another job runs on this cluster");
+    return caf::make_error(errc::busy, "another job runs on this cluster");
   }
   st.job = job;
   self->monitor(job);

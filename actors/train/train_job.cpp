@@ -216,7 +216,7 @@ caf::result<std::string> on_replicate(self_ptr self) {
     return ended();
   }
   if (recovering(st) || st.phase == job_phase::replanning || st.stages.empty()) {
-    return caf::make_error(errc::bad_config, "the job is " + to_string(st.status.phase) +
+    return caf::make_error(errc::not_ready, "the job is " + to_string(st.status.phase) +
                                                  "; replicate once it trains again");
   }
   // every stage reaches version `fed` once the batches in flight are
@@ -445,7 +445,7 @@ caf::result<snapshot_payload> on_snapshot(self_ptr self) {
     return snapshot_payload{*self->state.final_weights}; // the job gave up
   }
   if (self->state.stages.empty()) {
-    return caf::make_error(errc::bad_config, "the job has no stages");
+    return caf::make_error(errc::not_ready, "the job has no stages");
   }
   auto rp = self->make_response_promise<snapshot_payload>();
   collect_weights(self, [=](caf::expected<models::weight_snapshot> all, size_t) mutable {

@@ -90,7 +90,7 @@ void finish(self_ptr self) {
   }
   for (auto& c : st.checkpoints) {
     c.promise.deliver(caf::make_error(
-        errc::bad_config, "the job finished first; use --save for the final weights"));
+        errc::job_ended, "the job finished first; use --save for the final weights"));
   }
   st.checkpoints.clear();
   log_end(self);
@@ -213,7 +213,7 @@ void fail(self_ptr self, const std::string& what) {
   subsystem_log("job")->error("job failed: {}", what);
   stop_stages(self);
   for (auto& c : st.checkpoints) {
-    c.promise.deliver(caf::make_error(errc::bad_config, "the job failed: " + what));
+    c.promise.deliver(caf::make_error(errc::job_ended, "the job failed: " + what));
   }
   st.checkpoints.clear();
   log_end(self);

@@ -287,7 +287,7 @@ caf::expected<stage_plan> balanced_plan(const train_job_state& st,
     auto members =
         std::min<size_t>(live.size(), static_cast<size_t>(st.cfg.micro_batches));
     if (members == 0) {
-      return caf::make_error(errc::bad_config, "no node to run on");
+      return caf::make_error(errc::node_lost, "no node to run on");
     }
     p.split = algorithms::split_micro_batches(std::vector<double>(members, 1.0),
                                               static_cast<int>(st.cfg.micro_batches));
