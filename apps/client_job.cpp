@@ -41,7 +41,7 @@ std::vector<double> parse_shares(const std::string& text) {
 
 void add_client_places(CLI::App& sub, client_job_options& o,
                        const std::string& shares_help) {
-  sub.add_option("--clients", o.clients, "embedded: N local nodes, one client each")
+  sub.add_option("--clients", o.clients, "embedded: N local nodes (--clients-per-node clients on each)")
       ->check(whole<int>(1));
   sub.add_option("--client-shares", o.client_shares, shares_help);
   add_cluster_file(sub, o.cluster);

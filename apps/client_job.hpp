@@ -20,7 +20,7 @@ namespace salamander::apps {
 
 /// The options every client job takes.
 struct client_job_options {
-  int clients = 0;           ///< embedded: this many local nodes, one client each
+  int clients = 0;           ///< embedded: this many local nodes
   std::string client_shares; ///< embedded: relative speeds, e.g. 1,1,0.1 (EMULATED)
   std::string cluster;       ///< or the nodes of a cluster file
   std::string secret_file;
@@ -77,6 +77,14 @@ template <class Config> void add_fraction_fit(CLI::App& sub, Config& job) {
                  "fraction of the available clients sampled for each round (FedAvg's C, "
                  "Flower's fraction_fit), at least one client; 1: every client")
       ->check(number(0, 1, true, ""))
+      ->capture_default_str();
+}
+
+template <class Config> void add_clients_per_node(CLI::App& sub, Config& job) {
+  sub.add_option("--clients-per-node", job.clients_per_node,
+                 "virtual clients: this many on each node, each with its own shard (the "
+                 "data is split over nodes x this many)")
+      ->check(whole<int>(1))
       ->capture_default_str();
 }
 

@@ -110,6 +110,7 @@ command add_federate(CLI::App& app) {
                     "1,1,1,1,1,1,1,0.1,0.1,0.1 (scaled to fit this host's cores)");
   add_time_budget(*sub, job);
   add_fraction_fit(*sub, job);
+  add_clients_per_node(*sub, job);
   sub->add_option("--fraction", job.settings.fraction,
                   "of the clients, the part drawn for each round")
       ->check(number(0, 1, true, ""))

@@ -137,6 +137,7 @@ command add_split(CLI::App& app) {
   add_alpha(*sub, job);
   add_time_budget(*sub, job);
   add_fraction_fit(*sub, job);
+  add_clients_per_node(*sub, job);
   sub->add_option("--local-fraction", job.local_fraction,
                   "adasplit: the share of the rounds in the local phase (nothing sent)")
       ->check(number(0, 1, false, ""))

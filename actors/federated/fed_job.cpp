@@ -542,7 +542,7 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
       },
       [self](std::vector<cluster_member>& members) {
         auto& st = self->state;
-        st.info.resize(members.size());
+        st.info.resize(st.core.clients_for(members.size()));
         st.core.start(members, {{"mode", "federate"},
                                 {"strategy", st.cfg.strategy},
                                 {"model", st.desc.spec.canonical()},

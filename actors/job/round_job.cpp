@@ -33,6 +33,10 @@ void check_round_config(const round_job_config& c) {
   if (c.resume && c.checkpoint_path.empty()) {
     throw std::invalid_argument("--resume needs --checkpoint PATH");
   }
+  if (c.clients_per_node < 1 || c.clients_per_node > 1024) {
+    throw std::invalid_argument("--clients-per-node must be in [1, 1024], got " +
+                                std::to_string(c.clients_per_node));
+  }
   if (!(c.fraction_fit > 0) || c.fraction_fit > 1) {
     throw std::invalid_argument("--fraction-fit must be in (0, 1], got " +
                                 fmt::format("{}", c.fraction_fit));
@@ -137,10 +141,12 @@ void round_job::start(const std::vector<cluster_member>& members,
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();
   log_event("start", std::move(start_fields));
-  // one client per node of the start: the data is sharded over them
-  clients.resize(nodes.size());
+  // clients_per_node on each node of the start, node by node: the data is
+  // sharded over them
+  clients.resize(clients_for(nodes.size()));
+  auto per_node = static_cast<uint32_t>(cfg_->clients_per_node);
   for (uint32_t i = 0; i < clients.size(); ++i) {
-    clients[i].node = i;
+    clients[i].node = i / per_node;
   }
   enter(round_event::enlist);
   first_pending_ = 0;
@@ -238,6 +244,10 @@ bool round_job::may_start_round(bool any_available) {
 bool round_job::available(uint32_t c) const {
   auto& s = clients[c];
   return s.handle && s.ready && !nodes[s.node].dead;
+}
+
+size_t round_job::clients_for(size_t n) const {
+  return n * static_cast<size_t>(cfg_->clients_per_node);
 }
 
 std::vector<uint32_t> round_job::round_sample(uint64_t round) const {
@@ -388,16 +398,21 @@ void round_job::refresh_status() {
   s.nodes.clear();
   for (size_t n = 0; n < nodes.size(); ++n) {
     auto row = basic_row(nodes[n], n, {}, 0);
-    // the node's clients (one today: client n)
-    auto it = std::find_if(clients.begin(), clients.end(),
-                           [n](const client_slot& c) { return c.node == n; });
-    if (it == clients.end()) {
+    // the node's clients: their roles, and the first live one's speed
+    row.role.clear();
+    for (uint32_t i = 0; i < clients.size(); ++i) {
+      if (clients[i].node != n) {
+        continue;
+      }
+      bool up = clients[i].handle && !nodes[n].dead;
+      row.role += (row.role.empty() ? "" : "; ") +
+                  (up ? mode_->role(i) : fmt::format("client {}: down", i));
+      if (up && row.speed == 0) {
+        row.speed = mode_->speed(i);
+      }
+    }
+    if (row.role.empty()) {
       row.role = "unused (joined after the shards were drawn)";
-    } else {
-      auto i = static_cast<uint32_t>(it - clients.begin());
-      bool up = it->handle && !nodes[n].dead;
-      row.role = up ? mode_->role(i) : fmt::format("client {}: down", i);
-      row.speed = up ? mode_->speed(i) : 0;
     }
     s.nodes.push_back(row);
   }

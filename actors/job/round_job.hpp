@@ -72,6 +72,9 @@ struct round_job_config {
   /// The fraction of the available clients sampled for each round (FedAvg's
   /// C, Flower's fraction_fit): at least one; 1: every client.
   double fraction_fit = 1;
+  /// Clients on each node (virtual clients): each has its own shard, so the
+  /// data is split over nodes x this many clients.
+  int64_t clients_per_node = 1;
   int64_t test_samples = 0;    ///< evaluate on this many test examples (0: all)
   std::string checkpoint_path; ///< written after every round ("": none)
   bool resume = false;         ///< start from checkpoint_path
@@ -286,6 +289,8 @@ public:
   /// The clients that take part in round `round`: a sample of the available
   /// ones (fraction_fit), drawn from the seed and the round, in order.
   std::vector<uint32_t> round_sample(uint64_t round) const;
+  /// How many clients `nodes` nodes run (clients_per_node on each).
+  size_t clients_for(size_t nodes) const;
   /// The slot an answer about spawn `attempt` of client `c` is for; null
   /// when it is stale (the job ended, the client was replaced or went).
   client_slot* answered(uint32_t c, uint64_t attempt);

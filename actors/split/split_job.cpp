@@ -599,8 +599,8 @@ void spawn_server(self_ptr self, size_t clients) {
   if (st.cfg.resume && !st.resume_snap.layers.empty() && st.resume_clients != clients) {
     throw std::invalid_argument(st.cfg.checkpoint_path + " holds a split job over " +
                                 std::to_string(st.resume_clients) +
-                                " clients; this cluster has " + std::to_string(clients) +
-                                " nodes");
+                                " clients; this cluster runs " + std::to_string(clients) +
+                                " (its nodes x --clients-per-node)");
   }
   split_server_config sc;
   sc.model = st.desc.spec.canonical();
@@ -785,13 +785,13 @@ private:
 void on_members(self_ptr self, const std::vector<cluster_member>& members) {
   auto& st = self->state;
   try {
-    spawn_server(self, members.size());
+    spawn_server(self, st.core.clients_for(members.size()));
   } catch (const std::exception& e) {
     st.core.fail(std::string("cannot start the split server: ") + e.what());
     return;
   }
   try {
-    prepare_clients(st, members.size());
+    prepare_clients(st, st.core.clients_for(members.size()));
     evaluate(self); // resumed: what the checkpoint holds (else nothing yet)
   } catch (const std::exception& e) {
     st.core.fail(std::string("cannot resume: ") + e.what());

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -338,6 +339,42 @@ TEST_CASE("with --fraction-fit each round trains a seeded sample of the clients,
   CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("--fraction-fit"));
   leave(nodes);
+}
+
+TEST_CASE("virtual clients: two nodes of three clients train as six nodes of one",
+          "[actor][federated]") {
+  fed_system s;
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  auto cfg = config("fedavg", 2);
+  cfg.clients_per_node = 3;
+  auto two = actors::local_nodes(*s.sys, 2, 1);
+  auto r = actors::run_fed_job(*s.sys, cfg, two, opts);
+  leave(two);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == status_phase::finished);
+  CHECK(r.status.clients == 6);
+  CHECK(r.status.contributed == 6);
+  REQUIRE(r.status.nodes.size() == 2);
+  for (auto& row : r.status.nodes) {
+    CHECK(std::count(row.role.begin(), row.role.end(), ';') == 2); // three clients
+  }
+  cfg.clients_per_node = 1;
+  auto six = actors::local_nodes(*s.sys, 6, 1);
+  auto alone = actors::run_fed_job(*s.sys, cfg, six, opts);
+  leave(six);
+  REQUIRE(alone.status.phase == status_phase::finished);
+  REQUIRE(r.weights);
+  REQUIRE(alone.weights);
+  double worst = 0;
+  for (size_t l = 0; l < r.weights->layers.size(); ++l) {
+    for (size_t p = 0; p < r.weights->layers[l].params.size(); ++p) {
+      worst = std::max(worst, salamander::testing::max_abs_diff(
+                                  r.weights->layers[l].params[p].tensor,
+                                  alone.weights->layers[l].params[p].tensor));
+    }
+  }
+  CHECK(worst < 1e-5); // the same shards, averaged in another order
 }
 
 TEST_CASE("a federated job refuses a model it cannot slice and an unknown strategy",
