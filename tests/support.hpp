@@ -8,12 +8,26 @@
 
 #include <nlohmann/json.hpp>
 
+#include <dlfcn.h>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
 
 namespace salamander::testing {
+
+/// One compute thread, as the CLI runs a device (apps/runtime_env.cpp,
+/// set_threads): LibTorch's and OpenBLAS's own pool, which keeps its own
+/// threads. Without the second, a client's thread CPU time misses the work
+/// OpenBLAS's threads did, and an emulated slow client can measure fast.
+inline void one_compute_thread() {
+  torch::set_num_threads(1);
+  using set_fn = void (*)(int);
+  if (auto fn = reinterpret_cast<set_fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    fn(1);
+  }
+}
 
 /// A fresh directory under /tmp, removed with everything in it at scope end.
 class temp_dir {

@@ -50,7 +50,7 @@ struct fed_system {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   fed_system() {
-    torch::set_num_threads(1); // as the CLI runs a device: one compute thread
+    salamander::testing::one_compute_thread(); // as the CLI runs a device
     actors::configure(cfg, {});
     sys = std::make_unique<caf::actor_system>(cfg);
   }

@@ -45,7 +45,7 @@ struct split_system {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   split_system() {
-    torch::set_num_threads(1);
+    salamander::testing::one_compute_thread(); // as the CLI runs a device
     actors::configure(cfg, {});
     sys = std::make_unique<caf::actor_system>(cfg);
   }
