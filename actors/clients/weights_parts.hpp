@@ -66,17 +66,9 @@ void send_with_weights(Self* self, const Handle& to, Atom atom, Msg msg,
                        std::chrono::microseconds delay = std::chrono::microseconds(0)) {
   auto& w = msg.*weights;
   if (to && to.node() != self->node() && !w.snapshot.layers.empty()) {
-    auto parts = snapshot_parts(w.snapshot, tuning::snapshot_part_bytes);
-    uint64_t total = 0;
-    for (auto& p : parts) {
-      total += static_cast<uint64_t>(p.numel());
-    }
     msg.parts = ++counter;
-    uint64_t offset = 0;
-    for (auto& p : parts) {
-      self->send(to, part_atom_v, msg.parts, offset, total, tensor_payload{p});
-      offset += static_cast<uint64_t>(p.numel());
-    }
+    send_parts(self, to, part_atom_v, msg.parts,
+               snapshot_parts(w.snapshot, tuning::snapshot_part_bytes));
     w = snapshot_payload{};
   }
   if (delay.count() > 0) {

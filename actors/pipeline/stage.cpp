@@ -52,16 +52,7 @@ void send_snapshot(stage_actor::stateful_pointer<stage_state> self,
   if (parts.empty()) {
     parts = snapshot_parts(snap.snapshot, tuning::snapshot_part_bytes);
   }
-  uint64_t total = 0;
-  for (auto& p : parts) {
-    total += static_cast<uint64_t>(p.numel());
-  }
-  auto transfer = ++self->state.transfers;
-  uint64_t offset = 0;
-  for (auto& p : parts) {
-    self->send(holder, replicate_atom_v, transfer, offset, total, tensor_payload{p});
-    offset += static_cast<uint64_t>(p.numel());
-  }
+  send_parts(self, holder, replicate_atom_v, ++self->state.transfers, parts);
 }
 
 // Sends the snapshot at the current version to the chain and global

@@ -5,6 +5,7 @@
 // layers [begin, end) at one version (or which one is missing).
 #pragma once
 
+#include "messages/payloads.hpp"
 #include "messages/replication.hpp"
 #include "messages/tensor_codec.hpp"
 #include "models/weights.hpp"
@@ -65,6 +66,23 @@ private:
 /// dropped as hung in the middle of it.
 std::vector<torch::Tensor> snapshot_parts(const models::weight_snapshot& snap,
                                           size_t part_bytes);
+
+/// Sends `parts` (snapshot_parts) to `to` as this sender's transfer
+/// `transfer`: one (atom, transfer, offset, total, bytes) message per part,
+/// in order, which snapshot_assembler::add takes.
+template <class Self, class Handle, class Atom>
+void send_parts(Self* self, const Handle& to, Atom atom, uint64_t transfer,
+                const std::vector<torch::Tensor>& parts) {
+  uint64_t total = 0;
+  for (auto& p : parts) {
+    total += static_cast<uint64_t>(p.numel());
+  }
+  uint64_t offset = 0;
+  for (auto& p : parts) {
+    self->send(to, atom, transfer, offset, total, tensor_payload{p});
+    offset += static_cast<uint64_t>(p.numel());
+  }
+}
 
 /// Puts snapshots sent in parts (snapshot_parts) back together: one transfer
 /// at a time per sender, several senders at once. A part that does not
