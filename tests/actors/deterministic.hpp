@@ -4,6 +4,8 @@
 // of a stateful actor reached through its handle.
 #pragma once
 
+#include "actors/cluster/cluster_file.hpp"
+#include "actors/node/node.hpp"
 #include "actors/node/system.hpp"
 
 #include <caf/all.hpp>
@@ -18,6 +20,27 @@ inline caf::actor_system_config& deterministic(caf::actor_system_config& cfg) {
   opts.deterministic = true;
   actors::configure(cfg, opts);
   return cfg;
+}
+
+/// A node in the test's process whose work, its profiler's included, runs
+/// on the test coordinator.
+inline node_actor coordinator_node(caf::actor_system& sys, const std::string& name) {
+  actors::node_config c;
+  c.name = name;
+  c.host = "embedded";
+  c.detached_profiler = false;
+  return sys.spawn(actors::node, c);
+}
+
+/// Nodes local0 .. local(n-1) on the test coordinator, as a cluster
+/// supervisor takes them.
+inline std::vector<actors::remote_node> coordinator_nodes(caf::actor_system& sys, int n) {
+  std::vector<actors::remote_node> out;
+  for (int i = 0; i < n; ++i) {
+    auto name = "local" + std::to_string(i);
+    out.push_back({name, coordinator_node(sys, name)});
+  }
+  return out;
 }
 
 template <class State, class Handle> State& deref(const Handle& h) {

@@ -25,6 +25,8 @@ namespace {
 
 using salamander::testing::deterministic;
 
+using salamander::testing::coordinator_node;
+using salamander::testing::coordinator_nodes;
 using salamander::testing::deref;
 
 actors::job_config flow_job(int64_t batches) {
@@ -56,10 +58,9 @@ struct flow {
       : sys(deterministic(cfg)),
         sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
         train(salamander::testing::synthetic_for("cnn", 3, 512)), jc(std::move(config)) {
-    std::vector<actors::remote_node> remote;
-    for (int i = 0; i < n; ++i) {
-      nodes.push_back(spawn_node("local" + std::to_string(i)));
-      remote.push_back({"local" + std::to_string(i), nodes.back()});
+    auto remote = coordinator_nodes(sys, n);
+    for (auto& r : remote) {
+      nodes.push_back(r.handle);
     }
     cluster = sys.spawn(actors::cluster_supervisor, actors::cluster_config{}, remote);
     job = sys.spawn(actors::train_job, jc, cluster, train, train);
@@ -74,13 +75,7 @@ struct flow {
     sched.run();
   }
 
-  node_actor spawn_node(const std::string& name) {
-    actors::node_config c;
-    c.name = name;
-    c.host = "embedded";
-    c.detached_profiler = false; // everything on the test coordinator
-    return sys.spawn(actors::node, c);
-  }
+  node_actor spawn_node(const std::string& name) { return coordinator_node(sys, name); }
 
   actors::train_job_state& state() { return deref<actors::train_job_state>(job); }
 
@@ -347,15 +342,10 @@ TEST_CASE("a serving job moves starting, serving, recovering, serving, finished,
   caf::actor_system_config cfg;
   caf::actor_system sys{deterministic(cfg)};
   auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  auto remote = coordinator_nodes(sys, 3);
   std::vector<node_actor> nodes;
-  std::vector<actors::remote_node> remote;
-  for (int i = 0; i < 3; ++i) {
-    actors::node_config c;
-    c.name = "local" + std::to_string(i);
-    c.host = "embedded";
-    c.detached_profiler = false; // everything on the test coordinator
-    nodes.push_back(sys.spawn(actors::node, c));
-    remote.push_back({c.name, nodes.back()});
+  for (auto& r : remote) {
+    nodes.push_back(r.handle);
   }
   auto cluster = sys.spawn(actors::cluster_supervisor, actors::cluster_config{}, remote);
   actors::serve_config sc;

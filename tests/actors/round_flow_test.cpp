@@ -31,6 +31,7 @@ namespace {
 
 using salamander::testing::deterministic;
 
+using salamander::testing::coordinator_nodes;
 using salamander::testing::deref;
 
 template <class Config> void small(Config& cfg, int64_t rounds) {
@@ -75,14 +76,9 @@ template <class State, class Handle> struct flow {
   flow(int n, Spawn spawn_job)
       : sys(deterministic(cfg)),
         sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
-    std::vector<actors::remote_node> remote;
-    for (int i = 0; i < n; ++i) {
-      actors::node_config c;
-      c.name = "local" + std::to_string(i);
-      c.host = "embedded";
-      c.detached_profiler = false; // everything on the test coordinator
-      nodes.push_back(sys.spawn(actors::node, c));
-      remote.push_back({c.name, nodes.back()});
+    auto remote = coordinator_nodes(sys, n);
+    for (auto& r : remote) {
+      nodes.push_back(r.handle);
     }
     cluster = sys.spawn(actors::cluster_supervisor, actors::cluster_config{}, remote);
     job = spawn_job(sys, cluster);
