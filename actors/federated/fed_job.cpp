@@ -316,7 +316,7 @@ void step_async(self_ptr self) {
 
 void on_update(self_ptr self, fed_update& u) {
   auto& st = self->state;
-  if (st.core.over() || u.client >= st.info.size()) {
+  if (u.client >= st.info.size()) {
     return;
   }
   auto& c = st.info[u.client];
@@ -530,7 +530,15 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
   st.cfg = std::move(cfg);
   st.cluster = std::move(cluster);
   st.mode = std::make_unique<fed_mode>(self);
-  st.core.attach(st.cfg, *st.mode, std::make_unique<port_of<std::remove_pointer_t<decltype(self)>>>(self));
+  auto snapshot = [self]() -> caf::result<snapshot_payload> {
+    return snapshot_payload{global_snapshot(self->state)};
+  };
+  auto ended = [self, snapshot] {
+    return round_job_ended(self, self->state.core, snapshot,
+                           drop<update_atom, fed_update>(), drop<deadline_atom, uint64_t>());
+  };
+  st.core.attach(st.cfg, *st.mode,
+                 std::make_unique<port_of<std::remove_pointer_t<decltype(self)>>>(self, ended));
   st.core.status.mode = job_mode::federate;
   st.core.status.strategy = st.cfg.strategy;
   self->set_down_handler([=](caf::down_msg& dm) { self->state.core.down(dm); });
@@ -548,6 +556,9 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
                                 {"model", st.desc.spec.canonical()},
                                 {"local_epochs", st.cfg.settings.local_epochs}});
       });
+  if (st.core.over()) {
+    return ended(); // it failed here (its model, its data, its metrics log)
+  }
   return round_job_handlers(
       self, st.core, [=](update_atom, fed_update& u) { on_update(self, u); },
       [=](deadline_atom, uint64_t round) {
@@ -556,9 +567,7 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
           finish_round(self, "the round's wait ended");
         }
       },
-      [=](snapshot_atom) -> caf::result<snapshot_payload> {
-        return snapshot_payload{global_snapshot(self->state)};
-      });
+      [snapshot](snapshot_atom) { return snapshot(); });
 }
 
 job_result run_fed_job(caf::actor_system& sys, const fed_config& cfg,

@@ -172,6 +172,7 @@ void round_job::end(round_event how, const std::string& error) {
   status.train_s = train_time();
   mode_->fill_status(status);
   enter(how);
+  port_->ended(); // the actor switches to the ended behaviour
   if (!error.empty()) {
     log()->error("{} job failed: {}", mode_->name(), error);
   }
@@ -371,11 +372,6 @@ std::string round_job::last_error() const {
   return why;
 }
 
-caf::error round_job::ended() const {
-  return caf::make_error(errc::job_ended,
-                         std::string("the ") + mode_->name() + " job has ended");
-}
-
 void round_job::refresh_status() {
   auto& s = status;
   s.elapsed_s = seconds_since(started_);
@@ -420,9 +416,6 @@ void round_job::refresh_status() {
 }
 
 caf::result<std::string> round_job::pause() {
-  if (over()) {
-    return ended();
-  }
   if (user_paused) {
     return std::string("already paused; resume carries on");
   }
@@ -432,9 +425,6 @@ caf::result<std::string> round_job::pause() {
 }
 
 caf::result<std::string> round_job::resume() {
-  if (over()) {
-    return ended();
-  }
   if (!user_paused) {
     return std::string("not paused");
   }
@@ -458,9 +448,6 @@ caf::result<std::string> round_job::checkpoint(const std::string& path) {
 }
 
 caf::result<std::string> round_job::stop(const std::string& why) {
-  if (over()) {
-    return ended();
-  }
   stop_requested = why.empty() ? std::string("stop") : why;
   status.stopped = stop_requested;
   log_event("stop", {{"why", stop_requested}});
@@ -484,9 +471,6 @@ void round_job::node_lost(uint32_t n, const std::string& why) {
 }
 
 caf::result<std::string> round_job::node_joined(uint32_t n, const cluster_member& m) {
-  if (over()) {
-    return ended();
-  }
   auto how = accept_joined(nodes, status.dead_nodes, n, m);
   if (!how) {
     return how.error();
@@ -523,9 +507,6 @@ void round_job::down(const caf::down_msg& dm) {
 }
 
 void round_job::tick() {
-  if (over()) {
-    return;
-  }
   port_->tick_after(tick_period);
   if (phase == round_phase::starting || phase == round_phase::enlisting ||
       !stop_requested.empty()) {
@@ -559,9 +540,6 @@ void round_job::tick() {
 }
 
 caf::result<std::string> round_job::kill(uint32_t c) {
-  if (over()) {
-    return ended();
-  }
   if (c >= clients.size() || !clients[c].handle) {
     return caf::make_error(errc::no_such_worker,
                            "there is no client " + std::to_string(c) + " running");

@@ -26,6 +26,7 @@
 #pragma once
 
 #include "actors/clients/weights_parts.hpp"
+#include "actors/job/ended.hpp"
 #include "actors/job/job_nodes.hpp"
 #include "actors/job/metrics.hpp"
 #include "actors/tuning.hpp"
@@ -194,11 +195,15 @@ public:
   /// The actor clock's now: the steady clock, or the test coordinator's
   /// virtual time in deterministic tests.
   virtual std::chrono::steady_clock::time_point now() const = 0;
+  /// The job has ended: the actor switches to its ended behaviour.
+  virtual void ended() = 0;
 };
 
 template <class Self> class port_of final : public job_port {
 public:
-  explicit port_of(Self* self) : self_(self) {}
+  /// `ended` is the actor's ended behaviour (round_job_ended).
+  port_of(Self* self, std::function<typename Self::behavior_type()> ended)
+      : self_(self), ended_(std::move(ended)) {}
   void submit(const cluster_actor& cluster, caf::timespan timeout, on_members ok,
               on_error failed) override {
     self_->request(cluster, timeout, submit_atom_v, caf::actor_cast<caf::actor>(self_))
@@ -221,9 +226,11 @@ public:
   std::chrono::steady_clock::time_point now() const override {
     return self_->clock().now();
   }
+  void ended() override { self_->become(ended_()); }
 
 private:
   Self* self_;
+  std::function<typename Self::behavior_type()> ended_;
 };
 
 /// The core itself: the lifecycle every round job has.
@@ -322,7 +329,6 @@ private:
   void settle(uint32_t c);
   bool hopeless() const;
   std::string last_error() const;
-  caf::error ended() const;
   std::shared_ptr<spdlog::logger> log() const;
   double seconds_since(clock::time_point t) const;
 
@@ -333,6 +339,23 @@ private:
   clock::time_point started_{};
   clock::time_point train_started_{};
 };
+
+/// The behaviour of a round job that has ended (actors/job/ended.hpp): the
+/// mode's `snapshot`, and drops for its own messages (`extra`).
+template <class Self, class... Extra>
+typename Self::behavior_type
+round_job_ended(Self* self, round_job& core,
+                std::function<caf::result<snapshot_payload>()> snapshot, Extra... extra) {
+  return ended_behavior(
+      self,
+      {std::string("the ") + core.subsystem() + " job", "",
+       [&core] {
+         core.refresh_status();
+         return core.status;
+       },
+       std::move(snapshot), [&core] { core.leave(); }},
+      drop<part_atom, uint64_t, uint64_t, uint64_t, tensor_payload>(), std::move(extra)...);
+}
 
 /// The job interface's handlers, written once for every round job: the
 /// mode adds its own (`extra`), and the actor's behaviour is both.

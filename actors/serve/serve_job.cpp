@@ -2,6 +2,7 @@
 // out to the pipeline, answers cut back into requests (each once), status,
 // stats and the console's commands. Plans, launches and failures are in
 // serve_plan.cpp.
+#include "actors/job/ended.hpp"
 #include "actors/job/metrics.hpp"
 #include "actors/elapsed.hpp"
 #include "actors/logging.hpp"
@@ -31,15 +32,14 @@ bool enter(self_ptr self, algorithms::serve_event e) {
   }
   st.phase = *next;
   st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
+  if (algorithms::is_over(st.phase)) {
+    become_ended(self);
+  }
   return true;
 }
 
 bool over(const serve_job_state& st) {
   return algorithms::is_over(st.phase);
-}
-
-caf::error job_has_ended() {
-  return caf::make_error(errc::job_ended, "the serving job has ended");
 }
 
 int window_for(const serve_job_state& st, size_t stages) {
@@ -312,9 +312,6 @@ void on_output(self_ptr self, uint64_t id, const torch::Tensor& y) {
 
 caf::result<tensor_payload> on_infer(self_ptr self, tensor_payload& in) {
   auto& st = self->state;
-  if (over(st)) {
-    return ended();
-  }
   if (!st.stop_requested.empty()) {
     return caf::make_error(errc::busy, "the service is stopping (" + st.stop_requested +
                                            "): no new requests");
@@ -388,9 +385,6 @@ void finish(self_ptr self) {
 
 void on_tick(self_ptr self) {
   auto& st = self->state;
-  if (over(st)) {
-    return;
-  }
   // requests that waited too long are answered with a timeout
   auto now = clock::now();
   std::vector<uint64_t> late;
@@ -423,9 +417,6 @@ void on_tick(self_ptr self) {
 
 caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
   auto& st = self->state;
-  if (over(st)) {
-    return ended();
-  }
   if (!st.stop_requested.empty()) {
     return std::string("already stopping (" + st.stop_requested + ")");
   }
@@ -495,7 +486,8 @@ caf::result<std::string> on_checkpoint(self_ptr self, const std::string& path) {
   return rp;
 }
 
-void leave(self_ptr self) {
+// The service's workers stop, and what waits is refused (the caller quits).
+void stop_workers(self_ptr self) {
   auto& st = self->state;
   for (auto& [id, r] : st.requests) {
     r.promise.deliver(caf::make_error(errc::busy, "the service stopped"));
@@ -506,7 +498,6 @@ void leave(self_ptr self) {
     st.metrics->flush();
   }
   self->send_exit(st.central_holder, caf::exit_reason::user_shutdown);
-  self->quit();
 }
 
 } // namespace
@@ -622,9 +613,6 @@ void on_admitted(self_ptr self, const std::vector<cluster_member>& members) {
 
 caf::result<std::string> on_pause(self_ptr self) {
   auto& st = self->state;
-  if (over(st)) {
-    return job_has_ended();
-  }
   if (st.user_paused) {
     return std::string("already paused; resume carries on");
   }
@@ -637,9 +625,6 @@ caf::result<std::string> on_pause(self_ptr self) {
 
 caf::result<std::string> on_resume(self_ptr self) {
   auto& st = self->state;
-  if (over(st)) {
-    return job_has_ended();
-  }
   if (!st.user_paused) {
     return std::string("not paused");
   }
@@ -684,32 +669,10 @@ caf::result<std::string> on_replan(self_ptr self, const std::string& balance) {
 
 using namespace serve_detail;
 
-serve_job_actor::behavior_type
-serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config cfg,
-          cluster_actor cluster) {
-  auto& st = self->state;
-  st.cfg = std::move(cfg);
-  st.cluster = std::move(cluster);
-  st.started = clock::now();
-  st.last_stats = clock::now();
-  st.status.mode = job_mode::serve;
-  st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
-  st.central_holder = self->spawn(replica_holder, std::string("central"));
-  self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
-  bool ok = true;
-  try {
-    prepare(self);
-  } catch (const std::exception& e) {
-    fail(self, e.what());
-    ok = false;
-  }
-  if (ok) {
-    auto timeout = st.cfg.node_timeout + tuning::helper_margin;
-    self->request(st.cluster, timeout, submit_atom_v, caf::actor_cast<caf::actor>(self))
-        .then([=](std::vector<cluster_member>& members) { on_admitted(self, members); },
-              [=](caf::error& err) { fail(self, self->system().render(err)); });
-  }
-  self->delayed_send(self, tuning::serve_tick, tick_atom_v);
+namespace {
+
+// The behaviour while the service runs (every phase but finished and failed).
+serve_job_actor::behavior_type running(self_ptr self) {
   return {
       // ---- the job interface
       [=](caf::get_atom) {
@@ -735,7 +698,10 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
       [=](event_atom, const std::string& kind, const std::string& fields) {
         log_event(self, kind, nlohmann::json::parse(fields, nullptr, false));
       },
-      [=](leave_atom) { leave(self); },
+      [=](leave_atom) {
+        stop_workers(self);
+        self->quit();
+      },
       // ---- requests
       [=](infer_atom, tensor_payload& x) { return on_infer(self, x); },
       // ---- from the stages
@@ -763,6 +729,61 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
       },
       [=](snapshot_atom) { return on_snapshot(self); },
   };
+}
+
+// The behaviour once it finished or failed (actors/job/ended.hpp): requests
+// are refused as `busy` (HTTP 503), not as bad requests.
+serve_job_actor::behavior_type ended_behavior_of(self_ptr self) {
+  return ended_behavior(
+      self,
+      {"the serving job", "",
+       [self] {
+         refresh_status(self);
+         return self->state.status;
+       },
+       [self] { return on_snapshot(self); }, [self] { stop_workers(self); }},
+      [](infer_atom, const tensor_payload&) -> caf::result<tensor_payload> {
+        return ended();
+      },
+      drop<eval_atom, uint64_t, uint32_t, tensor_payload>(), drop<ready_atom, uint32_t>(),
+      drop<failed_atom, uint32_t, std::string>(), drop<done_atom, batch_stats>(),
+      drop<dispatch_atom>());
+}
+
+} // namespace
+
+void serve_detail::become_ended(self_ptr self) {
+  self->become(ended_behavior_of(self));
+}
+
+serve_job_actor::behavior_type
+serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config cfg,
+          cluster_actor cluster) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.cluster = std::move(cluster);
+  st.started = clock::now();
+  st.last_stats = clock::now();
+  st.status.mode = job_mode::serve;
+  st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
+  st.central_holder = self->spawn(replica_holder, std::string("central"));
+  self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
+  bool ok = true;
+  try {
+    prepare(self);
+  } catch (const std::exception& e) {
+    fail(self, e.what());
+    ok = false;
+  }
+  if (ok) {
+    auto timeout = st.cfg.node_timeout + tuning::helper_margin;
+    self->request(st.cluster, timeout, submit_atom_v, caf::actor_cast<caf::actor>(self))
+        .then([=](std::vector<cluster_member>& members) { on_admitted(self, members); },
+              [=](caf::error& err) { fail(self, self->system().render(err)); });
+  }
+  self->delayed_send(self, tuning::serve_tick, tick_atom_v);
+  // a job that failed here (its model, its metrics log) starts ended
+  return over(st) ? ended_behavior_of(self) : running(self);
 }
 
 } // namespace salamander::actors

@@ -23,9 +23,9 @@ void log_event(self_ptr self, const std::string& kind,
 bool enter(self_ptr self, algorithms::serve_event e);
 /// Finished or failed.
 bool over(const serve_job_state& st);
-/// What an ended service answers the console's commands (requests get
-/// `busy`, an HTTP 503, instead).
-caf::error job_has_ended();
+/// The service finished or failed: it switches to the ended behaviour
+/// (actors/job/ended.hpp; serve_job.cpp). enter() calls it.
+void become_ended(self_ptr self);
 void fail(self_ptr self, const std::string& what);
 
 // requests (serve_job.cpp)

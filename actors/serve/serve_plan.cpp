@@ -577,7 +577,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
 
 void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
   auto& st = self->state;
-  if (n >= st.nodes.size() || st.nodes[n].refused || over(st)) {
+  if (n >= st.nodes.size() || st.nodes[n].refused) {
     return;
   }
   auto what = "node " + st.nodes[n].name + " went away: " + why;
@@ -626,9 +626,6 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
 caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
                                         const cluster_member& m) {
   auto& st = self->state;
-  if (over(st)) {
-    return job_has_ended();
-  }
   auto how = accept_joined(st.nodes, st.status, st.capacity, n, m);
   if (!how) {
     return how.error();

@@ -482,7 +482,7 @@ void start_round(self_ptr self) {
 
 void on_result(self_ptr self, split_result& r) {
   auto& st = self->state;
-  if (st.core.over() || r.client >= st.info.size()) {
+  if (r.client >= st.info.size()) {
     return;
   }
   auto& c = st.info[r.client];
@@ -826,14 +826,29 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
   st.cfg = std::move(cfg);
   st.cluster = std::move(cluster);
   st.mode = std::make_unique<split_mode>(self);
+  auto snapshot = [self]() -> caf::result<snapshot_payload> {
+    auto& st = self->state;
+    if (st.server_snap.layers.empty()) {
+      return caf::make_error(errc::not_ready, "no round has finished yet");
+    }
+    return snapshot_payload{whole_model(st, 0)};
+  };
+  auto ended = [self, snapshot] {
+    return round_job_ended(self, self->state.core, snapshot,
+                           drop<update_atom, split_result>(),
+                           drop<progress_atom, uint32_t, uint64_t, int64_t>());
+  };
   st.core.attach(st.cfg, *st.mode,
-                 std::make_unique<port_of<std::remove_pointer_t<decltype(self)>>>(self));
+                 std::make_unique<port_of<std::remove_pointer_t<decltype(self)>>>(self, ended));
   st.core.status.mode = job_mode::split;
   st.core.status.strategy = st.cfg.method;
   self->set_down_handler([=](caf::down_msg& dm) { self->state.core.down(dm); });
   st.core.begin(
       st.cluster, [self] { prepare(self->state); },
       [self](std::vector<cluster_member>& members) { on_members(self, members); });
+  if (st.core.over()) {
+    return ended(); // it failed here (its model, its data, its metrics log)
+  }
   return round_job_handlers(
       self, st.core,
       [=](update_atom, split_result& r) {
@@ -845,13 +860,7 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
           st.info[client].last_heard = self->clock().now();
         }
       },
-      [=](snapshot_atom) -> caf::result<snapshot_payload> {
-        auto& st = self->state;
-        if (st.server_snap.layers.empty()) {
-          return caf::make_error(errc::not_ready, "no round has finished yet");
-        }
-        return snapshot_payload{whole_model(st, 0)};
-      });
+      [snapshot](snapshot_atom) { return snapshot(); });
 }
 
 job_result run_split_job(caf::actor_system& sys, const split_config& cfg,

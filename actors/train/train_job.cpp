@@ -3,6 +3,7 @@
 // console's training commands. The work is in train_loop.cpp (batches),
 // train_plan.cpp (plans), train_recovery.cpp (failures) and train_ops.cpp
 // (status, weights, checkpoints).
+#include "actors/job/ended.hpp"
 #include "actors/job/metrics.hpp"
 #include "actors/logging.hpp"
 #include "actors/replication/replica_holder.hpp"
@@ -21,10 +22,6 @@ namespace {
 
 auto log() {
   return subsystem_log("job");
-}
-
-caf::error ended() {
-  return caf::make_error(errc::job_ended, "the job has ended");
 }
 
 void write_start(self_ptr self) {
@@ -78,8 +75,8 @@ void on_members(self_ptr self, std::vector<cluster_member>& members) {
 // The cluster lost one of the job's nodes.
 void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
   auto& st = self->state;
-  if (n >= st.nodes.size() || st.nodes[n].refused || algorithms::is_over(st.phase)) {
-    return; // never part of the job, or the job is over
+  if (n >= st.nodes.size() || st.nodes[n].refused) {
+    return; // never part of the job
   }
   bool running = algorithms::is_running(st.phase);
   auto what = "node " + st.nodes[n].name + " went away" +
@@ -118,9 +115,6 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
 caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
                                         const cluster_member& m) {
   auto& st = self->state;
-  if (algorithms::is_over(st.phase)) {
-    return ended();
-  }
   auto how = accept_joined(st.nodes, st.status, st.capacity, n, m);
   if (!how) {
     return how.error();
@@ -185,7 +179,7 @@ bool from_current_stage(self_ptr self) {
 void on_reduce(self_ptr self, uint64_t batch, uint32_t member, uint64_t grad_values,
                torch::Tensor part) {
   auto& st = self->state;
-  if (algorithms::is_over(st.phase) || recovering(st) || st.plan.split.empty() ||
+  if (recovering(st) || st.plan.split.empty() ||
       member >= st.stages.size() ||
       caf::actor_cast<caf::strong_actor_ptr>(st.stages[member]) !=
           self->current_sender()) {
@@ -212,9 +206,6 @@ void on_reduce(self_ptr self, uint64_t batch, uint32_t member, uint64_t grad_val
 
 caf::result<std::string> on_replicate(self_ptr self) {
   auto& st = self->state;
-  if (algorithms::is_over(st.phase)) {
-    return ended();
-  }
   if (recovering(st) || st.phase == job_phase::replanning || st.stages.empty()) {
     return caf::make_error(errc::not_ready, "the job is " + to_string(st.status.phase) +
                                                  "; replicate once it trains again");
@@ -237,9 +228,6 @@ caf::result<std::string> on_replicate(self_ptr self) {
 
 caf::result<std::string> on_pause(self_ptr self) {
   auto& st = self->state;
-  if (algorithms::is_over(st.phase)) {
-    return ended();
-  }
   if (st.user_paused) {
     return std::string("already paused; resume carries on");
   }
@@ -257,9 +245,6 @@ caf::result<std::string> on_pause(self_ptr self) {
 
 caf::result<std::string> on_resume(self_ptr self) {
   auto& st = self->state;
-  if (algorithms::is_over(st.phase)) {
-    return ended();
-  }
   if (!st.user_paused) {
     return std::string(st.phase == job_phase::waiting
                            ? "not paused by the console; the job waits for a node to join"
@@ -278,10 +263,6 @@ caf::result<std::string> on_resume(self_ptr self) {
 
 caf::result<std::string> on_checkpoint(self_ptr self, const std::string& path) {
   auto& st = self->state;
-  if (algorithms::is_over(st.phase)) {
-    return caf::make_error(errc::job_ended,
-                           "the job has ended; use --save for the final weights");
-  }
   if (path.empty()) {
     return caf::make_error(errc::bad_config, "checkpoint save needs a PATH");
   }
@@ -307,7 +288,7 @@ void on_capacity(self_ptr self, const std::string& name, double factor) {
 
 void on_done(self_ptr self, const batch_stats& s) {
   auto& st = self->state;
-  if (algorithms::is_over(st.phase) || recovering(st) || !from_current_stage(self)) {
+  if (recovering(st) || !from_current_stage(self)) {
     return; // a stage of a plan that was replaced
   }
   auto& r = st.reports[s.batch];
@@ -345,9 +326,6 @@ void on_ready(self_ptr self) {
 
 void on_tick(self_ptr self) {
   auto& st = self->state;
-  if (algorithms::is_over(st.phase)) {
-    return;
-  }
   auto limit_s = std::to_string(st.cfg.progress_timeout.count() / 1000);
   if (st.phase == job_phase::training &&
       clock::now() - st.last_progress > st.cfg.progress_timeout) {
@@ -387,9 +365,6 @@ caf::result<std::string> on_kill_stage(self_ptr self, uint32_t stage) {
 
 caf::result<std::string> on_replan(self_ptr self, const std::string& balance) {
   auto& st = self->state;
-  if (algorithms::is_over(st.phase)) {
-    return ended();
-  }
   try {
     // a balance that cannot be planned is refused now, and the job goes on
     if (auto layers = parse_balance(balance); !layers.empty()) {
@@ -419,9 +394,6 @@ caf::result<std::string> on_replan(self_ptr self, const std::string& balance) {
 // runs (start-up, no nodes left) there is no flush to wait for.
 caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
   auto& st = self->state;
-  if (algorithms::is_over(st.phase)) {
-    return ended();
-  }
   if (!st.stop_requested.empty()) {
     return std::string("already stopping (" + st.stop_requested + ")");
   }
@@ -458,7 +430,8 @@ caf::result<snapshot_payload> on_snapshot(self_ptr self) {
   return rp;
 }
 
-void leave(self_ptr self) {
+// The job's workers stop (the caller quits).
+void stop_workers(self_ptr self) {
   auto& st = self->state;
   if (st.metrics) {
     st.metrics->flush();
@@ -471,7 +444,6 @@ void leave(self_ptr self) {
     self->send_exit(st.round, caf::exit_reason::user_shutdown);
   }
   self->send_exit(st.central_holder, caf::exit_reason::user_shutdown);
-  self->quit();
 }
 
 // Batches to an epoch: the data set's, at most max_batches (a stream's:
@@ -501,7 +473,81 @@ replica_holder_actor spawn_central_holder(self_ptr self) {
   return self->spawn(persistent_replica_holder, std::string("central"), std::move(keep));
 }
 
+// The behaviour while the job runs (every phase but finished and failed).
+train_job_actor::behavior_type running(self_ptr self) {
+  return {
+      // ---- the job interface
+      [=](caf::get_atom) {
+        refresh_rows(self);
+        return self->state.status;
+      },
+      [=](pause_atom) { return on_pause(self); },
+      [=](stop_atom, const std::string& why) { return on_stop(self, why); },
+      [=](resume_atom) { return on_resume(self); },
+      [=](checkpoint_atom, std::string& path) { return on_checkpoint(self, path); },
+      [=](lost_atom, uint32_t node, std::string& why) { on_node_lost(self, node, why); },
+      [=](join_atom, uint32_t node, cluster_member& m) {
+        return on_node_joined(self, node, m);
+      },
+      [=](capacity_atom, const std::string& name, double factor) {
+        on_capacity(self, name, factor);
+      },
+      [=](event_atom, const std::string& kind, const std::string& fields) {
+        log_event(self, kind, nlohmann::json::parse(fields, nullptr, false));
+      },
+      [=](leave_atom) {
+        stop_workers(self);
+        self->quit();
+      },
+      // ---- from the stages
+      [=](done_atom, batch_stats& s) { on_done(self, s); },
+      [=](failed_atom, uint32_t stage, std::string& what) {
+        on_stage_failed(self, stage, what);
+      },
+      [=](eval_atom, uint64_t round, uint32_t chunk, tensor_payload& logits) {
+        on_eval(self, round, chunk, logits.tensor);
+      },
+      [=](ready_atom, uint32_t) { on_ready(self); },
+      [=](reduce_atom, uint64_t batch, uint32_t member, uint64_t grad_values,
+          tensor_payload& part) {
+        on_reduce(self, batch, member, grad_values, part.tensor);
+      },
+      // ---- its own timers
+      [=](tick_atom) { on_tick(self); },
+      [=](dispatch_atom) { // a starved stream's poll
+        self->state.stream_poll_pending = false;
+        feed(self);
+      },
+      [=](recover_atom, uint64_t attempt) { recover(self, attempt); },
+      // ---- the console's training commands (the cluster checked the console)
+      [=](kill_atom, uint32_t stage) { return on_kill_stage(self, stage); },
+      [=](replan_atom, std::string& balance) { return on_replan(self, balance); },
+      [=](replicate_atom) { return on_replicate(self); },
+      [=](snapshot_atom) { return on_snapshot(self); },
+  };
+}
+
+// The behaviour once it finished or failed (actors/job/ended.hpp).
+train_job_actor::behavior_type ended(self_ptr self) {
+  return ended_behavior(
+      self,
+      {"the job", "use --save for the final weights",
+       [self] {
+         refresh_rows(self);
+         return self->state.status;
+       },
+       [self] { return on_snapshot(self); }, [self] { stop_workers(self); }},
+      drop<done_atom, batch_stats>(), drop<failed_atom, uint32_t, std::string>(),
+      drop<eval_atom, uint64_t, uint32_t, tensor_payload>(), drop<ready_atom, uint32_t>(),
+      drop<reduce_atom, uint64_t, uint32_t, uint64_t, tensor_payload>(),
+      drop<recover_atom, uint64_t>(), drop<dispatch_atom>());
+}
+
 } // namespace
+
+void train_detail::become_ended(self_ptr self) {
+  self->become(ended(self));
+}
 
 train_job_actor::behavior_type
 train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cfg,
@@ -539,53 +585,8 @@ train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cf
               });
   }
   self->delayed_send(self, st.cfg.tick_period, tick_atom_v);
-  return {
-      // ---- the job interface
-      [=](caf::get_atom) {
-        refresh_rows(self);
-        return self->state.status;
-      },
-      [=](pause_atom) { return on_pause(self); },
-      [=](stop_atom, const std::string& why) { return on_stop(self, why); },
-      [=](resume_atom) { return on_resume(self); },
-      [=](checkpoint_atom, std::string& path) { return on_checkpoint(self, path); },
-      [=](lost_atom, uint32_t node, std::string& why) { on_node_lost(self, node, why); },
-      [=](join_atom, uint32_t node, cluster_member& m) {
-        return on_node_joined(self, node, m);
-      },
-      [=](capacity_atom, const std::string& name, double factor) {
-        on_capacity(self, name, factor);
-      },
-      [=](event_atom, const std::string& kind, const std::string& fields) {
-        log_event(self, kind, nlohmann::json::parse(fields, nullptr, false));
-      },
-      [=](leave_atom) { leave(self); },
-      // ---- from the stages
-      [=](done_atom, batch_stats& s) { on_done(self, s); },
-      [=](failed_atom, uint32_t stage, std::string& what) {
-        on_stage_failed(self, stage, what);
-      },
-      [=](eval_atom, uint64_t round, uint32_t chunk, tensor_payload& logits) {
-        on_eval(self, round, chunk, logits.tensor);
-      },
-      [=](ready_atom, uint32_t) { on_ready(self); },
-      [=](reduce_atom, uint64_t batch, uint32_t member, uint64_t grad_values,
-          tensor_payload& part) {
-        on_reduce(self, batch, member, grad_values, part.tensor);
-      },
-      // ---- its own timers
-      [=](tick_atom) { on_tick(self); },
-      [=](dispatch_atom) { // a starved stream's poll
-        self->state.stream_poll_pending = false;
-        feed(self);
-      },
-      [=](recover_atom, uint64_t attempt) { recover(self, attempt); },
-      // ---- the console's training commands (the cluster checked the console)
-      [=](kill_atom, uint32_t stage) { return on_kill_stage(self, stage); },
-      [=](replan_atom, std::string& balance) { return on_replan(self, balance); },
-      [=](replicate_atom) { return on_replicate(self); },
-      [=](snapshot_atom) { return on_snapshot(self); },
-  };
+  // a job that failed here (its metrics log) starts ended
+  return algorithms::is_over(st.phase) ? ended(self) : running(self);
 }
 
 cluster_config cluster_config_for(const job_config& cfg) {

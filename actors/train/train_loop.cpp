@@ -32,6 +32,9 @@ bool enter(self_ptr self, job_event e) {
   st.phase = *next;
   st.phase_entered = clock::now();
   st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
+  if (algorithms::is_over(st.phase)) {
+    become_ended(self);
+  }
   return true;
 }
 

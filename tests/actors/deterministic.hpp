@@ -50,4 +50,21 @@ template <class State, class Handle> State& deref(const Handle& h) {
   return typed->state;
 }
 
+/// A console command (a request answered with text) to `job`, answered on
+/// the test coordinator: the text, or "error: " and the error rendered.
+template <class Handle, class... Ts>
+std::string ask_text(caf::actor_system& sys, const Handle& job, Ts... xs) {
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  auto out = std::make_shared<std::string>();
+  auto j = caf::actor_cast<caf::actor>(job);
+  sys.spawn([=](caf::event_based_actor* self) {
+    self->request(j, std::chrono::seconds(10), xs...)
+        .then([out](std::string& s) { *out = s; },
+              [out, self](caf::error& e) { *out = "error: " + self->system().render(e); });
+  });
+  while (out->empty() && (sched.try_run_once() || sched.trigger_timeout())) {
+  }
+  return *out;
+}
+
 } // namespace salamander::testing

@@ -149,6 +149,31 @@ bool committed_at_least(const actors::train_job_state& st, uint64_t n) {
 
 } // namespace
 
+TEST_CASE("an ended training job refuses the console's commands and keeps its status "
+          "and weights",
+          "[actor][flow]") {
+  flow f(2, flow_job(4));
+  REQUIRE(f.run_to_end());
+  REQUIRE(f.state().phase == algorithms::job_phase::finished);
+  using salamander::testing::ask_text;
+  CHECK_THAT(ask_text(f.sys, f.job, pause_atom_v), Catch::Contains("job_ended") &&
+                                                     Catch::Contains("the job has ended"));
+  CHECK_THAT(ask_text(f.sys, f.job, checkpoint_atom_v, std::string("x.ckpt")),
+             Catch::Contains("the job has ended; use --save for the final weights"));
+  CHECK_THAT(ask_text(f.sys, f.job, replan_atom_v, std::string("")),
+             Catch::Contains("the job has ended"));
+  CHECK_THAT(ask_text(f.sys, f.job, kill_atom_v, uint32_t{0}),
+             Catch::Contains("the job has ended"));
+  // what a stage of the ended job still sends is dropped
+  batch_stats late;
+  late.batch = 99;
+  caf::anon_send(f.job, done_atom_v, late);
+  f.sched.run();
+  CHECK(f.state().committed == 4);
+  // the final weights are still there for --save
+  f.check_exact();
+}
+
 TEST_CASE("a node lost during a re-plan is recovered from, exactly", "[actor][flow]") {
   auto jc = flow_job(12);
   jc.replan_at[4] = "1,1,2";
@@ -370,13 +395,18 @@ TEST_CASE("a serving job moves starting, serving, recovering, serving, finished,
     return false;
   };
   // a request from outside, answered on the coordinator: the rows it got
+  // (0 and the error in `refused` when it was refused)
+  auto refused = std::make_shared<caf::error>();
   auto ask = [&](int64_t rows) {
     auto out = std::make_shared<int64_t>(-1);
     auto x = models::make_synthetic(3, rows, st.desc.input, st.desc.classes).images;
-    sys.spawn([out, x, job](caf::event_based_actor* self) {
+    sys.spawn([out, x, job, refused](caf::event_based_actor* self) {
       self->request(job, std::chrono::seconds(30), infer_atom_v, tensor_payload{x})
           .then([out](tensor_payload& y) { *out = y.tensor.size(0); },
-                [out](caf::error&) { *out = 0; });
+                [out, refused](caf::error& e) {
+                  *out = 0;
+                  *refused = e;
+                });
     });
     REQUIRE(step_until([&] { return *out >= 0; }));
     return *out;
@@ -403,6 +433,12 @@ TEST_CASE("a serving job moves starting, serving, recovering, serving, finished,
                                            serve_phase::recovering, serve_phase::serving,
                                            serve_phase::finished});
   CHECK(st.status.requests == 2);
+  // ended: a request is refused as busy (HTTP 503), a command as job_ended
+  CHECK(ask(2) == 0);
+  CHECK(refused->code() == static_cast<uint8_t>(errc::busy));
+  CHECK(st.status.requests == 2);
+  CHECK_THAT(salamander::testing::ask_text(sys, job, pause_atom_v),
+             Catch::Contains("the serving job has ended"));
   caf::anon_send(job, leave_atom_v);
   caf::anon_send(cluster, leave_atom_v);
   for (auto& n : nodes) {

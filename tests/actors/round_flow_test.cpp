@@ -127,16 +127,7 @@ template <class State, class Handle> struct flow {
 
   // A console command to the job, answered on the coordinator.
   template <class... Ts> std::string ask(Ts... xs) {
-    auto out = std::make_shared<std::string>();
-    auto j = caf::actor_cast<caf::actor>(job);
-    sys.spawn([=](caf::event_based_actor* self) {
-      self->request(j, std::chrono::seconds(10), xs...)
-          .then([out](std::string& s) { *out = s; },
-                [out, self](caf::error& e) { *out = "error: " + self->system().render(e); });
-    });
-    while (out->empty() && (sched.try_run_once() || sched.trigger_timeout())) {
-    }
-    return *out;
+    return salamander::testing::ask_text(sys, job, xs...);
   }
 };
 
@@ -220,6 +211,9 @@ TEST_CASE("a federated job paused by the console starts no round until resumed, 
   CHECK(st.core.status.stopped == "console");
   CHECK_THAT(f.ask(pause_atom_v), Catch::Contains("the federated job has ended"));
   CHECK_THAT(f.ask(kill_atom_v, uint32_t{0}), Catch::Contains("the federated job has ended"));
+  CHECK_THAT(f.ask(checkpoint_atom_v, std::string("x.ckpt")),
+             Catch::Contains("the federated job has ended"));
+  CHECK_THAT(f.ask(stop_atom_v, std::string("again")), Catch::Contains("job_ended"));
 }
 
 TEST_CASE("a federated job whose node is lost goes on with the others",
@@ -253,6 +247,7 @@ TEST_CASE("a split job moves starting, spawning, training, finished, and a kille
       });
       REQUIRE(f.step_until([](auto& st) { return st.in_round && st.round == 0; }));
       CHECK_THAT(f.ask(kill_atom_v, uint32_t{1}), Catch::Contains("client 1 on node local1"));
+      CHECK_THAT(f.ask(replan_atom_v, std::string()), Catch::Contains("no pipeline"));
       REQUIRE(f.step_until([](auto& st) { return st.round == 1; }));
       CHECK_FALSE(f.core().clients[1].handle);
       f.sched.advance_time(std::chrono::seconds(3)); // its respawn wait is over
@@ -269,7 +264,9 @@ TEST_CASE("a split job moves starting, spawning, training, finished, and a kille
       CHECK(st.info[1].rounds_done >= 1); // back for a later round
       CHECK(st.info[1].rounds_done < 3);
       CHECK(st.core.status.bytes_up > 0);
-      CHECK_THAT(f.ask(replan_atom_v, std::string()), Catch::Contains("no pipeline"));
+      // ended: every command says so, whatever it is
+      CHECK_THAT(f.ask(replan_atom_v, std::string()),
+                 Catch::Contains("the split job has ended"));
     }
   }
 }
