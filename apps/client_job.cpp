@@ -201,8 +201,8 @@ actors::job_result run_client_job(
   };
   int64_t shown_round = -1;
   opts.on_status = [&](const job_status& s) {
-    if (s.round != shown_round && s.round > 0) {
-      shown_round = s.round;
+    if (s.rounds.round != shown_round && s.rounds.round > 0) {
+      shown_round = s.rounds.round;
       progress.finish();
       on_round(s);
     }
@@ -248,7 +248,7 @@ bool save_final_model(const std::string& path, const actors::job_result& result,
   messages::checkpoint c;
   c.snapshot = *result.weights;
   c.seed = seed;
-  c.epoch = static_cast<uint64_t>(result.status.round);
+  c.epoch = static_cast<uint64_t>(result.status.rounds.round);
   c.note = note;
   messages::save_checkpoint(path, c);
   return true;

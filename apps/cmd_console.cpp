@@ -66,12 +66,14 @@ std::string show_fed_status(const job_status& s) {
   std::string out = status_line(s) + "\n";
   out += fmt::format("federated, strategy {}: round {} of {} after {:.1f} s of training; "
                      "test accuracy {}\n",
-                     s.strategy, s.round, s.rounds, s.train_s,
+                     s.rounds.strategy, s.rounds.round, s.rounds.total, s.train_s,
                      s.test_accuracy >= 0 ? fmt::format("{:.2f}%", 100 * s.test_accuracy)
                                           : std::string("-"));
-  out += fmt::format("clients: {} up, {} took part in the last round ({:.1f} s, aiming at "
-                     "{:.1f} s); {} update(s) dropped (late or failed)\n",
-                     s.clients, s.contributed, s.round_s, s.pace_s, s.dropped_updates);
+  out +=
+      fmt::format("clients: {} up, {} took part in the last round ({:.1f} s, aiming at "
+                  "{:.1f} s); {} update(s) dropped (late or failed)\n",
+                  s.rounds.clients, s.rounds.contributed, s.rounds.round_s,
+                  s.rounds.pace_s, s.rounds.dropped_updates);
   out += "kept fractions of the last tasks: " + s.plan + "\n";
   if (s.paused_by_user) {
     out += "paused from the console: resume starts the next round\n";
@@ -88,17 +90,21 @@ std::string bytes_text(int64_t b) {
 
 std::string show_split_status(const job_status& s) {
   std::string out = status_line(s) + "\n";
-  out += fmt::format("split learning, method {}{}: round {} of {} after {:.1f} s of "
-                     "training; test accuracy {}\n",
-                     s.strategy, s.split_phase.empty() ? "" : " (" + s.split_phase + " phase)",
-                     s.round, s.rounds, s.train_s,
-                     s.test_accuracy >= 0 ? fmt::format("{:.2f}%", 100 * s.test_accuracy)
-                                          : std::string("-"));
-  out += fmt::format("across the cut: {} up, {} down; {:.2f} GFLOP on the clients, {:.2f} "
-                     "on the server\n",
-                     bytes_text(s.bytes_up), bytes_text(s.bytes_down), s.client_flops / 1e9,
-                     s.server_flops / 1e9);
-  out += fmt::format("clients: {} up; last round {:.1f} s: {}\n", s.clients, s.round_s, s.plan);
+  out += fmt::format(
+      "split learning, method {}{}: round {} of {} after {:.1f} s of "
+      "training; test accuracy {}\n",
+      s.rounds.strategy,
+      s.rounds.split_phase.empty() ? "" : " (" + s.rounds.split_phase + " phase)",
+      s.rounds.round, s.rounds.total, s.train_s,
+      s.test_accuracy >= 0 ? fmt::format("{:.2f}%", 100 * s.test_accuracy)
+                           : std::string("-"));
+  out +=
+      fmt::format("across the cut: {} up, {} down; {:.2f} GFLOP on the clients, {:.2f} "
+                  "on the server\n",
+                  bytes_text(s.rounds.bytes_up), bytes_text(s.rounds.bytes_down),
+                  s.rounds.client_flops / 1e9, s.rounds.server_flops / 1e9);
+  out += fmt::format("clients: {} up; last round {:.1f} s: {}\n", s.rounds.clients,
+                     s.rounds.round_s, s.plan);
   if (s.paused_by_user) {
     out += "paused from the console: resume starts the next round\n";
   }
@@ -116,13 +122,13 @@ std::string show_status(const job_status& s) {
     return show_split_status(s);
   }
   std::string out = status_line(s) + "\n";
-  out += fmt::format("plan v{}: {}\n", s.plan_version,
+  out += fmt::format("plan v{}: {}\n", s.pipeline.plan_version,
                      s.plan.empty() ? "(none yet)" : s.plan);
   if (s.mode == job_mode::serve) {
     out += fmt::format("served {} requests in {:.1f} s ({} failed, {} refused: queue "
                        "full); {} recoveries, {} re-plans\n",
-                       s.requests, s.elapsed_s, s.failed_requests, s.rejected,
-                       s.recoveries, s.replans);
+                       s.serving.requests, s.elapsed_s, s.serving.failed_requests,
+                       s.serving.rejected, s.pipeline.recoveries, s.pipeline.replans);
     if (s.paused_by_user) {
       out += "paused from the console: requests queue until resume\n";
     }
@@ -131,11 +137,11 @@ std::string show_status(const job_status& s) {
     }
     return out;
   }
-  out += fmt::format("committed {} batches in {:.1f} s; {} recoveries, {} re-plans{}\n",
-                     s.committed, s.elapsed_s, s.recoveries, s.replans,
-                     s.test_accuracy >= 0
-                         ? fmt::format("; test accuracy {:.2f}%", 100 * s.test_accuracy)
-                         : "");
+  out += fmt::format(
+      "committed {} batches in {:.1f} s; {} recoveries, {} re-plans{}\n",
+      s.training.committed, s.elapsed_s, s.pipeline.recoveries, s.pipeline.replans,
+      s.test_accuracy >= 0 ? fmt::format("; test accuracy {:.2f}%", 100 * s.test_accuracy)
+                           : "");
   if (s.paused_by_user) {
     out += "paused from the console: resume carries on\n";
   }
@@ -185,8 +191,9 @@ std::string show_plan(const job_status& s) {
     return "no plan yet (phase " + to_string(s.phase) + ")\n";
   }
   if (s.mode == job_mode::serve) {
-    std::string out = fmt::format("plan v{} ({} re-plans, {} recoveries so far)\n",
-                                  s.plan_version, s.replans, s.recoveries);
+    std::string out =
+        fmt::format("plan v{} ({} re-plans, {} recoveries so far)\n",
+                    s.pipeline.plan_version, s.pipeline.replans, s.pipeline.recoveries);
     out += fmt::format("{:<6} {:<14} {:<10} {:>12}\n", "stage", "node", "layers", "busy");
     for (auto& r : s.stages) {
       out += fmt::format("{:<6} {:<14} {:<10} {:>12}\n", r.index, r.node,
@@ -196,8 +203,8 @@ std::string show_plan(const job_status& s) {
     out += "busy: compute time of the stage since this plan started serving\n";
     return out;
   }
-  std::string out =
-      fmt::format("plan v{} ({} re-plans so far)\n", s.plan_version, s.replans);
+  std::string out = fmt::format("plan v{} ({} re-plans so far)\n",
+                                s.pipeline.plan_version, s.pipeline.replans);
   out += fmt::format("{:<6} {:<14} {:<10} {:>12} {:>12} {:>10} {:>10}\n", "stage", "node",
                      "layers", "predicted", "measured", "waiting", "sending");
   for (auto& r : s.stages) {
@@ -214,14 +221,16 @@ std::string show_plan(const job_status& s) {
 std::string show_metrics(const job_status& s) {
   std::string out;
   if (s.mode == job_mode::split) {
-    out += fmt::format("rounds         {} of {} ({})\n", s.round, s.rounds, s.strategy);
-    out += fmt::format("accuracy       {:.2f}% (test split{})\n",
-                       100 * std::max(0.0, s.test_accuracy),
-                       s.strategy == "adasplit" ? ", each client's model, averaged" : "");
-    out += fmt::format("bytes          {} up, {} down\n", bytes_text(s.bytes_up),
-                       bytes_text(s.bytes_down));
-    out += fmt::format("compute        {:.2f} GFLOP on clients, {:.2f} GFLOP on the server\n",
-                       s.client_flops / 1e9, s.server_flops / 1e9);
+    out += fmt::format("rounds         {} of {} ({})\n", s.rounds.round, s.rounds.total,
+                       s.rounds.strategy);
+    out += fmt::format(
+        "accuracy       {:.2f}% (test split{})\n", 100 * std::max(0.0, s.test_accuracy),
+        s.rounds.strategy == "adasplit" ? ", each client's model, averaged" : "");
+    out += fmt::format("bytes          {} up, {} down\n", bytes_text(s.rounds.bytes_up),
+                       bytes_text(s.rounds.bytes_down));
+    out += fmt::format(
+        "compute        {:.2f} GFLOP on clients, {:.2f} GFLOP on the server\n",
+        s.rounds.client_flops / 1e9, s.rounds.server_flops / 1e9);
     if (!s.dead_nodes.empty()) {
       out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
     }
@@ -230,12 +239,14 @@ std::string show_metrics(const job_status& s) {
     return out;
   }
   if (s.mode == job_mode::federate) {
-    out += fmt::format("rounds         {} of {} ({})\n", s.round, s.rounds, s.strategy);
+    out += fmt::format("rounds         {} of {} ({})\n", s.rounds.round, s.rounds.total,
+                       s.rounds.strategy);
     out += fmt::format("accuracy       {:.2f}% (global model, test split)\n",
                        100 * std::max(0.0, s.test_accuracy));
     out += fmt::format("last round     {:.2f} s (pace {:.2f} s), {} clients took part\n",
-                       s.round_s, s.pace_s, s.contributed);
-    out += fmt::format("dropped        {} update(s), late or failed\n", s.dropped_updates);
+                       s.rounds.round_s, s.rounds.pace_s, s.rounds.contributed);
+    out += fmt::format("dropped        {} update(s), late or failed\n",
+                       s.rounds.dropped_updates);
     if (!s.dead_nodes.empty()) {
       out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
     }
@@ -245,16 +256,19 @@ std::string show_metrics(const job_status& s) {
   }
   if (s.mode == job_mode::serve) {
     out += fmt::format("requests       {} answered, {} failed, {} refused (queue full)\n",
-                       s.requests, s.failed_requests, s.rejected);
-    out += fmt::format("rate           {:.1f} requests/s (last 5 s)\n", s.requests_per_s);
+                       s.serving.requests, s.serving.failed_requests, s.serving.rejected);
+    out += fmt::format("rate           {:.1f} requests/s (last 5 s)\n",
+                       s.serving.requests_per_s);
     out += fmt::format("latency        p50 {} p95 {} p99 {} (recent requests)\n",
-                       ms(s.latency_p50_s), ms(s.latency_p95_s), ms(s.latency_p99_s));
+                       ms(s.serving.latency_p50_s), ms(s.serving.latency_p95_s),
+                       ms(s.serving.latency_p99_s));
     out += fmt::format("queue          {} waiting, {} micro-batches in flight\n",
-                       s.queue_depth, s.in_flight);
+                       s.serving.queue_depth, s.serving.in_flight);
     out += fmt::format("failures       {} recoveries (last {:.3f} s), {} micro-batches "
                        "sent again, {} late copies dropped\n",
-                       s.recoveries, s.last_recovery_s, s.resent, s.duplicates);
-    out += fmt::format("re-plans       {}\n", s.replans);
+                       s.pipeline.recoveries, s.pipeline.last_recovery_s,
+                       s.serving.resent, s.serving.duplicates);
+    out += fmt::format("re-plans       {}\n", s.pipeline.replans);
     if (!s.dead_nodes.empty()) {
       out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
     }
@@ -263,36 +277,39 @@ std::string show_metrics(const job_status& s) {
     return out;
   }
   out += fmt::format("throughput     {:.0f} samples/s recent, {:.0f} this epoch\n",
-                     s.recent_samples_per_s, s.samples_per_s);
+                     s.training.recent_samples_per_s, s.training.samples_per_s);
   out += fmt::format("loss           {:.4f}\n", s.loss);
   bool once = true;
-  for (size_t i = 0; i < s.lineage.size(); ++i) {
-    once = once && s.lineage[i] == i;
+  for (size_t i = 0; i < s.training.lineage.size(); ++i) {
+    once = once && s.training.lineage[i] == i;
   }
   out += fmt::format(
       "lineage        {} batches in the current weights, each exactly once: {}\n",
-      s.lineage.size(), once ? "yes" : "NO");
-  auto c = static_cast<double>(std::max<int64_t>(1, s.plan_batches));
-  for (size_t i = 0; i < s.stage_compute_s.size(); ++i) {
+      s.training.lineage.size(), once ? "yes" : "NO");
+  auto c = static_cast<double>(std::max<int64_t>(1, s.pipeline.plan_batches));
+  for (size_t i = 0; i < s.pipeline.stage_compute_s.size(); ++i) {
     out += fmt::format(
         "stage {}        compute {} wait {} send {} (mean per batch of plan v{})\n", i,
-        ms(s.stage_compute_s[i] / c), ms(s.stage_wait_s[i] / c),
-        ms(s.stage_send_s[i] / c), s.plan_version);
+        ms(s.pipeline.stage_compute_s[i] / c), ms(s.pipeline.stage_wait_s[i] / c),
+        ms(s.pipeline.stage_send_s[i] / c), s.pipeline.plan_version);
   }
-  out += fmt::format("recoveries     {}", s.recoveries);
-  if (s.recoveries > 0) {
+  out += fmt::format("recoveries     {}", s.pipeline.recoveries);
+  if (s.pipeline.recoveries > 0) {
     out += fmt::format(" (last {:.3f} s, rolled back to version {}); {} batches redone",
-                       s.last_recovery_s, s.rollback_version, s.redone_batches);
+                       s.pipeline.last_recovery_s, s.pipeline.rollback_version,
+                       s.training.redone_batches);
   }
   out += "\n";
-  out += fmt::format("re-plans       {}", s.replans);
-  if (s.replans > 0) {
-    out += fmt::format(" (last paused training {:.3f} s, moved {})", s.last_replan_s,
-                       mb(static_cast<double>(s.last_replan_moved_bytes)));
+  out += fmt::format("re-plans       {}", s.pipeline.replans);
+  if (s.pipeline.replans > 0) {
+    out += fmt::format(" (last paused training {:.3f} s, moved {})",
+                       s.pipeline.last_replan_s,
+                       mb(static_cast<double>(s.pipeline.last_replan_moved_bytes)));
   }
   out += "\n";
-  if (s.replicated_version >= 0) {
-    out += fmt::format("replicate      forced at version {}\n", s.replicated_version);
+  if (s.training.replicated_version >= 0) {
+    out += fmt::format("replicate      forced at version {}\n",
+                       s.training.replicated_version);
   }
   if (!s.dead_nodes.empty()) {
     out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));

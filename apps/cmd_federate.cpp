@@ -56,8 +56,8 @@ int run_federate(const fed_cli& cli) {
         log->info(
             "round {}/{}: accuracy {:.2f}%, {:.1f} s, {}/{} clients took part ({}); "
             "{} update(s) dropped so far",
-            s.round, s.rounds, 100 * s.test_accuracy, s.round_s, s.contributed, s.clients,
-            s.plan, s.dropped_updates);
+            s.rounds.round, s.rounds.total, 100 * s.test_accuracy, s.rounds.round_s,
+            s.rounds.contributed, s.rounds.clients, s.plan, s.rounds.dropped_updates);
       });
   auto& s = result.status;
   if (s.phase != status_phase::finished) {
@@ -66,19 +66,20 @@ int run_federate(const fed_cli& cli) {
   }
   if (save_final_model(
           cli.common.save, result, cfg.seed,
-          fmt::format("federated {} after {} rounds", cfg.strategy, s.round))) {
+          fmt::format("federated {} after {} rounds", cfg.strategy, s.rounds.round))) {
     log->info("saved the global model to {}", cli.common.save);
   }
   log->info("finished{}: {} rounds in {:.1f} s of training, test accuracy {:.2f}%",
-            s.stopped.empty() ? "" : " (stopped: " + s.stopped + ")", s.round, s.train_s,
-            100 * s.test_accuracy);
+            s.stopped.empty() ? "" : " (stopped: " + s.stopped + ")", s.rounds.round,
+            s.train_s, 100 * s.test_accuracy);
   if (!s.metrics_path.empty()) {
     std::printf("metrics: %s\n", s.metrics_path.c_str());
   }
-  std::printf("strategy: %s\n", s.strategy.c_str());
-  std::printf("rounds: %lld\n", static_cast<long long>(s.round));
+  std::printf("strategy: %s\n", s.rounds.strategy.c_str());
+  std::printf("rounds: %lld\n", static_cast<long long>(s.rounds.round));
   std::printf("train time: %.2f s\n", s.train_s);
-  std::printf("dropped updates: %lld\n", static_cast<long long>(s.dropped_updates));
+  std::printf("dropped updates: %lld\n",
+              static_cast<long long>(s.rounds.dropped_updates));
   std::printf("test accuracy: %.4f\n", s.test_accuracy);
   return 0;
 }

@@ -479,17 +479,18 @@ public:
       progress_.finish();
       log->warn("FAILURE: {}", s.error);
     }
-    if (s.recoveries != shown_recoveries_) {
-      shown_recoveries_ = s.recoveries;
+    if (s.pipeline.recoveries != shown_recoveries_) {
+      shown_recoveries_ = s.pipeline.recoveries;
       progress_.finish();
       log->info(
           "RECOVERED in {:.2f} s: rolled back to version {}, {} batches redone so far",
-          s.last_recovery_s, s.rollback_version, s.redone_batches);
+          s.pipeline.last_recovery_s, s.pipeline.rollback_version,
+          s.training.redone_batches);
     }
-    if (s.plan_version != shown_plan_ && !s.plan.empty()) {
-      shown_plan_ = s.plan_version;
+    if (s.pipeline.plan_version != shown_plan_ && !s.plan.empty()) {
+      shown_plan_ = s.pipeline.plan_version;
       progress_.finish();
-      log->info("plan v{}: {}", s.plan_version, s.plan);
+      log->info("plan v{}: {}", s.pipeline.plan_version, s.plan);
     }
     progress_.update(status_fields(s, &eta_), s.finished());
   }
@@ -562,35 +563,38 @@ int report(const train_cli& cli, actors::job_result& result) {
     if (!cli.save.empty() && result.weights) {
       // it gave up waiting for nodes: what it kept is saved all the same
       save_weights(cli, result, std::move(*result.weights),
-                   s.batches > 0 ? static_cast<uint64_t>(s.committed / s.batches) : 0);
+                   s.training.batches > 0
+                       ? static_cast<uint64_t>(s.training.committed / s.training.batches)
+                       : 0);
     }
     return 1;
   }
-  double samples = static_cast<double>(s.committed * cli.job.batch_size);
+  double samples = static_cast<double>(s.training.committed * cli.job.batch_size);
   log->info("{}: {} batches in {:.1f} s ({:.0f} samples/s overall){}",
-            s.stopped.empty() ? "done" : "stopped", s.committed, s.elapsed_s,
+            s.stopped.empty() ? "done" : "stopped", s.training.committed, s.elapsed_s,
             samples / s.elapsed_s,
             s.test_accuracy >= 0
                 ? fmt::format(", test accuracy {:.2f}%", 100.0 * s.test_accuracy)
                 : std::string());
-  if (s.recoveries > 0) {
+  if (s.pipeline.recoveries > 0) {
     log->info(
         "recovered from {} failure(s) without a restart (lost: {}); last rolled back to "
         "version {} and took {:.2f} s; {} batches redone in all",
-        s.recoveries, fmt::join(s.dead_nodes, ", "), s.rollback_version,
-        s.last_recovery_s, s.redone_batches);
-    if (!s.exact) {
+        s.pipeline.recoveries, fmt::join(s.dead_nodes, ", "), s.pipeline.rollback_version,
+        s.pipeline.last_recovery_s, s.training.redone_batches);
+    if (!s.training.exact) {
       log->warn("fast recovery policy: the result is NOT exact; lost layers missed {} "
                 "(layer, batch) updates",
-                s.missed_layer_updates);
+                s.training.missed_layer_updates);
     }
   }
-  if (s.replans > 0) {
-    log->info("re-planned {} time(s) while training; final plan {}", s.replans, s.plan);
+  if (s.pipeline.replans > 0) {
+    log->info("re-planned {} time(s) while training; final plan {}", s.pipeline.replans,
+              s.plan);
   }
   std::printf("throughput: %.0f samples/s\n", samples / s.elapsed_s);
-  if (s.recoveries > 0) {
-    std::printf("recoveries: %lld\n", static_cast<long long>(s.recoveries));
+  if (s.pipeline.recoveries > 0) {
+    std::printf("recoveries: %lld\n", static_cast<long long>(s.pipeline.recoveries));
   }
   if (s.test_accuracy >= 0) {
     std::printf("test accuracy: %.4f\n", s.test_accuracy);
@@ -598,9 +602,9 @@ int report(const train_cli& cli, actors::job_result& result) {
   if (!cli.save.empty() && result.weights) {
     // a stopped job saves the epochs it completed
     save_weights(cli, result, std::move(*result.weights),
-                 s.stopped.empty() || s.batches <= 0
+                 s.stopped.empty() || s.training.batches <= 0
                      ? static_cast<uint64_t>(cli.job.epochs)
-                     : static_cast<uint64_t>(s.committed / s.batches));
+                     : static_cast<uint64_t>(s.training.committed / s.training.batches));
   }
   return 0;
 }
@@ -663,7 +667,7 @@ int run_pipeline(const train_cli& cli) {
   }
   auto& s = result.status;
   if (code == 0 && !s.stopped.empty()) {
-    log->warn("stopped by {} after {} batches{}", s.stopped, s.committed,
+    log->warn("stopped by {} after {} batches{}", s.stopped, s.training.committed,
               cli.save.empty() ? " (no --save: the weights were not kept)" : "");
     return s.stopped == "SIGTERM" ? 128 + SIGTERM : 128 + SIGINT;
   }

@@ -177,15 +177,15 @@ void log_status(const job_status& s, std::string& shown_plan, int64_t& shown_rec
   if (s.plan != shown_plan && !s.plan.empty()) {
     shown_plan = s.plan;
     progress.finish();
-    log->info("plan v{}: {}", s.plan_version, s.plan);
+    log->info("plan v{}: {}", s.pipeline.plan_version, s.plan);
   }
-  if (s.recoveries != shown_recoveries) {
-    shown_recoveries = s.recoveries;
+  if (s.pipeline.recoveries != shown_recoveries) {
+    shown_recoveries = s.pipeline.recoveries;
     progress.finish();
     log->warn("FAILURE: {}", s.error);
     log->info(
         "RECOVERED in {:.3f} s: serving on {}; {} micro-batch(es) sent again so far",
-        s.last_recovery_s, s.plan, s.resent);
+        s.pipeline.last_recovery_s, s.plan, s.serving.resent);
   }
 }
 
@@ -259,8 +259,8 @@ int run_infer(const serve_cli& cli) {
   std::printf("plan: %s\n", r.status.plan.c_str());
   std::printf("examples: %lld\n", static_cast<long long>(data.size()));
   std::printf("throughput: %.2f examples/s\n", rate);
-  std::printf("latency p50: %.4f s\nlatency p99: %.4f s\n", r.status.latency_p50_s,
-              r.status.latency_p99_s);
+  std::printf("latency p50: %.4f s\nlatency p99: %.4f s\n",
+              r.status.serving.latency_p50_s, r.status.serving.latency_p99_s);
   std::printf("test accuracy: %.4f\n", accuracy);
   return 0;
 }
@@ -375,7 +375,8 @@ int run_serve(const serve_cli& cli) {
     front.stop();
     log->info("stopped: {} requests answered, {} failed, {} refused (queue full), {} "
               "recoveries",
-              last.requests, last.failed_requests, last.rejected, last.recoveries);
+              last.serving.requests, last.serving.failed_requests, last.serving.rejected,
+              last.pipeline.recoveries);
     if (!last.metrics_path.empty()) {
       std::printf("metrics: %s\n", last.metrics_path.c_str());
     }

@@ -68,20 +68,21 @@ int run_split(const split_cli& cli) {
         log->info(
             "round {}/{}{}: accuracy {:.2f}%, {:.1f} s, {} up, {} down, {:.2f} GFLOP "
             "on clients so far ({})",
-            s.round, s.rounds, s.split_phase.empty() ? "" : " (" + s.split_phase + ")",
-            100 * s.test_accuracy, s.round_s,
-            models::format_bytes(static_cast<double>(s.bytes_up)),
-            models::format_bytes(static_cast<double>(s.bytes_down)), s.client_flops / 1e9,
-            s.plan);
+            s.rounds.round, s.rounds.total,
+            s.rounds.split_phase.empty() ? "" : " (" + s.rounds.split_phase + ")",
+            100 * s.test_accuracy, s.rounds.round_s,
+            models::format_bytes(static_cast<double>(s.rounds.bytes_up)),
+            models::format_bytes(static_cast<double>(s.rounds.bytes_down)),
+            s.rounds.client_flops / 1e9, s.plan);
       });
   auto& s = result.status;
   if (s.phase != status_phase::finished) {
     log->error("split job failed: {}", s.error);
     return 1;
   }
-  if (save_final_model(
-          cli.common.save, result, cfg.seed,
-          fmt::format("split {} cut {} after {} rounds", cfg.method, cfg.cut, s.round))) {
+  if (save_final_model(cli.common.save, result, cfg.seed,
+                       fmt::format("split {} cut {} after {} rounds", cfg.method, cfg.cut,
+                                   s.rounds.round))) {
     log->info("saved the model (client 0's side and the server's) to {}",
               cli.common.save);
   }
@@ -89,20 +90,20 @@ int run_split(const split_cli& cli) {
   log->info(
       "finished{}: {} rounds in {:.1f} s of training, test accuracy {:.2f}%, {} across "
       "the cut, C3-style score {:.4f} (budgets {} and {:.0f} GFLOP)",
-      s.stopped.empty() ? "" : " (stopped: " + s.stopped + ")", s.round, s.train_s,
+      s.stopped.empty() ? "" : " (stopped: " + s.stopped + ")", s.rounds.round, s.train_s,
       100 * s.test_accuracy,
-      models::format_bytes(static_cast<double>(s.bytes_up + s.bytes_down)), c3,
-      models::format_bytes(cfg.budget.bytes), cfg.budget.client_flops / 1e9);
+      models::format_bytes(static_cast<double>(s.rounds.bytes_up + s.rounds.bytes_down)),
+      c3, models::format_bytes(cfg.budget.bytes), cfg.budget.client_flops / 1e9);
   if (!s.metrics_path.empty()) {
     std::printf("metrics: %s\n", s.metrics_path.c_str());
   }
-  std::printf("method: %s\n", s.strategy.c_str());
-  std::printf("rounds: %lld\n", static_cast<long long>(s.round));
+  std::printf("method: %s\n", s.rounds.strategy.c_str());
+  std::printf("rounds: %lld\n", static_cast<long long>(s.rounds.round));
   std::printf("train time: %.2f s\n", s.train_s);
-  std::printf("bytes up: %lld\n", static_cast<long long>(s.bytes_up));
-  std::printf("bytes down: %lld\n", static_cast<long long>(s.bytes_down));
-  std::printf("client gflop: %.3f\n", s.client_flops / 1e9);
-  std::printf("server gflop: %.3f\n", s.server_flops / 1e9);
+  std::printf("bytes up: %lld\n", static_cast<long long>(s.rounds.bytes_up));
+  std::printf("bytes down: %lld\n", static_cast<long long>(s.rounds.bytes_down));
+  std::printf("client gflop: %.3f\n", s.rounds.client_flops / 1e9);
+  std::printf("server gflop: %.3f\n", s.rounds.server_flops / 1e9);
   std::printf("c3 score: %.4f\n", c3);
   std::printf("test accuracy: %.4f\n", s.test_accuracy);
   return 0;

@@ -195,10 +195,12 @@ struct http_front::impl {
     out +=
         "# HELP salamander_queue_depth Requests waiting to be put into a micro-batch.\n"
         "# TYPE salamander_queue_depth gauge\n";
-    out += fmt::format("salamander_queue_depth{{model=\"{}\"}} {}\n", m, s.queue_depth);
+    out += fmt::format("salamander_queue_depth{{model=\"{}\"}} {}\n", m,
+                       s.serving.queue_depth);
     out += "# HELP salamander_in_flight Micro-batches in the pipeline.\n"
            "# TYPE salamander_in_flight gauge\n";
-    out += fmt::format("salamander_in_flight{{model=\"{}\"}} {}\n", m, s.in_flight);
+    out +=
+        fmt::format("salamander_in_flight{{model=\"{}\"}} {}\n", m, s.serving.in_flight);
     out += "# HELP salamander_ready 1 while a pipeline serves.\n"
            "# TYPE salamander_ready gauge\n";
     out += fmt::format("salamander_ready{{model=\"{}\"}} {}\n", m,
@@ -214,19 +216,22 @@ struct http_front::impl {
     out += "# HELP salamander_recoveries_total Failures served through (re-planned over "
            "the survivors).\n"
            "# TYPE salamander_recoveries_total counter\n";
-    out +=
-        fmt::format("salamander_recoveries_total{{model=\"{}\"}} {}\n", m, s.recoveries);
+    out += fmt::format("salamander_recoveries_total{{model=\"{}\"}} {}\n", m,
+                       s.pipeline.recoveries);
     out +=
         "# HELP salamander_replans_total Plans replaced while serving (joins, console).\n"
         "# TYPE salamander_replans_total counter\n";
-    out += fmt::format("salamander_replans_total{{model=\"{}\"}} {}\n", m, s.replans);
+    out += fmt::format("salamander_replans_total{{model=\"{}\"}} {}\n", m,
+                       s.pipeline.replans);
     out += "# HELP salamander_resent_total Micro-batches sent again after a failure.\n"
            "# TYPE salamander_resent_total counter\n";
-    out += fmt::format("salamander_resent_total{{model=\"{}\"}} {}\n", m, s.resent);
+    out +=
+        fmt::format("salamander_resent_total{{model=\"{}\"}} {}\n", m, s.serving.resent);
     out +=
         "# HELP salamander_rejected_total Requests refused because the queue was full.\n"
         "# TYPE salamander_rejected_total counter\n";
-    out += fmt::format("salamander_rejected_total{{model=\"{}\"}} {}\n", m, s.rejected);
+    out += fmt::format("salamander_rejected_total{{model=\"{}\"}} {}\n", m,
+                       s.serving.rejected);
     out += "# HELP salamander_http_connections_refused_total Connections answered 503 at "
            "once: the server held as many as it takes.\n"
            "# TYPE salamander_http_connections_refused_total counter\n";

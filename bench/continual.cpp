@@ -58,7 +58,8 @@ stream_run run_stream(const actors::job_config& base, const std::string& dir, bo
   bool killed = false;
   auto total = jc.max_batches * jc.epochs;
   opts.on_status = [&](const job_status& s) {
-    if (kill && !killed && s.committed >= total / 2 + 5 && s.phase == status_phase::training) {
+    if (kill && !killed && s.training.committed >= total / 2 + 5 &&
+        s.phase == status_phase::training) {
       killed = true;
       c[1].signal(SIGKILL);
     }
@@ -67,7 +68,8 @@ stream_run run_stream(const actors::job_config& base, const std::string& dir, bo
   auto r = actors::run_job(sys, jc, nodes, test, test, opts);
   stream_run out;
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (r.status.phase != status_phase::finished || !r.weights || (kill && r.status.recoveries != 1)) {
+  if (r.status.phase != status_phase::finished || !r.weights ||
+      (kill && r.status.pipeline.recoveries != 1)) {
     throw std::runtime_error("the stream run did not finish as planned: " + to_string(r.status.phase) +
                              " " + r.status.error);
   }

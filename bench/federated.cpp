@@ -96,10 +96,11 @@ curve run_strategy(const actors::fed_config& base, const std::string& strategy,
   opts.poll = std::chrono::milliseconds(500);
   int64_t shown = 0;
   opts.on_status = [&](const job_status& s) {
-    if (s.round != shown) {
-      shown = s.round;
+    if (s.rounds.round != shown) {
+      shown = s.rounds.round;
       std::fprintf(stderr, "  %s round %lld: %.2f%% at %.1f s\n", strategy.c_str(),
-                   static_cast<long long>(s.round), 100 * s.test_accuracy, s.train_s);
+                   static_cast<long long>(s.rounds.round), 100 * s.test_accuracy,
+                   s.train_s);
     }
   };
   auto r = actors::run_fed_job(sys, fc, nodes, opts);
@@ -107,8 +108,8 @@ curve run_strategy(const actors::fed_config& base, const std::string& strategy,
     caf::anon_send(n.handle, leave_atom_v);
   }
   auto c = read_curve(log_path);
-  c.rounds = r.status.round;
-  c.dropped = r.status.dropped_updates;
+  c.rounds = r.status.rounds.round;
+  c.dropped = r.status.rounds.dropped_updates;
   if (r.status.phase != status_phase::finished) {
     c.error = r.status.error;
   }

@@ -113,8 +113,9 @@ int hetero(const bench_args& args) {
     opts.poll = std::chrono::milliseconds(20);
     opts.on_status = [&](const job_status& s) {
       samples.push_back(
-          {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-           s.committed});
+          {std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+               .count(),
+           s.training.committed});
     };
     auto r = actors::run_job(sys, c, std::move(use), train, train, opts);
     if (r.status.phase != status_phase::finished) {
@@ -124,11 +125,11 @@ int hetero(const bench_args& args) {
       *plan = r.status.plan;
     }
     if (replans) {
-      *replans = r.status.replans;
+      *replans = r.status.pipeline.replans;
     }
-    samples.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                           .count(),
-                       r.status.committed});
+    samples.push_back(
+        {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+         r.status.training.committed});
     return rate_between(samples, c.max_batches / 2, c.max_batches, c.batch_size);
   };
   report rep("hetero");
@@ -269,10 +270,11 @@ int hetero(const bench_args& args) {
         plan_before = s.plan;
       }
       samples.push_back(
-          {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-           s.committed});
-      replans = s.replans;
-      if (!slowed && s.committed >= slow_at) {
+          {std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+               .count(),
+           s.training.committed});
+      replans = s.pipeline.replans;
+      if (!slowed && s.training.committed >= slow_at) {
         // the device holding the first stage or leading the data-parallel
         // members (the fastest gets work first)
         auto first = s.plan.rfind("dp(", 0) == 0 ? s.plan.substr(3, s.plan.find(':') - 3)

@@ -179,19 +179,21 @@ int bubble(const bench_args& args) {
       }
       auto& s = r.status;
       double busy = 0;
-      for (size_t i = 0; i < s.stage_compute_s.size(); ++i) {
-        busy += s.stage_compute_s[i] + s.stage_send_s[i];
+      for (size_t i = 0; i < s.pipeline.stage_compute_s.size(); ++i) {
+        busy += s.pipeline.stage_compute_s[i] + s.pipeline.stage_send_s[i];
       }
       double measured = 1.0 - busy / (stages * s.train_s);
       double model = algorithms::bubble_fraction_model(stages, m);
-      double rate = static_cast<double>(s.committed * jc.batch_size) / s.train_s;
+      double rate = static_cast<double>(s.training.committed * jc.batch_size) / s.train_s;
       std::string k = (stages == 4 ? "" : "s2_") + std::string("m") + std::to_string(m);
       rep.detail("samples_per_s_" + k, rate);
       rep.detail("bubble_measured_" + k, measured);
       rep.detail("bubble_model_" + k, model);
-      for (size_t i = 0; i < s.stage_compute_s.size(); ++i) {
-        rep.detail("stage" + std::to_string(i) + "_compute_s_" + k, s.stage_compute_s[i]);
-        rep.detail("stage" + std::to_string(i) + "_wait_s_" + k, s.stage_wait_s[i]);
+      for (size_t i = 0; i < s.pipeline.stage_compute_s.size(); ++i) {
+        rep.detail("stage" + std::to_string(i) + "_compute_s_" + k,
+                   s.pipeline.stage_compute_s[i]);
+        rep.detail("stage" + std::to_string(i) + "_wait_s_" + k,
+                   s.pipeline.stage_wait_s[i]);
       }
       std::fprintf(stderr, "S=%d M=%2d: %7.0f samples/s, idle fraction measured %.3f, model %.3f\n",
                    stages, m, rate, measured, model);

@@ -205,9 +205,10 @@ int recovery(const bench_args& args) {
     recovery_times t;
     opts.on_status = [&](const job_status& s) {
       // midway, and not on a replication boundary (K = 10): some work is redone
-      if (!failed && s.committed >= jc.max_batches / 2 + 5 && s.phase == status_phase::training) {
+      if (!failed && s.training.committed >= jc.max_batches / 2 + 5 &&
+          s.phase == status_phase::training) {
         failed = true;
-        committed_at_failure = s.committed;
+        committed_at_failure = s.training.committed;
         failed_at = clock::now();
         if (kind == "crash") {
           caf::anon_send(sup, kill_atom_v, uint32_t{1});
@@ -219,14 +220,15 @@ int recovery(const bench_args& args) {
         seen = true;
         seen_at = clock::now();
       }
-      if (failed && !done && s.recoveries > 0 && s.committed > s.rollback_version) {
+      if (failed && !done && s.pipeline.recoveries > 0 &&
+          s.training.committed > s.pipeline.rollback_version) {
         done = true;
         resumed_seen = clock::now();
         t.total = std::chrono::duration<double>(resumed_seen - failed_at).count();
-        t.recover = s.last_recovery_s;
+        t.recover = s.pipeline.last_recovery_s;
         t.detect = seen ? std::chrono::duration<double>(seen_at - failed_at).count() : 0.0;
         t.resume = std::max(0.0, t.total - t.detect - t.recover);
-        t.redone = committed_at_failure - s.rollback_version;
+        t.redone = committed_at_failure - s.pipeline.rollback_version;
       }
     };
     auto r = actors::run_job(sys, jc, nodes, train, train, opts);
@@ -267,7 +269,8 @@ int recovery(const bench_args& args) {
       }
       double total = since(t0);
       job_start_s = std::max(job_start_s, total - r.status.train_s);
-      double v = static_cast<double>(r.status.committed * j.batch_size) / r.status.train_s;
+      double v = static_cast<double>(r.status.training.committed * j.batch_size) /
+                 r.status.train_s;
       rate[k] = std::max(rate[k], v);
     }
   }
@@ -322,7 +325,8 @@ int recovery(const bench_args& args) {
       bool killed = false;
       opts.on_status = [&](const job_status& s) {
         // just before the second replication: the most work at stake
-        if (!killed && s.committed >= 95 * pj.max_batches / 300 && s.phase == status_phase::training) {
+        if (!killed && s.training.committed >= 95 * pj.max_batches / 300 &&
+            s.phase == status_phase::training) {
           killed = true;
           pc[1].signal(SIGKILL);
         }
@@ -333,19 +337,20 @@ int recovery(const bench_args& args) {
       if (r.status.phase != status_phase::finished) {
         throw std::runtime_error("policy run (" + policy + ") failed: " + r.status.error);
       }
-      std::fprintf(stderr,
-                   "policy %-5s: %.2f s in all, recovery %.3f s, %lld batches redone, %lld "
-                   "layer updates lost, test accuracy %.4f%s\n",
-                   policy.c_str(), wall, r.status.last_recovery_s,
-                   static_cast<long long>(r.status.redone_batches),
-                   static_cast<long long>(r.status.missed_layer_updates), r.status.test_accuracy,
-                   r.status.exact ? " (exact)" : " (not exact)");
+      std::fprintf(
+          stderr,
+          "policy %-5s: %.2f s in all, recovery %.3f s, %lld batches redone, %lld "
+          "layer updates lost, test accuracy %.4f%s\n",
+          policy.c_str(), wall, r.status.pipeline.last_recovery_s,
+          static_cast<long long>(r.status.training.redone_batches),
+          static_cast<long long>(r.status.training.missed_layer_updates),
+          r.status.test_accuracy, r.status.training.exact ? " (exact)" : " (not exact)");
       rep.detail("policy_" + policy + "_wall_s", wall);
-      rep.detail("policy_" + policy + "_recovery_s", r.status.last_recovery_s);
+      rep.detail("policy_" + policy + "_recovery_s", r.status.pipeline.last_recovery_s);
       rep.detail("policy_" + policy + "_redone_batches",
-                 static_cast<double>(r.status.redone_batches));
+                 static_cast<double>(r.status.training.redone_batches));
       rep.detail("policy_" + policy + "_missed_layer_updates",
-                 static_cast<double>(r.status.missed_layer_updates));
+                 static_cast<double>(r.status.training.missed_layer_updates));
       rep.detail("policy_" + policy + "_test_accuracy", r.status.test_accuracy);
     }
   }
@@ -413,7 +418,8 @@ int failure_during_recovery(const bench_args& args) {
       clock::time_point first_kill{}, last_kill{};
       double took = -1;
       opts.on_status = [&](const job_status& s) {
-        if (step == 0 && s.committed >= 45 && s.phase == status_phase::training) {
+        if (step == 0 && s.training.committed >= 45 &&
+            s.phase == status_phase::training) {
           if (twice) {
             c[3].signal(SIGSTOP);
           }
@@ -427,8 +433,9 @@ int failure_during_recovery(const bench_args& args) {
         } else if (step == 2 && clock::now() - first_kill > stall) {
           c[3].signal(SIGCONT);
           step = 3;
-        } else if (step == 3 && took < 0 && s.recoveries > 0 &&
-                   s.committed > s.rollback_version && s.phase == status_phase::training) {
+        } else if (step == 3 && took < 0 && s.pipeline.recoveries > 0 &&
+                   s.training.committed > s.pipeline.rollback_version &&
+                   s.phase == status_phase::training) {
           took = since(last_kill);
         }
       };

@@ -76,8 +76,8 @@ int replan_stability(const bench_args& args) {
     opts.poll = std::chrono::milliseconds(100);
     opts.on_start = [&](cluster_actor s) { sup = s; };
     opts.on_status = [&](const job_status& s) {
-      replans = s.replans;
-      committed = s.committed;
+      replans = s.pipeline.replans;
+      committed = s.training.committed;
       plan = s.plan;
       if (!stopped && actors::since(start) >= run_s) {
         caf::anon_send(sup, leave_atom_v);
@@ -120,7 +120,8 @@ int replan_stability(const bench_args& args) {
         return;
       }
       // once the plan has settled (no re-plan for 10 s, or 30 s at most)
-      if (!slowed && s.committed >= 40 && actors::since(start) >= (args.quick ? 5 : 15)) {
+      if (!slowed && s.training.committed >= 40 &&
+          actors::since(start) >= (args.quick ? 5 : 15)) {
         plan_before = s.plan;
         for (auto& n : nodes) {
           if (n.name == first_node(s.plan)) {
@@ -130,8 +131,8 @@ int replan_stability(const bench_args& args) {
         }
         slowed = true;
         slowed_at = clock::now();
-        replans_at_slow = s.replans;
-      } else if (slowed && s.replans > replans_at_slow) {
+        replans_at_slow = s.pipeline.replans;
+      } else if (slowed && s.pipeline.replans > replans_at_slow) {
         to_replan = actors::since(slowed_at);
         plan_after = s.plan;
         caf::anon_send(sup, leave_atom_v);

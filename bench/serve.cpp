@@ -402,18 +402,18 @@ int serve(const bench_args& args) {
       }
       lost = static_cast<double>(state->sent - static_cast<int64_t>(t.size()));
       auto st = svc.status();
-      recovery_s = st.last_recovery_s;
+      recovery_s = st.pipeline.last_recovery_s;
       std::fprintf(stderr,
                    "  sent %lld, answered %zu, errors %lld, recoveries %lld, "
                    "resent %lld, duplicates dropped %lld; %s\n",
                    static_cast<long long>(state->sent), t.size(),
                    static_cast<long long>(state->errors),
-                   static_cast<long long>(st.recoveries),
-                   static_cast<long long>(st.resent),
-                   static_cast<long long>(st.duplicates), st.plan.c_str());
+                   static_cast<long long>(st.pipeline.recoveries),
+                   static_cast<long long>(st.serving.resent),
+                   static_cast<long long>(st.serving.duplicates), st.plan.c_str());
       rep.detail("failure_sent", static_cast<double>(state->sent));
-      rep.detail("failure_recoveries", static_cast<double>(st.recoveries));
-      rep.detail("failure_resent", static_cast<double>(st.resent));
+      rep.detail("failure_recoveries", static_cast<double>(st.pipeline.recoveries));
+      rep.detail("failure_resent", static_cast<double>(st.serving.resent));
       rep.detail("failure_recovery_s", recovery_s);
       svc.stop("benchmark");
     }

@@ -42,7 +42,7 @@ struct outcome {
   std::string error;
 
   double bytes() const {
-    return static_cast<double>(status.bytes_up + status.bytes_down);
+    return static_cast<double>(status.rounds.bytes_up + status.rounds.bytes_down);
   }
   double final_acc() const { return accuracy.empty() ? 0 : accuracy.back(); }
   double last3() const {
@@ -81,11 +81,12 @@ outcome run_method(const actors::split_config& base, const std::string& method,
   opts.poll = std::chrono::milliseconds(500);
   int64_t shown = 0;
   opts.on_status = [&](const job_status& s) {
-    if (s.round != shown) {
-      shown = s.round;
+    if (s.rounds.round != shown) {
+      shown = s.rounds.round;
       std::fprintf(stderr, "  %s round %lld: %.2f%%, %.1f MB across the cut\n",
-                   method.c_str(), static_cast<long long>(s.round), 100 * s.test_accuracy,
-                   static_cast<double>(s.bytes_up + s.bytes_down) / 1e6);
+                   method.c_str(), static_cast<long long>(s.rounds.round),
+                   100 * s.test_accuracy,
+                   static_cast<double>(s.rounds.bytes_up + s.rounds.bytes_down) / 1e6);
     }
   };
   auto r = actors::run_split_job(sys, sc, nodes, opts);
@@ -122,10 +123,10 @@ void record(report& rep, const std::string& key, const outcome& o) {
   rep.detail(key + "_acc_last3", o.last3());
   rep.detail(key + "_curve", o.curve());
   rep.detail(key + "_bytes", o.bytes());
-  rep.detail(key + "_bytes_up", static_cast<double>(o.status.bytes_up));
-  rep.detail(key + "_bytes_down", static_cast<double>(o.status.bytes_down));
-  rep.detail(key + "_client_gflop", o.status.client_flops / 1e9);
-  rep.detail(key + "_server_gflop", o.status.server_flops / 1e9);
+  rep.detail(key + "_bytes_up", static_cast<double>(o.status.rounds.bytes_up));
+  rep.detail(key + "_bytes_down", static_cast<double>(o.status.rounds.bytes_down));
+  rep.detail(key + "_client_gflop", o.status.rounds.client_flops / 1e9);
+  rep.detail(key + "_server_gflop", o.status.rounds.server_flops / 1e9);
   rep.detail(key + "_train_s", o.status.train_s);
   rep.detail(key + "_c3", o.c3);
   rep.detail(key + "_mask_density", o.mask_density);

@@ -111,9 +111,9 @@ void after_step(self_ptr self, const std::vector<fed::update>& taken, double rou
       return;
     }
   }
-  core.status.round = static_cast<int64_t>(st.version);
-  core.status.round_s = round_s;
-  core.status.contributed = static_cast<int64_t>(taken.size());
+  core.status.rounds.round = static_cast<int64_t>(st.version);
+  core.status.rounds.round_s = round_s;
+  core.status.rounds.contributed = static_cast<int64_t>(taken.size());
   nlohmann::json contrib = nlohmann::json::array();
   for (auto& u : taken) {
     auto& c = st.info[u.client];
@@ -162,7 +162,7 @@ void finish_round(self_ptr self, const std::string& why) {
   auto round_s = since(st.round_started);
   for (auto& [c, t] : st.tasks) {
     late.push_back(c);
-    st.core.status.dropped_updates++;
+    st.core.status.rounds.dropped_updates++;
     // it took at least this long: a device that slowed down gets a
     // smaller part of the model next round instead of missing every one
     if (round_s > t.predicted_s) {
@@ -221,7 +221,7 @@ void start_round(self_ptr self) {
   }
   st.in_round = true;
   st.round_started = clock::now();
-  st.core.status.pace_s = st.plan.pace_s;
+  st.core.status.rounds.pace_s = st.plan.pace_s;
   nlohmann::json tasks = nlohmann::json::array();
   for (auto& t : st.plan.tasks) {
     try {
@@ -349,7 +349,7 @@ void on_update(self_ptr self, fed_update& u) {
   if (!u.error.empty()) {
     log()->warn("{}", u.error);
     st.failed.push_back(u.client);
-    st.core.status.dropped_updates++;
+    st.core.status.rounds.dropped_updates++;
     // fedbuff: not again at once
     slot.retry_at = self->clock().now() + round_job::respawn_wait;
   } else {
@@ -360,7 +360,7 @@ void on_update(self_ptr self, fed_update& u) {
     } catch (const std::exception& e) {
       log()->warn("client {} sent an update that does not fit: {}", u.client, e.what());
       st.failed.push_back(u.client);
-      st.core.status.dropped_updates++;
+      st.core.status.rounds.dropped_updates++;
     }
   }
   if (!async) {
@@ -431,7 +431,7 @@ public:
     st.async_tasks.erase(c);
     if (st.tasks.erase(c) > 0) {
       st.failed.push_back(c);
-      st.core.status.dropped_updates++;
+      st.core.status.rounds.dropped_updates++;
       log()->warn("client {} ({}) is out of round {}: {}", c,
                   st.core.nodes[st.core.clients[c].node].name, st.version + 1, why);
       check_round(self_);
@@ -540,7 +540,7 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
   st.core.attach(st.cfg, *st.mode,
                  std::make_unique<port_of<std::remove_pointer_t<decltype(self)>>>(self, ended));
   st.core.status.mode = job_mode::federate;
-  st.core.status.strategy = st.cfg.strategy;
+  st.core.status.rounds.strategy = st.cfg.strategy;
   self->set_down_handler([=](caf::down_msg& dm) { self->state.core.down(dm); });
   st.core.begin(
       st.cluster,

@@ -60,7 +60,7 @@ void round_job::attach(const round_job_config& cfg, round_mode& mode,
   mode_ = &mode;
   port_ = std::move(port);
   started_ = port_->now();
-  status.rounds = cfg.rounds;
+  status.rounds.total = cfg.rounds;
   status.phase = status_phase_from_text(to_string(phase, mode.enlisting()));
   port_->tick_after(tick_period);
 }
@@ -380,14 +380,14 @@ void round_job::refresh_status() {
   }
   s.train_s = train_time();
   s.paused_by_user = user_paused;
-  s.rounds = cfg_->rounds;
-  s.round = static_cast<int64_t>(mode_->rounds_done());
+  s.rounds.total = cfg_->rounds;
+  s.rounds.round = static_cast<int64_t>(mode_->rounds_done());
   s.plan.clear();
-  s.clients = 0;
+  s.rounds.clients = 0;
   for (uint32_t i = 0; i < clients.size(); ++i) {
     auto& c = clients[i];
     bool up = c.handle && !nodes[c.node].dead;
-    s.clients += up ? 1 : 0;
+    s.rounds.clients += up ? 1 : 0;
     s.plan += fmt::format("{}{}:{}", s.plan.empty() ? "" : " ", nodes[c.node].name,
                           up ? mode_->contribution(i) : std::string("down"));
   }

@@ -66,7 +66,7 @@ void requeue(self_ptr self, uint64_t generation) {
     }
   }
   st.resend.insert(st.resend.begin(), ids.begin(), ids.end());
-  st.status.resent += static_cast<int64_t>(ids.size());
+  st.status.serving.resent += static_cast<int64_t>(ids.size());
 }
 
 void stop_all(self_ptr self) {
@@ -183,17 +183,17 @@ void refresh_status(self_ptr self) {
   auto& st = self->state;
   auto& s = st.status;
   s.elapsed_s = since(st.started);
-  s.queue_depth = static_cast<int64_t>(st.waiting.size());
-  s.in_flight = static_cast<int64_t>(st.sent_unanswered);
+  s.serving.queue_depth = static_cast<int64_t>(st.waiting.size());
+  s.serving.in_flight = static_cast<int64_t>(st.sent_unanswered);
   std::vector<double> lat(st.latencies.begin(), st.latencies.end());
   std::sort(lat.begin(), lat.end());
-  s.latency_p50_s = percentile(lat, 0.50);
-  s.latency_p95_s = percentile(lat, 0.95);
-  s.latency_p99_s = percentile(lat, 0.99);
+  s.serving.latency_p50_s = percentile(lat, 0.50);
+  s.serving.latency_p95_s = percentile(lat, 0.95);
+  s.serving.latency_p99_s = percentile(lat, 0.99);
   forget_old_answers(st, clock::now());
   double span = std::min(std::chrono::duration<double>(rate_window).count(),
                          std::max(since(st.started), 1e-3));
-  s.requests_per_s = static_cast<double>(st.answered_at.size()) / span;
+  s.serving.requests_per_s = static_cast<double>(st.answered_at.size()) / span;
   s.paused_by_user = st.user_paused;
   s.stages.clear();
   if (st.current) {
@@ -207,7 +207,7 @@ void refresh_status(self_ptr self) {
       r.measured_s = i < st.stage_busy_s.size() ? st.stage_busy_s[i] : 0;
       s.stages.push_back(r);
     }
-    s.stage_compute_s = st.stage_busy_s;
+    s.pipeline.stage_compute_s = st.stage_busy_s;
   }
   s.nodes.clear();
   for (size_t n = 0; n < st.nodes.size(); ++n) {
@@ -228,17 +228,17 @@ void write_stats(self_ptr self) {
     busy.push_back(b);
   }
   log_event(self, "serve",
-            {{"requests", s.requests},
-             {"requests_per_s", s.requests_per_s},
-             {"latency_p50_s", s.latency_p50_s},
-             {"latency_p95_s", s.latency_p95_s},
-             {"latency_p99_s", s.latency_p99_s},
-             {"queue", s.queue_depth},
-             {"in_flight", s.in_flight},
-             {"failed", s.failed_requests},
-             {"rejected", s.rejected},
-             {"resent", s.resent},
-             {"duplicates", s.duplicates},
+            {{"requests", s.serving.requests},
+             {"requests_per_s", s.serving.requests_per_s},
+             {"latency_p50_s", s.serving.latency_p50_s},
+             {"latency_p95_s", s.serving.latency_p95_s},
+             {"latency_p99_s", s.serving.latency_p99_s},
+             {"queue", s.serving.queue_depth},
+             {"in_flight", s.serving.in_flight},
+             {"failed", s.serving.failed_requests},
+             {"rejected", s.serving.rejected},
+             {"resent", s.serving.resent},
+             {"duplicates", s.serving.duplicates},
              {"stage_busy_s", busy}});
 }
 
@@ -257,7 +257,7 @@ void answer_error(serve_job_state& st, uint64_t id, caf::error err) {
   }
   it->second.promise.deliver(std::move(err));
   st.requests.erase(it);
-  st.status.failed_requests++;
+  st.status.serving.failed_requests++;
 }
 
 // The last stage's outputs for micro-batch `id`: the first answer is cut
@@ -267,7 +267,7 @@ void on_output(self_ptr self, uint64_t id, const torch::Tensor& y) {
   auto& st = self->state;
   auto it = st.micros.find(id);
   if (it == st.micros.end()) {
-    st.status.duplicates++;
+    st.status.serving.duplicates++;
     return;
   }
   auto m = std::move(it->second);
@@ -301,7 +301,7 @@ void on_output(self_ptr self, uint64_t id, const torch::Tensor& y) {
         record_latency(st, since(req.accepted));
         req.promise.deliver(tensor_payload{req.y});
         st.requests.erase(r);
-        st.status.requests++;
+        st.status.serving.requests++;
       }
     }
     offset += len;
@@ -344,7 +344,7 @@ caf::result<tensor_payload> on_infer(self_ptr self, tensor_payload& in) {
                                                  ", the model takes float32");
   }
   if (st.requests.size() >= st.cfg.max_queue) {
-    st.status.rejected++;
+    st.status.serving.rejected++;
     return caf::make_error(errc::busy, "the queue is full (" +
                                            std::to_string(st.cfg.max_queue) +
                                            " requests waiting); try again shortly");
@@ -371,13 +371,13 @@ void finish(self_ptr self) {
   log_event(self, "end",
             {{"phase", "finished"},
              {"stopped", st.stop_requested},
-             {"requests", st.status.requests},
-             {"failed", st.status.failed_requests},
-             {"rejected", st.status.rejected},
-             {"resent", st.status.resent},
-             {"duplicates", st.status.duplicates},
-             {"recoveries", st.status.recoveries},
-             {"replans", st.status.replans}});
+             {"requests", st.status.serving.requests},
+             {"failed", st.status.serving.failed_requests},
+             {"rejected", st.status.serving.rejected},
+             {"resent", st.status.serving.resent},
+             {"duplicates", st.status.serving.duplicates},
+             {"recoveries", st.status.pipeline.recoveries},
+             {"replans", st.status.pipeline.replans}});
   if (st.metrics) {
     st.metrics->flush();
   }
@@ -540,15 +540,16 @@ void fail(self_ptr self, const std::string& what) {
   st.status.error = what;
   for (auto& [id, r] : st.requests) {
     r.promise.deliver(caf::make_error(errc::stage_failed, what));
-    st.status.failed_requests++;
+    st.status.serving.failed_requests++;
   }
   st.requests.clear();
   st.waiting.clear();
   st.waiting_rows = 0;
   stop_all(self);
   enter(self, algorithms::serve_event::fail);
-  log_event(self, "end",
-            {{"phase", "failed"}, {"error", what}, {"requests", st.status.requests}});
+  log_event(
+      self, "end",
+      {{"phase", "failed"}, {"error", what}, {"requests", st.status.serving.requests}});
   if (st.metrics) {
     st.metrics->flush();
   }

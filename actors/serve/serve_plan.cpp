@@ -183,8 +183,8 @@ void on_launched(self_ptr self, uint64_t generation, bool pulls,
       plan_next(self, "a node died during the launch");
       return;
     }
-    if (!st.current && st.old.empty() && st.status.requests == 0 &&
-        st.status.recoveries == 0 && st.status.replans == 0) {
+    if (!st.current && st.old.empty() && st.status.serving.requests == 0 &&
+        st.status.pipeline.recoveries == 0 && st.status.pipeline.replans == 0) {
       fail(self, r.error); // the first plan: a start-up error the user must see
       return;
     }
@@ -320,23 +320,23 @@ void become_ready(self_ptr self) {
   }
   auto plan_text = describe_plan(st, p.plan);
   st.stage_busy_s.assign(p.stages.size(), 0.0);
-  st.status.plan_version = static_cast<int64_t>(p.generation);
+  st.status.pipeline.plan_version = static_cast<int64_t>(p.generation);
   st.status.plan = plan_text;
   auto took = since(p.since);
   if (recovered) {
-    st.status.recoveries++;
-    st.status.last_recovery_s =
+    st.status.pipeline.recoveries++;
+    st.status.pipeline.last_recovery_s =
         st.failure_at == clock::time_point{} ? 0.0 : since(st.failure_at);
     st.failure_at = {};
     log()->info("serving again on {} ({:.3f} s after the failure)", plan_text,
-                st.status.last_recovery_s);
+                st.status.pipeline.last_recovery_s);
     log_event(self, "recovered",
               {{"plan", plan_text},
-               {"recovery_s", st.status.last_recovery_s},
+               {"recovery_s", st.status.pipeline.last_recovery_s},
                {"resent", st.resend.size()}});
   } else if (replaced) {
-    st.status.replans++;
-    st.status.last_replan_s = took;
+    st.status.pipeline.replans++;
+    st.status.pipeline.last_replan_s = took;
     log_event(self, "replan",
               {{"plan", plan_text}, {"reason", p.reason}, {"took_s", took}});
   } else {
@@ -459,7 +459,8 @@ std::string plan_next(self_ptr self, const std::string& reason) {
       log()->warn("no re-plan ({}): {}", reason, why);
       return why;
     }
-    if (st.status.requests == 0 && st.status.recoveries == 0 && st.old.empty()) {
+    if (st.status.serving.requests == 0 && st.status.pipeline.recoveries == 0 &&
+        st.old.empty()) {
       fail(self, why);
       return why;
     }

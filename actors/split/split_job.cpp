@@ -38,10 +38,10 @@ bool ada(const split_job_state& st) {
 }
 
 void fill_traffic(job_status& s, const split::traffic& t) {
-  s.bytes_up = t.up;
-  s.bytes_down = t.down;
-  s.client_flops = t.client_flops;
-  s.server_flops = t.server_flops;
+  s.rounds.bytes_up = t.up;
+  s.rounds.bytes_down = t.down;
+  s.rounds.client_flops = t.client_flops;
+  s.rounds.server_flops = t.server_flops;
 }
 
 // The client-side model of client c as the job keeps it.
@@ -305,8 +305,8 @@ void round_complete(self_ptr self) {
   if (st.method == split::method::splitfed && !st.arrived.empty()) {
     st.client_model = untagged(average(st.arrived));
   }
-  if (ada(st) && st.cfg.average_clients && st.core.status.split_phase == "global" &&
-      !st.arrived.empty()) {
+  if (ada(st) && st.cfg.average_clients &&
+      st.core.status.rounds.split_phase == "global" && !st.arrived.empty()) {
     // every client starts the next round from the average (heads included)
     auto avg = average(st.arrived);
     for (auto& c : st.info) {
@@ -325,9 +325,9 @@ void round_complete(self_ptr self) {
     }
   }
   fill_traffic(st.core.status, st.total);
-  st.core.status.round = static_cast<int64_t>(st.round);
-  st.core.status.round_s = round_s;
-  st.core.status.contributed = static_cast<int64_t>(st.arrived.size());
+  st.core.status.rounds.round = static_cast<int64_t>(st.round);
+  st.core.status.rounds.round_s = round_s;
+  st.core.status.rounds.contributed = static_cast<int64_t>(st.arrived.size());
   nlohmann::json clients = nlohmann::json::array();
   nlohmann::json density = nlohmann::json::array();
   for (auto& r : st.arrived) {
@@ -347,23 +347,22 @@ void round_complete(self_ptr self) {
     }
   }
   nlohmann::json failed = st.failed;
-  st.core.log_event("round",
-            {{"round", st.round},
-             {"accuracy", st.core.status.test_accuracy},
-             {"loss", st.core.status.loss},
-             {"phase", st.core.status.split_phase},
-             {"round_s", round_s},
-             {"train_s", st.core.train_time()},
-             {"bytes", st.total.bytes()},
-             {"bytes_up", st.total.up},
-             {"bytes_down", st.total.down},
-             {"client_flops", st.total.client_flops},
-             {"server_flops", st.total.server_flops},
-             {"c3", c3_of(st.core.status, st.cfg.budget)},
-             {"clients", clients},
-             {"client_accuracy", st.client_accuracy},
-             {"mask_density", density},
-             {"failed", failed}});
+  st.core.log_event("round", {{"round", st.round},
+                              {"accuracy", st.core.status.test_accuracy},
+                              {"loss", st.core.status.loss},
+                              {"phase", st.core.status.rounds.split_phase},
+                              {"round_s", round_s},
+                              {"train_s", st.core.train_time()},
+                              {"bytes", st.total.bytes()},
+                              {"bytes_up", st.total.up},
+                              {"bytes_down", st.total.down},
+                              {"client_flops", st.total.client_flops},
+                              {"server_flops", st.total.server_flops},
+                              {"c3", c3_of(st.core.status, st.cfg.budget)},
+                              {"clients", clients},
+                              {"client_accuracy", st.client_accuracy},
+                              {"mask_density", density},
+                              {"failed", failed}});
   log()->info("round {}/{}: accuracy {:.2f}%, {} across the cut so far", st.round,
               st.cfg.rounds, 100 * st.core.status.test_accuracy,
               models::format_bytes(static_cast<double>(st.total.bytes())));
@@ -446,7 +445,7 @@ void start_round(self_ptr self) {
   st.failed.clear();
   bool local = ada(st) && split::in_local_phase(static_cast<int64_t>(round),
                                                 st.cfg.rounds, st.cfg.local_fraction);
-  st.core.status.split_phase = !ada(st) ? "" : local ? "local" : "global";
+  st.core.status.rounds.split_phase = !ada(st) ? "" : local ? "local" : "global";
   nlohmann::json sends = nlohmann::json::object();
   if (st.method == split::method::vanilla) {
     st.turns = ready;
@@ -473,11 +472,10 @@ void start_round(self_ptr self) {
                       &split_task::weights, st.core.transfers);
     st.info[c].holds_weights = true;
   }
-  st.core.log_event("round_start",
-            {{"round", round},
-             {"clients", ready},
-             {"phase", st.core.status.split_phase},
-             {"sends", sends}});
+  st.core.log_event("round_start", {{"round", round},
+                                    {"clients", ready},
+                                    {"phase", st.core.status.rounds.split_phase},
+                                    {"sends", sends}});
 }
 
 void on_result(self_ptr self, split_result& r) {
@@ -815,8 +813,9 @@ double c3_of(const job_status& s, const split::c3_budget& budget) {
   if (s.test_accuracy < 0) {
     return 0;
   }
-  return split::c3_score(s.test_accuracy, static_cast<double>(s.bytes_up + s.bytes_down),
-                         s.client_flops, budget);
+  return split::c3_score(s.test_accuracy,
+                         static_cast<double>(s.rounds.bytes_up + s.rounds.bytes_down),
+                         s.rounds.client_flops, budget);
 }
 
 split_job_actor::behavior_type
@@ -841,7 +840,7 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
   st.core.attach(st.cfg, *st.mode,
                  std::make_unique<port_of<std::remove_pointer_t<decltype(self)>>>(self, ended));
   st.core.status.mode = job_mode::split;
-  st.core.status.strategy = st.cfg.method;
+  st.core.status.rounds.strategy = st.cfg.method;
   self->set_down_handler([=](caf::down_msg& dm) { self->state.core.down(dm); });
   st.core.begin(
       st.cluster, [self] { prepare(self->state); },

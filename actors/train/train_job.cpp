@@ -220,7 +220,7 @@ caf::result<std::string> on_replicate(self_ptr self) {
   for (auto& s : st.stages) {
     self->send(s, replicate_atom_v, version);
   }
-  st.status.replicated_version = static_cast<int64_t>(version);
+  st.status.training.replicated_version = static_cast<int64_t>(version);
   log_event(self, "replicate", {{"version", version}});
   return "replicating version " + std::to_string(version) + " of all " +
          std::to_string(st.stages.size()) + " stages to their chain and global holders";
@@ -559,11 +559,11 @@ train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cf
   st.train = std::move(train);
   st.test = std::move(test);
   st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
-  st.status.epochs = st.cfg.epochs;
+  st.status.training.epochs = st.cfg.epochs;
   st.started = clock::now();
   st.last_progress = clock::now();
   st.batches_per_epoch = epoch_batches(st);
-  st.status.batches = st.batches_per_epoch;
+  st.status.training.batches = st.batches_per_epoch;
   st.desc = models::describe(models::model_spec::parse(st.cfg.model));
   st.central_holder = spawn_central_holder(self);
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });

@@ -60,23 +60,23 @@ namespace {
 // final weights, checked (the audit: every batch exactly once).
 void log_end(self_ptr self) {
   auto& st = self->state;
-  auto problem = check_lineage(st.status.lineage);
+  auto problem = check_lineage(st.status.training.lineage);
   log_event(self, "end",
             {{"phase", to_string(st.status.phase)},
              {"stopped", st.status.stopped},
              // why it failed; a finished job's last (recovered) failure is history
              {"error", st.phase == job_phase::failed ? st.status.error : std::string()},
              {"last_failure", st.status.error},
-             {"committed", st.status.committed},
+             {"committed", st.status.training.committed},
              {"accuracy", st.status.test_accuracy},
-             {"recoveries", st.status.recoveries},
-             {"replans", st.status.replans},
-             {"redone_batches", st.status.redone_batches},
+             {"recoveries", st.status.pipeline.recoveries},
+             {"replans", st.status.pipeline.replans},
+             {"redone_batches", st.status.training.redone_batches},
              {"lineage_ok", problem.empty()},
-             {"exact", st.status.exact},
-             {"missed_layer_updates", st.status.missed_layer_updates},
+             {"exact", st.status.training.exact},
+             {"missed_layer_updates", st.status.training.missed_layer_updates},
              {"lineage_problem", problem},
-             {"lineage", st.status.lineage}});
+             {"lineage", st.status.training.lineage}});
   persist_state(self);
 }
 
@@ -154,7 +154,7 @@ void track_rate(train_job_state& st, int64_t samples) {
     }
     auto span =
         std::chrono::duration<double>(st.recent.back().first - st.recent.front().first);
-    st.status.recent_samples_per_s =
+    st.status.training.recent_samples_per_s =
         span.count() > 0 ? static_cast<double>(n) / span.count() : 0;
   }
 }
@@ -174,10 +174,10 @@ void log_batch(self_ptr self, uint64_t g) {
   }
   log_event(self, "batch",
             {{"batch", g},
-             {"epoch", st.status.epoch},
-             {"samples_per_s", st.status.recent_samples_per_s},
+             {"epoch", st.status.training.epoch},
+             {"samples_per_s", st.status.training.recent_samples_per_s},
              {"loss", st.status.loss},
-             {"plan_version", st.status.plan_version},
+             {"plan_version", st.status.pipeline.plan_version},
              {"stages", stages}});
 }
 
@@ -188,7 +188,7 @@ void log_evaluated(self_ptr self) {
   if (!st.metrics) {
     return;
   }
-  nlohmann::json fields = {{"epoch", st.status.epoch},
+  nlohmann::json fields = {{"epoch", st.status.training.epoch},
                            {"committed", st.committed},
                            {"accuracy", st.status.test_accuracy}};
   if (st.cfg.stream) {
@@ -360,8 +360,9 @@ void feed(self_ptr self) {
 
 void start_epoch(self_ptr self) {
   auto& st = self->state;
-  st.status.epoch = static_cast<int64_t>(st.committed / st.batches_per_epoch) + 1;
-  st.status.batch = 0;
+  st.status.training.epoch =
+      static_cast<int64_t>(st.committed / st.batches_per_epoch) + 1;
+  st.status.training.batch = 0;
   st.epoch_started = clock::now();
   st.epoch_samples = 0;
   feed(self);
@@ -385,17 +386,17 @@ void commit(self_ptr self, uint64_t g) {
   auto it = st.reports.find(g);
   st.last_reports = std::move(it->second);
   st.reports.erase(it);
-  st.status.lineage.push_back(g);
+  st.status.training.lineage.push_back(g);
   st.committed++;
   st.last_progress = clock::now();
-  st.status.plan_batches++;
-  st.status.stage_compute_s.resize(st.stages.size());
-  st.status.stage_wait_s.resize(st.stages.size());
-  st.status.stage_send_s.resize(st.stages.size());
+  st.status.pipeline.plan_batches++;
+  st.status.pipeline.stage_compute_s.resize(st.stages.size());
+  st.status.pipeline.stage_wait_s.resize(st.stages.size());
+  st.status.pipeline.stage_send_s.resize(st.stages.size());
   for (auto& r : st.last_reports) {
-    st.status.stage_compute_s[r.stage] += r.compute_s;
-    st.status.stage_wait_s[r.stage] += r.wait_s;
-    st.status.stage_send_s[r.stage] += r.send_s;
+    st.status.pipeline.stage_compute_s[r.stage] += r.compute_s;
+    st.status.pipeline.stage_wait_s[r.stage] += r.wait_s;
+    st.status.pipeline.stage_send_s[r.stage] += r.send_s;
   }
   // the last stage computes the loss; data-parallel members each their share
   st.status.loss = 0;
@@ -407,7 +408,7 @@ void commit(self_ptr self, uint64_t g) {
     }
   }
   st.epoch_samples += samples;
-  st.status.committed = static_cast<int64_t>(st.committed);
+  st.status.training.committed = static_cast<int64_t>(st.committed);
   track_capacity(self);
   if (auto it = st.cfg.replan_at.find(st.committed); it != st.cfg.replan_at.end()) {
     st.replan_requested = true;
@@ -416,8 +417,9 @@ void commit(self_ptr self, uint64_t g) {
     st.user_plan = !it->second.empty();
     st.replaced_plan.reset();
   }
-  st.status.batch = static_cast<int64_t>((st.committed - 1) % st.batches_per_epoch) + 1;
-  st.status.samples_per_s =
+  st.status.training.batch =
+      static_cast<int64_t>((st.committed - 1) % st.batches_per_epoch) + 1;
+  st.status.training.samples_per_s =
       static_cast<double>(st.epoch_samples) / since(st.epoch_started);
   st.status.elapsed_s = since(st.started);
   track_rate(st, samples);

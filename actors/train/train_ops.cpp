@@ -187,29 +187,28 @@ void persist_state(self_ptr self) {
     plan_nodes.push_back(st.nodes[st.plan.nodes[i]].name);
     ranges.push_back({st.plan.ranges[i].first, st.plan.ranges[i].second});
   }
-  nlohmann::json j = {
-      {"format", 1},
-      {"model", st.cfg.model},
-      {"fingerprint", st.desc.fingerprint},
-      {"seed", st.cfg.seed},
-      {"phase", to_string(st.status.phase)},
-      {"stopped", st.status.stopped},
-      {"committed", st.committed},
-      {"total_batches", total_batches(st)},
-      {"plan_nodes", plan_nodes},
-      {"plan_ranges", ranges},
-      {"plan_split", st.plan.split},
-      {"user_plan", st.user_plan},
-      {"recoveries", st.status.recoveries},
-      {"replans", st.status.replans},
-      {"redone_batches", st.status.redone_batches},
-      {"evaluated_epochs", st.evaluated_epochs},
-      {"test_accuracy", st.status.test_accuracy},
-      {"resumes", st.cfg.resume ? st.cfg.resume->resumes + 1 : 0},
-      {"metrics", st.cfg.metrics_path},
-      {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count()}};
+  nlohmann::json j = {{"format", 1},
+                      {"model", st.cfg.model},
+                      {"fingerprint", st.desc.fingerprint},
+                      {"seed", st.cfg.seed},
+                      {"phase", to_string(st.status.phase)},
+                      {"stopped", st.status.stopped},
+                      {"committed", st.committed},
+                      {"total_batches", total_batches(st)},
+                      {"plan_nodes", plan_nodes},
+                      {"plan_ranges", ranges},
+                      {"plan_split", st.plan.split},
+                      {"user_plan", st.user_plan},
+                      {"recoveries", st.status.pipeline.recoveries},
+                      {"replans", st.status.pipeline.replans},
+                      {"redone_batches", st.status.training.redone_batches},
+                      {"evaluated_epochs", st.evaluated_epochs},
+                      {"test_accuracy", st.status.test_accuracy},
+                      {"resumes", st.cfg.resume ? st.cfg.resume->resumes + 1 : 0},
+                      {"metrics", st.cfg.metrics_path},
+                      {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count()}};
   try {
     messages::write_file_atomically(st.cfg.state_dir + "/job_state.json",
                                     j.dump(1, ' ', false,

@@ -134,14 +134,14 @@ void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
                     : caf::actor{};
     self->send(st.stages[k], wire_atom_v, prev, next, caf::actor_cast<caf::actor>(self));
   }
-  st.status.plan_version++;
+  st.status.pipeline.plan_version++;
   st.status.plan = describe_plan(st);
-  st.status.plan_batches = 0;
-  st.status.stage_compute_s.assign(st.stages.size(), 0.0);
-  st.status.stage_wait_s.assign(st.stages.size(), 0.0);
-  st.status.stage_send_s.assign(st.stages.size(), 0.0);
+  st.status.pipeline.plan_batches = 0;
+  st.status.pipeline.stage_compute_s.assign(st.stages.size(), 0.0);
+  st.status.pipeline.stage_wait_s.assign(st.stages.size(), 0.0);
+  st.status.pipeline.stage_send_s.assign(st.stages.size(), 0.0);
   log_event(self, "plan",
-            {{"plan_version", st.status.plan_version},
+            {{"plan_version", st.status.pipeline.plan_version},
              {"plan", st.status.plan},
              {"at_batch", st.committed}});
   persist_state(self);
@@ -211,7 +211,7 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
     for (auto& l : st.desc.layers) {
       bytes.push_back(l.param_bytes);
     }
-    st.status.last_replan_moved_bytes =
+    st.status.pipeline.last_replan_moved_bytes =
         algorithms::moved_bytes(st.plan.ranges, st.plan.nodes, plan.ranges, plan.nodes,
                                 bytes, state_factor(st.cfg));
     st.old_stages = st.stages;
@@ -402,8 +402,8 @@ void on_profiles(self_ptr self, cluster_profile& round) {
 // What a re-plan costs the job: the pause of the last one, measured, plus
 // the flush it waits for (about a batch); before any, an estimate.
 double move_cost_s(const train_job_state& st, double batch_s) {
-  double pause =
-      st.status.replans > 0 ? st.status.last_replan_s : tuning::replan_pause_estimate_s;
+  double pause = st.status.pipeline.replans > 0 ? st.status.pipeline.last_replan_s
+                                                : tuning::replan_pause_estimate_s;
   return pause + batch_s;
 }
 
@@ -666,9 +666,9 @@ void begin_replan(self_ptr self) {
 // version rolled back to, the batches done again, the plan.
 nlohmann::json recovery_fields(const train_job_state& st) {
   return {{"transfer_s", since(st.recovery_planned_at)},
-          {"rollback_version", st.status.rollback_version},
+          {"rollback_version", st.status.pipeline.rollback_version},
           {"redone_batches",
-           st.rollback_from - static_cast<uint64_t>(st.status.rollback_version)},
+           st.rollback_from - static_cast<uint64_t>(st.status.pipeline.rollback_version)},
           {"plan", st.status.plan}};
 }
 
@@ -695,30 +695,30 @@ void resume_after_replan(self_ptr self) {
     log_event(self, "resumed", std::move(fields));
     subsystem_log("recovery")
         ->info("RESUMED in {:.3f} s at batch {}: plan {}", since(st.failure_at),
-               st.status.rollback_version, st.status.plan);
+               st.status.pipeline.rollback_version, st.status.plan);
     back_to_training(self, job_event::recovered);
   } else if (recovering(st)) {
-    st.status.recoveries++;
-    st.status.last_recovery_s = since(st.failure_at);
+    st.status.pipeline.recoveries++;
+    st.status.pipeline.last_recovery_s = since(st.failure_at);
     st.status.health = "ok";
     auto fields = recovery_fields(st);
-    fields["recovery_s"] = st.status.last_recovery_s;
+    fields["recovery_s"] = st.status.pipeline.last_recovery_s;
     log_event(self, "recovered", std::move(fields));
     subsystem_log("recovery")
-        ->info("recovered in {:.3f} s: plan {}", st.status.last_recovery_s,
+        ->info("recovered in {:.3f} s: plan {}", st.status.pipeline.last_recovery_s,
                st.status.plan);
     back_to_training(self, job_event::recovered);
   } else {
     st.replan_looks.clear(); // the new plan is looked at afresh
     st.replan_candidate.reset();
-    st.status.replans++;
-    st.status.last_replan_s = since(st.replan_started);
+    st.status.pipeline.replans++;
+    st.status.pipeline.last_replan_s = since(st.replan_started);
     log_event(self, "replan",
               {{"reason", st.replan_reason},
-               {"pause_s", st.status.last_replan_s},
-               {"moved_bytes", st.status.last_replan_moved_bytes},
+               {"pause_s", st.status.pipeline.last_replan_s},
+               {"moved_bytes", st.status.pipeline.last_replan_moved_bytes},
                {"plan", st.status.plan},
-               {"plan_version", st.status.plan_version}});
+               {"plan_version", st.status.pipeline.plan_version}});
     back_to_training(self, job_event::replanned);
   }
   continue_training(self);

@@ -99,9 +99,9 @@ std::vector<algorithms::layer_pick> roll_back(self_ptr self, const recovery_deci
       }
     }
     auto missed = algorithms::missed_updates(fast_picks, st.committed);
-    st.status.exact = false;
-    st.status.missed_layer_updates += missed;
-    st.status.rollback_version = static_cast<int64_t>(st.committed);
+    st.status.training.exact = false;
+    st.status.training.missed_layer_updates += missed;
+    st.status.pipeline.rollback_version = static_cast<int64_t>(st.committed);
     log_event(self, "recovery_plan",
               {{"policy", "fast"},
                {"rollback_version", st.committed},
@@ -119,9 +119,9 @@ std::vector<algorithms::layer_pick> roll_back(self_ptr self, const recovery_deci
                {"detect_to_plan_s", since(st.failure_at)},
                {"unanswered_sources", d.unanswered},
                {"live_nodes", live_nodes(st).size()}});
-    st.status.redone_batches += static_cast<int64_t>(st.committed - d.version);
-    st.status.rollback_version = static_cast<int64_t>(d.version);
-    st.status.lineage.resize(d.version);
+    st.status.training.redone_batches += static_cast<int64_t>(st.committed - d.version);
+    st.status.pipeline.rollback_version = static_cast<int64_t>(d.version);
+    st.status.training.lineage.resize(d.version);
     st.committed = d.version;
   }
   return fast_picks;
@@ -156,10 +156,11 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
   st.recovery_planned_at = clock::now();
   auto fast_picks = roll_back(self, d);
   log()->info("rolling back to version {} over {} live node(s), plan {} stage(s)",
-              st.status.rollback_version, live_nodes(st).size(), plan->ranges.size());
+              st.status.pipeline.rollback_version, live_nodes(st).size(),
+              plan->ranges.size());
   st.fed = st.committed;
   st.reports.clear();
-  st.status.committed = static_cast<int64_t>(st.committed);
+  st.status.training.committed = static_cast<int64_t>(st.committed);
   st.evaluated_epochs = std::min<int64_t>(
       st.evaluated_epochs, static_cast<int64_t>(st.committed / st.batches_per_epoch));
   // each layer from a source on the stage's own node when it has the
@@ -268,9 +269,9 @@ void give_up(self_ptr self) {
                       }
                       st.final_weights = std::move(p.snapshot);
                       st.committed = *v;
-                      st.status.committed = static_cast<int64_t>(*v);
-                      st.status.rollback_version = static_cast<int64_t>(*v);
-                      st.status.lineage.resize(*v);
+                      st.status.training.committed = static_cast<int64_t>(*v);
+                      st.status.pipeline.rollback_version = static_cast<int64_t>(*v);
+                      st.status.training.lineage.resize(*v);
                       end("the weights it ends with are those after batch " +
                           std::to_string(*v) + " (the newest global replica)");
                     },
@@ -419,19 +420,20 @@ void resume_job(self_ptr self) {
   auto& r = *st.cfg.resume;
   auto on_disk = r.weights ? r.weights->version : 0;
   st.committed = std::min<uint64_t>(std::max(r.committed, on_disk), total_batches(st));
-  st.status.lineage.resize(st.committed);
+  st.status.training.lineage.resize(st.committed);
   for (uint64_t g = 0; g < st.committed; ++g) {
-    st.status.lineage[g] = g;
+    st.status.training.lineage[g] = g;
   }
   st.fed = st.committed;
-  st.status.committed = static_cast<int64_t>(st.committed);
-  st.status.recoveries = r.recoveries;
-  st.status.replans = r.replans;
-  st.status.redone_batches = r.redone_batches;
+  st.status.training.committed = static_cast<int64_t>(st.committed);
+  st.status.pipeline.recoveries = r.recoveries;
+  st.status.pipeline.replans = r.replans;
+  st.status.training.redone_batches = r.redone_batches;
   st.status.test_accuracy = r.test_accuracy;
   st.evaluated_epochs = r.evaluated_epochs;
   st.evaluated_at = static_cast<uint64_t>(r.evaluated_epochs * st.batches_per_epoch);
-  st.status.epoch = static_cast<int64_t>(st.committed / st.batches_per_epoch) + 1;
+  st.status.training.epoch =
+      static_cast<int64_t>(st.committed / st.batches_per_epoch) + 1;
   st.epoch_started = clock::now();
   st.user_plan = r.user_plan || !st.cfg.balance.empty() || st.cfg.stages > 0;
   // the plan that ran, by name, over this cluster's nodes

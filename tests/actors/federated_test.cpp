@@ -114,7 +114,7 @@ TEST_CASE("federated averaging gives the sample-weighted mean of what each clien
   auto r = actors::run_fed_job(*s.sys, cfg, nodes, opts);
   leave(nodes);
   REQUIRE(r.status.phase == status_phase::finished);
-  REQUIRE(r.status.round == 1);
+  REQUIRE(r.status.rounds.round == 1);
   REQUIRE(r.weights);
   auto a = train_alone(cfg, 0, 2);
   auto b = train_alone(cfg, 1, 2);
@@ -149,7 +149,7 @@ TEST_CASE("every strategy runs its rounds and improves the global model; the wid
       leave(nodes);
       INFO(r.status.error);
       REQUIRE(r.status.phase == status_phase::finished);
-      CHECK(r.status.round == 3);
+      CHECK(r.status.rounds.round == 3);
       CHECK(r.status.test_accuracy > 0.3);
       auto rounds = events(cfg.metrics_path, "round");
       REQUIRE(rounds.size() == 3);
@@ -190,9 +190,9 @@ TEST_CASE("a killed client never stalls a round and rejoins a later one",
   int64_t killed_in = 0;
   bool rejoined = false;
   opts.on_status = [&](const job_status& st) {
-    if (killed_in == 0 && st.round >= 1 && st.phase == status_phase::training) {
+    if (killed_in == 0 && st.rounds.round >= 1 && st.phase == status_phase::training) {
       caf::anon_send(cluster, kill_atom_v, uint32_t{1});
-      killed_in = st.round + 1;
+      killed_in = st.rounds.round + 1;
       return;
     }
     if (killed_in > 0 && !rejoined) {
@@ -241,11 +241,11 @@ TEST_CASE("a hung client is out of the round when the round's wait ends",
   bool slowed = false;
   bool stopped = false;
   opts.on_status = [&](const job_status& st) {
-    if (!slowed && st.round >= 1) {
+    if (!slowed && st.rounds.round >= 1) {
       // a thousandth of its speed: it will not finish a round in minutes
       caf::anon_send(cluster, slow_atom_v, std::string("local2"), 0.001);
       slowed = true;
-    } else if (slowed && !stopped && st.dropped_updates >= 1) {
+    } else if (slowed && !stopped && st.rounds.dropped_updates >= 1) {
       caf::anon_send(cluster, stop_atom_v, std::string("the test"));
       stopped = true;
     }
@@ -255,8 +255,8 @@ TEST_CASE("a hung client is out of the round when the round's wait ends",
   INFO(r.status.error);
   REQUIRE(r.status.phase == status_phase::finished);
   CHECK(r.status.stopped == "the test");
-  CHECK(r.status.round >= 2);
-  CHECK(r.status.dropped_updates >= 1);
+  CHECK(r.status.rounds.round >= 2);
+  CHECK(r.status.rounds.dropped_updates >= 1);
   bool dropped = false;
   for (auto& e : events(cfg.metrics_path, "round")) {
     for (auto& c : e["late"]) {
@@ -291,7 +291,7 @@ TEST_CASE("a restarted federated job resumes from the last round's checkpoint",
     auto r = actors::run_fed_job(*s.sys, cfg, nodes);
     leave(nodes);
     REQUIRE(r.status.phase == status_phase::finished);
-    CHECK(r.status.round == 4);
+    CHECK(r.status.rounds.round == 4);
     auto start = events(cfg.metrics_path, "start");
     REQUIRE(start.size() == 1);
     CHECK(start[0]["resumed_at"] == 2);
@@ -315,7 +315,7 @@ TEST_CASE("with --fraction-fit each round trains a seeded sample of the clients,
   auto r = actors::run_fed_job(*s.sys, cfg, nodes);
   INFO(r.status.error);
   REQUIRE(r.status.phase == status_phase::finished);
-  CHECK(r.status.round == 4);
+  CHECK(r.status.rounds.round == 4);
   std::set<std::set<int>> samples;
   for (auto& e : events(cfg.metrics_path, "round_start")) {
     std::set<int> clients;
@@ -353,8 +353,8 @@ TEST_CASE("virtual clients: two nodes of three clients train as six nodes of one
   leave(two);
   INFO(r.status.error);
   REQUIRE(r.status.phase == status_phase::finished);
-  CHECK(r.status.clients == 6);
-  CHECK(r.status.contributed == 6);
+  CHECK(r.status.rounds.clients == 6);
+  CHECK(r.status.rounds.contributed == 6);
   REQUIRE(r.status.nodes.size() == 2);
   for (auto& row : r.status.nodes) {
     CHECK(std::count(row.role.begin(), row.role.end(), ';') == 2); // three clients

@@ -196,7 +196,7 @@ TEST_CASE("a stage count the user asked for is what the planner makes, and it ho
   INFO("plan " << r.status.plan);
   CHECK(r.status.plan.rfind("dp(", 0) == std::string::npos);
   CHECK(std::count(r.status.plan.begin(), r.status.plan.end(), '[') == 3);
-  CHECK(r.status.replans == 0);
+  CHECK(r.status.pipeline.replans == 0);
   REQUIRE(r.weights);
   CHECK(weight_diff_to_single_device(jc, *train, *r.weights) <= 1e-5);
 }
@@ -236,7 +236,7 @@ TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
     std::string plan_before;
     bool slowed = false;
     opts.on_status = [&](const job_status& s) {
-      if (!slowed && s.committed >= 5 && s.plan_version >= 1) {
+      if (!slowed && s.training.committed >= 5 && s.pipeline.plan_version >= 1) {
         plan_before = s.plan;
         // slow down whichever node runs the first stage (or leads the members)
         auto at = s.plan.find("local");
@@ -250,7 +250,7 @@ TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
     if (!dp) {
       CHECK(plan_before.rfind("dp(", 0) == std::string::npos); // (which kind the planner
     } // takes depends on profiles)
-    CHECK(r.status.replans >= 1);
+    CHECK(r.status.pipeline.replans >= 1);
     CHECK(r.status.plan != plan_before);
     REQUIRE(r.weights);
     CHECK(weight_diff_to_single_device(jc, *train, *r.weights) <= 1e-5);

@@ -135,7 +135,7 @@ struct flow {
     REQUIRE(st.phase == algorithms::job_phase::finished);
     std::vector<uint64_t> expect(static_cast<size_t>(jc.max_batches));
     std::iota(expect.begin(), expect.end(), uint64_t{0});
-    CHECK(st.status.lineage == expect);
+    CHECK(st.status.training.lineage == expect);
     auto w = weights();
     REQUIRE(w);
     CHECK(salamander::testing::max_weight_diff(
@@ -185,7 +185,7 @@ TEST_CASE("a node lost during a re-plan is recovered from, exactly", "[actor][fl
   REQUIRE(f.step_until(
       [](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
   REQUIRE(f.run_to_end());
-  CHECK(f.state().status.recoveries == 1);
+  CHECK(f.state().status.pipeline.recoveries == 1);
   CHECK(f.state().status.plan.find("local2") == std::string::npos);
   f.check_exact();
 }
@@ -202,7 +202,7 @@ TEST_CASE("a second failure during recovery supersedes the first round, exactly"
   REQUIRE(f.step_until([&](auto& st) { return st.attempt > first_attempt; }));
   REQUIRE(f.run_to_end());
   auto& st = f.state();
-  CHECK(st.status.recoveries == 1); // one recovery, from both failures
+  CHECK(st.status.pipeline.recoveries == 1); // one recovery, from both failures
   CHECK(st.status.plan == "local0[0,4)");
   CHECK(st.status.dead_nodes == std::vector<std::string>{"local1", "local2"});
   f.check_exact();
@@ -217,7 +217,7 @@ TEST_CASE("a node lost while the console paused the job recovers and stays pause
     return st.phase == algorithms::job_phase::paused && st.fed == st.committed;
   }));
   f.kill_node(0);
-  REQUIRE(f.step_until([](auto& st) { return st.status.recoveries == 1; }));
+  REQUIRE(f.step_until([](auto& st) { return st.status.pipeline.recoveries == 1; }));
   // recovered, but still paused: nothing is fed until the console resumes
   REQUIRE(
       f.step_until([](auto& st) { return st.phase == algorithms::job_phase::paused; }));
@@ -246,10 +246,10 @@ TEST_CASE("a node that joins during a recovery is planned with the survivors, ex
   // admitted by the cluster and known to the job before the recovery plans
   REQUIRE(f.step_until([](auto& st) { return st.nodes.size() == 4; }));
   CHECK(f.state().phase == algorithms::job_phase::recovering);
-  CHECK(f.state().status.recoveries == 0);
+  CHECK(f.state().status.pipeline.recoveries == 0);
   REQUIRE(f.run_to_end());
   auto& st = f.state();
-  CHECK(st.status.recoveries == 1);
+  CHECK(st.status.pipeline.recoveries == 1);
   CHECK(st.status.dead_nodes == std::vector<std::string>{"local1"});
   CHECK_FALSE(st.nodes[3].dead);
   CHECK(st.nodes[3].name == "fresh");
@@ -276,7 +276,7 @@ TEST_CASE(
   REQUIRE(f.step_until(
       [](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
   REQUIRE(f.run_to_end());
-  CHECK(f.state().status.recoveries == 1);
+  CHECK(f.state().status.pipeline.recoveries == 1);
   INFO("last failure: " << f.state().status.error);
   CHECK_THAT(f.state().status.error, Catch::Contains("old plan") ||
                                          Catch::Contains("pull") ||
@@ -304,7 +304,7 @@ TEST_CASE("a repartition that cannot be planned is refused and the job goes on",
     CHECK_FALSE(f.state().replan_requested);
   }
   REQUIRE(f.run_to_end());
-  CHECK(f.state().status.replans == 0);
+  CHECK(f.state().status.pipeline.replans == 0);
   f.check_exact();
 }
 
@@ -312,8 +312,9 @@ TEST_CASE("a node that holds no stage is dropped without a rollback", "[actor][f
   auto jc = flow_job(10);
   jc.replan_at[2] = "2,2"; // two stages on local0 and local1; local2 is spare
   flow f(3, jc);
-  REQUIRE(f.step_until(
-      [](auto& st) { return st.status.replans == 1 && committed_at_least(st, 4); }));
+  REQUIRE(f.step_until([](auto& st) {
+    return st.status.pipeline.replans == 1 && committed_at_least(st, 4);
+  }));
   REQUIRE(f.state().status.plan == "local0[0,2) local1[2,4)");
   auto before = f.state().committed;
   f.kill_node(2);
@@ -322,9 +323,9 @@ TEST_CASE("a node that holds no stage is dropped without a rollback", "[actor][f
   REQUIRE(f.run_to_end());
   auto& st = f.state();
   CHECK(st.committed > before);
-  CHECK(st.status.recoveries == 0);
-  CHECK(st.status.redone_batches == 0);
-  CHECK(st.status.rollback_version == -1);
+  CHECK(st.status.pipeline.recoveries == 0);
+  CHECK(st.status.training.redone_batches == 0);
+  CHECK(st.status.pipeline.rollback_version == -1);
   CHECK(st.status.dead_nodes == std::vector<std::string>{"local2"});
   f.check_exact();
 }
@@ -420,8 +421,8 @@ TEST_CASE("a serving job moves starting, serving, recovering, serving, finished,
   REQUIRE(step_until([&] { return st.phase == serve_phase::recovering; }));
   REQUIRE(step_until([&] { return st.phase == serve_phase::serving; }));
   CHECK(ask(3) == 3);
-  CHECK(st.status.recoveries == 1);
-  CHECK(st.status.failed_requests == 0);
+  CHECK(st.status.pipeline.recoveries == 1);
+  CHECK(st.status.serving.failed_requests == 0);
   auto stop = std::make_shared<std::string>();
   sys.spawn([stop, job](caf::event_based_actor* self) {
     self->request(job, std::chrono::seconds(30), stop_atom_v, std::string("the test"))
@@ -432,11 +433,11 @@ TEST_CASE("a serving job moves starting, serving, recovering, serving, finished,
   CHECK(phases == std::vector<serve_phase>{serve_phase::starting, serve_phase::serving,
                                            serve_phase::recovering, serve_phase::serving,
                                            serve_phase::finished});
-  CHECK(st.status.requests == 2);
+  CHECK(st.status.serving.requests == 2);
   // ended: a request is refused as busy (HTTP 503), a command as job_ended
   CHECK(ask(2) == 0);
   CHECK(refused->code() == static_cast<uint8_t>(errc::busy));
-  CHECK(st.status.requests == 2);
+  CHECK(st.status.serving.requests == 2);
   CHECK_THAT(salamander::testing::ask_text(sys, job, pause_atom_v),
              Catch::Contains("the serving job has ended"));
   caf::anon_send(job, leave_atom_v);

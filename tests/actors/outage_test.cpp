@@ -66,17 +66,19 @@ TEST_CASE("a hung node that resumes (SIGCONT) is admitted again and planned back
   enum { running, stopped_node, resumed, back, asked } step = running;
   int64_t back_at = 0;
   opts.on_status = [&](const job_status& s) {
-    if (step == running && s.committed >= 6 && s.phase == status_phase::training) {
+    if (step == running && s.training.committed >= 6 &&
+        s.phase == status_phase::training) {
       procs[1].signal(SIGSTOP);
       step = stopped_node;
-    } else if (step == stopped_node && s.recoveries >= 1 && s.phase == status_phase::training) {
+    } else if (step == stopped_node && s.pipeline.recoveries >= 1 &&
+               s.phase == status_phase::training) {
       CHECK(!in_plan(s, "n2"));
       procs[1].signal(SIGCONT);
       step = resumed;
     } else if (step == resumed && in_plan(s, "n2") && s.phase == status_phase::training) {
-      back_at = s.committed;
+      back_at = s.training.committed;
       step = back;
-    } else if (step == back && s.committed >= back_at + 5) {
+    } else if (step == back && s.training.committed >= back_at + 5) {
       stop_job(sys, sup); // enough: it trains with n2 again
       step = asked;
     }
@@ -86,11 +88,11 @@ TEST_CASE("a hung node that resumes (SIGCONT) is admitted again and planned back
   INFO(r.status.error);
   REQUIRE(r.status.phase == status_phase::finished);
   CHECK(step == asked);
-  CHECK(r.status.recoveries >= 1);
+  CHECK(r.status.pipeline.recoveries >= 1);
   CHECK(r.status.dead_nodes.empty()); // n2 is back
   CHECK(!events(jc.metrics_path, "node_back").empty());
   CHECK(r.status.stopped == "the test");
-  check_exact(r, jc, *train, r.status.committed);
+  check_exact(r, jc, *train, r.status.training.committed);
 }
 
 TEST_CASE("every node silent at once: the paused job resumes on the same processes, "
@@ -113,7 +115,7 @@ TEST_CASE("every node silent at once: the paused job resumes on the same process
   bool stopped = false, resumed = false;
   std::string paused_why;
   opts.on_status = [&](const job_status& s) {
-    if (!stopped && s.committed >= 7 && s.phase == status_phase::training) {
+    if (!stopped && s.training.committed >= 7 && s.phase == status_phase::training) {
       procs[0].signal(SIGSTOP);
       procs[1].signal(SIGSTOP);
       stopped = true;
@@ -154,8 +156,8 @@ TEST_CASE("a paused job that no node rejoins gives up after the pause timeout, w
   bool killed = false;
   int64_t committed_then = 0;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 11 && s.phase == status_phase::training) {
-      committed_then = s.committed;
+    if (!killed && s.training.committed >= 11 && s.phase == status_phase::training) {
+      committed_then = s.training.committed;
       caf::anon_send_exit(nodes[0].handle, caf::exit_reason::kill);
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
       killed = true;
@@ -171,7 +173,7 @@ TEST_CASE("a paused job that no node rejoins gives up after the pause timeout, w
                                  Catch::Contains("newest global replica"));
   // the newest version every layer has centrally: a multiple of 4, at most
   // what was committed when the nodes died
-  auto v = r.status.committed;
+  auto v = r.status.training.committed;
   CHECK(v % 4 == 0);
   CHECK(v > 0);
   CHECK(v <= committed_then + 1);
@@ -207,7 +209,7 @@ TEST_CASE("a failure during a recovery never waits on a node already known dead"
   clock::time_point at{};
   auto after = [&](int ms) { return clock::now() - at > std::chrono::milliseconds(ms); };
   opts.on_status = [&](const job_status& s) {
-    if (step == 0 && s.committed >= 7 && s.phase == status_phase::training) {
+    if (step == 0 && s.training.committed >= 7 && s.phase == status_phase::training) {
       procs[3].signal(SIGSTOP);
       procs[1].signal(SIGKILL);
       at = clock::now();
@@ -226,7 +228,7 @@ TEST_CASE("a failure during a recovery never waits on a node already known dead"
   INFO(r.status.error);
   REQUIRE(r.status.phase == status_phase::finished);
   CHECK(step == 3);
-  CHECK(r.status.recoveries == 1); // the first round was superseded
+  CHECK(r.status.pipeline.recoveries == 1); // the first round was superseded
   auto plans = events(jc.metrics_path, "recovery_plan");
   REQUIRE(plans.size() == 1);
   CHECK(plans[0]["unanswered_sources"] == 0);
@@ -250,14 +252,14 @@ TEST_CASE("after a node is lost, an evenly planned job shares the layers over ev
   auto opts = watched();
   bool killed = false;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 8 && s.phase == status_phase::training) {
+    if (!killed && s.training.committed >= 8 && s.phase == status_phase::training) {
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
       killed = true;
     }
   };
   auto r = actors::run_job(sys, jc, nodes, train, train, opts);
   REQUIRE(r.status.phase == status_phase::finished);
-  CHECK(r.status.recoveries == 1);
+  CHECK(r.status.pipeline.recoveries == 1);
   INFO(r.status.plan);
   for (auto n : {"local0", "local2", "local3"}) {
     CHECK(in_plan(r.status, n)); // no survivor left idle

@@ -58,7 +58,7 @@ TEST_CASE("N-stage pipelines hold the single-device weights after K steps, both 
                                     data.test, opts);
       REQUIRE(result.status.error == "");
       REQUIRE(result.status.phase == status_phase::finished);
-      CHECK(result.status.committed == 5);
+      CHECK(result.status.training.committed == 5);
       REQUIRE(result.weights);
       CHECK(result.weights->version == 5);
       CHECK(max_weight_diff(*result.weights, reference) <= 1e-5);
@@ -133,11 +133,11 @@ TEST_CASE("re-planning at a flush moves layers and keeps the weights exact",
                                   data.test, opts);
     REQUIRE(result.status.error == "");
     REQUIRE(result.status.phase == status_phase::finished);
-    CHECK(result.status.committed == 9);
-    CHECK(result.status.replans == 2);
-    CHECK(result.status.plan_version == 3);
+    CHECK(result.status.training.committed == 9);
+    CHECK(result.status.pipeline.replans == 2);
+    CHECK(result.status.pipeline.plan_version == 3);
     CHECK(result.status.plan == "local0[0,2) local1[2,4)");
-    CHECK(result.status.last_replan_moved_bytes > 0);
+    CHECK(result.status.pipeline.last_replan_moved_bytes > 0);
     REQUIRE(result.weights);
     CHECK(result.weights->version == 9);
     CHECK(max_weight_diff(*result.weights, reference) <= 1e-5);
@@ -205,7 +205,7 @@ TEST_CASE("data parallelism over uneven micro-batch shares holds the single-devi
         actors::run_job(sys, jc, actors::local_nodes(sys, v.members, 1), train, train, opts);
     REQUIRE(result.status.error == "");
     REQUIRE(result.status.phase == status_phase::finished);
-    CHECK(result.status.committed == 4);
+    CHECK(result.status.training.committed == 4);
     CHECK_THAT(result.status.plan, Catch::StartsWith("dp(local0:"));
     CHECK(result.status.stages.size() == static_cast<size_t>(v.members));
     REQUIRE(result.weights);
@@ -240,9 +240,9 @@ TEST_CASE("re-planning between data parallelism and a pipeline keeps the weights
       actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), data.train, data.test, opts);
   REQUIRE(result.status.error == "");
   REQUIRE(result.status.phase == status_phase::finished);
-  CHECK(result.status.committed == 9);
-  CHECK(result.status.replans == 2);
-  CHECK(result.status.plan_version == 3);
+  CHECK(result.status.training.committed == 9);
+  CHECK(result.status.pipeline.replans == 2);
+  CHECK(result.status.pipeline.plan_version == 3);
   CHECK(result.status.plan == "dp(local0:2 local1:1 local2:1)[0,4)");
   REQUIRE(result.weights);
   CHECK(max_weight_diff(*result.weights, reference) <= 1e-5);

@@ -42,7 +42,7 @@ void kill_stage_after(caf::actor_system& sys, actors::job_options& opts, int64_t
   auto sup = std::make_shared<cluster_actor>();
   opts.on_start = [sup](cluster_actor s) { *sup = std::move(s); };
   opts.on_status = [&sys, &kill, sup, after, index](const job_status& s) {
-    if (kill.done || s.committed < after || s.phase != status_phase::training) {
+    if (kill.done || s.training.committed < after || s.phase != status_phase::training) {
       return;
     }
     kill.plan = s.plan;
@@ -71,18 +71,18 @@ TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
     kill_stage_after(sys, opts, 5, 1, kill);
     auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
     INFO("phase " << r.status.phase << ", error '" << r.status.error << "', recoveries "
-                  << r.status.recoveries << ", killed " << kill.done << ": "
+                  << r.status.pipeline.recoveries << ", killed " << kill.done << ": "
                   << kill.reply);
     CHECK_THAT(kill.reply, Catch::Contains("stage 1") && Catch::Contains("killed"));
     REQUIRE(r.status.error.find("went down") != std::string::npos); // the last failure
     REQUIRE(r.status.phase == status_phase::finished);
-    CHECK(r.status.recoveries == 1);
-    CHECK(r.status.committed == 40);
+    CHECK(r.status.pipeline.recoveries == 1);
+    CHECK(r.status.training.committed == 40);
     if (k == 2) {
-      CHECK(r.status.rollback_version >= 4);
-      CHECK(r.status.rollback_version % 2 == 0);
+      CHECK(r.status.pipeline.rollback_version >= 4);
+      CHECK(r.status.pipeline.rollback_version % 2 == 0);
     } else {
-      CHECK(r.status.rollback_version == 0);
+      CHECK(r.status.pipeline.rollback_version == 0);
     }
     check_exact(r, jc, *train, 40);
   }
@@ -105,7 +105,7 @@ TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
   auto opts = watched();
   bool killed = false;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 7 && s.phase == status_phase::training) {
+    if (!killed && s.training.committed >= 7 && s.phase == status_phase::training) {
       b.signal(SIGKILL);
       killed = true;
     }
@@ -113,10 +113,10 @@ TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
   auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
   INFO(r.status.error);
   REQUIRE(r.status.phase == status_phase::finished);
-  CHECK(r.status.recoveries >= 1);
+  CHECK(r.status.pipeline.recoveries >= 1);
   CHECK(r.status.dead_nodes == std::vector<std::string>{"n2"});
   CHECK(r.status.plan.find("n2") == std::string::npos);
-  CHECK(r.status.rollback_version >= 6);
+  CHECK(r.status.pipeline.rollback_version >= 6);
   check_exact(r, jc, *train, 16);
   CHECK(a.stop() == 0);
   CHECK(c.stop() == 0);
@@ -139,7 +139,7 @@ TEST_CASE("a hung node (SIGSTOP) is detected by its silence and recovered from, 
   auto opts = watched();
   bool stopped = false;
   opts.on_status = [&](const job_status& s) {
-    if (!stopped && s.committed >= 6 && s.phase == status_phase::training) {
+    if (!stopped && s.training.committed >= 6 && s.phase == status_phase::training) {
       b.signal(SIGSTOP);
       stopped = true;
     }
@@ -147,7 +147,7 @@ TEST_CASE("a hung node (SIGSTOP) is detected by its silence and recovered from, 
   auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
   b.signal(SIGCONT);
   REQUIRE(r.status.phase == status_phase::finished);
-  CHECK(r.status.recoveries >= 1);
+  CHECK(r.status.pipeline.recoveries >= 1);
   CHECK(r.status.dead_nodes == std::vector<std::string>{"n2"});
   CHECK(r.status.plan.find("n2") == std::string::npos);
   check_exact(r, jc, *train, 30);
@@ -169,7 +169,7 @@ TEST_CASE("two adjacent nodes killed together: the global replica serves, exactl
   auto opts = watched();
   bool killed = false;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 9 && s.phase == status_phase::training) {
+    if (!killed && s.training.committed >= 9 && s.phase == status_phase::training) {
       // stage 1's chain replica lives on n3, stage 2's on n4: with n2 and n3
       // gone, stage 1's layers exist only in the central holder
       b.signal(SIGKILL);
@@ -179,11 +179,11 @@ TEST_CASE("two adjacent nodes killed together: the global replica serves, exactl
   };
   auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
   REQUIRE(r.status.phase == status_phase::finished);
-  CHECK(r.status.recoveries >= 1);
+  CHECK(r.status.pipeline.recoveries >= 1);
   auto dead = r.status.dead_nodes;
   std::sort(dead.begin(), dead.end());
   CHECK(dead == std::vector<std::string>{"n2", "n3"});
-  CHECK(r.status.rollback_version >= 8);
+  CHECK(r.status.pipeline.rollback_version >= 8);
   check_exact(r, jc, *train, 24);
 }
 
@@ -216,11 +216,11 @@ TEST_CASE("a failed node rejoins at the next flush, exactly", "[actor][recovery]
   bool killed = false, joined = false;
   std::string join_reply, again_reply, other_reply;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 6 && s.phase == status_phase::training) {
+    if (!killed && s.training.committed >= 6 && s.phase == status_phase::training) {
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
       killed = true;
     }
-    if (killed && !joined && s.recoveries >= 1 && s.committed >= 14) {
+    if (killed && !joined && s.pipeline.recoveries >= 1 && s.training.committed >= 14) {
       caf::scoped_actor self{sys};
       auto ask = [&](const caf::actor& node, std::string& reply) {
         self->request(sup, std::chrono::seconds(5), join_atom_v, node,
@@ -245,7 +245,7 @@ TEST_CASE("a failed node rejoins at the next flush, exactly", "[actor][recovery]
   CHECK_THAT(other_reply, Catch::Contains("already running"));
   CHECK(r.status.dead_nodes.empty());
   CHECK(r.status.plan.find("local1") != std::string::npos);
-  CHECK(r.status.replans >= 1);
+  CHECK(r.status.pipeline.replans >= 1);
   check_exact(r, jc, *train, 40);
 }
 
@@ -268,7 +268,7 @@ TEST_CASE("too little capacity pauses the job, a new node resumes it, exactly",
   bool killed = false, joined = false;
   std::string paused_message;
   opts.on_status = [&](const job_status& s) {
-    if (!killed && s.committed >= 6 && s.phase == status_phase::training) {
+    if (!killed && s.training.committed >= 6 && s.phase == status_phase::training) {
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
       killed = true;
     }
@@ -301,7 +301,7 @@ TEST_CASE("a second failure during recovery is folded into it, exactly",
   auto opts = watched();
   int kills = 0;
   opts.on_status = [&](const job_status& s) {
-    if (kills == 0 && s.committed >= 7 && s.phase == status_phase::training) {
+    if (kills == 0 && s.training.committed >= 7 && s.phase == status_phase::training) {
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
       kills = 1;
     } else if (kills == 1 && s.phase == status_phase::recovering) {
@@ -338,17 +338,17 @@ TEST_CASE(
   opts.on_status = [&](const job_status& s) {
     // stage 0's chain replicas live on local1; with it gone, the only copy
     // of stage 0's layers at a replicated version is the one stage 0 kept
-    if (!killed && s.committed >= 12 && s.phase == status_phase::training) {
+    if (!killed && s.training.committed >= 12 && s.phase == status_phase::training) {
       caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
       killed = true;
     }
   };
   auto r = actors::run_job(sys, jc, nodes, train, train, opts);
   REQUIRE(r.status.phase == status_phase::finished);
-  CHECK(r.status.recoveries == 1);
+  CHECK(r.status.pipeline.recoveries == 1);
   CHECK(r.status.dead_nodes == std::vector<std::string>{"local1"});
   // without the stage's own copy nothing complete would be left but the seed
-  CHECK(r.status.rollback_version >= 12);
+  CHECK(r.status.pipeline.rollback_version >= 12);
   check_exact(r, jc, *train, 40);
 }
 
@@ -367,29 +367,30 @@ TEST_CASE("the fast policy keeps survivors' weights: nothing replays, not exact"
     auto opts = watched();
     bool killed = false;
     opts.on_status = [&](const job_status& s) {
-      if (!killed && s.committed >= 12 && s.phase == status_phase::training) {
+      if (!killed && s.training.committed >= 12 && s.phase == status_phase::training) {
         caf::anon_send_exit(nodes[1].handle, caf::exit_reason::kill);
         killed = true;
       }
     };
     auto r = actors::run_job(sys, jc, nodes, train, train, opts);
     REQUIRE(r.status.phase == status_phase::finished);
-    REQUIRE(r.status.recoveries == 1);
+    REQUIRE(r.status.pipeline.recoveries == 1);
     REQUIRE(r.weights);
     return std::make_pair(r.status, diff_to_fault_free(jc, *train, *r.weights));
   };
   auto [exact, exact_diff] = run("exact");
   auto [fast, fast_diff] = run("fast");
-  CHECK(exact.exact);
-  CHECK(exact.redone_batches >= 2); // rolled back to version 10, failure at 12 or later
+  CHECK(exact.training.exact);
+  CHECK(exact.training.redone_batches >=
+        2); // rolled back to version 10, failure at 12 or later
   CHECK(exact_diff <= 1e-5);
-  CHECK_FALSE(fast.exact);
-  CHECK(fast.redone_batches == 0);
+  CHECK_FALSE(fast.training.exact);
+  CHECK(fast.training.redone_batches == 0);
   // local1's layer (1) came back at version 10: it missed the updates since
-  CHECK(fast.missed_layer_updates >= 2);
+  CHECK(fast.training.missed_layer_updates >= 2);
   std::vector<uint64_t> all(40);
   std::iota(all.begin(), all.end(), uint64_t{0});
-  CHECK(fast.lineage == all); // every batch fed once, though a layer missed some
+  CHECK(fast.training.lineage == all); // every batch fed once, though a layer missed some
   CHECK(fast_diff > 1e-4);    // and that shows in the weights
   CHECK(std::isfinite(fast.loss));
 }
@@ -416,21 +417,21 @@ TEST_CASE("a data-parallel member that crashes is recovered from, under both pol
                     << "', kill: " << kill.reply);
       REQUIRE(r.status.phase == status_phase::finished);
       CHECK(kill.plan == "dp(local0:2 local1:1 local2:1)[0,4)");
-      CHECK(r.status.recoveries == 1);
-      CHECK(r.status.committed == 30);
+      CHECK(r.status.pipeline.recoveries == 1);
+      CHECK(r.status.training.committed == 30);
       // the stage crashed, not its node: data parallelism over the three
       // nodes again, with fresh members pulling the weights
       CHECK(r.status.plan == "dp(local0:2 local1:1 local2:1)[0,4)");
-      CHECK(r.status.plan_version == 2);
+      CHECK(r.status.pipeline.plan_version == 2);
       check_lineage(r.status, 30);
       REQUIRE(r.weights);
       // the members hold the same weights: under the fast policy a survivor
       // has every layer, so no layer comes back stale (the policy stays
       // inexact: a survivor may already have stepped the batch the dead
       // member never reported)
-      CHECK(r.status.missed_layer_updates == 0);
+      CHECK(r.status.training.missed_layer_updates == 0);
       if (policy == "exact") {
-        CHECK(r.status.exact);
+        CHECK(r.status.training.exact);
         CHECK(diff_to_fault_free(jc, *train, *r.weights) <= 1e-5);
       }
     }

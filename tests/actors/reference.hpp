@@ -89,7 +89,7 @@ inline actors::job_options watched() {
 inline void check_lineage(const job_status& s, int64_t batches) {
   std::vector<uint64_t> expect(static_cast<size_t>(batches));
   std::iota(expect.begin(), expect.end(), uint64_t{0});
-  CHECK(s.lineage == expect);
+  CHECK(s.training.lineage == expect);
 }
 
 /// The run computed what a fault-free one of `batches` batches computes, and

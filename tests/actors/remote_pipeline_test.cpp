@@ -114,8 +114,8 @@ TEST_CASE("federated and split jobs over node processes end with the weights of 
     });
     REQUIRE(here.status.error == "");
     REQUIRE(there.status.error == "");
-    CHECK(there.status.round == 2);
-    CHECK(there.status.dropped_updates == 0);
+    CHECK(there.status.rounds.round == 2);
+    CHECK(there.status.rounds.dropped_updates == 0);
     REQUIRE(here.weights);
     REQUIRE(there.weights);
     CHECK(salamander::testing::max_weight_diff(*here.weights, *there.weights) <= 1e-6);
@@ -135,7 +135,7 @@ TEST_CASE("federated and split jobs over node processes end with the weights of 
     });
     REQUIRE(here.status.error == "");
     REQUIRE(there.status.error == "");
-    CHECK(there.status.round == 2);
+    CHECK(there.status.rounds.round == 2);
     REQUIRE(here.weights);
     REQUIRE(there.weights);
     CHECK(salamander::testing::max_weight_diff(*here.weights, *there.weights) <= 1e-6);

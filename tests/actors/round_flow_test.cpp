@@ -151,7 +151,7 @@ TEST_CASE("a federated job moves starting, profiling, training, finished, each r
                                              round_phase::finished});
   CHECK(st.version == 3);
   CHECK(st.core.status.phase == status_phase::finished);
-  CHECK(st.core.status.round == 3);
+  CHECK(st.core.status.rounds.round == 3);
   for (auto& info : st.info) {
     CHECK(info.updates == 3); // every client in every round
   }
@@ -169,8 +169,8 @@ TEST_CASE("a federated client killed mid-round is out of that round and trains a
   caf::anon_send_exit(f.core().clients[1].handle, caf::exit_reason::kill);
   REQUIRE(f.step_until([](auto& st) { return st.version == 1; }));
   auto& st = f.state();
-  CHECK(st.core.status.contributed == 2);
-  CHECK(st.core.status.dropped_updates == 1);
+  CHECK(st.core.status.rounds.contributed == 2);
+  CHECK(st.core.status.rounds.dropped_updates == 1);
   CHECK_FALSE(st.core.clients[1].handle);
   // the core spawns it again once its wait is over (on the coordinator's
   // clock), and it takes part from the round after it is profiled
@@ -263,7 +263,7 @@ TEST_CASE("a split job moves starting, spawning, training, finished, and a kille
       CHECK(st.info[0].rounds_done == 3);
       CHECK(st.info[1].rounds_done >= 1); // back for a later round
       CHECK(st.info[1].rounds_done < 3);
-      CHECK(st.core.status.bytes_up > 0);
+      CHECK(st.core.status.rounds.bytes_up > 0);
       // ended: every command says so, whatever it is
       CHECK_THAT(f.ask(replan_atom_v, std::string()),
                  Catch::Contains("the split job has ended"));

@@ -206,7 +206,7 @@ TEST_CASE("a round job waits when no client is available and goes on when one is
   CHECK(f.core.status.nodes[0].role == "client 0: down");
   CHECK(f.core.status.nodes[1].role == "client 1");
   CHECK(f.core.status.nodes[2].role == "unused (joined after the shards were drawn)");
-  CHECK(f.core.status.clients == 1);
+  CHECK(f.core.status.rounds.clients == 1);
 }
 
 TEST_CASE("a round job whose clients all fail to start three times says why",

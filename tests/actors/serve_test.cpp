@@ -134,8 +134,8 @@ TEST_CASE("a serving pipeline's outputs equal one process's, over an even split 
       REQUIRE(r.error.empty());
       REQUIRE(r.outputs.size(0) == 200);
       CHECK(max_abs_diff(r.outputs, reference(*sc.weights, x, sc.max_batch)) <= 1e-6);
-      CHECK(r.status.requests == 25);
-      CHECK(r.status.duplicates == 0);
+      CHECK(r.status.serving.requests == 25);
+      CHECK(r.status.serving.duplicates == 0);
       CHECK(r.status.stages.size() >= 2);
       for (auto& n : nodes) {
         caf::anon_send(n.handle, leave_atom_v);
@@ -166,8 +166,8 @@ TEST_CASE("dynamic batching merges small requests into full micro-batches, and a
     self->send(svc.job(), infer_atom_v, tensor_payload{x.narrow(0, i, 1)});
   }
   // (a request is only seen once the job took it: ask for the status)
-  REQUIRE(svc.status().queue_depth == 7);
-  CHECK(svc.status().requests == 0);
+  REQUIRE(svc.status().serving.queue_depth == 7);
+  CHECK(svc.status().serving.requests == 0);
   // the eighth fills it: all eight are answered by one micro-batch
   self->send(svc.job(), infer_atom_v, tensor_payload{x.narrow(0, 7, 1)});
   for (int i = 0; i < 8; ++i) {
@@ -175,8 +175,8 @@ TEST_CASE("dynamic batching merges small requests into full micro-batches, and a
                   caf::after(std::chrono::seconds(30)) >> [] { FAIL("no answer"); });
   }
   auto s = svc.status();
-  CHECK(s.requests == 8);
-  CHECK(s.queue_depth == 0);
+  CHECK(s.serving.requests == 8);
+  CHECK(s.serving.queue_depth == 0);
   CHECK(s.stages.size() == 2);
   auto ref = reference(*sc.weights, x, 8);
   // the answers came in an order of their own; each is one row of the reference
@@ -217,7 +217,7 @@ TEST_CASE("dynamic batching merges small requests into full micro-batches, and a
   CHECK(shape.code() == static_cast<uint8_t>(errc::bad_config));
   CHECK(sys.render(shape).find("the model takes") != std::string::npos);
   CHECK(type.code() == static_cast<uint8_t>(errc::bad_config));
-  CHECK(svc.status().rejected >= 1);
+  CHECK(svc.status().serving.rejected >= 1);
   for (auto& n : nodes) {
     caf::anon_send(n.handle, leave_atom_v);
   }
@@ -231,9 +231,9 @@ TEST_CASE("serving through a kill -9 of a stage node: every request answered onc
   auto x = inputs_for("cnn", 6000);
   auto r = stream_with(*c.svc, x, 4, 1200, [&] { c.procs[1].signal(SIGKILL); });
   REQUIRE(r.error.empty());
-  CHECK(r.status.recoveries >= 1);
-  CHECK(r.status.requests == 1500);
-  CHECK(r.status.failed_requests == 0);
+  CHECK(r.status.pipeline.recoveries >= 1);
+  CHECK(r.status.serving.requests == 1500);
+  CHECK(r.status.serving.failed_requests == 0);
   CHECK(r.status.plan.find("s2[") == std::string::npos);
   CHECK(max_abs_diff(r.outputs, c.expected(x)) <= 1e-5);
 }
@@ -246,8 +246,8 @@ TEST_CASE("serving through a hung node (SIGSTOP), then planning it back in when 
   auto x = inputs_for("cnn", 4000);
   auto r = stream_with(*c.svc, x, 4, 800, [&] { c.procs[2].signal(SIGSTOP); });
   REQUIRE(r.error.empty());
-  CHECK(r.status.recoveries >= 1);
-  CHECK(r.status.requests == 1000);
+  CHECK(r.status.pipeline.recoveries >= 1);
+  CHECK(r.status.serving.requests == 1000);
   CHECK(max_abs_diff(r.outputs, c.expected(x)) <= 1e-5);
   // it resumes: the cluster dials it again, the job plans it in (a re-plan
   // while serving), and requests go on being answered
@@ -258,7 +258,7 @@ TEST_CASE("serving through a hung node (SIGSTOP), then planning it back in when 
     back = c.svc->status().plan.find("h3[") != std::string::npos;
   }
   REQUIRE(back);
-  CHECK(c.svc->status().replans >= 1);
+  CHECK(c.svc->status().pipeline.replans >= 1);
   auto again = actors::infer_all(*c.svc, x.narrow(0, 0, 400));
   REQUIRE(again.error.empty());
   CHECK(max_abs_diff(again.outputs, c.expected(x.narrow(0, 0, 400))) <= 1e-5);
@@ -275,8 +275,8 @@ TEST_CASE("serving through two node failures in a row", "[actor][serve][process]
     c.procs[2].signal(SIGKILL);
   });
   REQUIRE(r.error.empty());
-  CHECK(r.status.recoveries >= 1);
-  CHECK(r.status.requests == 1500);
+  CHECK(r.status.pipeline.recoveries >= 1);
+  CHECK(r.status.serving.requests == 1500);
   CHECK(r.status.dead_nodes.size() == 2);
   CHECK(max_abs_diff(r.outputs, c.expected(x)) <= 1e-5);
 }

@@ -148,7 +148,7 @@ TEST_CASE("with --fraction-fit each split round takes a seeded sample of the cli
       leave(nodes);
       INFO(r.status.error);
       REQUIRE(r.status.phase == status_phase::finished);
-      CHECK(r.status.round == 3);
+      CHECK(r.status.rounds.round == 3);
       auto starts = events(cfg.metrics_path, "round_start");
       REQUIRE(starts.size() == 3);
       for (auto& e : starts) {
@@ -191,7 +191,7 @@ TEST_CASE("each method's bytes and client FLOPs are what its protocol sends and 
       leave(nodes);
       INFO(r.status.error);
       REQUIRE(r.status.phase == status_phase::finished);
-      REQUIRE(r.status.round == 2);
+      REQUIRE(r.status.rounds.round == 2);
       auto per = costs(cfg);
       auto desc = models::describe(models::model_spec::parse(cfg.model));
       auto weights =
@@ -201,15 +201,15 @@ TEST_CASE("each method's bytes and client FLOPs are what its protocol sends and 
       if (method != "adasplit") {
         // every batch up and its gradient down; the client side handed out
         // and back every turn (vanilla) or round (splitfed)
-        CHECK(r.status.bytes_up == 2 * (examples * per.up + 3 * weights));
-        CHECK(r.status.bytes_down == 2 * (examples * per.down + 3 * weights));
-        CHECK(r.status.client_flops == Approx(2 * examples * per.client_flops));
+        CHECK(r.status.rounds.bytes_up == 2 * (examples * per.up + 3 * weights));
+        CHECK(r.status.rounds.bytes_down == 2 * (examples * per.down + 3 * weights));
+        CHECK(r.status.rounds.client_flops == Approx(2 * examples * per.client_flops));
       } else {
         // the auxiliary head: a dense layer from the cut to the classes
         int64_t in = desc.layers[0].output_bytes / 4;
         weights += (in * desc.classes + desc.classes) * 4;
         auto aux = split::aux_head_flops(desc.layers[0].output_bytes, desc.classes);
-        CHECK(r.status.client_flops ==
+        CHECK(r.status.rounds.client_flops ==
               Approx(2 * examples * (per.client_flops + 3 * aux)));
         auto rounds = events(cfg.metrics_path, "round");
         REQUIRE(rounds.size() == 2);
@@ -218,7 +218,7 @@ TEST_CASE("each method's bytes and client FLOPs are what its protocol sends and 
         // the local phase sends nothing across the cut but the weights back
         CHECK(rounds[0]["bytes_up"].get<int64_t>() == 3 * weights);
         // no gradient ever comes back: only each client's first weights
-        CHECK(r.status.bytes_down == 3 * weights);
+        CHECK(r.status.rounds.bytes_down == 3 * weights);
         // the global phase: each of the 3 batches of a round, ceil(0.5 x 3)
         // = 2 of the 3 clients send
         int64_t sent = 0;
@@ -226,7 +226,8 @@ TEST_CASE("each method's bytes and client FLOPs are what its protocol sends and 
           sent += c["sent"].get<int64_t>();
         }
         CHECK(sent == 3 * 2);
-        CHECK(r.status.bytes_up == 2 * 3 * weights + sent * cfg.batch_size * per.up);
+        CHECK(r.status.rounds.bytes_up ==
+              2 * 3 * weights + sent * cfg.batch_size * per.up);
         // the orchestrator's picks, as its round_start said
         auto starts = events(cfg.metrics_path, "round_start");
         REQUIRE(starts.size() == 2);
@@ -318,9 +319,10 @@ TEST_CASE("a killed split client never stalls a round and rejoins a later one",
       int64_t killed_in = 0;
       bool rejoined = false;
       opts.on_status = [&](const job_status& st) {
-        if (killed_in == 0 && st.round >= 1 && st.phase == status_phase::training) {
+        if (killed_in == 0 && st.rounds.round >= 1 &&
+            st.phase == status_phase::training) {
           caf::anon_send(cluster, kill_atom_v, uint32_t{1});
-          killed_in = st.round + 1;
+          killed_in = st.rounds.round + 1;
           return;
         }
         if (killed_in > 0 && !rejoined) {
@@ -380,7 +382,7 @@ TEST_CASE("a restarted split job resumes from its checkpoint with its counters",
       leave(nodes);
       INFO(r.status.error);
       REQUIRE(r.status.phase == status_phase::finished);
-      CHECK(r.status.round == 4);
+      CHECK(r.status.rounds.round == 4);
       auto start = events(cfg.metrics_path, "start");
       REQUIRE(start.size() == 1);
       CHECK(start[0]["resumed_at"] == 2);
@@ -390,16 +392,16 @@ TEST_CASE("a restarted split job resumes from its checkpoint with its counters",
       REQUIRE(rounds.size() == 2);
       CHECK(rounds[0]["round"] == 3);
       // the counters carried on from the checkpoint's
-      CHECK(rounds[0]["bytes_up"].get<int64_t>() > first.bytes_up);
+      CHECK(rounds[0]["bytes_up"].get<int64_t>() > first.rounds.bytes_up);
       if (method == "vanilla") {
         // every vanilla round sends the same
-        CHECK(r.status.bytes_up == 2 * first.bytes_up);
-        CHECK(r.status.bytes_down == 2 * first.bytes_down);
+        CHECK(r.status.rounds.bytes_up == 2 * first.rounds.bytes_up);
+        CHECK(r.status.rounds.bytes_down == 2 * first.rounds.bytes_down);
       } else {
         // weights come down only when a client has none of its own: once
         // in the first run, again to the resumed clients (round 3), and the
         // average after round 3's global phase (round 4); no gradients
-        CHECK(r.status.bytes_down == 3 * first.bytes_down);
+        CHECK(r.status.rounds.bytes_down == 3 * first.rounds.bytes_down);
       }
     }
   }

@@ -202,7 +202,7 @@ TEST_CASE("training on a replayed stream survives a crashed stage, exactly",
   bool killed = false;
   opts.on_start = [sup](cluster_actor s) { *sup = std::move(s); };
   opts.on_status = [&](const job_status& st) {
-    if (killed || st.committed < 7 || st.phase != status_phase::training) {
+    if (killed || st.training.committed < 7 || st.phase != status_phase::training) {
       return;
     }
     caf::scoped_actor self{sys};
@@ -214,7 +214,7 @@ TEST_CASE("training on a replayed stream survives a crashed stage, exactly",
   INFO("phase " << r.status.phase << ", error '" << r.status.error << "'");
   REQUIRE(r.status.phase == status_phase::finished);
   CHECK(killed);
-  CHECK(r.status.recoveries == 1);
+  CHECK(r.status.pipeline.recoveries == 1);
   salamander::testing::check_lineage(r.status, 24);
   REQUIRE(r.weights);
   // one device trained on the logged batches 0..23, in order

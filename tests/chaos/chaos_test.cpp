@@ -56,7 +56,8 @@ TEST_CASE("random stage crashes over several seeds never change the result",
     size_t next = 0;
     int done_kills = 0;
     opts.on_status = [&](const job_status& s) {
-      if (next < kill_at.size() && s.committed >= kill_at[next] && s.phase == status_phase::training) {
+      if (next < kill_at.size() && s.training.committed >= kill_at[next] &&
+          s.phase == status_phase::training) {
         auto stages = static_cast<uint32_t>(std::count(s.plan.begin(), s.plan.end(), '['));
         caf::anon_send(sup, kill_atom_v, static_cast<uint32_t>(rng.below(stages)));
         ++next;
@@ -68,10 +69,10 @@ TEST_CASE("random stage crashes over several seeds never change the result",
     auto took = std::chrono::steady_clock::now() - start;
     REQUIRE(r.status.phase == status_phase::finished);
     CHECK(done_kills == kills);
-    CHECK(r.status.recoveries >= 1);
+    CHECK(r.status.pipeline.recoveries >= 1);
     std::vector<uint64_t> expect(200);
     std::iota(expect.begin(), expect.end(), uint64_t{0});
-    CHECK(r.status.lineage == expect);
+    CHECK(r.status.training.lineage == expect);
     REQUIRE(r.weights);
     CHECK(salamander::testing::max_weight_diff(
               *r.weights, salamander::testing::single_device_weights(jc, *train)) <= 1e-5);
@@ -148,8 +149,9 @@ TEST_CASE("random process kills, hangs and stage crashes over several seeds neve
     int joins = 0;
     std::string join_error;
     opts.on_status = [&](const job_status& s) {
-      if (next >= at.size() || s.committed < at[next] || s.phase != status_phase::training ||
-          s.recoveries < recoveries_expected) {
+      if (next >= at.size() || s.training.committed < at[next] ||
+          s.phase != status_phase::training ||
+          s.pipeline.recoveries < recoveries_expected) {
         return; // one failure at a time: the next after the last is recovered
       }
       // every seed sees each kind once, in a seed-dependent order
@@ -192,10 +194,10 @@ TEST_CASE("random process kills, hangs and stage crashes over several seeds neve
     REQUIRE(r.status.phase == status_phase::finished);
     CHECK(join_error.empty());
     CHECK(kinds.size() == at.size());
-    CHECK(r.status.recoveries >= static_cast<int64_t>(kinds.size()));
+    CHECK(r.status.pipeline.recoveries >= static_cast<int64_t>(kinds.size()));
     std::vector<uint64_t> expect(static_cast<size_t>(batches));
     std::iota(expect.begin(), expect.end(), uint64_t{0});
-    CHECK(r.status.lineage == expect);
+    CHECK(r.status.training.lineage == expect);
     REQUIRE(r.weights);
     CHECK(salamander::testing::max_weight_diff(
               *r.weights, salamander::testing::single_device_weights(jc, *train)) <= 1e-5);
