@@ -528,7 +528,7 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
                                      fed_config cfg, cluster_actor cluster) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
-  st.cluster = std::move(cluster);
+  st.core.cluster = std::move(cluster);
   st.mode = std::make_unique<fed_mode>(self);
   auto snapshot = [self]() -> caf::result<snapshot_payload> {
     return snapshot_payload{global_snapshot(self->state)};
@@ -543,7 +543,6 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
   st.core.status.rounds.strategy = st.cfg.strategy;
   self->set_down_handler([=](caf::down_msg& dm) { self->state.core.down(dm); });
   st.core.begin(
-      st.cluster,
       [self] {
         prepare(self->state);
         evaluate(self);

@@ -64,7 +64,6 @@ struct fed_client_info {
 struct fed_job_state {
   static inline const char* name = "fed_job";
   fed_config cfg;
-  cluster_actor cluster;
   round_job core;                    ///< nodes, client slots, phase, status, ...
   std::unique_ptr<round_mode> mode;  ///< the hooks the core calls
   std::vector<fed_client_info> info; ///< by client, beside core.clients

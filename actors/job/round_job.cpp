@@ -59,7 +59,7 @@ void round_job::attach(const round_job_config& cfg, round_mode& mode,
   cfg_ = &cfg;
   mode_ = &mode;
   port_ = std::move(port);
-  started_ = port_->now();
+  started = port_->now();
   status.rounds.total = cfg.rounds;
   status.phase = status_phase_from_text(to_string(phase, mode.enlisting()));
   port_->tick_after(tick_period);
@@ -95,18 +95,7 @@ void round_job::training_starts() {
   }
 }
 
-void round_job::log_event(const std::string& kind, nlohmann::json fields) {
-  if (metrics) {
-    metrics->write(kind, fields.is_null() ? nlohmann::json::object() : std::move(fields));
-  }
-}
-
-void round_job::open_metrics() {
-  metrics = metrics_log::open(cfg_->metrics_path);
-  status.metrics_path = cfg_->metrics_path;
-}
-
-void round_job::begin(const cluster_actor& cluster, const std::function<void()>& prepare,
+void round_job::begin(const std::function<void()>& prepare,
                       std::function<void(std::vector<cluster_member>&)> admitted) {
   try {
     prepare();
@@ -374,7 +363,7 @@ std::string round_job::last_error() const {
 
 void round_job::refresh_status() {
   auto& s = status;
-  s.elapsed_s = seconds_since(started_);
+  s.elapsed_s = seconds_since(started);
   if (over()) {
     return; // as at the end (end() stops the clients: they are not down)
   }
@@ -416,19 +405,17 @@ void round_job::refresh_status() {
 }
 
 caf::result<std::string> round_job::pause() {
-  if (user_paused) {
-    return std::string("already paused; resume carries on");
+  if (auto nothing = pause_by_user()) {
+    return *nothing;
   }
-  user_paused = true;
   log_event("pause");
   return std::string("paused: the round in hand finishes, no new one starts");
 }
 
 caf::result<std::string> round_job::resume() {
-  if (!user_paused) {
+  if (!resume_by_user()) {
     return std::string("not paused");
   }
-  user_paused = false;
   log_event("resume");
   if (algorithms::runs_rounds(phase)) {
     mode_->next_work();

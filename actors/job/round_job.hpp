@@ -27,6 +27,7 @@
 
 #include "actors/clients/weights_parts.hpp"
 #include "actors/job/ended.hpp"
+#include "actors/job/job_core.hpp"
 #include "actors/job/job_nodes.hpp"
 #include "actors/job/metrics.hpp"
 #include "actors/tuning.hpp"
@@ -233,8 +234,10 @@ private:
   std::function<typename Self::behavior_type()> ended_;
 };
 
-/// The core itself: the lifecycle every round job has.
-class round_job {
+/// The core itself: the lifecycle every round job has, on the job core
+/// every job has (actors/job/job_core.hpp: cluster, nodes, pause and stop,
+/// status, metrics log).
+class round_job : public job_core {
 public:
   using clock = std::chrono::steady_clock;
   static constexpr auto tick_period = std::chrono::milliseconds(500);
@@ -244,17 +247,12 @@ public:
   /// initialisation; all three live as long as the actor).
   void attach(const round_job_config& cfg, round_mode& mode, std::unique_ptr<job_port> port);
 
-  // ---- the job's state, as the mode reads it
-  std::vector<job_node> nodes;
+  // ---- the job's state, as the mode reads it (and the job core's)
   std::vector<client_slot> clients;
   algorithms::round_phase phase = algorithms::round_phase::starting;
-  bool user_paused = false;
-  std::string stop_requested;
   bool training_started = false;
   double train_s_before = 0; ///< resumed: training time of the runs before
   double eval_s = 0;         ///< evaluations by the supervisor (not training)
-  job_status status;
-  std::shared_ptr<metrics_log> metrics;
   /// Clients' weights arriving in parts, and the job's own transfers
   /// numbered (actors/clients/weights_parts.hpp).
   weights_inbox inbox;
@@ -270,12 +268,11 @@ public:
   /// plus that of the runs this one resumed.
   double train_time() const;
   void training_starts();
-  void log_event(const std::string& kind, nlohmann::json fields = nlohmann::json::object());
   /// Opens the metrics log when the configuration names one.
-  void open_metrics();
+  void open_metrics() { job_core::open_metrics(cfg_->metrics_path); }
   /// Prepares the job (what `prepare` throws fails it), then submits it to
-  /// `cluster`; `admitted` gets the nodes unless the job ended meanwhile.
-  void begin(const cluster_actor& cluster, const std::function<void()>& prepare,
+  /// the cluster; `admitted` gets the nodes unless the job ended meanwhile.
+  void begin(const std::function<void()>& prepare,
              std::function<void(std::vector<cluster_member>&)> admitted);
   /// The nodes the cluster admitted; logs "start" with the mode's fields and
   /// spawns the first clients (one per live node).
@@ -336,7 +333,6 @@ private:
   round_mode* mode_ = nullptr;
   std::unique_ptr<job_port> port_;
   size_t first_pending_ = 0;
-  clock::time_point started_{};
   clock::time_point train_started_{};
 };
 

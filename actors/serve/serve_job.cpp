@@ -19,9 +19,7 @@ namespace salamander::actors {
 namespace serve_detail {
 
 void log_event(self_ptr self, const std::string& kind, nlohmann::json fields) {
-  if (auto& m = self->state.metrics) {
-    m->write(kind, std::move(fields));
-  }
+  self->state.log_event(kind, std::move(fields));
 }
 
 bool enter(self_ptr self, algorithms::serve_event e) {
@@ -417,13 +415,11 @@ void on_tick(self_ptr self) {
 
 caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
   auto& st = self->state;
-  if (!st.stop_requested.empty()) {
-    return std::string("already stopping (" + st.stop_requested + ")");
+  if (auto nothing = st.request_stop(why)) {
+    return *nothing;
   }
-  st.stop_requested = why.empty() ? std::string("stop") : why;
   st.status.stopped = st.stop_requested;
-  st.user_paused = false; // what was accepted is answered
-  st.status.paused_by_user = false;
+  st.resume_by_user(); // what was accepted is answered
   log_event(self, "stop", {{"why", st.stop_requested}});
   auto left = st.requests.size();
   dispatch(self); // what waits for a batching deadline goes now
@@ -479,7 +475,7 @@ caf::result<std::string> on_checkpoint(self_ptr self, const std::string& path) {
               messages::save_checkpoint(path, c);
               rp.deliver("wrote the served weights to " + path);
             } catch (const std::exception& e) {
-              rp.deliver(caf::make_error(errc::bad_config, e.what()));
+              rp.deliver(caf::make_error(errc::io_failed, e.what()));
             }
           },
           [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
@@ -581,8 +577,7 @@ void prepare(self_ptr self) {
     l.optimizer_state.clear();
   }
   self->send(st.central_holder, replicate_atom_v, snapshot_payload{std::move(all)});
-  st.metrics = metrics_log::open(st.cfg.metrics_path);
-  st.status.metrics_path = st.cfg.metrics_path;
+  st.open_metrics(st.cfg.metrics_path);
 }
 
 // The cluster admitted the nodes: log the start, plan the first pipeline.
@@ -614,10 +609,9 @@ void on_admitted(self_ptr self, const std::vector<cluster_member>& members) {
 
 caf::result<std::string> on_pause(self_ptr self) {
   auto& st = self->state;
-  if (st.user_paused) {
-    return std::string("already paused; resume carries on");
+  if (auto nothing = st.pause_by_user()) {
+    return *nothing;
   }
-  st.user_paused = true;
   log_event(self, "pause");
   return "paused: " + std::to_string(st.sent_unanswered) +
          " micro-batch(es) in flight finish; requests queue (up to " +
@@ -626,10 +620,9 @@ caf::result<std::string> on_pause(self_ptr self) {
 
 caf::result<std::string> on_resume(self_ptr self) {
   auto& st = self->state;
-  if (!st.user_paused) {
+  if (!st.resume_by_user()) {
     return std::string("not paused");
   }
-  st.user_paused = false;
   log_event(self, "resume");
   dispatch(self);
   return "resumed with " + std::to_string(st.requests.size()) + " request(s) waiting";

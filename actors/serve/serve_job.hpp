@@ -32,6 +32,7 @@
 
 #include "algorithms/serve_phase.hpp"
 
+#include "actors/job/job_core.hpp"
 #include "actors/job/job_nodes.hpp"
 #include "actors/planning/capacity.hpp"
 #include "actors/tuning.hpp"
@@ -129,17 +130,16 @@ struct serve_micro {
   std::chrono::steady_clock::time_point sent{};
 };
 
-struct serve_job_state {
+/// The serving job's state: the job core (actors/job/job_core.hpp: the
+/// cluster, the nodes, pause and stop, the status, the metrics log), and
+/// what serving adds.
+struct serve_job_state : job_core {
   static inline const char* name = "serve_job";
 
   serve_config cfg;
-  cluster_actor cluster;
-  std::vector<job_node> nodes;
   models::model_desc desc;
   size_t layers() const { return desc.layers.size(); }
   algorithms::serve_phase phase = algorithms::serve_phase::starting;
-  bool user_paused = false;
-  std::string stop_requested;
   std::string waiting_for; ///< why no pipeline runs (phase waiting)
 
   std::optional<serve_pipeline> current; ///< serving
@@ -179,10 +179,7 @@ struct serve_job_state {
   std::deque<std::chrono::steady_clock::time_point> answered_at;
   std::vector<double> stage_busy_s; ///< of the current pipeline
 
-  std::chrono::steady_clock::time_point started{};
   std::chrono::steady_clock::time_point last_stats{};
-  job_status status;
-  std::shared_ptr<metrics_log> metrics;
 };
 
 serve_job_actor::behavior_type

@@ -823,7 +823,7 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
           cluster_actor cluster) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
-  st.cluster = std::move(cluster);
+  st.core.cluster = std::move(cluster);
   st.mode = std::make_unique<split_mode>(self);
   auto snapshot = [self]() -> caf::result<snapshot_payload> {
     auto& st = self->state;
@@ -843,7 +843,7 @@ split_job(split_job_actor::stateful_pointer<split_job_state> self, split_config 
   st.core.status.rounds.strategy = st.cfg.method;
   self->set_down_handler([=](caf::down_msg& dm) { self->state.core.down(dm); });
   st.core.begin(
-      st.cluster, [self] { prepare(self->state); },
+      [self] { prepare(self->state); },
       [self](std::vector<cluster_member>& members) { on_members(self, members); });
   if (st.core.over()) {
     return ended(); // it failed here (its model, its data, its metrics log)

@@ -89,7 +89,6 @@ struct split_client_info {
 struct split_job_state {
   static inline const char* name = "split_job";
   split_config cfg;
-  cluster_actor cluster;
   round_job core;                      ///< nodes, client slots, phase, status, ...
   std::unique_ptr<round_mode> mode;    ///< the hooks the core calls
   std::vector<split_client_info> info; ///< by client, beside core.clients

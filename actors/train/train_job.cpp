@@ -214,7 +214,7 @@ caf::result<std::string> on_replicate(self_ptr self) {
   // stepped (at a flush it is there already)
   auto version = st.fed;
   if (version == 0) {
-    return caf::make_error(errc::bad_config,
+    return caf::make_error(errc::not_ready,
                            "nothing trained yet; the seed needs no replica");
   }
   for (auto& s : st.stages) {
@@ -228,11 +228,9 @@ caf::result<std::string> on_replicate(self_ptr self) {
 
 caf::result<std::string> on_pause(self_ptr self) {
   auto& st = self->state;
-  if (st.user_paused) {
-    return std::string("already paused; resume carries on");
+  if (auto nothing = st.pause_by_user()) {
+    return *nothing;
   }
-  st.user_paused = true;
-  st.status.paused_by_user = true;
   if (st.phase == job_phase::training) {
     enter(self, job_event::pause);
   }
@@ -245,13 +243,11 @@ caf::result<std::string> on_pause(self_ptr self) {
 
 caf::result<std::string> on_resume(self_ptr self) {
   auto& st = self->state;
-  if (!st.user_paused) {
+  if (!st.resume_by_user()) {
     return std::string(st.phase == job_phase::waiting
                            ? "not paused by the console; the job waits for a node to join"
                            : "not paused");
   }
-  st.user_paused = false;
-  st.status.paused_by_user = false;
   log_event(self, "resume", {{"committed", st.committed}});
   if (enter(self, job_event::resume)) {
     st.last_progress = clock::now();
@@ -394,10 +390,9 @@ caf::result<std::string> on_replan(self_ptr self, const std::string& balance) {
 // runs (start-up, no nodes left) there is no flush to wait for.
 caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
   auto& st = self->state;
-  if (!st.stop_requested.empty()) {
-    return std::string("already stopping (" + st.stop_requested + ")");
+  if (auto nothing = st.request_stop(why)) {
+    return *nothing;
   }
-  st.stop_requested = why.empty() ? std::string("stop") : why;
   log_event(self, "stop", {{"why", st.stop_requested}, {"committed", st.committed}});
   bool staged = st.phase == job_phase::training || st.phase == job_phase::paused ||
                 st.phase == job_phase::evaluating || st.phase == job_phase::replanning ||
@@ -569,8 +564,7 @@ train_job(train_job_actor::stateful_pointer<train_job_state> self, job_config cf
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   bool ok = true;
   try {
-    st.metrics = metrics_log::open(st.cfg.metrics_path);
-    st.status.metrics_path = st.cfg.metrics_path;
+    st.open_metrics(st.cfg.metrics_path);
   } catch (const std::exception& e) {
     fail(self, e.what());
     ok = false;

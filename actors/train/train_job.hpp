@@ -44,6 +44,7 @@
 // exactly once.
 #pragma once
 
+#include "actors/job/job_core.hpp"
 #include "actors/job/job_nodes.hpp"
 #include "actors/job/runner.hpp"
 #include "actors/planning/capacity.hpp"
@@ -191,19 +192,17 @@ struct job_config {
   std::shared_ptr<sample_stream> stream;
 };
 
-struct train_job_state {
+/// The training job's state: the job core (actors/job/job_core.hpp: the
+/// cluster, the nodes, pause and stop, the status, the metrics log), and
+/// what training adds. A job the console paused returns to `paused` after
+/// whatever it is doing (evaluation, re-plan, recovery) until resumed; a
+/// stopped one ends `finished` at the next flush, with its weights there
+/// to be saved.
+struct train_job_state : job_core {
   static inline const char* name = "train_job";
 
   job_config cfg;
-  cluster_actor cluster;
-  std::vector<job_node> nodes;
   algorithms::job_phase phase = algorithms::job_phase::starting;
-  /// The console paused the job: it returns to `paused` after whatever
-  /// it is doing (evaluation, re-plan, recovery) until resumed.
-  bool user_paused = false;
-  /// Asked to stop (SIGINT, SIGTERM, the console): why. The job ends
-  /// `finished` at the next flush, with its weights there to be saved.
-  std::string stop_requested;
   /// The model, described once: its layers' costs for every plan, its
   /// fingerprint for every stage spec.
   models::model_desc desc;
@@ -283,7 +282,6 @@ struct train_job_state {
   bool stream_poll_pending = false; ///< a dispatch is on its way (starved stream)
   uint64_t evaluated_at = 0; ///< batches committed at the last evaluation
 
-  job_status status;
   int64_t batches_per_epoch = 0;
   uint64_t fed = 0;       ///< global batches fed
   uint64_t committed = 0; ///< global batches committed
@@ -295,14 +293,12 @@ struct train_job_state {
   int64_t eval_next = 0; ///< the first test example not yet sent
   int64_t eval_correct = 0;
 
-  std::chrono::steady_clock::time_point started{};
   std::chrono::steady_clock::time_point epoch_started{};
   std::chrono::steady_clock::time_point last_progress{};
   int64_t epoch_samples = 0;
   /// (commit time, samples) of the last commits, for the recent rate
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent;
 
-  std::shared_ptr<metrics_log> metrics;
   struct checkpoint_request {
     std::string path;
     caf::typed_response_promise<std::string> promise;

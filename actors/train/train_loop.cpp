@@ -49,9 +49,7 @@ bool recovering(const train_job_state& st) {
 }
 
 void log_event(self_ptr self, const std::string& kind, nlohmann::json fields) {
-  if (auto& m = self->state.metrics) {
-    m->write(kind, std::move(fields));
-  }
+  self->state.log_event(kind, std::move(fields));
 }
 
 namespace {

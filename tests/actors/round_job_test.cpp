@@ -309,7 +309,7 @@ TEST_CASE("a round job whose preparation throws fails with why and submits nothi
   core.attach(cfg, mode, std::move(p));
   bool admitted = false;
   core.begin(
-      cluster_actor{}, [] { throw std::invalid_argument("--rounds must be at least 1"); },
+      [] { throw std::invalid_argument("--rounds must be at least 1"); },
       [&](std::vector<cluster_member>&) { admitted = true; });
   CHECK(core.phase == round_phase::failed);
   CHECK(core.status.error == "--rounds must be at least 1");

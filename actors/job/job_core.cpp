@@ -1,0 +1,50 @@
+#include "actors/job/job_core.hpp"
+
+#include "actors/job/metrics.hpp"
+
+namespace salamander::actors {
+
+void job_core::open_metrics(const std::string& path) {
+  metrics = metrics_log::open(path);
+  status.metrics_path = path;
+}
+
+void job_core::log_event(const std::string& kind, nlohmann::json fields) {
+  if (metrics) {
+    metrics->write(kind, fields.is_null() ? nlohmann::json::object() : std::move(fields));
+  }
+}
+
+void job_core::flush_metrics() {
+  if (metrics) {
+    metrics->flush();
+  }
+}
+
+std::optional<std::string> job_core::pause_by_user() {
+  if (user_paused) {
+    return std::string("already paused; resume carries on");
+  }
+  user_paused = true;
+  status.paused_by_user = true;
+  return std::nullopt;
+}
+
+bool job_core::resume_by_user() {
+  if (!user_paused) {
+    return false;
+  }
+  user_paused = false;
+  status.paused_by_user = false;
+  return true;
+}
+
+std::optional<std::string> job_core::request_stop(const std::string& why) {
+  if (!stop_requested.empty()) {
+    return "already stopping (" + stop_requested + ")";
+  }
+  stop_requested = why.empty() ? std::string("stop") : why;
+  return std::nullopt;
+}
+
+} // namespace salamander::actors

@@ -1,0 +1,62 @@
+// What every job has, whatever its mode: written once, and the base of the
+// training and serving jobs' states and of the round job core (federated,
+// split).
+//
+//   job_core                           a mode adds
+//   --------------------------------   -------------------------------------
+//   the cluster supervisor's handle    its phase (an enum and a pure table
+//   the node roster (job_node)           in algorithms/, one per mode)
+//   the console's pause and stop       its workers (stages, clients) and
+//   the status (job_status: the          what it does on each event
+//     common part and the mode's)      its part of the status
+//   the metrics log and its events     its checkpoint and resume state
+//   when the job started
+//
+// The behaviour of an ended job is common too (actors/job/ended.hpp): each
+// job switches to it with `become` when its phase is over.
+#pragma once
+
+#include "actors/job/job_nodes.hpp"
+#include "messages/interfaces.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace salamander::actors {
+
+class metrics_log;
+
+struct job_core {
+  cluster_actor cluster;
+  std::vector<job_node> nodes;
+  /// The console paused the job: it starts no new work until resumed.
+  bool user_paused = false;
+  /// Asked to stop (SIGINT, SIGTERM, the console): why ("" while not).
+  std::string stop_requested;
+  job_status status;
+  std::shared_ptr<metrics_log> metrics; ///< null without --metrics
+  std::chrono::steady_clock::time_point started{};
+
+  /// Opens the metrics log at `path` ("" for none) and names it in the
+  /// status; throws with the path when it cannot be created.
+  void open_metrics(const std::string& path);
+  /// One event in the metrics log (nothing without one); null fields are
+  /// an empty object.
+  void log_event(const std::string& kind, nlohmann::json fields = nlohmann::json::object());
+  void flush_metrics();
+  /// The console's pause: pauses, or says why nothing changes (paused
+  /// already).
+  std::optional<std::string> pause_by_user();
+  /// The console's resume: false when the console had not paused it.
+  bool resume_by_user();
+  /// Keeps why the job stops ("stop" when no reason is given), or says why
+  /// nothing changes (a stop was asked already: the first reason stays).
+  std::optional<std::string> request_stop(const std::string& why);
+};
+
+} // namespace salamander::actors
