@@ -195,8 +195,10 @@ std::string unfinished_run_of(const std::vector<std::string>& argv,
         found = dir.string();
         newest = when;
       }
-    } catch (const std::exception&) {
-      continue; // not what a supervisor wrote: not ours to carry on
+    } catch (const std::exception& e) {
+      // not what a supervisor wrote: not ours to carry on
+      spdlog::debug("{} is not a run to resume: {}", dir.string(), e.what());
+      continue;
     }
   }
   return found;

@@ -23,7 +23,7 @@ enum class errc : uint8_t {
   busy,              ///< serving: the request queue is full (try again later)
   job_ended,         ///< the job has finished or failed: it takes no command
   not_applicable,    ///< the command does not apply to this mode (no pipeline)
-  no_such_worker,    ///< no stage or client of that number is running
+  no_such_worker,    ///< no stage, client or node of that number (name) is running
   not_ready,         ///< nothing to act on yet (no round has finished)
   io_failed,         ///< a file could not be read or written
 };

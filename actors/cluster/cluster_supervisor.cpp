@@ -396,7 +396,7 @@ caf::result<std::string> node_command(self_ptr self, const std::string& name, Ts
       names += (names.empty() ? "" : ", ") + e.name;
     }
   }
-  return caf::make_error(errc::bad_config,
+  return caf::make_error(errc::no_such_worker,
                          "no live node named " + name +
                              " (live nodes: " + (names.empty() ? "none" : names) + ")");
 }

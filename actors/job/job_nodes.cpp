@@ -96,7 +96,7 @@ caf::expected<joined> accept_joined(std::vector<job_node>& nodes,
                                     const cluster_member& m) {
   auto how = take_joined(nodes, dead_names, n, m);
   if (how == joined::unknown) {
-    return caf::make_error(errc::bad_config,
+    return caf::make_error(errc::no_such_worker,
                            "node index " + std::to_string(n) + " is unknown");
   }
   return how;

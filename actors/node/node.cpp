@@ -393,8 +393,8 @@ caf::result<std::string> on_kill(node_actor::stateful_pointer<node_state> self) 
     return unauthorized(c.name);
   }
   if (c.host == "embedded") {
-    return caf::make_error(errc::bad_config, "node " + c.name +
-                                                 " runs inside the supervisor's process "
+    return caf::make_error(errc::not_applicable, "node " + c.name +
+                                                     " runs inside the supervisor's process "
                                                  "and cannot be killed alone");
   }
   // answer first, then die as kill -9 would

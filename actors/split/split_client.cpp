@@ -598,7 +598,7 @@ split_server(split_server_actor::stateful_pointer<split_server_state> self,
         try {
           return server_step(self, s);
         } catch (const std::exception& e) {
-          return caf::make_error(errc::bad_config,
+          return caf::make_error(errc::stage_failed,
                                  std::string("split server: ") + e.what());
         }
       },

@@ -156,7 +156,7 @@ void take_checkpoints(self_ptr self) {
                           std::to_string(all->version) + ", " +
                           std::to_string(all->layers.size()) + " layers)");
       } catch (const std::exception& e) {
-        r.promise.deliver(caf::make_error(errc::bad_config, e.what()));
+        r.promise.deliver(caf::make_error(errc::io_failed, e.what()));
       }
     }
     // a failure while the weights were gathered already moved the job on
