@@ -1,6 +1,7 @@
 #include "actors/job/job_core.hpp"
 
 #include "actors/job/metrics.hpp"
+#include "actors/planning/capacity.hpp"
 
 namespace salamander::actors {
 
@@ -28,6 +29,19 @@ std::optional<std::string> job_core::pause_by_user() {
   user_paused = true;
   status.paused_by_user = true;
   return std::nullopt;
+}
+
+caf::expected<joined> job_core::node_joins(uint32_t n, const cluster_member& m,
+                                           capacity_model* capacity) {
+  auto how = accept_joined(nodes, status.dead_nodes, n, m);
+  if (!how) {
+    return how;
+  }
+  if (capacity && *how == joined::new_node) {
+    capacity->add_node();
+  }
+  log_event("join", {{"node", m.name}});
+  return how;
 }
 
 bool job_core::resume_by_user() {

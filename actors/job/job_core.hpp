@@ -29,6 +29,7 @@
 
 namespace salamander::actors {
 
+class capacity_model;
 class metrics_log;
 
 struct job_core {
@@ -54,6 +55,12 @@ struct job_core {
   std::optional<std::string> pause_by_user();
   /// The console's resume: false when the console had not paused it.
   bool resume_by_user();
+  /// A node joined the cluster (new, or back): takes it into the roster and
+  /// logs "join"; a new node is planned with its peers' profile
+  /// (`capacity`, for pipelined jobs) until it is measured. The error names
+  /// an index the job does not know (nothing changes).
+  caf::expected<joined> node_joins(uint32_t n, const cluster_member& m,
+                                   capacity_model* capacity = nullptr);
   /// Keeps why the job stops ("stop" when no reason is given), or says why
   /// nothing changes (a stop was asked already: the first reason stays).
   std::optional<std::string> request_stop(const std::string& why);

@@ -1,5 +1,4 @@
 #include "actors/job/job_nodes.hpp"
-#include "actors/planning/capacity.hpp"
 #include "messages/errors.hpp"
 
 #include <algorithm>
@@ -102,14 +101,6 @@ caf::expected<joined> accept_joined(std::vector<job_node>& nodes,
   return how;
 }
 
-caf::expected<joined> accept_joined(std::vector<job_node>& nodes, job_status& status,
-                                    capacity_model& capacity, uint32_t n,
-                                    const cluster_member& m) {
-  auto how = accept_joined(nodes, status.dead_nodes, n, m);
-  if (how && *how == joined::new_node) {
-    capacity.add_node();
-  }
-  return how;
-}
+
 
 } // namespace salamander::actors

@@ -12,8 +12,6 @@
 
 namespace salamander::actors {
 
-class capacity_model;
-
 /// One node as the job sees it (indices are the cluster's).
 struct job_node {
   std::string name;
@@ -64,12 +62,6 @@ joined take_joined(std::vector<job_node>& nodes, std::vector<std::string>& dead_
 /// naming it (nothing changes).
 caf::expected<joined> accept_joined(std::vector<job_node>& nodes,
                                     std::vector<std::string>& dead_names, uint32_t n,
-                                    const cluster_member& m);
-
-/// The same for a pipelined job (training, serving): a new node is planned
-/// with the profile of its peers until it is measured.
-caf::expected<joined> accept_joined(std::vector<job_node>& nodes, job_status& status,
-                                    capacity_model& capacity, uint32_t n,
                                     const cluster_member& m);
 
 /// The node pairs a launcher connected directly (flattened lower, higher)

@@ -458,11 +458,10 @@ void round_job::node_lost(uint32_t n, const std::string& why) {
 }
 
 caf::result<std::string> round_job::node_joined(uint32_t n, const cluster_member& m) {
-  auto how = accept_joined(nodes, status.dead_nodes, n, m);
+  auto how = node_joins(n, m);
   if (!how) {
     return how.error();
   }
-  log_event("join", {{"node", m.name}});
   if (*how == joined::new_node) {
     return "node " + m.name + " joined; the data is sharded over the " +
            std::to_string(clients.size()) + " clients of the start, so it stays unused";

@@ -627,11 +627,9 @@ void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {
 caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,
                                         const cluster_member& m) {
   auto& st = self->state;
-  auto how = accept_joined(st.nodes, st.status, st.capacity, n, m);
-  if (!how) {
+  if (auto how = st.node_joins(n, m, &st.capacity); !how) {
     return how.error();
   }
-  log_event(self, "join", {{"node", m.name}});
   if (st.phase == algorithms::serve_phase::starting ||
       st.phase == algorithms::serve_phase::profiling) {
     return "node " + m.name + " joined; planned in once the service runs";

@@ -361,30 +361,48 @@ std::ostream& operator<<(std::ostream& o, serve_phase p) {
 }
 } // namespace salamander::algorithms
 
-TEST_CASE("a serving job moves starting, serving, recovering, serving, finished, and "
-          "answers every request",
-          "[actor][flow][serve]") {
-  using algorithms::serve_phase;
+namespace {
+
+// A serving job over `n` nodes on the test coordinator (an even split).
+struct serve_flow {
   caf::actor_system_config cfg;
-  caf::actor_system sys{deterministic(cfg)};
-  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  auto remote = coordinator_nodes(sys, 3);
+  caf::actor_system sys;
+  caf::scheduler::test_coordinator& sched;
   std::vector<node_actor> nodes;
-  for (auto& r : remote) {
-    nodes.push_back(r.handle);
+  cluster_actor cluster;
+  serve_job_actor job;
+  std::vector<algorithms::serve_phase> phases; ///< every phase seen, in order
+
+  explicit serve_flow(int n)
+      : sys(deterministic(cfg)),
+        sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
+    auto remote = coordinator_nodes(sys, n);
+    for (auto& r : remote) {
+      nodes.push_back(r.handle);
+    }
+    cluster = sys.spawn(actors::cluster_supervisor, actors::cluster_config{}, remote);
+    actors::serve_config sc;
+    sc.model = models::describe(models::model_spec::parse("cnn")).spec.canonical();
+    sc.auto_plan = false; // an even split over the nodes
+    sc.max_batch = 4;
+    job = sys.spawn(actors::serve_job, sc, cluster);
   }
-  auto cluster = sys.spawn(actors::cluster_supervisor, actors::cluster_config{}, remote);
-  actors::serve_config sc;
-  sc.model = models::describe(models::model_spec::parse("cnn")).spec.canonical();
-  sc.auto_plan = false; // an even split over the three nodes
-  sc.max_batch = 4;
-  auto job = sys.spawn(actors::serve_job, sc, cluster);
-  auto& st = deref<actors::serve_job_state>(job);
-  std::vector<serve_phase> phases;
-  auto step_until = [&](const std::function<bool()>& done) {
+
+  ~serve_flow() {
+    caf::anon_send(job, leave_atom_v);
+    caf::anon_send(cluster, leave_atom_v);
+    for (auto& n : nodes) {
+      caf::anon_send(n, leave_atom_v);
+    }
+    sched.run();
+  }
+
+  actors::serve_job_state& state() { return deref<actors::serve_job_state>(job); }
+
+  bool step_until(const std::function<bool()>& done) {
     for (size_t i = 0; i < 2'000'000; ++i) {
-      if (phases.empty() || phases.back() != st.phase) {
-        phases.push_back(st.phase);
+      if (phases.empty() || phases.back() != state().phase) {
+        phases.push_back(state().phase);
       }
       if (done()) {
         return true;
@@ -394,56 +412,69 @@ TEST_CASE("a serving job moves starting, serving, recovering, serving, finished,
       }
     }
     return false;
+  }
+
+  // A request of `rows` rows from outside: the rows of its answer once it
+  // comes (-1 before; 0 and the error in `refused` when it was refused).
+  struct request {
+    std::shared_ptr<int64_t> rows = std::make_shared<int64_t>(-1);
+    std::shared_ptr<caf::error> refused = std::make_shared<caf::error>();
   };
-  // a request from outside, answered on the coordinator: the rows it got
-  // (0 and the error in `refused` when it was refused)
-  auto refused = std::make_shared<caf::error>();
-  auto ask = [&](int64_t rows) {
-    auto out = std::make_shared<int64_t>(-1);
-    auto x = models::make_synthetic(3, rows, st.desc.input, st.desc.classes).images;
-    sys.spawn([out, x, job, refused](caf::event_based_actor* self) {
-      self->request(job, std::chrono::seconds(30), infer_atom_v, tensor_payload{x})
-          .then([out](tensor_payload& y) { *out = y.tensor.size(0); },
-                [out, refused](caf::error& e) {
-                  *out = 0;
-                  *refused = e;
+  request send(int64_t rows) {
+    request r;
+    auto& desc = state().desc;
+    auto x = models::make_synthetic(3, rows, desc.input, desc.classes).images;
+    auto j = job;
+    sys.spawn([r, x, j](caf::event_based_actor* self) {
+      self->request(j, std::chrono::seconds(30), infer_atom_v, tensor_payload{x})
+          .then([r](tensor_payload& y) { *r.rows = y.tensor.size(0); },
+                [r](caf::error& e) {
+                  *r.rows = 0;
+                  *r.refused = e;
                 });
     });
-    REQUIRE(step_until([&] { return *out >= 0; }));
-    return *out;
-  };
-  REQUIRE(step_until([&] { return st.phase == serve_phase::serving; }));
+    return r;
+  }
+  // Sends a request and steps until it is answered.
+  request ask(int64_t rows) {
+    auto r = send(rows);
+    REQUIRE(step_until([&] { return *r.rows >= 0; }));
+    return r;
+  }
+};
+
+} // namespace
+
+TEST_CASE("a serving job moves starting, serving, recovering, serving, finished, and "
+          "answers every request",
+          "[actor][flow][serve]") {
+  using algorithms::serve_phase;
+  serve_flow f(3);
+  auto& st = f.state();
+  REQUIRE(f.step_until([&] { return st.phase == serve_phase::serving; }));
   REQUIRE(st.current);
   CHECK(st.current->stages.size() == 3);
-  CHECK(ask(5) == 5);
+  CHECK(*f.ask(5).rows == 5);
   // a stage crashes: the service re-plans over the nodes and serves again
   caf::anon_send_exit(st.current->stages[1], caf::exit_reason::kill);
-  REQUIRE(step_until([&] { return st.phase == serve_phase::recovering; }));
-  REQUIRE(step_until([&] { return st.phase == serve_phase::serving; }));
-  CHECK(ask(3) == 3);
+  REQUIRE(f.step_until([&] { return st.phase == serve_phase::recovering; }));
+  REQUIRE(f.step_until([&] { return st.phase == serve_phase::serving; }));
+  CHECK(*f.ask(3).rows == 3);
   CHECK(st.status.pipeline.recoveries == 1);
   CHECK(st.status.serving.failed_requests == 0);
-  auto stop = std::make_shared<std::string>();
-  sys.spawn([stop, job](caf::event_based_actor* self) {
-    self->request(job, std::chrono::seconds(30), stop_atom_v, std::string("the test"))
-        .then([stop](std::string& s) { *stop = s; }, [stop](caf::error&) { *stop = "?"; });
-  });
-  REQUIRE(step_until([&] { return algorithms::is_over(st.phase); }));
+  CHECK_THAT(salamander::testing::ask_text(f.sys, f.job, stop_atom_v, std::string("the test")),
+             Catch::StartsWith("stopped"));
+  REQUIRE(f.step_until([&] { return algorithms::is_over(st.phase); }));
   CHECK(st.phase == serve_phase::finished);
-  CHECK(phases == std::vector<serve_phase>{serve_phase::starting, serve_phase::serving,
-                                           serve_phase::recovering, serve_phase::serving,
-                                           serve_phase::finished});
+  CHECK(f.phases == std::vector<serve_phase>{serve_phase::starting, serve_phase::serving,
+                                             serve_phase::recovering, serve_phase::serving,
+                                             serve_phase::finished});
   CHECK(st.status.serving.requests == 2);
   // ended: a request is refused as busy (HTTP 503), a command as job_ended
-  CHECK(ask(2) == 0);
-  CHECK(refused->code() == static_cast<uint8_t>(errc::busy));
+  auto late = f.ask(2);
+  CHECK(*late.rows == 0);
+  CHECK(late.refused->code() == static_cast<uint8_t>(errc::busy));
   CHECK(st.status.serving.requests == 2);
-  CHECK_THAT(salamander::testing::ask_text(sys, job, pause_atom_v),
+  CHECK_THAT(salamander::testing::ask_text(f.sys, f.job, pause_atom_v),
              Catch::Contains("the serving job has ended"));
-  caf::anon_send(job, leave_atom_v);
-  caf::anon_send(cluster, leave_atom_v);
-  for (auto& n : nodes) {
-    caf::anon_send(n, leave_atom_v);
-  }
-  sched.run();
 }

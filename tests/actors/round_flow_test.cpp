@@ -270,3 +270,66 @@ TEST_CASE("a split job moves starting, spawning, training, finished, and a kille
     }
   }
 }
+
+TEST_CASE("a federated job stopped by the console resumes from its checkpoint where it "
+          "stopped, its time budget going on",
+          "[actor][flow][federated]") {
+  salamander::testing::temp_dir dir;
+  auto cfg = fed(4);
+  cfg.checkpoint_path = dir.file("fed.ckpt");
+  double trained_s = 0;
+  {
+    fed_flow f(2, [cfg](caf::actor_system& sys, cluster_actor c) {
+      return sys.spawn(actors::fed_job, cfg, c);
+    });
+    REQUIRE(f.step_until([](auto& st) { return st.version == 2; }));
+    CHECK_THAT(f.ask(stop_atom_v, std::string("the test")),
+               Catch::StartsWith("stopped after round 2"));
+    CHECK(f.state().core.phase == round_phase::finished);
+    trained_s = f.state().core.train_time();
+  }
+  // a new supervisor, the same command with --resume
+  cfg.resume = true;
+  fed_flow g(2, [cfg](caf::actor_system& sys, cluster_actor c) {
+    return sys.spawn(actors::fed_job, cfg, c);
+  });
+  REQUIRE(g.step_until([](auto& st) { return st.core.phase == round_phase::training; }));
+  CHECK(g.state().version == 2);
+  CHECK(g.state().core.train_s_before == Approx(trained_s).margin(1e-6));
+  REQUIRE(g.run_to_end());
+  auto& st = g.state();
+  CHECK(st.core.phase == round_phase::finished);
+  CHECK(st.version == 4);
+  CHECK(st.info[0].updates == 2); // rounds 3 and 4 only
+  CHECK(st.core.train_time() >= trained_s);
+}
+
+TEST_CASE("a split job paused by the console starts no round until resumed, and goes on "
+          "without a lost node",
+          "[actor][flow][split]") {
+  auto cfg = split_job_config("vanilla", 4);
+  split_flow f(3, [cfg](caf::actor_system& sys, cluster_actor c) {
+    return sys.spawn(actors::split_job, cfg, c);
+  });
+  REQUIRE(f.step_until([](auto& st) { return st.round == 1; }));
+  CHECK(f.ask(pause_atom_v) == "paused: the round in hand finishes, no new one starts");
+  CHECK(f.ask(pause_atom_v) == "already paused; resume carries on");
+  REQUIRE(f.step_until([](auto& st) { return !st.in_round; }));
+  auto paused_at = f.state().round;
+  for (int i = 0; i < 20; ++i) {
+    f.sched.run();
+    f.sched.trigger_timeout();
+  }
+  CHECK(f.state().round == paused_at);
+  CHECK(f.state().core.status.paused_by_user);
+  caf::anon_send(f.job, lost_atom_v, uint32_t{2}, std::string("no heartbeat"));
+  f.sched.run();
+  CHECK(f.ask(resume_atom_v) == "resumed: the next round starts");
+  REQUIRE(f.run_to_end());
+  auto& st = f.state();
+  CHECK(st.core.phase == round_phase::finished);
+  CHECK(st.round == 4);
+  CHECK(st.core.status.dead_nodes == std::vector<std::string>{"local2"});
+  CHECK(st.info[2].rounds_done <= static_cast<int64_t>(paused_at));
+  CHECK(st.info[0].rounds_done == 4);
+}
