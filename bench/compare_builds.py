@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Runs benchmarks on two builds alternately and writes their headline
+figures side by side.
+
+    bench/compare_builds.py OLD_BUILD NEW_BUILD NAME [NAME ...]
+        [--rounds 3] [--quick] [--out bench/results/compare_builds.json]
+
+A build is a CMake build directory holding bench/salamander_bench and
+apps/salamander (each build's benchmarks start that build's nodes). Round r
+runs every NAME on both builds, old first in odd rounds and new first in
+even ones, so that a host that drifts (these machines are shared) weighs on
+both alike. A figure holds when the medians are within 5% of each other, or
+when the new median lies inside the spread of the old runs.
+
+Prints a Markdown table per benchmark and, last, one `key: value` per line:
+how many figures were compared and how many hold.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HEADLINE = re.compile(r"^([A-Za-z0-9_]+): (-?[0-9.]+(?:[eE][-+]?[0-9]+)?|nan|inf)$")
+
+
+def run(build, name, quick, workdir):
+    out = os.path.join(workdir, f"{name}-{os.path.basename(build.rstrip('/'))}.json")
+    cmd = [os.path.join(build, "bench", "salamander_bench"), name, "--out", out]
+    if quick:
+        cmd.append("--quick")
+    env = dict(os.environ, SALAMANDER_BIN=os.path.join(build, "apps", "salamander"),
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    start = time.monotonic()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    took = time.monotonic() - start
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-2000:] + proc.stderr[-2000:])
+        raise SystemExit(f"{name} on {build} failed with exit code {proc.returncode}")
+    figures = {}
+    seen_results = False
+    for line in proc.stdout.splitlines():
+        if line.startswith("results: "):
+            seen_results = True
+            continue
+        m = HEADLINE.match(line.strip())
+        if seen_results and m:
+            figures[m.group(1)] = float(m.group(2))
+    return figures, took
+
+
+def holds(old, new):
+    if not old or not new:
+        return False
+    mo, mn = statistics.median(old), statistics.median(new)
+    if mo == mn:
+        return True
+    if mo != 0 and abs(mn - mo) / abs(mo) <= 0.05:
+        return True
+    return min(old) <= mn <= max(old)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("names", nargs="+")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default="bench/results/compare_builds.json")
+    a = ap.parse_args()
+    for b in (a.old, a.new):
+        if not os.access(os.path.join(b, "bench", "salamander_bench"), os.X_OK):
+            raise SystemExit(f"{b}: no bench/salamander_bench (build it first)")
+    results = {}
+    with tempfile.TemporaryDirectory() as work:
+        for name in a.names:
+            runs = {"old": [], "new": []}
+            for r in range(a.rounds):
+                order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
+                for which in order:
+                    figures, took = run(getattr(a, which), name, a.quick, work)
+                    runs[which].append(figures)
+                    print(f"{name} round {r + 1} {which}: {took:.0f} s", file=sys.stderr)
+            results[name] = runs
+    compared = held = 0
+    report = {"old": a.old, "new": a.new, "rounds": a.rounds, "quick": a.quick,
+              "benchmarks": {}}
+    for name, runs in results.items():
+        keys = sorted(set().union(*(f.keys() for f in runs["old"] + runs["new"])))
+        print(f"\n{name}:\n")
+        print("| figure | old runs | new runs | new / old (medians) | holds |")
+        print("|---|---|---|---|---|")
+        rows = {}
+        for k in keys:
+            old = [f[k] for f in runs["old"] if k in f]
+            new = [f[k] for f in runs["new"] if k in f]
+            ok = holds(old, new)
+            compared += 1
+            held += ok
+            mo = statistics.median(old) if old else float("nan")
+            mn = statistics.median(new) if new else float("nan")
+            ratio = mn / mo if mo else float("nan")
+            rows[k] = {"old": old, "new": new, "ratio": ratio, "holds": ok}
+            fmt = lambda xs: ", ".join(f"{x:.4g}" for x in xs)
+            print(f"| {k} | {fmt(old)} | {fmt(new)} | {ratio:.3f} | {'yes' if ok else 'NO'} |")
+        report["benchmarks"][name] = rows
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"\nresults: {a.out}")
+    print(f"figures_compared: {compared}")
+    print(f"figures_holding: {held}")
+
+
+if __name__ == "__main__":
+    main()
