@@ -5,6 +5,7 @@
 #pragma once
 
 #include "actors/cluster/cluster_file.hpp"
+#include "actors/cluster/cluster_supervisor.hpp"
 #include "actors/node/node.hpp"
 #include "actors/node/system.hpp"
 
@@ -41,6 +42,17 @@ inline std::vector<actors::remote_node> coordinator_nodes(caf::actor_system& sys
     out.push_back({name, coordinator_node(sys, name)});
   }
   return out;
+}
+
+/// A cluster supervisor over `n` nodes on the test coordinator; their
+/// handles are added to `nodes`.
+inline cluster_actor coordinator_cluster(caf::actor_system& sys, int n,
+                                         std::vector<node_actor>& nodes) {
+  auto remote = coordinator_nodes(sys, n);
+  for (auto& r : remote) {
+    nodes.push_back(r.handle);
+  }
+  return sys.spawn(actors::cluster_supervisor, actors::cluster_config{}, remote);
 }
 
 template <class State, class Handle> State& deref(const Handle& h) {

@@ -26,7 +26,6 @@ namespace {
 using salamander::testing::deterministic;
 
 using salamander::testing::coordinator_node;
-using salamander::testing::coordinator_nodes;
 using salamander::testing::deref;
 
 actors::job_config flow_job(int64_t batches) {
@@ -58,11 +57,7 @@ struct flow {
       : sys(deterministic(cfg)),
         sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
         train(salamander::testing::synthetic_for("cnn", 3, 512)), jc(std::move(config)) {
-    auto remote = coordinator_nodes(sys, n);
-    for (auto& r : remote) {
-      nodes.push_back(r.handle);
-    }
-    cluster = sys.spawn(actors::cluster_supervisor, actors::cluster_config{}, remote);
+    cluster = salamander::testing::coordinator_cluster(sys, n, nodes);
     job = sys.spawn(actors::train_job, jc, cluster, train, train);
   }
 
@@ -376,11 +371,7 @@ struct serve_flow {
   explicit serve_flow(int n)
       : sys(deterministic(cfg)),
         sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
-    auto remote = coordinator_nodes(sys, n);
-    for (auto& r : remote) {
-      nodes.push_back(r.handle);
-    }
-    cluster = sys.spawn(actors::cluster_supervisor, actors::cluster_config{}, remote);
+    cluster = salamander::testing::coordinator_cluster(sys, n, nodes);
     actors::serve_config sc;
     sc.model = models::describe(models::model_spec::parse("cnn")).spec.canonical();
     sc.auto_plan = false; // an even split over the nodes

@@ -31,7 +31,6 @@ namespace {
 
 using salamander::testing::deterministic;
 
-using salamander::testing::coordinator_nodes;
 using salamander::testing::deref;
 
 template <class Config> void small(Config& cfg, int64_t rounds) {
@@ -76,11 +75,7 @@ template <class State, class Handle> struct flow {
   flow(int n, Spawn spawn_job)
       : sys(deterministic(cfg)),
         sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
-    auto remote = coordinator_nodes(sys, n);
-    for (auto& r : remote) {
-      nodes.push_back(r.handle);
-    }
-    cluster = sys.spawn(actors::cluster_supervisor, actors::cluster_config{}, remote);
+    cluster = salamander::testing::coordinator_cluster(sys, n, nodes);
     job = spawn_job(sys, cluster);
   }
 
