@@ -173,9 +173,7 @@ void round_job::end(round_event how, const std::string& error) {
   fields["accuracy"] = status.test_accuracy;
   fields["train_s"] = status.train_s;
   log_event("end", std::move(fields));
-  if (metrics) {
-    metrics->flush();
-  }
+  flush_metrics();
 }
 
 // Every client and the mode's own workers (split: the server) stop.
@@ -520,9 +518,7 @@ void round_job::tick() {
       mode_->next_work();
     }
   });
-  if (metrics) {
-    metrics->flush();
-  }
+  flush_metrics();
 }
 
 caf::result<std::string> round_job::kill(uint32_t c) {
@@ -545,9 +541,7 @@ caf::error round_job::no_replicate() const {
 
 void round_job::leave() {
   stop_workers();
-  if (metrics) {
-    metrics->flush();
-  }
+  flush_metrics();
 }
 
 } // namespace salamander::actors

@@ -376,9 +376,7 @@ void finish(self_ptr self) {
              {"duplicates", st.status.serving.duplicates},
              {"recoveries", st.status.pipeline.recoveries},
              {"replans", st.status.pipeline.replans}});
-  if (st.metrics) {
-    st.metrics->flush();
-  }
+  st.flush_metrics();
 }
 
 void on_tick(self_ptr self) {
@@ -406,9 +404,7 @@ void on_tick(self_ptr self) {
   if (now - st.last_stats >= st.cfg.stats_period) {
     st.last_stats = now;
     write_stats(self);
-    if (st.metrics) {
-      st.metrics->flush();
-    }
+    st.flush_metrics();
   }
   self->delayed_send(self, tuning::serve_tick, tick_atom_v);
 }
@@ -490,9 +486,7 @@ void stop_workers(self_ptr self) {
   }
   st.requests.clear();
   stop_all(self);
-  if (st.metrics) {
-    st.metrics->flush();
-  }
+  st.flush_metrics();
   self->send_exit(st.central_holder, caf::exit_reason::user_shutdown);
 }
 
@@ -546,9 +540,7 @@ void fail(self_ptr self, const std::string& what) {
   log_event(
       self, "end",
       {{"phase", "failed"}, {"error", what}, {"requests", st.status.serving.requests}});
-  if (st.metrics) {
-    st.metrics->flush();
-  }
+  st.flush_metrics();
 }
 
 // The model and its weights on the central holder, the metrics log;

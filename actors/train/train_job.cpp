@@ -339,9 +339,7 @@ void on_tick(self_ptr self) {
       clock::now() - st.phase_entered > st.cfg.pause_timeout) {
     give_up(self);
   }
-  if (st.metrics) {
-    st.metrics->flush();
-  }
+  st.flush_metrics();
   self->delayed_send(self, st.cfg.tick_period, tick_atom_v);
 }
 
@@ -426,9 +424,7 @@ caf::result<snapshot_payload> on_snapshot(self_ptr self) {
 // The job's workers stop (the caller quits).
 void stop_workers(self_ptr self) {
   auto& st = self->state;
-  if (st.metrics) {
-    st.metrics->flush();
-  }
+  st.flush_metrics();
   stop_stages(self);
   for (auto& s : st.old_stages) {
     self->send_exit(s, caf::exit_reason::user_shutdown);
