@@ -925,6 +925,7 @@ struct join_outcome {
   cluster_actor supervisor; ///< invalid: not joined
   std::string outcome;      ///< the supervisor's answer
   std::string error;        ///< why not
+  bool unanswered = false;  ///< the offer got no answer in time (may be retried)
   explicit operator bool() const { return static_cast<bool>(supervisor); }
 };
 
@@ -950,7 +951,10 @@ join_outcome offer_node(caf::actor_system& sys, const node_cli& cli,
             out.outcome = std::move(reply);
             out.supervisor = *sup;
           },
-          [&](caf::error& err) { out.error = sys.render(err); });
+          [&](caf::error& err) {
+            out.error = sys.render(err);
+            out.unanswered = err == caf::sec::request_timeout;
+          });
   return out;
 }
 
@@ -1112,6 +1116,15 @@ int run_node(const node_cli& cli) {
             protocol_version);
   if (!cli.join.empty()) {
     auto joined = offer_node(sys, cli, caf::actor_cast<caf::actor>(n));
+    // A supervisor busy enough (or an answer lost) to leave an offer
+    // unanswered is asked again: a second offer of the node it admitted
+    // meanwhile is answered "already in the cluster", so retrying is safe.
+    for (int offers = 1; !joined && joined.unanswered && offers < 3; ++offers) {
+      log->warn("node {}: the supervisor at {} did not answer the offer within 30 s; "
+                "offering again",
+                cli.name, cli.join);
+      joined = offer_node(sys, cli, caf::actor_cast<caf::actor>(n));
+    }
     if (!joined) {
       log->error("node {} could not join {}: {}", cli.name, cli.join, joined.error);
       caf::anon_send(n, leave_atom_v);

@@ -456,6 +456,7 @@ void welcome(self_ptr self, size_t n, const std::string& name, node_actor handle
 
 void on_join(self_ptr self, node_actor handle, const std::string& name,
              caf::typed_response_promise<std::string> rp) {
+  log()->debug("node {} offers itself; asking it to prove the cluster secret", name);
   admit(self, handle, name, [=](admission a) mutable {
     auto& st = self->state;
     if (!a.info) {

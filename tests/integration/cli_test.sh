@@ -153,7 +153,7 @@ grep -q "ghost" <<<"$out" || fail "unreachable node message: $out"
 # a node started later joins the running job through the supervisor's --listen
 port=$(( 20000 + RANDOM % 20000 ))
 SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/jlogs" "$root/deploy/local-cluster.sh" 2 "$work/jc.toml" \
-  "$bin" supervisor --cluster "$work/jc.toml" --model mlp --dataset synthetic --epochs 30 \
+  "$bin" supervisor --cluster "$work/jc.toml" --model mlp --dataset synthetic --epochs 30 --log-level debug \
   --plan even --listen "127.0.0.1:$port" >"$work/join.out" 2>"$work/join.err" &
 sup=$!
 # once the supervisor answers on its port, one late node joins; a loaded host
@@ -167,7 +167,8 @@ done
   >"$work/late.out" 2>"$work/late.err" &
 late=$!
 joined=""
-for _ in $(seq 1 600); do
+# (an offer left unanswered is made again after 30 s, up to three times)
+for _ in $(seq 1 1200); do
   if grep -q "joined" "$work/late.err"; then joined=yes; break; fi
   kill -0 "$late" 2>/dev/null || break
   sleep 0.1
@@ -175,7 +176,8 @@ done
 wait "$sup" || fail "job with a late node failed: $(tail -5 "$work/join.err")"
 kill -TERM "$late" 2>/dev/null || true
 wait "$late" 2>/dev/null || true
-[ -n "$joined" ] || fail "the late node never joined: $(cat "$work/late.err")"
+[ -n "$joined" ] || fail "the late node never joined: $(cat "$work/late.err")
+the supervisor said: $(cat "$work/join.err")"
 grep -q "latecomer\[" "$work/join.err" || fail "the late node was not planned in: $(grep plan "$work/join.err")"
 
 # salamander chaos against a running job: crash a stage, kill a node's process
