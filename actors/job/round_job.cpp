@@ -465,10 +465,17 @@ caf::result<std::string> round_job::node_joined(uint32_t n, const cluster_member
            std::to_string(clients.size()) + " clients of the start, so it stays unused";
   }
   bool has_client = false;
-  for (auto& c : clients) {
-    if (c.node == n) {
-      c.retry_at = port_->now();
-      has_client = true;
+  bool started = phase != round_phase::starting && phase != round_phase::enlisting &&
+                 stop_requested.empty();
+  for (uint32_t c = 0; c < clients.size(); ++c) {
+    auto& s = clients[c];
+    if (s.node != n) {
+      continue;
+    }
+    has_client = true;
+    s.retry_at = port_->now();
+    if (started && !s.handle && !s.spawning) {
+      spawn(c); // at once, not at the next tick: it can take the next round
     }
   }
   if (!has_client) {

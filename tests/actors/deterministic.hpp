@@ -62,6 +62,18 @@ template <class State, class Handle> State& deref(const Handle& h) {
   return typed->state;
 }
 
+/// What a dead device looks like: its node actor and every actor on it
+/// (stages or clients, replica holder, profiler) gone at once.
+inline void kill_node(const node_actor& node) {
+  auto& ns = deref<actors::node_state>(node);
+  for (auto& s : ns.stages) {
+    caf::anon_send_exit(s, caf::exit_reason::kill);
+  }
+  caf::anon_send_exit(ns.holder, caf::exit_reason::kill);
+  caf::anon_send_exit(ns.profiler, caf::exit_reason::kill);
+  caf::anon_send_exit(node, caf::exit_reason::kill);
+}
+
 /// A console command (a request answered with text) to `job`, answered on
 /// the test coordinator: the text, or "error: " and the error rendered.
 template <class Handle, class... Ts>

@@ -97,17 +97,7 @@ struct flow {
     return step_until([](auto& st) { return algorithms::is_over(st.phase); });
   }
 
-  // What a dead device looks like: its node actor and every actor on it
-  // (stages, replica holder, profiler) gone at once.
-  void kill_node(size_t i) {
-    auto& ns = deref<actors::node_state>(nodes[i]);
-    for (auto& s : ns.stages) {
-      caf::anon_send_exit(s, caf::exit_reason::kill);
-    }
-    caf::anon_send_exit(ns.holder, caf::exit_reason::kill);
-    caf::anon_send_exit(ns.profiler, caf::exit_reason::kill);
-    caf::anon_send_exit(nodes[i], caf::exit_reason::kill);
-  }
+  void kill_node(size_t i) { salamander::testing::kill_node(nodes[i]); }
 
   std::optional<models::weight_snapshot> weights() {
     auto out = std::make_shared<std::optional<models::weight_snapshot>>();
@@ -468,4 +458,41 @@ TEST_CASE("a serving job moves starting, serving, recovering, serving, finished,
   CHECK(st.status.serving.requests == 2);
   CHECK_THAT(salamander::testing::ask_text(f.sys, f.job, pause_atom_v),
              Catch::Contains("the serving job has ended"));
+}
+
+TEST_CASE("a paused serving job queues requests until resumed, and a node lost while "
+          "serving is re-planned around, exactly",
+          "[actor][flow][serve]") {
+  using algorithms::serve_phase;
+  serve_flow f(3);
+  auto& st = f.state();
+  REQUIRE(f.step_until([&] { return st.phase == serve_phase::serving; }));
+  CHECK_THAT(salamander::testing::ask_text(f.sys, f.job, pause_atom_v),
+             Catch::StartsWith("paused"));
+  CHECK(st.status.paused_by_user);
+  CHECK_THAT(salamander::testing::ask_text(f.sys, f.job, pause_atom_v),
+             Catch::Contains("already paused"));
+  // a request while paused waits in the queue: every message runs, and it
+  // is still unanswered (no timeout is triggered: time stands still)
+  auto queued = f.send(4);
+  f.sched.run();
+  CHECK(*queued.rows == -1);
+  CHECK(st.requests.size() == 1);
+  CHECK_THAT(salamander::testing::ask_text(f.sys, f.job, resume_atom_v),
+             Catch::StartsWith("resumed with 1 request"));
+  REQUIRE(f.step_until([&] { return *queued.rows >= 0; }));
+  CHECK(*queued.rows == 4);
+  CHECK_FALSE(st.status.paused_by_user);
+  CHECK(salamander::testing::ask_text(f.sys, f.job, resume_atom_v) == "not paused");
+  // a device dies while serving: the cluster tells the job, which re-plans
+  // over the two that are left and serves again
+  salamander::testing::kill_node(f.nodes[1]);
+  REQUIRE(f.step_until([&] { return st.phase == serve_phase::recovering; }));
+  REQUIRE(f.step_until([&] { return st.phase == serve_phase::serving; }));
+  CHECK(st.status.dead_nodes == std::vector<std::string>{"local1"});
+  REQUIRE(st.current);
+  CHECK(st.current->stages.size() == 2);
+  CHECK(*f.ask(3).rows == 3);
+  CHECK(st.status.serving.failed_requests == 0);
+  CHECK(st.status.serving.requests == 2);
 }

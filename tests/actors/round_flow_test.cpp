@@ -328,3 +328,68 @@ TEST_CASE("a split job paused by the console starts no round until resumed, and 
   CHECK(st.info[2].rounds_done <= static_cast<int64_t>(paused_at));
   CHECK(st.info[0].rounds_done == 4);
 }
+
+TEST_CASE("a federated node lost and offered again through the cluster's join is back in "
+          "a later round, exactly",
+          "[actor][flow][federated]") {
+  fed_flow f(3, [](caf::actor_system& sys, cluster_actor c) {
+    return sys.spawn(actors::fed_job, fed(8), c);
+  });
+  REQUIRE(f.step_until([](auto& st) { return st.in_round && st.version == 0; }));
+  salamander::testing::kill_node(f.nodes[2]); // the device dies mid-round
+  REQUIRE(f.step_until([](auto& st) { return st.version == 1; }));
+  CHECK(f.state().core.status.dead_nodes == std::vector<std::string>{"local2"});
+  // the device restarts (a new node actor of the same name) and offers
+  // itself to the cluster supervisor, which admits it (hello, proof) and
+  // tells the job
+  f.nodes[2] = salamander::testing::coordinator_node(f.sys, "local2");
+  auto said = salamander::testing::ask_text(
+      f.sys, f.cluster, join_atom_v, caf::actor_cast<caf::actor>(f.nodes[2]),
+      std::string("local2"));
+  CHECK_THAT(said, Catch::Matchers::Contains("is back"));
+  CHECK(f.state().core.status.dead_nodes.empty());
+  REQUIRE(f.run_to_end());
+  auto& st = f.state();
+  CHECK(st.core.phase == round_phase::finished);
+  CHECK(st.version == 8);
+  INFO(said);
+  st.core.refresh_status();
+  INFO(st.core.status.nodes[2].role);
+  CHECK(st.info[2].updates >= 1); // it trained again after it came back
+  CHECK(st.info[2].updates < st.info[0].updates);
+}
+
+TEST_CASE("a split job stopped by the console resumes from its checkpoint where it "
+          "stopped, its time budget going on",
+          "[actor][flow][split]") {
+  salamander::testing::temp_dir dir;
+  auto cfg = split_job_config("vanilla", 4);
+  cfg.checkpoint_path = dir.file("split.ckpt");
+  double trained_s = 0;
+  {
+    split_flow f(2, [cfg](caf::actor_system& sys, cluster_actor c) {
+      return sys.spawn(actors::split_job, cfg, c);
+    });
+    // two rounds done, the third in hand: the stop drops it, the checkpoint
+    // holds round 2
+    REQUIRE(f.step_until([](auto& st) { return st.round == 2; }));
+    CHECK_THAT(f.ask(stop_atom_v, std::string("the test")),
+               Catch::StartsWith("stopped after round 2"));
+    CHECK(f.state().core.phase == round_phase::finished);
+    trained_s = f.state().core.train_time();
+  }
+  // a new supervisor, the same command with --resume
+  cfg.resume = true;
+  split_flow g(2, [cfg](caf::actor_system& sys, cluster_actor c) {
+    return sys.spawn(actors::split_job, cfg, c);
+  });
+  REQUIRE(g.step_until([](auto& st) { return st.core.phase == round_phase::training; }));
+  CHECK(g.state().round == 2);
+  CHECK(g.state().core.train_s_before == Approx(trained_s).margin(1e-6));
+  REQUIRE(g.run_to_end());
+  auto& st = g.state();
+  CHECK(st.core.phase == round_phase::finished);
+  CHECK(st.round == 4);
+  CHECK(st.info[0].rounds_done == 2); // rounds 3 and 4 only
+  CHECK(st.core.train_time() >= trained_s);
+}
