@@ -40,8 +40,11 @@ def run(build, name, quick, workdir):
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     took = time.monotonic() - start
     if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-2000:] + proc.stderr[-2000:])
-        raise SystemExit(f"{name} on {build} failed with exit code {proc.returncode}")
+        # counted, and the comparison goes on: a run that fails on one
+        # build only is itself a difference between the builds
+        sys.stderr.write(proc.stdout[-1500:] + proc.stderr[-1500:])
+        sys.stderr.write(f"{name} on {build} failed with exit code {proc.returncode}\n")
+        return None, took
     figures = {}
     seen_results = False
     for line in proc.stdout.splitlines():
@@ -80,20 +83,26 @@ def main():
     results = {}
     with tempfile.TemporaryDirectory() as work:
         for name in a.names:
-            runs = {"old": [], "new": []}
+            runs = {"old": [], "new": [], "failed": {"old": 0, "new": 0}}
             for r in range(a.rounds):
                 order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
                 for which in order:
                     figures, took = run(getattr(a, which), name, a.quick, work)
-                    runs[which].append(figures)
-                    print(f"{name} round {r + 1} {which}: {took:.0f} s", file=sys.stderr)
+                    if figures is None:
+                        runs["failed"][which] += 1
+                    else:
+                        runs[which].append(figures)
+                    print(f"{name} round {r + 1} {which}: {took:.0f} s"
+                          f"{'' if figures is not None else ' (failed)'}", file=sys.stderr,
+                          flush=True)
             results[name] = runs
     compared = held = 0
     report = {"old": a.old, "new": a.new, "rounds": a.rounds, "quick": a.quick,
               "benchmarks": {}}
     for name, runs in results.items():
-        keys = sorted(set().union(*(f.keys() for f in runs["old"] + runs["new"])))
-        print(f"\n{name}:\n")
+        keys = sorted(set().union(set(), *(f.keys() for f in runs["old"] + runs["new"])))
+        failed = runs["failed"]
+        print(f"\n{name}: runs that failed: old {failed['old']}, new {failed['new']}\n")
         print("| figure | old runs | new runs | new / old (medians) | holds |")
         print("|---|---|---|---|---|")
         rows = {}
@@ -109,7 +118,7 @@ def main():
             rows[k] = {"old": old, "new": new, "ratio": ratio, "holds": ok}
             fmt = lambda xs: ", ".join(f"{x:.4g}" for x in xs)
             print(f"| {k} | {fmt(old)} | {fmt(new)} | {ratio:.3f} | {'yes' if ok else 'NO'} |")
-        report["benchmarks"][name] = rows
+        report["benchmarks"][name] = {"figures": rows, "failed_runs": failed}
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(report, f, indent=2)

@@ -1,4 +1,5 @@
 #include "actors/job/job_core.hpp"
+#include "actors/job/running.hpp"
 
 #include "actors/job/metrics.hpp"
 #include "actors/planning/capacity.hpp"
@@ -60,5 +61,38 @@ std::optional<std::string> job_core::request_stop(const std::string& why) {
   stop_requested = why.empty() ? std::string("stop") : why;
   return std::nullopt;
 }
+
+namespace lifecycle {
+
+caf::result<std::string> pause(job_core& core, const job_hooks& hooks) {
+  if (auto nothing = core.pause_by_user()) {
+    return *nothing;
+  }
+  return hooks.paused();
+}
+
+caf::result<std::string> resume(job_core& core, const job_hooks& hooks) {
+  if (!core.resume_by_user()) {
+    return hooks.not_paused ? hooks.not_paused() : std::string("not paused");
+  }
+  return hooks.resumed();
+}
+
+caf::result<std::string> stop(job_core& core, const job_hooks& hooks,
+                              const std::string& why) {
+  if (auto nothing = core.request_stop(why)) {
+    return *nothing;
+  }
+  return hooks.stopping();
+}
+
+caf::result<std::string> checkpoint(const job_hooks& hooks, const std::string& path) {
+  if (path.empty()) {
+    return caf::make_error(errc::bad_config, "checkpoint save needs a PATH");
+  }
+  return hooks.checkpoint(path);
+}
+
+} // namespace lifecycle
 
 } // namespace salamander::actors

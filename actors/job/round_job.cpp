@@ -402,18 +402,12 @@ void round_job::refresh_status() {
   mode_->fill_status(s);
 }
 
-caf::result<std::string> round_job::pause() {
-  if (auto nothing = pause_by_user()) {
-    return *nothing;
-  }
+caf::result<std::string> round_job::paused() {
   log_event("pause");
   return std::string("paused: the round in hand finishes, no new one starts");
 }
 
-caf::result<std::string> round_job::resume() {
-  if (!resume_by_user()) {
-    return std::string("not paused");
-  }
+caf::result<std::string> round_job::resumed() {
   log_event("resume");
   if (algorithms::runs_rounds(phase)) {
     mode_->next_work();
@@ -422,9 +416,6 @@ caf::result<std::string> round_job::resume() {
 }
 
 caf::result<std::string> round_job::checkpoint(const std::string& path) {
-  if (path.empty()) {
-    return caf::make_error(errc::bad_config, "checkpoint save needs a PATH");
-  }
   auto written = mode_->checkpoint(path);
   if (!written) {
     return written.error();
@@ -432,13 +423,29 @@ caf::result<std::string> round_job::checkpoint(const std::string& path) {
   return std::move(*written);
 }
 
-caf::result<std::string> round_job::stop(const std::string& why) {
-  stop_requested = why.empty() ? std::string("stop") : why;
+caf::result<std::string> round_job::stopping() {
   status.stopped = stop_requested;
   log_event("stop", {{"why", stop_requested}});
   end(round_event::finish, "");
   return "stopped after round " + std::to_string(mode_->rounds_done()) + " " +
          mode_->stop_note();
+}
+
+job_hooks round_job::hooks() {
+  job_hooks h;
+  h.status = [this] {
+    refresh_status();
+    return status;
+  };
+  h.paused = [this] { return paused(); };
+  h.resumed = [this] { return resumed(); };
+  h.stopping = [this] { return stopping(); };
+  h.checkpoint = [this](const std::string& path) { return checkpoint(path); };
+  h.node_lost = [this](uint32_t n, const std::string& why) { node_lost(n, why); };
+  h.node_joined = [this](uint32_t n, const cluster_member& m) { return node_joined(n, m); };
+  // (no capacity hook: the clients' own round times correct their time models)
+  h.leave = [this] { leave(); };
+  return h;
 }
 
 void round_job::node_lost(uint32_t n, const std::string& why) {

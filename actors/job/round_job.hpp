@@ -27,6 +27,7 @@
 
 #include "actors/clients/weights_parts.hpp"
 #include "actors/job/ended.hpp"
+#include "actors/job/running.hpp"
 #include "actors/job/job_core.hpp"
 #include "actors/job/job_nodes.hpp"
 #include "actors/job/metrics.hpp"
@@ -306,10 +307,14 @@ public:
 
   // ---- the job interface (round_job_handlers)
   void refresh_status();
-  caf::result<std::string> pause();
-  caf::result<std::string> resume();
+  // (hooks of the running behaviour, actors/job/running.hpp: called after
+  // the lifecycle took the console's pause, resume or stop, or a path)
+  caf::result<std::string> paused();
+  caf::result<std::string> resumed();
   caf::result<std::string> checkpoint(const std::string& path);
-  caf::result<std::string> stop(const std::string& why);
+  caf::result<std::string> stopping();
+  /// The hooks above and the node events, for actors/job/running.hpp.
+  job_hooks hooks();
   void node_lost(uint32_t n, const std::string& why);
   caf::result<std::string> node_joined(uint32_t n, const cluster_member& m);
   void down(const caf::down_msg& dm);
@@ -358,29 +363,8 @@ round_job_ended(Self* self, round_job& core,
 template <class Self, class... Extra>
 typename Self::behavior_type round_job_handlers(Self* self, round_job& core,
                                                 Extra... extra) {
-  return {
-      [&core](caf::get_atom) {
-        core.refresh_status();
-        return core.status;
-      },
-      [&core](pause_atom) { return core.pause(); },
-      [&core](resume_atom) { return core.resume(); },
-      [&core](checkpoint_atom, std::string& path) { return core.checkpoint(path); },
-      [&core](stop_atom, const std::string& why) { return core.stop(why); },
-      [&core](lost_atom, uint32_t node, std::string& why) { core.node_lost(node, why); },
-      [&core](join_atom, uint32_t node, cluster_member& m) {
-        return core.node_joined(node, m);
-      },
-      [](capacity_atom, const std::string&, double) {
-        // the clients' own round times correct their time models
-      },
-      [&core](event_atom, const std::string& kind, const std::string& fields) {
-        core.log_event(kind, nlohmann::json::parse(fields, nullptr, false));
-      },
-      [self, &core](leave_atom) {
-        core.leave();
-        self->quit();
-      },
+  return running_behavior(
+      self, core, core.hooks(),
       [&core](tick_atom) { core.tick(); },
       part_handler(self, core.inbox, core.subsystem()),
       [&core](kill_atom, uint32_t c) { return core.kill(c); },
@@ -388,8 +372,7 @@ typename Self::behavior_type round_job_handlers(Self* self, round_job& core,
         return core.no_replan();
       },
       [&core](replicate_atom) -> caf::result<std::string> { return core.no_replicate(); },
-      std::move(extra)...,
-  };
+      std::move(extra)...);
 }
 
 } // namespace salamander::actors

@@ -3,6 +3,7 @@
 // stats and the console's commands. Plans, launches and failures are in
 // serve_plan.cpp.
 #include "actors/job/ended.hpp"
+#include "actors/job/running.hpp"
 #include "actors/job/metrics.hpp"
 #include "actors/elapsed.hpp"
 #include "actors/logging.hpp"
@@ -409,11 +410,10 @@ void on_tick(self_ptr self) {
   self->delayed_send(self, tuning::serve_tick, tick_atom_v);
 }
 
-caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
+// The console, SIGINT or SIGTERM asked the service to stop (the job core
+// kept why): what was accepted is answered, then it ends.
+caf::result<std::string> on_stop(self_ptr self) {
   auto& st = self->state;
-  if (auto nothing = st.request_stop(why)) {
-    return *nothing;
-  }
   st.status.stopped = st.stop_requested;
   st.resume_by_user(); // what was accepted is answered
   log_event(self, "stop", {{"why", st.stop_requested}});
@@ -454,9 +454,6 @@ caf::result<snapshot_payload> on_snapshot(self_ptr self) {
 
 caf::result<std::string> on_checkpoint(self_ptr self, const std::string& path) {
   auto& st = self->state;
-  if (path.empty()) {
-    return caf::make_error(errc::bad_config, "checkpoint save needs a PATH");
-  }
   auto rp = self->make_response_promise<std::string>();
   auto seed = st.cfg.seed;
   self->request(st.central_holder, st.cfg.node_timeout, snapshot_atom_v, uint64_t{0},
@@ -599,11 +596,9 @@ void on_admitted(self_ptr self, const std::vector<cluster_member>& members) {
   first_plan(self);
 }
 
+// The console paused the service (the job core took it): requests queue.
 caf::result<std::string> on_pause(self_ptr self) {
   auto& st = self->state;
-  if (auto nothing = st.pause_by_user()) {
-    return *nothing;
-  }
   log_event(self, "pause");
   return "paused: " + std::to_string(st.sent_unanswered) +
          " micro-batch(es) in flight finish; requests queue (up to " +
@@ -612,9 +607,6 @@ caf::result<std::string> on_pause(self_ptr self) {
 
 caf::result<std::string> on_resume(self_ptr self) {
   auto& st = self->state;
-  if (!st.resume_by_user()) {
-    return std::string("not paused");
-  }
   log_event(self, "resume");
   dispatch(self);
   return "resumed with " + std::to_string(st.requests.size()) + " request(s) waiting";
@@ -657,37 +649,29 @@ using namespace serve_detail;
 
 namespace {
 
+job_status status_of(self_ptr self) {
+  refresh_status(self);
+  return self->state.status;
+}
+
+// A profiler's capacity report, passed on by the cluster supervisor.
+void on_capacity(self_ptr self, const std::string& name, double factor) {
+  auto& st = self->state;
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    if (st.nodes[n].name == name && factor > 0) {
+      st.capacity.report_capacity(n, factor, false);
+    }
+  }
+}
+
 // The behaviour while the service runs (every phase but finished and failed).
 serve_job_actor::behavior_type running(self_ptr self) {
-  return {
-      // ---- the job interface
-      [=](caf::get_atom) {
-        refresh_status(self);
-        return self->state.status;
-      },
-      [=](pause_atom) { return on_pause(self); },
-      [=](resume_atom) { return on_resume(self); },
-      [=](checkpoint_atom, std::string& path) { return on_checkpoint(self, path); },
-      [=](stop_atom, const std::string& why) { return on_stop(self, why); },
-      [=](lost_atom, uint32_t node, std::string& why) { on_node_lost(self, node, why); },
-      [=](join_atom, uint32_t node, cluster_member& m) {
-        return on_node_joined(self, node, m);
-      },
-      [=](capacity_atom, const std::string& name, double factor) {
-        auto& st = self->state;
-        for (size_t n = 0; n < st.nodes.size(); ++n) {
-          if (st.nodes[n].name == name && factor > 0) {
-            st.capacity.report_capacity(n, factor, false);
-          }
-        }
-      },
-      [=](event_atom, const std::string& kind, const std::string& fields) {
-        log_event(self, kind, nlohmann::json::parse(fields, nullptr, false));
-      },
-      [=](leave_atom) {
-        stop_workers(self);
-        self->quit();
-      },
+  auto& st = self->state;
+  auto hooks = bind_hooks<self_ptr>(
+      self, {status_of, on_pause, on_resume, on_stop, on_checkpoint, on_node_lost,
+             on_node_joined, on_capacity, stop_workers});
+  return running_behavior(
+      self, st, std::move(hooks),
       // ---- requests
       [=](infer_atom, tensor_payload& x) { return on_infer(self, x); },
       // ---- from the stages
@@ -713,8 +697,7 @@ serve_job_actor::behavior_type running(self_ptr self) {
             "serving: the weights do not change, and every layer is on the "
             "central holder and its chain holder already");
       },
-      [=](snapshot_atom) { return on_snapshot(self); },
-  };
+      [=](snapshot_atom) { return on_snapshot(self); });
 }
 
 // The behaviour once it finished or failed (actors/job/ended.hpp): requests
@@ -722,11 +705,7 @@ serve_job_actor::behavior_type running(self_ptr self) {
 serve_job_actor::behavior_type ended_behavior_of(self_ptr self) {
   return ended_behavior(
       self,
-      {"the serving job", "",
-       [self] {
-         refresh_status(self);
-         return self->state.status;
-       },
+      {"the serving job", "", [self] { return status_of(self); },
        [self] { return on_snapshot(self); }, [self] { stop_workers(self); }},
       [](infer_atom, const tensor_payload&) -> caf::result<tensor_payload> {
         return ended();

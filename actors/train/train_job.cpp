@@ -4,6 +4,7 @@
 // train_plan.cpp (plans), train_recovery.cpp (failures) and train_ops.cpp
 // (status, weights, checkpoints).
 #include "actors/job/ended.hpp"
+#include "actors/job/running.hpp"
 #include "actors/job/metrics.hpp"
 #include "actors/logging.hpp"
 #include "actors/replication/replica_holder.hpp"
@@ -177,7 +178,7 @@ bool from_current_stage(self_ptr self) {
 void on_reduce(self_ptr self, uint64_t batch, uint32_t member, uint64_t grad_values,
                torch::Tensor part) {
   auto& st = self->state;
-  if (recovering(st) || st.plan.split.empty() ||
+  if (st.plan.split.empty() ||
       member >= st.stages.size() ||
       caf::actor_cast<caf::strong_actor_ptr>(st.stages[member]) !=
           self->current_sender()) {
@@ -204,7 +205,7 @@ void on_reduce(self_ptr self, uint64_t batch, uint32_t member, uint64_t grad_val
 
 caf::result<std::string> on_replicate(self_ptr self) {
   auto& st = self->state;
-  if (recovering(st) || st.phase == job_phase::replanning || st.stages.empty()) {
+  if (st.phase == job_phase::replanning || st.stages.empty()) {
     return caf::make_error(errc::not_ready, "the job is " + to_string(st.status.phase) +
                                                  "; replicate once it trains again");
   }
@@ -224,11 +225,10 @@ caf::result<std::string> on_replicate(self_ptr self) {
          std::to_string(st.stages.size()) + " stages to their chain and global holders";
 }
 
+// The console paused the job (the job core took it): batches in flight
+// finish, none start.
 caf::result<std::string> on_pause(self_ptr self) {
   auto& st = self->state;
-  if (auto nothing = st.pause_by_user()) {
-    return *nothing;
-  }
   if (st.phase == job_phase::training) {
     enter(self, job_event::pause);
   }
@@ -239,13 +239,14 @@ caf::result<std::string> on_pause(self_ptr self) {
          " batch(es) in flight finish, no new ones start; resume carries on";
 }
 
+std::string not_paused(self_ptr self) {
+  return self->state.phase == job_phase::waiting
+             ? "not paused by the console; the job waits for a node to join"
+             : "not paused";
+}
+
 caf::result<std::string> on_resume(self_ptr self) {
   auto& st = self->state;
-  if (!st.resume_by_user()) {
-    return std::string(st.phase == job_phase::waiting
-                           ? "not paused by the console; the job waits for a node to join"
-                           : "not paused");
-  }
   log_event(self, "resume", {{"committed", st.committed}});
   if (enter(self, job_event::resume)) {
     st.last_progress = clock::now();
@@ -257,9 +258,6 @@ caf::result<std::string> on_resume(self_ptr self) {
 
 caf::result<std::string> on_checkpoint(self_ptr self, const std::string& path) {
   auto& st = self->state;
-  if (path.empty()) {
-    return caf::make_error(errc::bad_config, "checkpoint save needs a PATH");
-  }
   auto rp = self->make_response_promise<std::string>();
   st.checkpoints.push_back({path, rp});
   feed(self); // at a flush already: now
@@ -282,7 +280,7 @@ void on_capacity(self_ptr self, const std::string& name, double factor) {
 
 void on_done(self_ptr self, const batch_stats& s) {
   auto& st = self->state;
-  if (recovering(st) || !from_current_stage(self)) {
+  if (!from_current_stage(self)) {
     return; // a stage of a plan that was replaced
   }
   auto& r = st.reports[s.batch];
@@ -384,11 +382,8 @@ caf::result<std::string> on_replan(self_ptr self, const std::string& balance) {
 // Stop at the next flush (SIGINT, SIGTERM): the job ends `finished` with
 // every stage at one version, so its weights can be saved. Where no stage
 // runs (start-up, no nodes left) there is no flush to wait for.
-caf::result<std::string> on_stop(self_ptr self, const std::string& why) {
+caf::result<std::string> on_stop(self_ptr self) {
   auto& st = self->state;
-  if (auto nothing = st.request_stop(why)) {
-    return *nothing;
-  }
   log_event(self, "stop", {{"why", st.stop_requested}, {"committed", st.committed}});
   bool staged = st.phase == job_phase::training || st.phase == job_phase::paused ||
                 st.phase == job_phase::evaluating || st.phase == job_phase::replanning ||
@@ -462,45 +457,31 @@ replica_holder_actor spawn_central_holder(self_ptr self) {
   return self->spawn(persistent_replica_holder, std::string("central"), std::move(keep));
 }
 
-// The behaviour while the job runs (every phase but finished and failed).
-train_job_actor::behavior_type running(self_ptr self) {
-  return {
-      // ---- the job interface
-      [=](caf::get_atom) {
-        refresh_rows(self);
-        return self->state.status;
-      },
-      [=](pause_atom) { return on_pause(self); },
-      [=](stop_atom, const std::string& why) { return on_stop(self, why); },
-      [=](resume_atom) { return on_resume(self); },
-      [=](checkpoint_atom, std::string& path) { return on_checkpoint(self, path); },
-      [=](lost_atom, uint32_t node, std::string& why) { on_node_lost(self, node, why); },
-      [=](join_atom, uint32_t node, cluster_member& m) {
-        return on_node_joined(self, node, m);
-      },
-      [=](capacity_atom, const std::string& name, double factor) {
-        on_capacity(self, name, factor);
-      },
-      [=](event_atom, const std::string& kind, const std::string& fields) {
-        log_event(self, kind, nlohmann::json::parse(fields, nullptr, false));
-      },
-      [=](leave_atom) {
-        stop_workers(self);
-        self->quit();
-      },
+job_status status_of(self_ptr self) {
+  refresh_rows(self);
+  return self->state.status;
+}
+
+// What training does at each word of the job interface (actors/job/running.hpp).
+job_hooks hooks_of(self_ptr self) {
+  auto hooks = bind_hooks<self_ptr>(
+      self, {status_of, on_pause, on_resume, on_stop, on_checkpoint, on_node_lost,
+             on_node_joined, on_capacity, stop_workers});
+  hooks.not_paused = [self] { return not_paused(self); };
+  return hooks;
+}
+
+// The job interface and what both phase groups take alike, then the
+// group's own handlers (`group`).
+template <class... Group>
+train_job_actor::behavior_type with_common(self_ptr self, Group... group) {
+  return running_behavior(
+      self, self->state, hooks_of(self),
       // ---- from the stages
-      [=](done_atom, batch_stats& s) { on_done(self, s); },
       [=](failed_atom, uint32_t stage, std::string& what) {
         on_stage_failed(self, stage, what);
       },
-      [=](eval_atom, uint64_t round, uint32_t chunk, tensor_payload& logits) {
-        on_eval(self, round, chunk, logits.tensor);
-      },
       [=](ready_atom, uint32_t) { on_ready(self); },
-      [=](reduce_atom, uint64_t batch, uint32_t member, uint64_t grad_values,
-          tensor_payload& part) {
-        on_reduce(self, batch, member, grad_values, part.tensor);
-      },
       // ---- its own timers
       [=](tick_atom) { on_tick(self); },
       [=](dispatch_atom) { // a starved stream's poll
@@ -511,20 +492,44 @@ train_job_actor::behavior_type running(self_ptr self) {
       // ---- the console's training commands (the cluster checked the console)
       [=](kill_atom, uint32_t stage) { return on_kill_stage(self, stage); },
       [=](replan_atom, std::string& balance) { return on_replan(self, balance); },
-      [=](replicate_atom) { return on_replicate(self); },
-      [=](snapshot_atom) { return on_snapshot(self); },
-  };
+      [=](snapshot_atom) { return on_snapshot(self); }, std::move(group)...);
+}
+
+// The behaviour while stages train: every phase but the recovering group
+// (recovering, waiting) and the ends.
+train_job_actor::behavior_type running(self_ptr self) {
+  return with_common(
+      self, [=](done_atom, batch_stats& s) { on_done(self, s); },
+      [=](eval_atom, uint64_t round, uint32_t chunk, tensor_payload& logits) {
+        on_eval(self, round, chunk, logits.tensor);
+      },
+      [=](reduce_atom, uint64_t batch, uint32_t member, uint64_t grad_values,
+          tensor_payload& part) {
+        on_reduce(self, batch, member, grad_values, part.tensor);
+      },
+      [=](replicate_atom) { return on_replicate(self); });
+}
+
+// The behaviour while the job recovers or waits for a node: the pipeline
+// that broke is gone, so what its stages still report (batches, test
+// chunks, gradient parts) is dropped, and a replica waits for the new one.
+train_job_actor::behavior_type recovering_behavior(self_ptr self) {
+  return with_common(
+      self, drop<done_atom, batch_stats>(),
+      drop<eval_atom, uint64_t, uint32_t, tensor_payload>(),
+      drop<reduce_atom, uint64_t, uint32_t, uint64_t, tensor_payload>(),
+      [=](replicate_atom) -> caf::result<std::string> {
+        return caf::make_error(errc::not_ready,
+                               "the job is " + to_string(self->state.status.phase) +
+                                   "; replicate once it trains again");
+      });
 }
 
 // The behaviour once it finished or failed (actors/job/ended.hpp).
 train_job_actor::behavior_type ended(self_ptr self) {
   return ended_behavior(
       self,
-      {"the job", "use --save for the final weights",
-       [self] {
-         refresh_rows(self);
-         return self->state.status;
-       },
+      {"the job", "use --save for the final weights", [self] { return status_of(self); },
        [self] { return on_snapshot(self); }, [self] { stop_workers(self); }},
       drop<done_atom, batch_stats>(), drop<failed_atom, uint32_t, std::string>(),
       drop<eval_atom, uint64_t, uint32_t, tensor_payload>(), drop<ready_atom, uint32_t>(),
@@ -534,8 +539,15 @@ train_job_actor::behavior_type ended(self_ptr self) {
 
 } // namespace
 
-void train_detail::become_ended(self_ptr self) {
-  self->become(ended(self));
+void train_detail::become_for_phase(self_ptr self) {
+  auto& st = self->state;
+  if (algorithms::is_over(st.phase)) {
+    self->become(ended(self));
+  } else if (train_detail::recovering(st)) {
+    self->become(recovering_behavior(self));
+  } else {
+    self->become(running(self));
+  }
 }
 
 train_job_actor::behavior_type

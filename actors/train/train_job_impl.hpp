@@ -27,9 +27,10 @@ using algorithms::job_phase;
 /// Moves the phase by `e`; false (and nothing changes) when `e` does not
 /// apply in the current phase.
 bool enter(self_ptr self, job_event e);
-/// The job finished or failed: it switches to the ended behaviour
-/// (actors/job/ended.hpp; train_job.cpp). enter() calls it.
-void become_ended(self_ptr self);
+/// The phase moved to another group: the job switches to that group's
+/// behaviour (running, recovering, or the ended one of actors/job/ended.hpp;
+/// train_job.cpp). enter() calls it.
+void become_for_phase(self_ptr self);
 /// `e` leads back to training; a job the console paused goes on to paused.
 void back_to_training(self_ptr self, job_event e);
 bool recovering(const train_job_state& st);

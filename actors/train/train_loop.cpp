@@ -29,11 +29,12 @@ bool enter(self_ptr self, job_event e) {
                                 algorithms::to_string(st.phase));
     return false;
   }
+  bool was_recovering = recovering(st);
   st.phase = *next;
   st.phase_entered = clock::now();
   st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
-  if (algorithms::is_over(st.phase)) {
-    become_ended(self);
+  if (algorithms::is_over(st.phase) || recovering(st) != was_recovering) {
+    become_for_phase(self);
   }
   return true;
 }

@@ -193,6 +193,33 @@ TEST_CASE("a second failure during recovery supersedes the first round, exactly"
   f.check_exact();
 }
 
+TEST_CASE("while a training job recovers, its broken pipeline's reports are dropped and "
+          "a replica waits for the new one",
+          "[actor][flow]") {
+  flow f(3, flow_job(10));
+  REQUIRE(f.step_until([](auto& st) { return committed_at_least(st, 3); }));
+  f.kill_node(2);
+  REQUIRE(f.step_until(
+      [](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
+  auto& st = f.state();
+  REQUIRE_FALSE(st.stages.empty());
+  // a stage that survived reports a batch of the pipeline that broke
+  auto committed = st.committed;
+  auto reports = st.reports.size();
+  batch_stats late;
+  late.batch = committed;
+  caf::send_as(caf::actor_cast<caf::actor>(st.stages[0]), f.job, done_atom_v, late);
+  // the replicate comes after the report in the job's mailbox: refused as
+  // recovering, so the report came while it recovered too
+  CHECK_THAT(salamander::testing::ask_text(f.sys, f.job, replicate_atom_v),
+             Catch::Contains("the job is recovering; replicate once it trains again"));
+  CHECK(st.committed == committed);
+  CHECK(st.reports.size() == reports);
+  REQUIRE(f.run_to_end());
+  CHECK(f.state().status.pipeline.recoveries == 1);
+  f.check_exact();
+}
+
 TEST_CASE("a node lost while the console paused the job recovers and stays paused",
           "[actor][flow]") {
   flow f(3, flow_job(10));
