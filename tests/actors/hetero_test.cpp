@@ -240,7 +240,9 @@ TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
         plan_before = s.plan;
         // slow down whichever node runs the first stage (or leads the members)
         auto at = s.plan.find("local");
-        limiters[static_cast<size_t>(s.plan[at + 5] - '0')]->set_factor(0.02);
+        // (10x: far past the re-plan gain, and the batches that run slowed
+        // before the re-plan take a tenth of what 50x took on a loaded host)
+        limiters[static_cast<size_t>(s.plan[at + 5] - '0')]->set_factor(0.1);
         slowed = true;
       }
     };

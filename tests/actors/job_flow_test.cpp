@@ -487,8 +487,8 @@ TEST_CASE("a serving job moves starting, serving, recovering, serving, finished,
              Catch::Contains("the serving job has ended"));
 }
 
-TEST_CASE("a paused serving job queues requests until resumed, and a node lost while "
-          "serving is re-planned around, exactly",
+TEST_CASE("a paused serving job queues requests until resumed, a node lost while "
+          "serving is re-planned around, and a node that joins is planned in, exactly",
           "[actor][flow][serve]") {
   using algorithms::serve_phase;
   serve_flow f(3);
@@ -520,6 +520,20 @@ TEST_CASE("a paused serving job queues requests until resumed, and a node lost w
   REQUIRE(st.current);
   CHECK(st.current->stages.size() == 2);
   CHECK(*f.ask(3).rows == 3);
+  // a new device joins through the cluster supervisor: the service plans it
+  // in while the two-stage pipeline goes on answering
+  auto fresh = salamander::testing::coordinator_node(f.sys, "fresh");
+  f.nodes.push_back(fresh);
+  CHECK_THAT(salamander::testing::ask_text(f.sys, f.cluster, join_atom_v,
+                                           caf::actor_cast<caf::actor>(fresh),
+                                           std::string("fresh")),
+             Catch::Contains("planned in while the service goes on"));
+  REQUIRE(f.step_until([&] {
+    return st.current && st.current->stages.size() == 3 && !st.next;
+  }));
+  auto& planned = st.current->plan.nodes;
+  CHECK(std::find(planned.begin(), planned.end(), 3u) != planned.end()); // fresh
+  CHECK(*f.ask(2).rows == 2);
   CHECK(st.status.serving.failed_requests == 0);
-  CHECK(st.status.serving.requests == 2);
+  CHECK(st.status.serving.requests == 3);
 }
