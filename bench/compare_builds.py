@@ -42,7 +42,8 @@ def run(build, name, quick, workdir):
     if proc.returncode != 0:
         # counted, and the comparison goes on: a run that fails on one
         # build only is itself a difference between the builds
-        sys.stderr.write(proc.stdout[-1500:] + proc.stderr[-1500:])
+        said = [l for l in proc.stderr.splitlines() if "fail" in l.lower()]
+        sys.stderr.write("\n".join(said[-20:]) + "\n")
         sys.stderr.write(f"{name} on {build} failed with exit code {proc.returncode}\n")
         return None, took
     figures = {}
