@@ -359,6 +359,11 @@ std::string round_job::last_error() const {
   return why;
 }
 
+job_status round_job::status_now() {
+  refresh_status();
+  return status;
+}
+
 void round_job::refresh_status() {
   auto& s = status;
   s.elapsed_s = seconds_since(started);
@@ -433,10 +438,7 @@ caf::result<std::string> round_job::stopping() {
 
 job_hooks round_job::hooks() {
   job_hooks h;
-  h.status = [this] {
-    refresh_status();
-    return status;
-  };
+  h.status = [this] { return status_now(); };
   h.paused = [this] { return paused(); };
   h.resumed = [this] { return resumed(); };
   h.stopping = [this] { return stopping(); };
@@ -472,18 +474,15 @@ caf::result<std::string> round_job::node_joined(uint32_t n, const cluster_member
            std::to_string(clients.size()) + " clients of the start, so it stays unused";
   }
   bool has_client = false;
-  bool started = phase != round_phase::starting && phase != round_phase::enlisting &&
-                 stop_requested.empty();
-  for (uint32_t c = 0; c < clients.size(); ++c) {
-    auto& s = clients[c];
-    if (s.node != n) {
-      continue;
+  for (auto& c : clients) {
+    if (c.node == n) {
+      c.retry_at = port_->now();
+      has_client = true;
     }
-    has_client = true;
-    s.retry_at = port_->now();
-    if (started && !s.handle && !s.spawning) {
-      spawn(c); // at once, not at the next tick: it can take the next round
-    }
+  }
+  if (has_client && enlisted()) {
+    // at once, not at the next tick: its client can take the next round
+    guarded([this] { restart_clients(); });
   }
   if (!has_client) {
     return "node " + m.name +
@@ -504,10 +503,24 @@ void round_job::down(const caf::down_msg& dm) {
   }
 }
 
+bool round_job::enlisted() const {
+  return phase != round_phase::starting && phase != round_phase::enlisting &&
+         stop_requested.empty();
+}
+
+void round_job::restart_clients() {
+  for (uint32_t c = 0; c < clients.size() && !over(); ++c) {
+    auto& s = clients[c];
+    if (!s.handle && !s.spawning && !nodes[s.node].dead && port_->now() >= s.retry_at) {
+      log()->info("starting client {} on {} again", c, nodes[s.node].name);
+      spawn(c);
+    }
+  }
+}
+
 void round_job::tick() {
   port_->tick_after(tick_period);
-  if (phase == round_phase::starting || phase == round_phase::enlisting ||
-      !stop_requested.empty()) {
+  if (!enlisted()) {
     return;
   }
   guarded([this] {
@@ -519,15 +532,7 @@ void round_job::tick() {
       return;
     }
     mode_->on_tick();
-    // clients to start again: a node back, a client that died
-    for (uint32_t c = 0; c < clients.size() && !over(); ++c) {
-      auto& s = clients[c];
-      if (!s.handle && !s.spawning && !nodes[s.node].dead && port_->now() >= s.retry_at) {
-        log()->info("starting client {} on {} again", c,
-                                   nodes[s.node].name);
-        spawn(c);
-      }
-    }
+    restart_clients();
     if (!over()) {
       mode_->next_work();
     }

@@ -307,6 +307,8 @@ public:
 
   // ---- the job interface (round_job_handlers)
   void refresh_status();
+  /// The status as it stands (refreshed).
+  job_status status_now();
   // (hooks of the running behaviour, actors/job/running.hpp: called after
   // the lifecycle took the console's pause, resume or stop, or a path)
   caf::result<std::string> paused();
@@ -330,6 +332,11 @@ private:
   void spawn_failed(client_slot& c, const std::string& why);
   void settle(uint32_t c);
   bool hopeless() const;
+  /// Past the start and not stopping: clients may be (re)started.
+  bool enlisted() const;
+  /// Starts again the clients whose wait is over (a node back, a client
+  /// that died), their nodes live.
+  void restart_clients();
   std::string last_error() const;
   std::shared_ptr<spdlog::logger> log() const;
   double seconds_since(clock::time_point t) const;
@@ -349,11 +356,7 @@ round_job_ended(Self* self, round_job& core,
                 std::function<caf::result<snapshot_payload>()> snapshot, Extra... extra) {
   return ended_behavior(
       self,
-      {std::string("the ") + core.subsystem() + " job", "",
-       [&core] {
-         core.refresh_status();
-         return core.status;
-       },
+      {std::string("the ") + core.subsystem() + " job", "", [&core] { return core.status_now(); },
        std::move(snapshot), [&core] { core.leave(); }},
       drop<part_atom, uint64_t, uint64_t, uint64_t, tensor_payload>(), std::move(extra)...);
 }
