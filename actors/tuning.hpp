@@ -64,16 +64,18 @@ inline constexpr size_t recent_commits = 20;
 /// Test examples per evaluation message.
 inline constexpr int64_t eval_chunk = 500;
 /// Re-planning: the predicted gain it needs, commits after the last re-plan
-/// before the next, commits between two looks.
+/// before the next, wall time between two looks (by time, not commits: a
+/// stage slowed 10x commits 10x less often).
 inline constexpr double replan_gain = 0.15;
 inline constexpr int64_t replan_min_batches = 20;
-inline constexpr int64_t replan_check_every = 5;
+inline constexpr milliseconds replan_look_every = 500ms;
 /// Looks in a row that must each predict a candidate plan faster by the
 /// gain before it is taken (algorithms/replan.hpp).
-inline constexpr int replan_window = 8;
+inline constexpr int replan_window = 6;
 /// ... over at least this long (a host's load moves between its cores in
-/// seconds; replan_stability saw a plan 44% better for 40 commits, then not).
-inline constexpr milliseconds replan_sustain = 10s;
+/// seconds; replan_stability saw a plan 44% better for 40 commits, 1.2 s,
+/// then not).
+inline constexpr milliseconds replan_sustain = 3s;
 /// Commits for which a plan's measured batch time bounds its predictions.
 inline constexpr uint64_t measured_plan_memory = 500;
 /// What a re-plan is taken to cost before one has been measured.
@@ -83,6 +85,9 @@ inline constexpr double replan_pause_estimate_s = 0.25;
 /// Replicated snapshots a stage keeps of its own layers (recovery asks for
 /// them when the holder of its chain replica died); the planner counts them.
 inline constexpr size_t stage_kept_snapshots = 2;
+/// The async schedule's segment of batches (a drain at its end) when
+/// replication is off; otherwise the replication interval.
+inline constexpr uint32_t async_segment = 10;
 /// A re-planned or recovering stage pulling its layers from one source.
 inline constexpr milliseconds pull_timeout = 30s;
 

@@ -66,6 +66,9 @@ struct cost_model {
     // snapshot's copy of the weights (+ optimizer state)
     double factor = (training ? 2.0 + state : 1.0) +
                     static_cast<double>(req.kept_snapshots) * (1.0 + state);
+    if (training && req.schedule == plan_schedule::async) {
+      factor += static_cast<double>(req.async_delay + 1); // the versions in use
+    }
     auto mbs = static_cast<double>(req.micro_batch_size);
     if (training) {
       // what every micro-batch in flight keeps for its backward pass
@@ -112,9 +115,14 @@ struct cost_model {
 
   // Bottleneck steps per batch for `stages` stages (see partition_plan).
   double steps(size_t stages) const {
-    return req.mode == plan_mode::training ? static_cast<double>(req.micro_batches) +
-                                                 static_cast<double>(stages) - 1.0
-                                           : 1.0;
+    if (req.mode != plan_mode::training) {
+      return 1.0;
+    }
+    double fill = static_cast<double>(stages) - 1.0;
+    if (req.schedule == plan_schedule::async) {
+      fill /= static_cast<double>(std::max(1, req.segment_batches));
+    }
+    return static_cast<double>(req.micro_batches) + fill;
   }
 
   // Micro-batches in flight for a stage with `from_end` stages from it to the
@@ -125,6 +133,9 @@ struct cost_model {
     }
     if (req.schedule == plan_schedule::gpipe) {
       return req.micro_batches;
+    }
+    if (req.schedule == plan_schedule::async) {
+      return std::min(static_cast<int>(from_end), req.async_delay * req.micro_batches + 1);
     }
     return std::min(static_cast<int>(from_end), req.micro_batches);
   }

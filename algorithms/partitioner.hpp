@@ -51,7 +51,7 @@
 namespace salamander::algorithms {
 
 enum class plan_mode { training, inference };
-enum class plan_schedule { gpipe, one_f_one_b };
+enum class plan_schedule { gpipe, one_f_one_b, async };
 
 struct layer_cost {
   std::string name;
@@ -78,6 +78,12 @@ struct device_profile {
 struct plan_request {
   plan_mode mode = plan_mode::training;
   plan_schedule schedule = plan_schedule::one_f_one_b;
+  /// The async schedule (algorithms/schedule.hpp): its delay d (each stage
+  /// keeps up to d + 1 copies of its weights, and at most d x M + 1
+  /// micro-batches in flight) and its segment of R batches (a pipeline
+  /// fills and drains once a segment, not once a batch).
+  int async_delay = 1;
+  int segment_batches = 10;
   std::vector<layer_cost> layers;
   std::vector<device_profile> devices;
   int64_t micro_batch_size = 16;
@@ -116,7 +122,9 @@ struct partition_plan {
   double bottleneck_s = 0; ///< per micro-batch
   /// What the planner minimises. Training ends every batch in a flush, so a
   /// batch takes (M + S - 1) bottleneck steps: more stages cost fill and
-  /// drain. Inference streams: the bottleneck itself.
+  /// drain; the async schedule fills and drains once a segment of R
+  /// batches, M + (S - 1) / R steps a batch. Inference streams: the
+  /// bottleneck itself.
   double objective_s = 0;
   double samples_per_s = 0; ///< predicted
   bool exact = false;       ///< searched every subset and order

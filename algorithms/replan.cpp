@@ -13,7 +13,8 @@ bool replan_check_due(const replan_inputs& in) {
   if (in.committed < in.last_replan_batch + static_cast<uint64_t>(in.min_batches)) {
     return false;
   }
-  return in.check_every <= 1 || in.committed % static_cast<uint64_t>(in.check_every) == 0;
+  return in.look_every_s <= 0 || in.last_look_s < 0 ||
+         in.now_s - in.last_look_s >= in.look_every_s;
 }
 
 namespace {

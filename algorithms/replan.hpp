@@ -7,8 +7,10 @@
 // The rule, in order:
 //  - a plan the user chose (`--balance`, `--stages N`, console
 //    `repartition`) holds: capacity never replaces it;
-//  - look only every `check_every` commits and at least `min_batches` after
-//    the last re-plan (measurements settle);
+//  - look every `look_every_s` seconds of wall time, whether batches commit
+//    or not (a device that slows 10x commits 10x less often; looks counted
+//    in commits would come 10x later), and only `min_batches` after the
+//    last re-plan (measurements settle);
 //  - a plan measured slower than the one it replaced goes back to that one
 //    (a prediction the devices contradicted), unless the model, from the
 //    speeds measured since, predicts the replaced plan slower now;
@@ -46,7 +48,10 @@ struct replan_inputs {
   uint64_t committed = 0;
   uint64_t last_replan_batch = 0;
   int64_t min_batches = 20;
-  int64_t check_every = 5;
+  /// Seconds between looks, and when the last one was taken (`now_s`'s
+  /// clock; below 0: never). 0: look whenever asked (tests step by commits).
+  double look_every_s = 0.5;
+  double last_look_s = -1;
   /// Fresh looks at a candidate that must each show `min_gain`, over at
   /// least `sustain_s` seconds (a host's load moves between cores in
   /// seconds: a plan must be worse for longer than that).
@@ -91,7 +96,7 @@ struct replan_memory {
   }
 };
 
-/// True when the job is due to look again at its plan at this commit.
+/// True when the job is due to look again at its plan now.
 bool replan_check_due(const replan_inputs& in);
 
 enum class replan_action {

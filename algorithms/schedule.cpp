@@ -1,6 +1,7 @@
 #include "algorithms/schedule.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <stdexcept>
 
@@ -32,11 +33,22 @@ schedule_kind parse_schedule(const std::string& name) {
   if (name == "1f1b") {
     return schedule_kind::one_f_one_b;
   }
-  throw std::invalid_argument("schedule '" + name + "' is not gpipe or 1f1b");
+  if (name == "async") {
+    return schedule_kind::async;
+  }
+  throw std::invalid_argument("schedule '" + name + "' is not gpipe, 1f1b or async");
 }
 
 std::string to_string(schedule_kind k) {
-  return k == schedule_kind::gpipe ? "gpipe" : "1f1b";
+  switch (k) {
+  case schedule_kind::gpipe:
+    return "gpipe";
+  case schedule_kind::one_f_one_b:
+    return "1f1b";
+  case schedule_kind::async:
+    return "async";
+  }
+  return "?";
 }
 
 std::vector<stage_op> stage_order(schedule_kind kind, int stages, int micro, int stage) {
@@ -44,6 +56,9 @@ std::vector<stage_op> stage_order(schedule_kind kind, int stages, int micro, int
   if (stage < 0 || stage >= stages) {
     throw std::invalid_argument("stage " + std::to_string(stage) + " outside 0.." +
                                 std::to_string(stages - 1));
+  }
+  if (kind == schedule_kind::async) {
+    throw std::invalid_argument("the async schedule has no row per batch (async_order)");
   }
   std::vector<stage_op> ops;
   if (kind == schedule_kind::gpipe) {
@@ -69,20 +84,105 @@ std::vector<stage_op> stage_order(schedule_kind kind, int stages, int micro, int
   return ops;
 }
 
+namespace {
+
+// Unit-time simulation of stage rows with their dependencies (a forward
+// after the previous stage's, a backward after the next stage's, the last
+// stage's after its own forward).
+std::vector<clocked_op> simulate(const std::vector<std::vector<stage_op>>& rows);
+
+} // namespace
+
 std::vector<clocked_op> clock_table(schedule_kind kind, int stages, int micro) {
   check_shape(stages, micro);
-  // done[(stage, micro, op)] = clock at which it finished (ran at clock-1)
-  std::map<std::tuple<int, int, int>, int> finish;
   std::vector<std::vector<stage_op>> rows;
   for (int s = 0; s < stages; ++s) {
     rows.push_back(stage_order(kind, stages, micro, s));
   }
+  return simulate(rows);
+}
+
+std::pair<uint64_t, uint64_t> async_segment(uint64_t batch, uint64_t start, uint64_t every,
+                                            uint64_t epoch, uint64_t total) {
+  uint64_t first = start, end = total;
+  for (uint64_t k : {every, epoch}) {
+    if (k > 0) {
+      first = std::max(first, batch / k * k);
+      end = std::min(end, (batch / k + 1) * k);
+    }
+  }
+  return {first, std::max(end, first)};
+}
+
+uint64_t async_version(uint64_t batch, uint64_t segment_start, uint64_t delay) {
+  return batch >= segment_start + delay ? batch - delay : segment_start;
+}
+
+uint64_t async_delay(int stages, int micro) {
+  check_shape(stages, micro);
+  return static_cast<uint64_t>((stages - 1 + micro - 1) / micro);
+}
+
+std::vector<async_op> async_order(int stages, int stage, int micro, uint64_t first,
+                                  uint64_t end, uint64_t delay) {
+  check_shape(stages, micro);
+  if (stage < 0 || stage >= stages || end < first) {
+    throw std::invalid_argument("stage " + std::to_string(stage) + " of " +
+                                std::to_string(stages) + ", batches " +
+                                std::to_string(first) + ".." + std::to_string(end) +
+                                ": not a stage of the pipeline or not a segment");
+  }
+  auto m = static_cast<uint64_t>(micro);
+  uint64_t n = (end - first) * m;
+  uint64_t warmup =
+      std::min<uint64_t>({static_cast<uint64_t>(stages - stage - 1), delay * m, n});
+  auto at = [&](op_kind op, uint64_t g) {
+    return async_op{op, first + g / m, static_cast<int>(g % m)};
+  };
+  std::vector<async_op> ops;
+  ops.reserve(2 * n);
+  for (uint64_t g = 0; g < warmup; ++g) {
+    ops.push_back(at(op_kind::forward, g));
+  }
+  for (uint64_t i = 0; i < n - warmup; ++i) {
+    ops.push_back(at(op_kind::forward, warmup + i));
+    ops.push_back(at(op_kind::backward, i));
+  }
+  for (uint64_t g = n - warmup; g < n; ++g) {
+    ops.push_back(at(op_kind::backward, g));
+  }
+  return ops;
+}
+
+std::vector<clocked_op> async_clock_table(int stages, int micro, uint64_t batches,
+                                          uint64_t delay) {
+  std::vector<std::vector<stage_op>> rows;
+  for (int s = 0; s < stages; ++s) {
+    std::vector<stage_op> row;
+    for (auto& op : async_order(stages, s, micro, 0, batches, delay)) {
+      row.push_back({op.op, static_cast<int>(op.batch) * micro + op.micro});
+    }
+    rows.push_back(std::move(row));
+  }
+  return simulate(rows);
+}
+
+namespace {
+
+std::vector<clocked_op> simulate(const std::vector<std::vector<stage_op>>& rows) {
+  auto stages = static_cast<int>(rows.size());
+  // done[(stage, micro, op)] = clock at which it finished (ran at clock-1)
+  std::map<std::tuple<int, int, int>, int> finish;
   std::vector<size_t> next(static_cast<size_t>(stages), 0);
   std::vector<int> free_at(static_cast<size_t>(stages), 0);
   std::vector<clocked_op> table;
-  size_t remaining = static_cast<size_t>(2 * stages * micro);
+  size_t remaining = 0;
+  for (auto& row : rows) {
+    remaining += row.size();
+  }
+  auto limit = static_cast<int>(2 * remaining + 4);
   for (int clock = 0; remaining > 0; ++clock) {
-    if (clock > 4 * stages * micro + 4) {
+    if (clock > limit) {
       throw std::logic_error("schedule deadlocks"); // a bug in stage_order
     }
     std::vector<clocked_op> now;
@@ -120,6 +220,8 @@ std::vector<clocked_op> clock_table(schedule_kind kind, int stages, int micro) {
   }
   return table;
 }
+
+} // namespace
 
 int makespan(const std::vector<clocked_op>& table) {
   int end = 0;

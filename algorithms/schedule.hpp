@@ -22,21 +22,49 @@
 //   s1        F0 F1    B0 F2 B1 F3 B2    B3
 //   s2           F0 B0 F1 B1 F2 B2 F3 B3
 //
+// Asynchronous 1F1B (`async`: FTPipeHD, after PipeDream-2BW) has no flush
+// per batch. Micro-batches are numbered across batches, g = batch x M +
+// micro; a stage still steps its optimizer after each batch's last backward,
+// but the next batch's forwards do not wait for that step. Every forward and
+// backward of batch b, on every stage, uses the weights of version
+//     u(b) = max(p, b - d)        (p: the first batch of b's segment)
+// which each stage keeps until that batch's last backward (weight
+// stashing), so that
+//     w(b+1) = w(b) - lr * grad_b(w(u(b)))
+// on one device as on S, whatever the timing: deterministic, and exact
+// against a single device with the same delay d. A stage's row is a 1F1B
+// over a segment of R batches (R x M micro-batches; R = the replication
+// interval) with min(S-s-1, d x M) warm-up forwards, so stage s never
+// needs a version it has not stepped to; the pipeline drains only at the
+// end of a segment, where every stage is at one version and a snapshot of
+// it is all a recovery, re-plan or checkpoint needs. S=3, M=2, d=1, R=2
+// (a segment of 4 micro-batches, g = 0..3):
+//
+//   clock  0  1  2  3  4  5  6  7  8  9 10 11
+//   s0     F0 F1 F2       B0 F3 B1    B2    B3
+//   s1        F0 F1    B0 F2 B1 F3 B2    B3
+//   s2           F0 B0 F1 B1 F2 B2 F3 B3
+//
+// (batch 1 = micro-batches 2 and 3 uses version max(0, 1-1) = 0: its
+// forwards run before batch 0's step.)
+//
 // The last stage's backward includes the loss. clock_table() simulates unit-
 // time operations with their dependencies; the stage actors execute their own
 // row of it (stage_order) in order, whatever order messages arrive in.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace salamander::algorithms {
 
-enum class schedule_kind { gpipe, one_f_one_b };
+enum class schedule_kind { gpipe, one_f_one_b, async };
 enum class op_kind { forward, backward };
 
-/// "gpipe" or "1f1b"; throws std::invalid_argument naming the bad value.
+/// "gpipe", "1f1b" or "async"; throws std::invalid_argument naming the bad
+/// value.
 schedule_kind parse_schedule(const std::string& name);
 std::string to_string(schedule_kind k);
 
@@ -56,7 +84,8 @@ struct clocked_op {
   }
 };
 
-/// The order in which stage `stage` of `stages` runs its 2M operations.
+/// The order in which stage `stage` of `stages` runs its 2M operations of
+/// one batch (gpipe, 1f1b; async rows span segments: async_order).
 std::vector<stage_op> stage_order(schedule_kind kind, int stages, int micro, int stage);
 
 /// Every operation with the clock at which it runs when each takes one unit
@@ -72,6 +101,43 @@ double bubble_fraction_model(int stages, int micro);
 
 /// Most forward activations a stage holds at once under this schedule.
 int max_in_flight(schedule_kind kind, int stages, int micro, int stage);
+
+/// One operation of an asynchronous row: micro-batch `micro` of `batch`.
+struct async_op {
+  op_kind op;
+  uint64_t batch;
+  int micro;
+  bool operator==(const async_op& o) const {
+    return op == o.op && batch == o.batch && micro == o.micro;
+  }
+};
+
+/// The segment (first batch, one past its last) that batch `batch` belongs
+/// to: segments end at multiples of `every` and of `epoch` (the job
+/// flushes there to evaluate) and at `total` (the job's last batch), and one
+/// begins at `start` (the batch a run, re-plan or recovery began at).
+/// `every` or `epoch` 0: no such ends.
+std::pair<uint64_t, uint64_t> async_segment(uint64_t batch, uint64_t start, uint64_t every,
+                                            uint64_t epoch = 0,
+                                            uint64_t total = UINT64_MAX);
+
+/// The weight version that batch `batch` uses: max(segment start, batch - delay).
+uint64_t async_version(uint64_t batch, uint64_t segment_start, uint64_t delay);
+
+/// The smallest delay with which no stage of `stages` ever waits for a
+/// version with `micro` micro-batches a batch: ceil((S-1)/M).
+uint64_t async_delay(int stages, int micro);
+
+/// Stage `stage`'s row over the segment [first, end) of batches: a 1F1B over
+/// its (end - first) x `micro` micro-batches with min(S-s-1, delay x M)
+/// warm-up forwards.
+std::vector<async_op> async_order(int stages, int stage, int micro, uint64_t first,
+                                  uint64_t end, uint64_t delay);
+
+/// Every operation of the segment [0, batches) with its unit-time clock,
+/// micro numbered across batches (g = batch x M + micro).
+std::vector<clocked_op> async_clock_table(int stages, int micro, uint64_t batches,
+                                          uint64_t delay);
 
 /// Contiguous layer ranges [begin, end) for each stage.
 using layer_ranges = std::vector<std::pair<size_t, size_t>>;

@@ -276,6 +276,7 @@ std::string show_metrics(const job_status& s) {
                        s.metrics_path.empty() ? "(none)" : s.metrics_path);
     return out;
   }
+  out += fmt::format("schedule       {}\n", s.pipeline.schedule);
   out += fmt::format("throughput     {:.0f} samples/s recent, {:.0f} this epoch\n",
                      s.training.recent_samples_per_s, s.training.samples_per_s);
   out += fmt::format("loss           {:.4f}\n", s.loss);

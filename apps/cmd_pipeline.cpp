@@ -720,8 +720,15 @@ void add_training_options(CLI::App& sub, train_cli& cli) {
 void add_planning_options(CLI::App& sub, train_cli& cli) {
   auto& job = cli.job;
   sub.add_option("--schedule", job.schedule,
-                 "pipeline schedule: gpipe (fill-drain) or 1f1b (fewer activations held)")
-      ->check(CLI::IsMember({"gpipe", "1f1b"}))
+                 "pipeline schedule: gpipe (fill-drain), 1f1b (fewer activations held), "
+                 "both flushed every batch; async (FTPipeHD's asynchronous 1F1B: no "
+                 "flush, batch b trains on the weights of batch b - d, pipelines only); "
+                 "or auto (what the planner predicts faster)")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "async", "auto"}))
+      ->capture_default_str();
+  sub.add_option("--async-delay", job.async_delay,
+                 "async schedule: the delay d in batches (each stage keeps d + 1 copies "
+                 "of its weights); 0: ceil((stages-1)/micro-batches), at least 1")
       ->capture_default_str();
   sub.add_option("--balance", cli.balance,
                  "layers per stage, e.g. 1,1,2 (default: an even split)");

@@ -156,5 +156,6 @@ int federated_niid(const bench_args& args);
 int split(const bench_args& args);
 int footprint(const bench_args& args);
 int continual(const bench_args& args);
+int train_scaling(const bench_args& args);
 
 } // namespace salamander::bench

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
       {"split", split},
       {"footprint", footprint},
       {"continual", continual},
+      {"train_scaling", train_scaling},
   };
   if (argc < 2 || benches.count(argv[1]) == 0) {
     std::fprintf(stderr, "usage: salamander_bench NAME [--out PATH] [--quick]\nbenchmarks:");

@@ -32,7 +32,7 @@ case "$name" in
     echo "usage: bench/run.sh NAME [--quick]" >&2
     echo "  NAME: build_time training_overhead codec pipeline_overhead bubble transfer" >&2
     echo "        planner_speed hetero recovery failure_during_recovery replan_stability serve" >&2
-    echo "        federated federated_niid split footprint continual fuzz" >&2
+    echo "        federated federated_niid split footprint continual train_scaling fuzz" >&2
     exit 2
     ;;
   *)

@@ -87,6 +87,9 @@ struct pipeline_status {
   std::vector<double> stage_compute_s;
   std::vector<double> stage_wait_s;
   std::vector<double> stage_send_s;
+  /// Training: the schedule in words ("1f1b", "async, delay 1, segments of
+  /// 10 batches"); empty for serving.
+  std::string schedule;
 };
 
 template <class Inspector>
@@ -94,7 +97,7 @@ typename Inspector::result_type inspect(Inspector& f, pipeline_status& x) {
   return f(caf::meta::type_name("pipeline_status"), x.plan_version, x.replans,
            x.last_replan_s, x.last_replan_moved_bytes, x.recoveries, x.rollback_version,
            x.last_recovery_s, x.plan_batches, x.stage_compute_s, x.stage_wait_s,
-           x.stage_send_s);
+           x.stage_send_s, x.schedule);
 }
 
 /// What a training job adds: epochs and batches, the rate, the lineage.

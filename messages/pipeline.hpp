@@ -63,6 +63,15 @@ struct stage_spec {
   /// (eval messages), and `micro_batches` is the number the job keeps in
   /// flight (the node's memory check counts that many input buffers).
   std::string mode = "train";
+  /// The asynchronous schedule (schedule "async"): every batch b uses the
+  /// weights of version max(p, b - async_delay), p the first batch of its
+  /// segment; segments end at multiples of `sync_every` batches, at epoch
+  /// ends (multiples of `epoch_batches`) and at `total_batches`
+  /// (algorithms/schedule.hpp).
+  uint32_t async_delay = 0;
+  uint32_t sync_every = 0;
+  uint64_t epoch_batches = 0;
+  uint64_t total_batches = 0;
 };
 
 /// One stage's account of one batch.
@@ -96,7 +105,8 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
            x.momentum, x.threads, x.micro_batch_size, x.start_batch, x.sources,
            x.source_begin, x.source_end, x.source_version, x.replicate_every,
            x.global_every, x.chain_holder, x.global_holder, x.member, x.members,
-           x.micro_begin, x.micro_end, x.mode);
+           x.micro_begin, x.micro_end, x.mode, x.async_delay, x.sync_every,
+           x.epoch_batches, x.total_batches);
 }
 
 template <class Inspector>

@@ -117,13 +117,214 @@ void stream(stage_actor::stateful_pointer<stage_state> self) {
   }
 }
 
+// Runs the forward or backward of micro-batch `micro` of `batch` on `exec`
+// (`id`: the micro-batch's key there) and sends its output on; false, doing
+// nothing, when its input has not arrived yet.
+bool run_op(stage_actor::stateful_pointer<stage_state> self, models::range_executor& exec,
+            algorithms::op_kind kind, uint64_t batch, uint32_t micro, int64_t id) {
+  auto& st = self->state;
+  stage_state::key k{batch, micro};
+  auto start = clock::now();
+  if (kind == algorithms::op_kind::forward) {
+    auto in = st.inputs.find(k);
+    if (in == st.inputs.end()) {
+      return false;
+    }
+    if (st.batch_started) {
+      st.stats.wait_s += seconds(start - st.last_op_end);
+    }
+    st.batch_started = true;
+    auto out = exec.forward(id, in->second);
+    st.inputs.erase(in);
+    st.stats.compute_s += emulated(self, clock::now() - start);
+    auto computed = clock::now();
+    if (!st.last) {
+      send_on_link(self, st.next, out, forward_atom_v, batch, micro);
+      st.stats.send_s += seconds(clock::now() - computed);
+    }
+  } else {
+    torch::Tensor grad_in;
+    if (st.last) {
+      auto lab = st.labels.find(k);
+      if (lab == st.labels.end()) {
+        return false;
+      }
+      st.stats.wait_s += seconds(start - st.last_op_end);
+      auto r = exec.loss_backward(id, lab->second.second, lab->second.first);
+      st.stats.loss += r.loss * lab->second.first;
+      st.stats.correct += r.correct;
+      st.stats.samples += lab->second.second.size(0);
+      grad_in = r.grad_input;
+      st.labels.erase(lab);
+    } else {
+      auto g = st.grads.find(k);
+      if (g == st.grads.end()) {
+        return false;
+      }
+      st.stats.wait_s += seconds(start - st.last_op_end);
+      grad_in = exec.backward(id, g->second);
+      st.grads.erase(g);
+    }
+    st.stats.compute_s += emulated(self, clock::now() - start);
+    auto computed = clock::now();
+    if (!st.first) {
+      send_on_link(self, st.prev, grad_in, backward_atom_v, batch, micro);
+      st.stats.send_s += seconds(clock::now() - computed);
+    }
+  }
+  st.last_op_end = clock::now();
+  return true;
+}
+
+// ---- the asynchronous schedule (algorithms/schedule.hpp)
+
+// Keeps a copy of the newest weights (and buffers) as version `v`, for the
+// batches of this segment that use it.
+void keep_version(stage_actor::stateful_pointer<stage_state> self, uint64_t v) {
+  auto& st = self->state;
+  stage_state::version_copy c;
+  if (!st.spare.empty()) {
+    c = std::move(st.spare.back());
+    st.spare.pop_back();
+  } else {
+    c.model = std::make_unique<models::layered_model>(st.model->desc(), st.spec.seed,
+                                                      st.spec.begin, st.spec.end);
+    c.exec = std::make_unique<models::range_executor>(c.model->all(), st.first, st.last);
+  }
+  torch::NoGradGuard no_grad;
+  auto from = st.model->all();
+  auto to = c.model->all();
+  auto fp = from->parameters();
+  auto tp = to->parameters();
+  for (size_t i = 0; i < fp.size(); ++i) {
+    tp[i].copy_(fp[i]);
+  }
+  auto fb = from->buffers();
+  auto tb = to->buffers();
+  for (size_t i = 0; i < fb.size(); ++i) {
+    tb[i].copy_(fb[i]);
+  }
+  st.versions[v] = std::move(c);
+}
+
+// Buffers (BatchNorm's running statistics) follow the forwards in the
+// stage's order, whichever copy runs them: in from the newest weights before
+// a forward on a copy, back after it.
+void copy_buffers(torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  auto fb = from.buffers();
+  auto tb = to.buffers();
+  for (size_t i = 0; i < fb.size() && i < tb.size(); ++i) {
+    tb[i].copy_(fb[i]);
+  }
+}
+
+// The next segment's row, once every batch before it has stepped: the
+// versions of the last one are dropped and its first version kept.
+void begin_segment(stage_actor::stateful_pointer<stage_state> self) {
+  auto& st = self->state;
+  auto& spec = st.spec;
+  st.segment = algorithms::async_segment(
+      st.version, spec.start_batch, spec.sync_every, spec.epoch_batches,
+      spec.total_batches > 0 ? spec.total_batches : UINT64_MAX);
+  st.async_row = algorithms::async_order(static_cast<int>(spec.stages),
+                                         static_cast<int>(spec.index),
+                                         static_cast<int>(spec.micro_batches),
+                                         st.segment.first, st.segment.second,
+                                         spec.async_delay);
+  st.cursor = 0;
+  for (auto& [v, c] : st.versions) {
+    st.spare.push_back(std::move(c));
+  }
+  st.versions.clear();
+  keep_version(self, st.version);
+}
+
+// Batch `batch` is through this stage: its gradients (in the copy its
+// micro-batches ran on) step the newest weights, and the versions the
+// batches after it use are kept.
+void step_async(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
+                stage_state::version_copy& used) {
+  auto& st = self->state;
+  auto& spec = st.spec;
+  auto start = clock::now();
+  {
+    auto from = used.model->all()->parameters();
+    auto to = st.model->all()->parameters();
+    for (size_t i = 0; i < from.size(); ++i) {
+      to[i].mutable_grad() = from[i].grad();
+      from[i].mutable_grad() = torch::Tensor();
+    }
+  }
+  st.opt->step();
+  st.opt->zero_grad();
+  st.version = batch + 1;
+  st.batch = batch + 1;
+  st.stats.compute_s += emulated(self, clock::now() - start);
+  if ((spec.replicate_every > 0 && st.version % spec.replicate_every == 0) ||
+      st.version == st.replicate_at) {
+    replicate(self);
+  }
+  st.stats.batch = batch;
+  st.stats.stage = spec.index;
+  self->send(st.supervisor, done_atom_v, st.stats);
+  st.stats = batch_stats{};
+  // versions older than the next batch's are done with
+  auto next_uses = algorithms::async_version(st.version, st.segment.first, spec.async_delay);
+  for (auto it = st.versions.begin(); it != st.versions.end() && it->first < next_uses;) {
+    st.spare.push_back(std::move(it->second));
+    it = st.versions.erase(it);
+  }
+  if (st.version + spec.async_delay < st.segment.second) {
+    keep_version(self, st.version); // batch version + delay will use it
+  }
+}
+
+// Runs as many operations of the asynchronous row as have their inputs,
+// each on the copy of the version its batch uses.
+void pump_async(stage_actor::stateful_pointer<stage_state> self) {
+  auto& st = self->state;
+  auto m = static_cast<uint64_t>(st.spec.micro_batches);
+  while (true) {
+    if (st.cursor >= st.async_row.size()) {
+      begin_segment(self);
+      if (st.async_row.empty()) {
+        return; // past the job's last batch
+      }
+    }
+    auto op = st.async_row[st.cursor];
+    auto v = algorithms::async_version(op.batch, st.segment.first, st.spec.async_delay);
+    auto copy = st.versions.find(v);
+    if (copy == st.versions.end()) {
+      throw std::logic_error("no copy of weight version " + std::to_string(v) +
+                             " for batch " + std::to_string(op.batch) + " (at version " +
+                             std::to_string(st.version) + ")");
+    }
+    auto& used = copy->second;
+    bool forward = op.op == algorithms::op_kind::forward;
+    if (forward) {
+      copy_buffers(*st.exec->net(), *used.exec->net());
+    }
+    auto id = static_cast<int64_t>(op.batch * m + static_cast<uint64_t>(op.micro));
+    if (!run_op(self, *used.exec, op.op, op.batch, static_cast<uint32_t>(op.micro), id)) {
+      return;
+    }
+    if (forward) {
+      copy_buffers(*used.exec->net(), *st.exec->net());
+    }
+    st.cursor++;
+    if (!forward && static_cast<uint64_t>(op.micro) + 1 == m) {
+      step_async(self, op.batch, used); // (`used` may be spare after this)
+    }
+  }
+}
+
 // Runs as many operations of the stage's row as have their inputs.
 void finish_batch(stage_actor::stateful_pointer<stage_state> self);
 
 void pump(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
-  bool last = st.last;
   if (!st.ready || st.frozen || st.reducing || !st.wired) {
     // inputs wait until the state (or the members' sum) has arrived, and
     // until the supervisor has named the neighbours: a neighbour's first
@@ -135,6 +336,10 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
     stream(self);
     return;
   }
+  if (st.async) {
+    pump_async(self);
+    return;
+  }
   if (spec.members > 1 && !st.have_stats_before) {
     st.stats_before.clear();
     for (auto& t : models::batchnorm_stats(*st.exec->net())) {
@@ -144,58 +349,10 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
   }
   while (st.cursor < st.order.size()) {
     auto op = st.order[st.cursor];
-    stage_state::key k{st.batch, static_cast<uint32_t>(op.micro)};
-    auto start = clock::now();
-    if (op.op == algorithms::op_kind::forward) {
-      auto in = st.inputs.find(k);
-      if (in == st.inputs.end()) {
-        return;
-      }
-      if (st.batch_started) {
-        st.stats.wait_s += seconds(start - st.last_op_end);
-      }
-      st.batch_started = true;
-      auto out = st.exec->forward(op.micro, in->second);
-      st.inputs.erase(in);
-      st.stats.compute_s += emulated(self, clock::now() - start);
-      auto computed = clock::now();
-      if (!last) {
-        send_on_link(self, st.next, out, forward_atom_v, st.batch,
-                     static_cast<uint32_t>(op.micro));
-        st.stats.send_s += seconds(clock::now() - computed);
-      }
-    } else {
-      torch::Tensor grad_in;
-      if (last) {
-        auto lab = st.labels.find(k);
-        if (lab == st.labels.end()) {
-          return;
-        }
-        st.stats.wait_s += seconds(start - st.last_op_end);
-        auto r = st.exec->loss_backward(op.micro, lab->second.second, lab->second.first);
-        st.stats.loss += r.loss * lab->second.first;
-        st.stats.correct += r.correct;
-        st.stats.samples += lab->second.second.size(0);
-        grad_in = r.grad_input;
-        st.labels.erase(lab);
-      } else {
-        auto g = st.grads.find(k);
-        if (g == st.grads.end()) {
-          return;
-        }
-        st.stats.wait_s += seconds(start - st.last_op_end);
-        grad_in = st.exec->backward(op.micro, g->second);
-        st.grads.erase(g);
-      }
-      st.stats.compute_s += emulated(self, clock::now() - start);
-      auto computed = clock::now();
-      if (!st.first) {
-        send_on_link(self, st.prev, grad_in, backward_atom_v, st.batch,
-                     static_cast<uint32_t>(op.micro));
-        st.stats.send_s += seconds(clock::now() - computed);
-      }
+    if (!run_op(self, *st.exec, op.op, st.batch, static_cast<uint32_t>(op.micro),
+                op.micro)) {
+      return;
     }
-    st.last_op_end = clock::now();
     st.cursor++;
   }
   // the flush: every micro-batch is through
@@ -313,12 +470,22 @@ void build(stage_actor::stateful_pointer<stage_state> self, stage_spec spec,
                                 " are not within the batch's " +
                                 std::to_string(spec.micro_batches));
   }
-  for (auto op :
-       algorithms::stage_order(algorithms::parse_schedule(spec.schedule), positions,
-                               static_cast<int>(spec.micro_batches), position)) {
-    if (op.micro >= static_cast<int>(spec.micro_begin) &&
-        op.micro < static_cast<int>(micro_end)) {
-      st.order.push_back(op);
+  auto kind = algorithms::parse_schedule(spec.schedule);
+  if (kind == algorithms::schedule_kind::async) {
+    // (rows span segments of batches: pump_async builds them once ready)
+    if (spec.members > 1 || spec.sync_every == 0) {
+      throw std::invalid_argument(
+          "the async schedule runs pipeline stages (not data-parallel members) and "
+          "needs segment ends (sync_every > 0)");
+    }
+    st.async = true;
+  } else {
+    for (auto op : algorithms::stage_order(kind, positions,
+                                           static_cast<int>(spec.micro_batches), position)) {
+      if (op.micro >= static_cast<int>(spec.micro_begin) &&
+          op.micro < static_cast<int>(micro_end)) {
+        st.order.push_back(op);
+      }
     }
   }
   st.batch = spec.start_batch;
@@ -390,7 +557,7 @@ void take_input(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
   guarded(self, [&] {
     check_batch(self, batch);
     store();
-    if (batch == self->state.batch) {
+    if (batch == self->state.batch || self->state.async) {
       pump(self);
     }
   });

@@ -90,6 +90,21 @@ struct stage_state {
   std::deque<std::tuple<uint64_t, uint32_t, torch::Tensor>> stream;
   batch_stats busy;
   std::chrono::steady_clock::time_point busy_reported{};
+  /// The asynchronous schedule (spec.schedule "async", algorithms/
+  /// schedule.hpp): the row of the current segment of batches (`order` is
+  /// unused), and the weight versions that batches in flight use, each a
+  /// copy of the layers (weights and buffers; gradients accumulate in it
+  /// and move to `model` at the batch's step). `model` holds the newest
+  /// version with the optimizer; copies no longer needed wait in `spare`.
+  struct version_copy {
+    std::unique_ptr<models::layered_model> model;
+    std::unique_ptr<models::range_executor> exec;
+  };
+  bool async = false;
+  std::pair<uint64_t, uint64_t> segment{0, 0};
+  std::vector<algorithms::async_op> async_row;
+  std::map<uint64_t, version_copy> versions;
+  std::vector<version_copy> spare;
 };
 
 /// Builds the stage's layers from `spec` (weights from the spec's seed).

@@ -10,8 +10,9 @@ algorithms::plan_request make_plan_request(const models::model_desc& desc,
                                            const std::string& optimizer) {
   algorithms::plan_request req;
   req.mode = algorithms::plan_mode::training;
-  req.schedule = schedule == "gpipe" ? algorithms::plan_schedule::gpipe
-                                     : algorithms::plan_schedule::one_f_one_b;
+  req.schedule = schedule == "gpipe"   ? algorithms::plan_schedule::gpipe
+                 : schedule == "async" ? algorithms::plan_schedule::async
+                                       : algorithms::plan_schedule::one_f_one_b;
   req.micro_batch_size = micro_batch_size;
   req.micro_batches = micro_batches;
   req.optimizer_state_factor = optimizer == "adam" ? 2.0 : 1.0;

@@ -210,8 +210,13 @@ caf::result<std::string> on_replicate(self_ptr self) {
                                                  "; replicate once it trains again");
   }
   // every stage reaches version `fed` once the batches in flight are
-  // stepped (at a flush it is there already)
+  // stepped (at a flush it is there already); under the async schedule a
+  // replica is only at a segment's end, where no stashed version is needed
   auto version = st.fed;
+  if (is_async(st.cfg) && version != st.launched_at) {
+    auto every = sync_every(st.cfg);
+    version = (version + every - 1) / every * every;
+  }
   if (version == 0) {
     return caf::make_error(errc::not_ready,
                            "nothing trained yet; the seed needs no replica");
@@ -337,6 +342,7 @@ void on_tick(self_ptr self) {
       clock::now() - st.phase_entered > st.cfg.pause_timeout) {
     give_up(self);
   }
+  look_at_plan(self); // (also between commits: a slow stage commits rarely)
   st.flush_metrics();
   self->delayed_send(self, st.cfg.tick_period, tick_atom_v);
 }

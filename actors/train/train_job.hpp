@@ -85,6 +85,7 @@ struct resume_point {
   int64_t evaluated_epochs = 0;
   double test_accuracy = -1;
   int64_t resumes = 0; ///< resumes before this one
+  uint32_t async_delay = 0; ///< the async schedule's delay (0: not async)
   /// The job's phase when the file was written (as its status showed it).
   algorithms::job_phase phase = algorithms::job_phase::starting;
   std::string stopped; ///< why a stopped job stopped
@@ -105,6 +106,11 @@ struct job_config {
   int64_t micro_batches = 4;
   int64_t max_batches = 0; ///< per epoch; 0: all
   std::string schedule = "1f1b";
+  /// The async schedule's delay d: batch b trains on the weights of version
+  /// b - d (algorithms/schedule.hpp); 0: ceil((S-1)/M) of the first plan,
+  /// at least 1. Fixed for the whole job (re-plans and recoveries keep it:
+  /// the run stays exact).
+  uint32_t async_delay = 0;
   std::string optimizer = "adam";
   double lr = 2e-3;
   double momentum = 0.9;
@@ -131,8 +137,9 @@ struct job_config {
   double replan_gain = tuning::replan_gain;
   /// Batches between two automatic re-plans (lets measurements settle).
   int64_t replan_min_batches = tuning::replan_min_batches;
-  /// Commits between two looks at the plan.
-  int64_t replan_check_every = tuning::replan_check_every;
+  /// Wall time between two looks at the plan (0: at every commit and tick,
+  /// for tests that step by commits).
+  std::chrono::milliseconds replan_look_every = tuning::replan_look_every;
   /// Looks in a row that must find the same plan best before it is taken.
   int replan_window = tuning::replan_window;
   /// ... and for at least this long.
@@ -256,6 +263,11 @@ struct train_job_state : job_core {
   bool first_commit_logged = false; ///< (the resumed job's first commit)
   int64_t evaluated_epochs = 0;
 
+  /// The async schedule's delay, fixed at the first launch (0: not yet),
+  /// and the batch the running stages began at (a segment starts there).
+  uint32_t async_delay = 0;
+  uint64_t launched_at = 0;
+
   // capacity: profiles, links, corrections (actors/planning/capacity.hpp)
   capacity_model capacity;
   uint64_t last_replan_batch = 0;
@@ -264,6 +276,7 @@ struct train_job_state : job_core {
   /// re-plan replaced with its measured batch time (to go back to, if the
   /// new one measures slower).
   algorithms::replan_memory replan_looks;
+  double last_look_s = -1; ///< when the last look was taken (steady clock, s)
   std::optional<stage_plan> replan_candidate; ///< the plan `replan_looks` names
   /// Plans that ran, by description: measured batch time and the commit it
   /// was measured at (a prediction never beats what a plan measured).

@@ -49,6 +49,12 @@ void on_eval(self_ptr self, uint64_t round, uint32_t chunk, const torch::Tensor&
 void fail(self_ptr self, const std::string& what);
 void stop_stages(self_ptr self);
 uint64_t total_batches(const train_job_state& st);
+/// The async schedule (algorithms/schedule.hpp): whether it runs, its
+/// segment of batches, and the first batch at or after the fed ones where
+/// a flush may be (a segment's end; any batch under the other schedules).
+bool is_async(const job_config& cfg);
+uint64_t sync_every(const job_config& cfg);
+uint64_t flush_point(const train_job_state& st);
 int64_t micro_batch_size(const job_config& cfg);
 std::vector<size_t> live_nodes(const train_job_state& st);
 std::vector<bool> dead_mask(const train_job_state& st);
@@ -63,6 +69,8 @@ void first_plan(self_ptr self);
 void on_profiles(self_ptr self, cluster_profile& round);
 void begin_replan(self_ptr self);
 void track_capacity(self_ptr self);
+void look_at_plan(self_ptr self);
+void choose_schedule(self_ptr self);
 void resume_after_replan(self_ptr self);
 std::string describe_plan(const train_job_state& st);
 std::string describe_plan(const train_job_state& st, const stage_plan& plan);

@@ -229,6 +229,24 @@ int64_t micro_batch_size(const job_config& cfg) {
   return (cfg.batch_size + cfg.micro_batches - 1) / cfg.micro_batches;
 }
 
+bool is_async(const job_config& cfg) {
+  return cfg.schedule == "async";
+}
+
+uint64_t sync_every(const job_config& cfg) {
+  return cfg.replicate_every > 0 ? cfg.replicate_every : tuning::async_segment;
+}
+
+uint64_t flush_point(const train_job_state& st) {
+  if (!is_async(st.cfg) || st.fed == st.launched_at || st.fed == 0) {
+    return st.fed;
+  }
+  // the end of the last fed batch's segment
+  return algorithms::async_segment(st.fed - 1, st.launched_at, sync_every(st.cfg),
+                                   st.batches_per_epoch, total_batches(st))
+      .second;
+}
+
 std::vector<size_t> live_nodes(const train_job_state& st) {
   std::vector<size_t> out;
   for (size_t i = 0; i < st.nodes.size(); ++i) {
@@ -293,9 +311,22 @@ bool stream_batch(self_ptr self, uint64_t g, models::batch& b) {
   return false;
 }
 
+// Feeds batches while fewer than the window are in flight, up to the
+// epoch's end and `limit`.
+void feed_batches(self_ptr self, uint64_t limit);
+
 void feed(self_ptr self) {
   auto& st = self->state;
   if (st.phase == job_phase::replanning || st.phase == job_phase::checkpointing) {
+    return;
+  }
+  // a stop, checkpoint or re-plan waits for a flush; under the async
+  // schedule only a segment's end is one (every stage at one version, no
+  // stashed versions needed after it): the batches up to there go first
+  bool wants_flush = !st.stop_requested.empty() || !st.checkpoints.empty() ||
+                     st.replan_requested;
+  if (wants_flush && st.phase == job_phase::training && st.fed < flush_point(st)) {
+    feed_batches(self, flush_point(st));
     return;
   }
   if (!st.stop_requested.empty() && st.checkpoints.empty()) {
@@ -322,9 +353,19 @@ void feed(self_ptr self) {
     }
     return;
   }
+  feed_batches(self, UINT64_MAX);
+}
+
+void feed_batches(self_ptr self, uint64_t limit) {
+  auto& st = self->state;
   auto epoch_end = (st.committed / st.batches_per_epoch + 1) * st.batches_per_epoch;
-  while (st.fed < st.committed + static_cast<uint64_t>(st.cfg.window) &&
-         st.fed < epoch_end && st.fed < total_batches(st)) {
+  // (async: a stage holds up to d + 1 batches' micro-batches at once)
+  auto window = static_cast<uint64_t>(st.cfg.window);
+  if (is_async(st.cfg)) {
+    window = std::max<uint64_t>(window, st.async_delay + 2);
+  }
+  while (st.fed < st.committed + window && st.fed < epoch_end &&
+         st.fed < total_batches(st) && st.fed < limit) {
     uint64_t g = st.fed;
     models::batch b;
     if (st.cfg.stream) {

@@ -53,6 +53,13 @@ void refresh_rows(self_ptr self) {
   }
   s.paused_by_user = st.user_paused;
   s.elapsed_s = since(st.started);
+  s.pipeline.schedule = st.cfg.schedule;
+  if (is_async(st.cfg)) {
+    s.pipeline.schedule += fmt::format(", delay {}, segments of {} batches",
+                                       st.async_delay > 0 ? st.async_delay
+                                                          : st.cfg.async_delay,
+                                       sync_every(st.cfg));
+  }
 }
 
 // Every stage's weights and optimizer state, merged into one snapshot (its
@@ -201,6 +208,7 @@ void persist_state(self_ptr self) {
                       {"user_plan", st.user_plan},
                       {"recoveries", st.status.pipeline.recoveries},
                       {"replans", st.status.pipeline.replans},
+                      {"async_delay", st.async_delay},
                       {"redone_batches", st.status.training.redone_batches},
                       {"evaluated_epochs", st.evaluated_epochs},
                       {"test_accuracy", st.status.test_accuracy},
@@ -267,6 +275,7 @@ resume_point read_resume_point(const std::string& dir, const models::model_desc&
     r.evaluated_epochs = j.value("evaluated_epochs", int64_t{0});
     r.test_accuracy = j.value("test_accuracy", -1.0);
     r.resumes = j.value("resumes", int64_t{0});
+    r.async_delay = j.value("async_delay", uint32_t{0});
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error("cannot resume from " + dir + ": " + path +
                              " lacks a field: " + e.what());

@@ -9,7 +9,10 @@
 #include "algorithms/replan.hpp"
 #include "messages/errors.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
+#include <map>
 
 namespace salamander::actors::train_detail {
 
@@ -41,6 +44,12 @@ std::vector<stage_spec> make_specs(const train_job_state& st, const stage_plan& 
     spec.micro_batch_size = static_cast<uint32_t>(micro_batch_size(st.cfg));
     spec.replicate_every = st.cfg.replicate_every;
     spec.global_every = st.cfg.global_every;
+    if (is_async(st.cfg)) {
+      spec.async_delay = st.async_delay;
+      spec.sync_every = static_cast<uint32_t>(sync_every(st.cfg));
+      spec.epoch_batches = st.batches_per_epoch;
+      spec.total_batches = total_batches(st);
+    }
     if (dp) {
       spec.members = static_cast<uint32_t>(n);
       spec.member = static_cast<uint32_t>(i);
@@ -198,6 +207,23 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
                    std::to_string(plan.ranges.size()) + " stages");
     return;
   }
+  if (st.cfg.schedule == "auto") {
+    // without profiles (a balance, an even split, a resumed job): a
+    // pipeline of several stages runs faster without a flush each batch
+    st.cfg.schedule =
+        st.async_delay > 0 || (plan.split.empty() && plan.ranges.size() > 1) ? "async"
+                                                                              : "1f1b";
+  }
+  if (is_async(st.cfg) && st.async_delay == 0) {
+    // fixed for the job from here: every later plan keeps the same math
+    st.async_delay = st.cfg.async_delay > 0
+                         ? st.cfg.async_delay
+                         : static_cast<uint32_t>(std::max<uint64_t>(
+                               1, algorithms::async_delay(
+                                      static_cast<int>(plan.ranges.size()),
+                                      static_cast<int>(st.cfg.micro_batches))));
+  }
+  st.launched_at = st.committed;
   auto specs = make_specs(st, plan);
   for (auto& spec : specs) {
     if (kind == launch_kind::replan) {
@@ -253,7 +279,13 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
 algorithms::plan_request planner_request(const train_job_state& st) {
   auto req = make_plan_request(st.desc, st.cfg.schedule, micro_batch_size(st.cfg),
                                static_cast<int>(st.cfg.micro_batches), st.cfg.optimizer);
-  req.allow_data_parallel = st.cfg.allow_data_parallel;
+  req.allow_data_parallel = st.cfg.allow_data_parallel && !is_async(st.cfg);
+  if (is_async(st.cfg)) {
+    req.async_delay = static_cast<int>(st.async_delay > 0     ? st.async_delay
+                                       : st.cfg.async_delay > 0 ? st.cfg.async_delay
+                                                                : 1);
+    req.segment_batches = static_cast<int>(sync_every(st.cfg));
+  }
   // a replicating stage keeps its last two snapshots (stage_state::kept),
   // weights and optimizer state each (data-parallel members after the first
   // do not replicate; they are counted as if they did)
@@ -319,6 +351,17 @@ caf::expected<stage_plan> balanced_plan(const train_job_state& st,
 
 void first_plan(self_ptr self) {
   auto& st = self->state;
+  if (is_async(st.cfg) && st.cfg.data_parallel) {
+    fail(self, "the async schedule trains pipelines; data parallelism needs --schedule "
+               "1f1b or gpipe");
+    return;
+  }
+  if (is_async(st.cfg) && st.cfg.stream) {
+    // a stage's row runs ahead into batches a stream may never bring
+    fail(self, "the async schedule needs a known number of batches; a stream needs "
+               "--schedule 1f1b or gpipe");
+    return;
+  }
   st.user_plan = !st.cfg.balance.empty() || st.cfg.stages > 0;
   if (st.cfg.auto_plan) {
     enter(self, job_event::profile);
@@ -341,6 +384,32 @@ void first_plan(self_ptr self) {
     return;
   }
   launch(self, std::move(*plan), launch_kind::first);
+}
+
+// `--schedule auto`: the schedule whose best plan the cost model predicts
+// faster per batch: async (pipelines only, no flush) or 1f1b (pipelines
+// flushed every batch, or data parallelism).
+void choose_schedule(self_ptr self) {
+  auto& st = self->state;
+  std::map<std::string, double> batch_s;
+  for (std::string schedule : {"1f1b", "async"}) {
+    st.cfg.schedule = schedule;
+    try {
+      batch_s[schedule] = algorithms::plan_partition(planner_request(st)).objective_s;
+    } catch (const algorithms::plan_error& e) {
+      batch_s[schedule] = std::numeric_limits<double>::infinity();
+      subsystem_log("job")->info("no {} plan fits: {}", schedule, e.what());
+    }
+  }
+  st.cfg.schedule = batch_s["async"] < batch_s["1f1b"] ? "async" : "1f1b";
+  auto shown = [](double s) { return std::isfinite(s) ? nlohmann::json(s) : nlohmann::json(); };
+  log_event(self, "schedule",
+            {{"chosen", st.cfg.schedule},
+             {"predicted_batch_s_1f1b", shown(batch_s["1f1b"])},
+             {"predicted_batch_s_async", shown(batch_s["async"])}});
+  subsystem_log("job")->info("schedule auto: {} (predicted {:.3f} s a batch flushed, {:.3f} "
+                             "s async)",
+                             st.cfg.schedule, batch_s["1f1b"], batch_s["async"]);
 }
 
 // The profiling round came back: log it, plan with the partitioner, launch.
@@ -376,6 +445,9 @@ void on_profiles(self_ptr self, cluster_profile& round) {
   }
   st.capacity.set_profiles(round);
   try {
+    if (st.cfg.schedule == "auto") {
+      choose_schedule(self);
+    }
     auto req = planner_request(st);
     auto plan = algorithms::plan_partition(req);
     // what the planner predicted, and the best plan of the other kind
@@ -551,9 +623,8 @@ void apply_verdict(train_job_state& st, const algorithms::replan_verdict& verdic
   }
 }
 
-// At every commit: correct the capacity model by what the stages measured;
-// at every look (algorithms/replan.hpp) weigh the best plan against the one
-// that runs and ask for a re-plan (or to go back) at the next flush.
+// At every commit: correct the capacity model by what the stages measured,
+// then look at the plan if a look is due.
 void track_capacity(self_ptr self) {
   auto& st = self->state;
   if (!st.capacity.profiled() || st.phase == job_phase::replanning ||
@@ -562,30 +633,45 @@ void track_capacity(self_ptr self) {
   }
   st.capacity.correct(st.last_reports, st.plan.ranges, st.plan.nodes, st.plan.split,
                       static_cast<int>(st.cfg.micro_batches));
+  look_at_plan(self);
+}
+
+// Every `replan_look_every` of wall time, at a commit or a tick (a stage
+// that slowed 10x commits 10x less often; looks must not wait for it):
+// weigh the best plan against the one that runs (algorithms/replan.hpp) and
+// ask for a re-plan (or to go back) at the next flush.
+void look_at_plan(self_ptr self) {
+  auto& st = self->state;
+  if (!st.capacity.profiled() || st.phase != job_phase::training || st.user_paused ||
+      st.replan_requested) {
+    return;
+  }
   algorithms::replan_inputs in;
   in.min_gain = st.cfg.replan_gain;
   in.committed = st.committed;
   in.last_replan_batch = st.last_replan_batch;
   in.min_batches = st.cfg.replan_min_batches;
-  in.check_every = st.cfg.replan_check_every;
+  in.look_every_s = std::chrono::duration<double>(st.cfg.replan_look_every).count();
+  in.last_look_s = st.last_look_s;
   in.window = st.cfg.replan_window;
   in.sustain_s = std::chrono::duration<double>(st.cfg.replan_sustain).count();
   in.now_s = std::chrono::duration<double>(clock::now().time_since_epoch()).count();
   in.user_plan = st.user_plan;
   auto total = total_batches(st);
   in.batches_left = total > st.committed ? total - st.committed : 0;
-  if (in.min_gain <= 0 || in.user_plan) {
+  if (!algorithms::replan_check_due(in)) {
     return;
   }
+  st.last_look_s = in.now_s;
   try {
     auto req = planner_request(st);
     auto live = live_nodes(st);
     measure_running(st, req, live, in);
-    if (!algorithms::replan_check_due(in)) {
-      return;
-    }
-    // the running plan is judged by what it does, once measured
-    in.current_s = in.measured_s > 0 ? in.measured_s : predicted_s(st, req, live, st.plan);
+    // the running plan is judged by what it does, once measured, and runs
+    // at least as slowly as the batch it has not committed yet
+    in.current_s = in.measured_s > 0
+                       ? std::max(in.measured_s, since(st.last_progress))
+                       : predicted_s(st, req, live, st.plan);
     in.replaced_measured_s = st.replaced_plan ? st.replaced_measured_s : 0;
     if (st.replaced_plan) {
       in.replaced_predicted_s = predicted_s(st, req, live, *st.replaced_plan);

@@ -428,6 +428,7 @@ void resume_job(self_ptr self) {
   st.status.training.committed = static_cast<int64_t>(st.committed);
   st.status.pipeline.recoveries = r.recoveries;
   st.status.pipeline.replans = r.replans;
+  st.async_delay = r.async_delay; // the same math as before the restart
   st.status.training.redone_batches = r.redone_batches;
   st.status.test_accuracy = r.test_accuracy;
   st.evaluated_epochs = r.evaluated_epochs;

@@ -224,7 +224,8 @@ TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
     jc.replan_gain = 0.15;
     jc.replan_min_batches = 5;
     jc.replan_sustain = std::chrono::milliseconds(0); // a short job: fewer looks, no
-    jc.replan_window = 4;                             // minimum time
+    jc.replan_window = 4;                             // minimum time,
+    jc.replan_look_every = std::chrono::milliseconds(0); // a look at every commit
     caf::actor_system_config cfg;
     caf::actor_system sys{many_threads(cfg)};
     std::vector<std::shared_ptr<actors::cpu_limiter>> limiters;

@@ -66,6 +66,43 @@ TEST_CASE("N-stage pipelines hold the single-device weights after K steps, both 
   }
 }
 
+TEST_CASE("async pipelines hold the weights of one device training on delayed weights",
+          "[actor][pipeline][async]") {
+  // two epochs of 13 batches: segments [0,10) [10,13) [13,20) [20,26) end at
+  // the replication interval (10), at the epoch's end and at the job's, so
+  // every kind of drain is crossed
+  torch::set_num_threads(1);
+  auto data = synthetic_for("cnn");
+  auto jc = small_job("async", 13);
+  jc.epochs = 2;
+  jc.replicate_every = 10;
+  auto all = jc;
+  all.max_batches = 26; // (the references count batches over epochs of 13)
+  auto flushed = single_device_weights(all, *data.train, 13);
+  // (stages, the job's --async-delay: 0 picks ceil((S-1)/M) = 1, at least 1)
+  for (auto [stages, delay] : std::vector<std::pair<int, uint32_t>>{{3, 0}, {4, 2}, {2, 0}}) {
+    jc.async_delay = delay;
+    uint64_t d = delay > 0 ? delay : 1;
+    INFO(stages << " stages, delay " << d);
+    caf::actor_system_config cfg;
+    actors::configure(cfg);
+    caf::actor_system sys{cfg};
+    auto result = actors::run_job(sys, jc, actors::local_nodes(sys, stages, 1), data.train,
+                                  data.test, salamander::testing::watched());
+    REQUIRE(result.status.error == "");
+    CHECK(result.status.training.committed == 26);
+    CHECK_THAT(result.status.pipeline.schedule, Catch::Contains("async, delay " +
+                                                                std::to_string(d)));
+    REQUIRE(result.weights);
+    CHECK(result.weights->version == 26);
+    auto reference =
+        salamander::testing::single_device_async_weights(all, *data.train, d, 10, 13);
+    CHECK(max_weight_diff(*result.weights, reference) <= 1e-5);
+    // and the delay is real: not what a flushed pipeline computes
+    CHECK(max_weight_diff(*result.weights, flushed) > 1e-3);
+  }
+}
+
 TEST_CASE("a pipeline evaluates through its stages like the whole model", "[actor][pipeline]") {
   torch::set_num_threads(1);
   auto data = synthetic_for("cnn");

@@ -88,6 +88,36 @@ TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
   }
 }
 
+TEST_CASE("under the async schedule a crashed stage is recovered from, exactly",
+          "[actor][recovery][async]") {
+  // replicas (and the segments' ends) every 4 batches: the rollback is to a
+  // segment's start, where no stashed version is needed, and the two
+  // survivors replay with the job's delay (1) what the fault-free async run
+  // computes
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 2048);
+  auto jc = job(20, 4);
+  jc.schedule = "async";
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto opts = watched();
+  stage_kill kill;
+  kill_stage_after(sys, opts, 7, 1, kill);
+  auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
+  INFO("phase " << r.status.phase << ", error '" << r.status.error << "', killed "
+                << kill.done << ": " << kill.reply);
+  REQUIRE(r.status.phase == status_phase::finished);
+  CHECK(r.status.pipeline.recoveries == 1);
+  CHECK(r.status.pipeline.rollback_version >= 4);
+  CHECK(r.status.pipeline.rollback_version % 4 == 0);
+  check_lineage(r.status, 20);
+  REQUIRE(r.weights);
+  CHECK(salamander::testing::max_weight_diff(
+            *r.weights, salamander::testing::single_device_async_weights(jc, *train, 1, 4)) <=
+        1e-5);
+}
+
 TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
           "[actor][recovery][process]") {
   torch::set_num_threads(1);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "algorithms/sampling.hpp"
+#include "algorithms/schedule.hpp"
 
 #include "../support.hpp"
 
@@ -10,6 +11,7 @@
 #include "actors/train/train_job.hpp"
 #include "models/trainer.hpp"
 
+#include <map>
 #include <numeric>
 
 namespace salamander::testing {
@@ -42,6 +44,66 @@ inline models::weight_snapshot single_device_weights(const actors::job_config& j
         jc.micro_batches);
   }
   return models::capture(m, nullptr, "", static_cast<uint64_t>(jc.max_batches));
+}
+
+/// The same under the async schedule (algorithms/schedule.hpp), written
+/// out on its own: batch g trains on the weights of version
+/// max(first batch of its segment, g - delay), segments ending at multiples
+/// of `every`; its gradients step the newest weights. BatchNorm statistics
+/// follow the forwards in order, whichever weights they run on.
+inline models::weight_snapshot single_device_async_weights(const actors::job_config& jc,
+                                                           const models::dataset& train,
+                                                           uint64_t delay, uint64_t every,
+                                                           int64_t epoch_batches = 0) {
+  auto desc = models::describe(models::model_spec::parse(jc.model));
+  models::layered_model newest(desc, jc.seed), stashed(desc, jc.seed);
+  models::range_executor exec(stashed.all(), true, true);
+  auto opt = models::make_optimizer({jc.optimizer, jc.lr, jc.momentum, 0.0},
+                                    newest.all()->parameters());
+  auto params = newest.all()->parameters();
+  auto old_params = stashed.all()->parameters();
+  auto buffers = newest.all()->buffers();
+  auto old_buffers = stashed.all()->buffers();
+  auto copy = [](std::vector<torch::Tensor>& to, const std::vector<torch::Tensor>& from) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < to.size(); ++i) {
+      to[i].copy_(from[i]);
+    }
+  };
+  std::map<uint64_t, std::vector<torch::Tensor>> versions;
+  auto per_epoch = epoch_batches > 0
+                       ? epoch_batches
+                       : algorithms::batches_per_epoch(train.size(), jc.batch_size, false);
+  for (int64_t g = 0; g < jc.max_batches; ++g) {
+    auto v = static_cast<uint64_t>(g);
+    for (auto& p : params) {
+      versions[v].push_back(p.detach().clone());
+    }
+    auto segment = algorithms::async_segment(v, 0, every, static_cast<uint64_t>(per_epoch),
+                                             static_cast<uint64_t>(jc.max_batches));
+    copy(old_params, versions.at(algorithms::async_version(v, segment.first, delay)));
+    auto b = models::get_batch(train, jc.seed, static_cast<uint64_t>(g / per_epoch),
+                               g % per_epoch, jc.batch_size);
+    int64_t m = std::min<int64_t>(jc.micro_batches, b.x.size(0));
+    auto xs = models::split_micro(b.x, m);
+    auto ys = models::split_micro(b.y, m);
+    for (int64_t i = 0; i < m; ++i) {
+      auto k = static_cast<size_t>(i);
+      copy(old_buffers, buffers);
+      exec.forward(i, xs[k]);
+      copy(buffers, old_buffers);
+      exec.loss_backward(i, ys[k],
+                         static_cast<double>(xs[k].size(0)) /
+                             static_cast<double>(b.x.size(0)));
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].mutable_grad() = old_params[i].grad();
+      old_params[i].mutable_grad() = torch::Tensor();
+    }
+    opt->step();
+    opt->zero_grad();
+  }
+  return models::capture(newest, nullptr, "", static_cast<uint64_t>(jc.max_batches));
 }
 
 /// The largest parameter difference between two snapshots of one model.

@@ -167,6 +167,40 @@ TEST_CASE("training counts backward time, gradients, optimizer state and 1F1B ac
   CHECK(in_flight(req, 3, 4) == 8);
 }
 
+TEST_CASE("the async schedule fills once a segment and holds its weight versions",
+          "[unit][partitioner][async]") {
+  // two equal devices, two equal layers: a pipeline of two halves the
+  // bottleneck; flushed it pays S - 1 steps of fill a batch, async S - 1 a
+  // segment of R batches
+  plan_request req;
+  req.mode = plan_mode::training;
+  req.micro_batch_size = 1;
+  req.micro_batches = 2;
+  req.optimizer_state_factor = 2;
+  req.allow_data_parallel = false;
+  req.layers = layers(2, 10, 0, 0);
+  req.devices = {device("a", {1, 1}, 1e9), device("b", {1, 1}, 1e9)};
+  req.stages = 2;
+  auto flushed = plan_partition(req);
+  CHECK(flushed.objective_s == Approx(1.0 * (2 + 1))); // a 1 s bottleneck
+  req.schedule = plan_schedule::async;
+  req.async_delay = 1;
+  req.segment_batches = 10;
+  auto async = plan_partition(req);
+  CHECK(async.objective_s == Approx(1.0 * (2 + 0.1)));
+  // weights x (1 + grad + 2 optimizer) + (d + 1) stashed versions
+  CHECK(async.stages[0].memory_bytes == Approx(10 * (4 + 2)));
+  req.async_delay = 3;
+  CHECK(stage_memory(req, 0, 1, 1) == Approx(10 * (4 + 4)));
+  // at most d x M + 1 micro-batches in flight (the warm-up is bounded by
+  // the versions a stage has)
+  req.async_delay = 1;
+  req.micro_batches = 1;
+  CHECK(in_flight(req, 0, 4) == 2);
+  req.async_delay = 3;
+  CHECK(in_flight(req, 0, 4) == 4);
+}
+
 TEST_CASE("a stage's kept snapshots count against its memory and can force a split",
           "[unit][partitioner]") {
   // two layers of 10 B weights under Adam, 1F1B, no activations; b is 3x

@@ -169,7 +169,8 @@ replan_inputs look(uint64_t committed, double current,
   in.current_s = current;
   in.min_gain = 0.15;
   in.min_batches = 20;
-  in.check_every = 5;
+  in.window = 8;
+  in.look_every_s = 0; // (every call is a look: these tests step by commits)
   for (auto& [name, t] : alts) {
     if (t < current && (in.best_s == 0 || t < in.best_s)) {
       in.best_s = t;
@@ -189,22 +190,43 @@ double noise(splitmix64& g, double width) {
 
 } // namespace
 
-TEST_CASE("re-plans are weighed every few commits, once measurements settled",
+TEST_CASE("re-plans are weighed every half second of wall time, once measurements settled",
           "[unit][replan]") {
   replan_memory none;
   auto in = look(0, 1.0, {{"b", 0.8}}, none);
-  // committed -> due?
-  std::vector<std::pair<uint64_t, bool>> table = {{5, false},  {19, false}, {20, true},
-                                                  {21, false}, {25, true},  {40, true}};
-  for (auto [committed, expect] : table) {
-    in.committed = committed;
-    INFO("committed " << committed);
-    CHECK(replan_check_due(in) == expect);
+  in.look_every_s = 0.5;
+  // (committed, seconds now, seconds at the last look; -1: none) -> due?
+  struct row {
+    uint64_t committed;
+    double now_s, last_look_s;
+    bool due;
+  };
+  std::vector<row> table = {
+      {5, 100, -1, false},    // measurements not settled: 20 commits first
+      {19, 100, -1, false},   //
+      {20, 100, -1, true},    // never looked: due
+      {20, 100.2, 100, false}, // 0.2 s since the last look
+      {21, 100.5, 100, true},  // 0.5 s: due, whatever the commits
+      {21, 107, 100, true},    // no commit for seconds (a stage slowed 10x): due
+      {400, 100.49, 100, false}, // many commits, too soon: not due
+  };
+  for (auto& r : table) {
+    in.committed = r.committed;
+    in.now_s = r.now_s;
+    in.last_look_s = r.last_look_s;
+    INFO("committed " << r.committed << ", now " << r.now_s << ", last look "
+                      << r.last_look_s);
+    CHECK(replan_check_due(in) == r.due);
   }
+  in.last_look_s = 90;
+  in.now_s = 100;
   in.last_replan_batch = 20;
   in.committed = 35;
   CHECK_FALSE(replan_check_due(in));
   in.committed = 40;
+  CHECK(replan_check_due(in));
+  in.look_every_s = 0; // tests that step by commits: every call is due
+  in.last_look_s = in.now_s;
   CHECK(replan_check_due(in));
   in.min_gain = 0; // off
   CHECK_FALSE(replan_check_due(in));

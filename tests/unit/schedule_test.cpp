@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 
 using namespace salamander::algorithms;
 
@@ -86,4 +87,107 @@ TEST_CASE("even split and balances", "[unit][schedule]") {
   CHECK(ranges_from_balance({1, 1, 2}, 4) == layer_ranges{{0, 1}, {1, 2}, {2, 4}});
   CHECK_THROWS_WITH(ranges_from_balance({3, 0, 2}, 5), Catch::Contains("[3, 0, 2]"));
   CHECK_THROWS_WITH(ranges_from_balance({1, 2}, 4), Catch::Contains("covers 3 layers"));
+}
+
+TEST_CASE("async segments end at multiples of the replication interval",
+          "[unit][schedule][async]") {
+  // (batch, start, every) -> segment
+  struct row {
+    uint64_t batch, start, every, first, end;
+  };
+  for (auto r : std::vector<row>{{0, 0, 10, 0, 10},
+                                 {9, 0, 10, 0, 10},
+                                 {10, 0, 10, 10, 20},
+                                 {13, 12, 10, 12, 20}, // began at 12 (a re-plan)
+                                 {25, 12, 10, 20, 30},
+                                 {7, 3, 0, 3, UINT64_MAX}}) {
+    INFO("batch " << r.batch << " start " << r.start << " every " << r.every);
+    CHECK(async_segment(r.batch, r.start, r.every) ==
+          std::pair<uint64_t, uint64_t>{r.first, r.end});
+  }
+  // a segment's first d batches use its first version, then b - d
+  // epochs end segments too (the job flushes there to evaluate), as does
+  // the job's last batch
+  CHECK(async_segment(13, 0, 10, 16, 25) == std::pair<uint64_t, uint64_t>{10, 16});
+  CHECK(async_segment(16, 0, 10, 16, 25) == std::pair<uint64_t, uint64_t>{16, 20});
+  CHECK(async_segment(22, 0, 10, 16, 25) == std::pair<uint64_t, uint64_t>{20, 25});
+  CHECK(async_version(10, 10, 2) == 10);
+  CHECK(async_version(11, 10, 2) == 10);
+  CHECK(async_version(12, 10, 2) == 10);
+  CHECK(async_version(13, 10, 2) == 11);
+  CHECK(async_version(13, 10, 0) == 13); // no delay: synchronous
+  CHECK(async_delay(1, 4) == 0);
+  CHECK(async_delay(4, 4) == 1);
+  CHECK(async_delay(4, 1) == 3);
+  CHECK(async_delay(5, 2) == 2);
+  CHECK_THROWS_WITH(parse_schedule("asink"), Catch::Contains("async"));
+  CHECK(parse_schedule("async") == schedule_kind::async);
+  CHECK_THROWS_AS(stage_order(schedule_kind::async, 2, 4, 0), std::invalid_argument);
+}
+
+TEST_CASE("async rows never need a version a stage has not stepped to, and never deadlock",
+          "[unit][schedule][async]") {
+  for (int stages = 1; stages <= 6; ++stages) {
+    for (int micro = 1; micro <= 5; ++micro) {
+      for (uint64_t delay : {async_delay(stages, micro), async_delay(stages, micro) + 1,
+                             uint64_t{1}}) {
+        for (uint64_t batches : {1u, 3u, 10u}) {
+          INFO(stages << " stages, " << micro << " micro-batches, delay " << delay << ", "
+                      << batches << " batches");
+          uint64_t first = 5; // a segment that does not start at 0
+          for (int s = 0; s < stages; ++s) {
+            auto row = async_order(stages, s, micro, first, first + batches, delay);
+            REQUIRE(row.size() == 2 * batches * static_cast<uint64_t>(micro));
+            std::map<std::pair<uint64_t, int>, int> fwd;
+            std::map<uint64_t, int> backwarded; // micro-batches of a batch done
+            uint64_t stepped = first;           // the stage's own version
+            size_t in_flight = 0, most = 0;
+            for (auto& op : row) {
+              auto version = async_version(op.batch, first, delay);
+              if (op.op == F) {
+                // in order, and at a version this stage has
+                CHECK(fwd.count({op.batch, op.micro}) == 0);
+                fwd[{op.batch, op.micro}] = 1;
+                // (a smaller delay than the rows need would ask for a
+                // version this stage only reaches later)
+                if (delay >= async_delay(stages, micro)) {
+                  CHECK(version <= stepped);
+                }
+                most = std::max(most, ++in_flight);
+              } else {
+                CHECK(fwd.count({op.batch, op.micro}) == 1);
+                in_flight--;
+                if (++backwarded[op.batch] == micro) {
+                  CHECK(op.batch == stepped); // batches step in order
+                  stepped++;
+                }
+              }
+            }
+            CHECK(stepped == first + batches);
+            // FTPipeHD's batch_diff: at most S - s forwards in flight
+            CHECK(most <= static_cast<size_t>(stages - s));
+          }
+          if (delay >= async_delay(stages, micro)) {
+            auto table = async_clock_table(stages, micro, batches, delay);
+            CHECK(table.size() == 2 * batches * static_cast<uint64_t>(micro * stages));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("an async segment idles only at its ends", "[unit][schedule][async]") {
+  // 4 stages, 4 micro-batches: a flushed batch takes 2(M+S-1) = 14 clocks
+  // for 8 operations a stage; a segment of 10 batches runs back to back
+  int stages = 4, micro = 4;
+  auto delay = async_delay(stages, micro);
+  CHECK(delay == 1);
+  auto table = async_clock_table(stages, micro, 10, delay);
+  int ops = 2 * 10 * micro;
+  CHECK(makespan(table) == ops + 2 * (stages - 1));
+  double idle = 1.0 - static_cast<double>(ops) / makespan(table);
+  CHECK(idle < 0.1);
+  CHECK(1.0 - 8.0 / makespan(clock_table(schedule_kind::one_f_one_b, stages, micro)) >
+        0.4);
 }

@@ -1,0 +1,217 @@
+// Pipeline training against one device (issue 28): four EMULATED devices of
+// one CPU share each (node processes with cgroup quotas, loopback links)
+// against one device of the same share, on the same host in the same run:
+//   - a ViT of 8 blocks at 0.4 core a device, and the zoo CNN at 0.25;
+//   - the pipeline-only plan (profiled, partitioned, `--stages 4` for the
+//     ViT) under the async schedule, the same plan flushed every batch
+//     (1f1b), and data parallelism over the four;
+//   - steady-state samples/s: each run trains for a fixed wall time and is
+//     scaling_run over its second half.
+// Then the accuracy the async schedule costs: the CNN on Fashion-MNIST, one
+// epoch on three in-process stages (unemulated), async against 1f1b after
+// the same samples (`async_minus_flush_accuracy_pp`).
+#include "actors/elapsed.hpp"
+#include "actors/node/node_process.hpp"
+#include "actors/node/system.hpp"
+#include "actors/train/train_job.hpp"
+#include "bench/benches.hpp"
+#include "bench/report.hpp"
+#include "models/data.hpp"
+
+#include <caf/io/middleman.hpp>
+
+#include <chrono>
+
+namespace salamander::bench {
+
+namespace {
+
+
+
+struct scaling_run {
+  double samples_per_s = 0;
+  std::string plan;
+  std::string schedule;
+  int64_t batches = 0;
+};
+
+// Trains `jc` on `nodes` for `seconds` (after its plan is running) and
+// measures samples/s over the second half of that time.
+scaling_run scaling_run_for(caf::actor_system& sys, const actors::job_config& jc,
+                   const std::vector<actors::remote_node>& nodes,
+                   const std::shared_ptr<const models::dataset>& data, double seconds) {
+  struct point {
+    double t;
+    int64_t committed;
+  };
+  std::vector<point> points;
+  cluster_actor sup;
+  bool stopped = false;
+  auto start = std::chrono::steady_clock::now();
+  double training_from = -1;
+  actors::job_options opts;
+  opts.poll = std::chrono::milliseconds(50);
+  opts.on_start = [&](cluster_actor s) { sup = s; };
+  opts.on_status = [&](const job_status& s) {
+    double t = actors::since(start);
+    if (s.phase != status_phase::training || stopped) {
+      return;
+    }
+    if (training_from < 0 && s.training.committed > 0) {
+      training_from = t; // the plan runs (profiling and launch are not counted)
+    }
+    if (training_from >= 0) {
+      points.push_back({t, s.training.committed});
+      if (t - training_from >= seconds) {
+        caf::anon_send(sup, leave_atom_v);
+        stopped = true;
+      }
+    }
+  };
+  auto r = actors::run_job(sys, jc, nodes, data, data, opts);
+  if (!r.status.error.empty() && !stopped) {
+    throw std::runtime_error("train_scaling run failed: " + r.status.error);
+  }
+  scaling_run m;
+  m.plan = r.status.plan;
+  m.schedule = r.status.pipeline.schedule;
+  m.batches = r.status.training.committed;
+  if (points.size() >= 2) {
+    auto half = training_from + seconds / 2;
+    auto a = std::find_if(points.begin(), points.end(),
+                          [&](const point& p) { return p.t >= half; });
+    auto& b = points.back();
+    if (a != points.end() && b.t > a->t) {
+      m.samples_per_s = static_cast<double>((b.committed - a->committed) * jc.batch_size) /
+                        (b.t - a->t);
+    }
+  }
+  return m;
+}
+
+} // namespace
+
+int train_scaling(const bench_args& args) {
+  torch::set_num_threads(1);
+  report rep("train_scaling");
+  rep.detail("emulation", "EMULATED devices: 4 node processes with cgroup CPU quotas on one "
+                          "host, loopback links");
+  double seconds = args.quick ? 15 : 50;
+  struct model_case {
+    std::string key, model;
+    double share;
+    size_t stages;
+  };
+  std::vector<model_case> cases = {
+      {"", "vit:size=tiny,depth=8,image=32,patch=8,channels=3", 0.4, 4},
+      {"_cnn", "cnn", 0.25, 0}};
+  std::vector<std::pair<std::string, double>> heads;
+  for (auto& c : cases) {
+    std::vector<std::vector<std::string>> emulate(4, {"--cpu-share", std::to_string(c.share)});
+    actors::process_cluster procs(4, "ts", emulate);
+    caf::actor_system_config cfg;
+    actors::configure(cfg);
+    caf::actor_system sys{cfg};
+    auto nodes = connected_nodes(sys, procs.nodes());
+    actors::job_config jc;
+    jc.model = c.model;
+    jc.dataset = "synthetic";
+    jc.batch_size = 32;
+    jc.micro_batches = 4;
+    jc.evaluate = false;
+    jc.epochs = 1000; // stopped after the scaling_run time
+    jc.replan_gain = 0;
+    jc.progress_timeout = std::chrono::seconds(300);
+    auto desc = models::describe(models::model_spec::parse(jc.model));
+    auto data = std::make_shared<models::dataset>(
+        models::make_synthetic(1, jc.batch_size * 20, desc.input, desc.classes));
+    rep.detail("model" + c.key, c.model);
+    rep.detail("cpu_share" + c.key, c.share);
+
+    auto one = jc;
+    one.balance = {desc.layers.size()};
+    auto alone = scaling_run_for(sys, one, {nodes[0]}, data, seconds);
+    std::fprintf(stderr, "%s: one device (%.2f core): %.1f samples/s\n", c.model.c_str(),
+                 c.share, alone.samples_per_s);
+    rep.detail("one_device_samples_per_s" + c.key, alone.samples_per_s);
+
+    // the planner's pipeline under the async schedule; the same plan flushed
+    auto async = jc;
+    async.auto_plan = true;
+    async.allow_data_parallel = false;
+    async.stages = c.stages;
+    async.schedule = "async";
+    auto piped = scaling_run_for(sys, async, nodes, data, seconds);
+    std::vector<size_t> balance;
+    for (size_t at = 0; (at = piped.plan.find('[', at)) != std::string::npos; ++at) {
+      auto comma = piped.plan.find(',', at);
+      auto close = piped.plan.find(')', at);
+      balance.push_back(std::stoul(piped.plan.substr(comma + 1, close - comma - 1)) -
+                        std::stoul(piped.plan.substr(at + 1, comma - at - 1)));
+    }
+    auto flushed_cfg = jc;
+    flushed_cfg.balance = balance;
+    flushed_cfg.schedule = "1f1b";
+    auto flushed = scaling_run_for(sys, flushed_cfg, std::vector<actors::remote_node>(
+                                                   nodes.begin(), nodes.begin() + static_cast<std::ptrdiff_t>(balance.size())),
+                             data, seconds);
+    auto dp_cfg = jc;
+    dp_cfg.data_parallel = true;
+    auto dp = scaling_run_for(sys, dp_cfg, nodes, data, seconds);
+    double base = std::max(alone.samples_per_s, 1e-9);
+    for (auto& [name, m] : std::vector<std::pair<std::string, scaling_run>>{
+             {"pipeline_async", piped}, {"pipeline_1f1b", flushed}, {"data_parallel", dp}}) {
+      std::fprintf(stderr, "%s: %-15s %7.1f samples/s  %.2fx  %s\n", c.model.c_str(),
+                   name.c_str(), m.samples_per_s, m.samples_per_s / base, m.plan.c_str());
+      rep.detail(name + "_samples_per_s" + c.key, m.samples_per_s);
+      rep.detail(name + "_plan" + c.key, m.plan);
+    }
+    rep.detail("async_schedule" + c.key, piped.schedule);
+    heads.push_back({"train_scaling_pipeline_async" + c.key, piped.samples_per_s / base});
+    heads.push_back({"train_scaling_pipeline_1f1b" + c.key, flushed.samples_per_s / base});
+    heads.push_back({"train_scaling_data_parallel" + c.key, dp.samples_per_s / base});
+  }
+
+  // What the schedule costs in accuracy: the same samples, async and flushed
+  {
+    caf::actor_system_config cfg;
+    actors::configure(cfg);
+    caf::actor_system sys{cfg};
+    auto desc = models::describe(models::model_spec::parse("cnn"));
+    auto train =
+        std::make_shared<models::dataset>(models::load_dataset("fashion-mnist", true, desc));
+    auto test =
+        std::make_shared<models::dataset>(models::load_dataset("fashion-mnist", false, desc));
+    std::map<std::string, double> acc;
+    for (std::string schedule : {"1f1b", "async"}) {
+      actors::job_config jc;
+      jc.model = "cnn";
+      jc.dataset = "fashion-mnist";
+      jc.batch_size = 64;
+      jc.micro_batches = 4;
+      jc.epochs = 1;
+      jc.max_batches = args.quick ? 150 : 0;
+      jc.schedule = schedule;
+      jc.balance = {2, 1, 1};
+      jc.replan_gain = 0;
+      jc.progress_timeout = std::chrono::seconds(300);
+      auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, test);
+      if (r.status.phase != status_phase::finished) {
+        throw std::runtime_error("accuracy run (" + schedule + ") failed: " + r.status.error);
+      }
+      acc[schedule] = r.status.test_accuracy;
+      std::fprintf(stderr, "cnn on Fashion-MNIST, %s: test accuracy %.2f%% after %lld batches\n",
+                   schedule.c_str(), 100 * r.status.test_accuracy,
+                   static_cast<long long>(r.status.training.committed));
+      rep.detail("accuracy_" + schedule, r.status.test_accuracy);
+    }
+    heads.push_back({"async_minus_flush_accuracy_pp", 100 * (acc["async"] - acc["1f1b"])});
+  }
+  for (auto& [k, v] : heads) {
+    rep.headline(k, v);
+  }
+  rep.finish(args.out);
+  return 0;
+}
+
+} // namespace salamander::bench
