@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 #include <numeric>
 
 namespace salamander::bench {
@@ -165,6 +166,23 @@ int bubble(const bench_args& args) {
   rep.detail("batch_size", static_cast<double>(jc.batch_size));
   rep.detail("batches", static_cast<double>(jc.max_batches));
   std::vector<std::pair<std::string, double>> heads;
+  // A run's status, its idle fraction, 1 - (stage compute and send time) /
+  // (stages x training wall time), and its samples/s.
+  auto run_idle = [&](const actors::job_config& c,
+                      const std::vector<actors::remote_node>& use, const std::string& what) {
+    auto r = actors::run_job(sys, c, use, train, train);
+    if (r.status.phase != status_phase::finished) {
+      throw std::runtime_error("bubble run" + what + " failed: " + r.status.error);
+    }
+    auto& s = r.status;
+    double busy = 0;
+    for (size_t i = 0; i < s.pipeline.stage_compute_s.size(); ++i) {
+      busy += s.pipeline.stage_compute_s[i] + s.pipeline.stage_send_s[i];
+    }
+    double idle = 1.0 - busy / (static_cast<double>(use.size()) * s.train_s);
+    double rate = static_cast<double>(s.training.committed * c.batch_size) / s.train_s;
+    return std::tuple<job_status, double, double>{s, idle, rate};
+  };
   // 4 stages on 4 processes is the configuration asked for; on a 2-core host
   // the processes also compete for cores, so the same sweep with 2 stages on
   // 2 processes (one core each) is recorded beside it.
@@ -173,18 +191,8 @@ int bubble(const bench_args& args) {
     std::vector<actors::remote_node> use(nodes.begin(), nodes.begin() + stages);
     for (int m : {4, 8, 16}) {
       jc.micro_batches = m;
-      auto r = actors::run_job(sys, jc, use, train, train);
-      if (r.status.phase != status_phase::finished) {
-        throw std::runtime_error("bubble run failed: " + r.status.error);
-      }
-      auto& s = r.status;
-      double busy = 0;
-      for (size_t i = 0; i < s.pipeline.stage_compute_s.size(); ++i) {
-        busy += s.pipeline.stage_compute_s[i] + s.pipeline.stage_send_s[i];
-      }
-      double measured = 1.0 - busy / (stages * s.train_s);
+      auto [s, measured, rate] = run_idle(jc, use, "");
       double model = algorithms::bubble_fraction_model(stages, m);
-      double rate = static_cast<double>(s.training.committed * jc.batch_size) / s.train_s;
       std::string k = (stages == 4 ? "" : "s2_") + std::string("m") + std::to_string(m);
       rep.detail("samples_per_s_" + k, rate);
       rep.detail("bubble_measured_" + k, measured);
@@ -207,30 +215,28 @@ int bubble(const bench_args& args) {
   // batches (the replication interval), not once a batch.
   {
     auto async = jc;
-    async.balance = {2, 1, 1, 2};
     async.schedule = "async";
     async.window = 2;
     async.max_batches = args.quick ? 10 : 30;
-    for (int m : {4, 8}) {
+    for (auto [stages, m] : std::vector<std::pair<int, int>>{{4, 4}, {4, 8}, {2, 4}, {2, 8}}) {
+      async.balance = stages == 4 ? std::vector<size_t>{2, 1, 1, 2} : std::vector<size_t>{3, 3};
       async.micro_batches = m;
-      auto r = actors::run_job(sys, async, nodes, train, train);
-      if (r.status.phase != status_phase::finished) {
-        throw std::runtime_error("bubble run (async) failed: " + r.status.error);
-      }
-      auto& s = r.status;
-      double busy = 0;
-      for (size_t i = 0; i < s.pipeline.stage_compute_s.size(); ++i) {
-        busy += s.pipeline.stage_compute_s[i] + s.pipeline.stage_send_s[i];
-      }
-      double measured = 1.0 - busy / (4 * s.train_s);
-      double rate = static_cast<double>(s.training.committed * async.batch_size) / s.train_s;
-      auto k = "async_m" + std::to_string(m);
+      std::vector<actors::remote_node> use(nodes.begin(), nodes.begin() + stages);
+      auto [s, measured, rate] = run_idle(async, use, " (async)");
+      auto k = (stages == 4 ? "" : "s2_") + std::string("async_m") + std::to_string(m);
       rep.detail("samples_per_s_" + k, rate);
       rep.detail("bubble_measured_" + k, measured);
-      std::fprintf(stderr, "S=4 M=%2d async: %7.0f samples/s, idle fraction measured %.3f\n",
-                   m, rate, measured);
+      for (size_t i = 0; i < s.pipeline.stage_compute_s.size(); ++i) {
+        rep.detail("stage" + std::to_string(i) + "_compute_s_" + k,
+                   s.pipeline.stage_compute_s[i]);
+        rep.detail("stage" + std::to_string(i) + "_wait_s_" + k,
+                   s.pipeline.stage_wait_s[i]);
+      }
+      std::fprintf(stderr, "S=%d M=%2d async: %7.0f samples/s, idle fraction measured %.3f\n",
+                   stages, m, rate, measured);
       if (m == 8) {
-        heads.push_back({"bubble_idle_async_4stages", measured});
+        heads.push_back({stages == 4 ? "bubble_idle_async_4stages" : "bubble_idle_async_2stages",
+                         measured});
       }
     }
   }

@@ -103,6 +103,47 @@ TEST_CASE("async pipelines hold the weights of one device training on delayed we
   }
 }
 
+TEST_CASE("--schedule auto: async for a pipeline, 1f1b for data parallelism, and what the "
+          "planner predicts faster when it profiles",
+          "[actor][pipeline][async]") {
+  torch::set_num_threads(1);
+  auto data = synthetic_for("cnn");
+  struct row {
+    bool data_parallel, auto_plan;
+    std::string expect; // the schedule's first word ("" : either, chosen by the model)
+  };
+  for (auto r : std::vector<row>{{false, false, "async"}, {true, false, "1f1b"},
+                                 {false, true, ""}}) {
+    INFO("data parallel " << r.data_parallel << ", planner " << r.auto_plan);
+    auto jc = small_job("auto", 4);
+    jc.data_parallel = r.data_parallel;
+    jc.auto_plan = r.auto_plan;
+    jc.optimizer = "sgd"; // (a data-parallel sum is exact up to rounding, which SGD keeps
+    jc.lr = 0.05;         // small; see the data-parallel tests)
+    caf::actor_system_config cfg;
+    actors::configure(cfg);
+    caf::actor_system sys{cfg};
+    auto result = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), data.train,
+                                  data.test, salamander::testing::watched());
+    REQUIRE(result.status.error == "");
+    CHECK(result.status.training.committed == 4);
+    auto& chosen = result.status.pipeline.schedule;
+    if (r.expect.empty()) {
+      CHECK((chosen.rfind("async", 0) == 0 || chosen == "1f1b"));
+    } else {
+      CHECK(chosen.rfind(r.expect, 0) == 0);
+    }
+    REQUIRE(result.weights);
+    // whichever it chose, the weights are that schedule's exactly
+    jc.schedule = chosen.rfind("async", 0) == 0 ? "async" : "1f1b";
+    auto reference =
+        jc.schedule == "async"
+            ? salamander::testing::single_device_async_weights(jc, *data.train, 1, 10)
+            : single_device_weights(jc, *data.train);
+    CHECK(max_weight_diff(*result.weights, reference) <= 1e-5);
+  }
+}
+
 TEST_CASE("a pipeline evaluates through its stages like the whole model", "[actor][pipeline]") {
   torch::set_num_threads(1);
   auto data = synthetic_for("cnn");
