@@ -168,20 +168,28 @@ int bubble(const bench_args& args) {
   std::vector<std::pair<std::string, double>> heads;
   // A run's status, its idle fraction, 1 - (stage compute and send time) /
   // (stages x training wall time), and its samples/s.
+  // Runs `c`, records under key `k` its samples/s, its idle fraction,
+  // 1 - (stage compute and send time) / (stages x training wall time), and
+  // each stage's compute and wait time, and returns the first two.
   auto run_idle = [&](const actors::job_config& c,
-                      const std::vector<actors::remote_node>& use, const std::string& what) {
+                      const std::vector<actors::remote_node>& use, const std::string& k) {
     auto r = actors::run_job(sys, c, use, train, train);
     if (r.status.phase != status_phase::finished) {
-      throw std::runtime_error("bubble run" + what + " failed: " + r.status.error);
+      throw std::runtime_error("bubble run " + k + " failed: " + r.status.error);
     }
     auto& s = r.status;
     double busy = 0;
     for (size_t i = 0; i < s.pipeline.stage_compute_s.size(); ++i) {
       busy += s.pipeline.stage_compute_s[i] + s.pipeline.stage_send_s[i];
+      rep.detail("stage" + std::to_string(i) + "_compute_s_" + k,
+                 s.pipeline.stage_compute_s[i]);
+      rep.detail("stage" + std::to_string(i) + "_wait_s_" + k, s.pipeline.stage_wait_s[i]);
     }
     double idle = 1.0 - busy / (static_cast<double>(use.size()) * s.train_s);
     double rate = static_cast<double>(s.training.committed * c.batch_size) / s.train_s;
-    return std::tuple<job_status, double, double>{s, idle, rate};
+    rep.detail("samples_per_s_" + k, rate);
+    rep.detail("bubble_measured_" + k, idle);
+    return std::pair<double, double>{idle, rate};
   };
   // 4 stages on 4 processes is the configuration asked for; on a 2-core host
   // the processes also compete for cores, so the same sweep with 2 stages on
@@ -191,18 +199,10 @@ int bubble(const bench_args& args) {
     std::vector<actors::remote_node> use(nodes.begin(), nodes.begin() + stages);
     for (int m : {4, 8, 16}) {
       jc.micro_batches = m;
-      auto [s, measured, rate] = run_idle(jc, use, "");
-      double model = algorithms::bubble_fraction_model(stages, m);
       std::string k = (stages == 4 ? "" : "s2_") + std::string("m") + std::to_string(m);
-      rep.detail("samples_per_s_" + k, rate);
-      rep.detail("bubble_measured_" + k, measured);
+      auto [measured, rate] = run_idle(jc, use, k);
+      double model = algorithms::bubble_fraction_model(stages, m);
       rep.detail("bubble_model_" + k, model);
-      for (size_t i = 0; i < s.pipeline.stage_compute_s.size(); ++i) {
-        rep.detail("stage" + std::to_string(i) + "_compute_s_" + k,
-                   s.pipeline.stage_compute_s[i]);
-        rep.detail("stage" + std::to_string(i) + "_wait_s_" + k,
-                   s.pipeline.stage_wait_s[i]);
-      }
       std::fprintf(stderr, "S=%d M=%2d: %7.0f samples/s, idle fraction measured %.3f, model %.3f\n",
                    stages, m, rate, measured, model);
       if (stages == 4 && m == 8) {
@@ -222,16 +222,8 @@ int bubble(const bench_args& args) {
       async.balance = stages == 4 ? std::vector<size_t>{2, 1, 1, 2} : std::vector<size_t>{3, 3};
       async.micro_batches = m;
       std::vector<actors::remote_node> use(nodes.begin(), nodes.begin() + stages);
-      auto [s, measured, rate] = run_idle(async, use, " (async)");
       auto k = (stages == 4 ? "" : "s2_") + std::string("async_m") + std::to_string(m);
-      rep.detail("samples_per_s_" + k, rate);
-      rep.detail("bubble_measured_" + k, measured);
-      for (size_t i = 0; i < s.pipeline.stage_compute_s.size(); ++i) {
-        rep.detail("stage" + std::to_string(i) + "_compute_s_" + k,
-                   s.pipeline.stage_compute_s[i]);
-        rep.detail("stage" + std::to_string(i) + "_wait_s_" + k,
-                   s.pipeline.stage_wait_s[i]);
-      }
+      auto [measured, rate] = run_idle(async, use, k);
       std::fprintf(stderr, "S=%d M=%2d async: %7.0f samples/s, idle fraction measured %.3f\n",
                    stages, m, rate, measured);
       if (m == 8) {
