@@ -103,7 +103,7 @@ TEST_CASE("async pipelines hold the weights of one device training on delayed we
   }
 }
 
-TEST_CASE("--schedule auto: async for a pipeline, 1f1b for data parallelism, and what the "
+TEST_CASE("schedule auto: async for a pipeline, 1f1b for data parallelism, and what the "
           "planner predicts faster when it profiles",
           "[actor][pipeline][async]") {
   torch::set_num_threads(1);
