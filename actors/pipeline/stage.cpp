@@ -178,6 +178,18 @@ bool run_op(stage_actor::stateful_pointer<stage_state> self, models::range_execu
 
 // ---- the asynchronous schedule (algorithms/schedule.hpp)
 
+// Buffers (BatchNorm's running statistics) follow the forwards in the
+// stage's order, whichever copy runs them: in from the newest weights before
+// a forward on a copy, back after it.
+void copy_buffers(torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  auto fb = from.buffers();
+  auto tb = to.buffers();
+  for (size_t i = 0; i < fb.size() && i < tb.size(); ++i) {
+    tb[i].copy_(fb[i]);
+  }
+}
+
 // Keeps a copy of the newest weights (and buffers) as version `v`, for the
 // batches of this segment that use it.
 void keep_version(stage_actor::stateful_pointer<stage_state> self, uint64_t v) {
@@ -199,24 +211,8 @@ void keep_version(stage_actor::stateful_pointer<stage_state> self, uint64_t v) {
   for (size_t i = 0; i < fp.size(); ++i) {
     tp[i].copy_(fp[i]);
   }
-  auto fb = from->buffers();
-  auto tb = to->buffers();
-  for (size_t i = 0; i < fb.size(); ++i) {
-    tb[i].copy_(fb[i]);
-  }
+  copy_buffers(*from, *to);
   st.versions[v] = std::move(c);
-}
-
-// Buffers (BatchNorm's running statistics) follow the forwards in the
-// stage's order, whichever copy runs them: in from the newest weights before
-// a forward on a copy, back after it.
-void copy_buffers(torch::nn::Module& from, torch::nn::Module& to) {
-  torch::NoGradGuard no_grad;
-  auto fb = from.buffers();
-  auto tb = to.buffers();
-  for (size_t i = 0; i < fb.size() && i < tb.size(); ++i) {
-    tb[i].copy_(fb[i]);
-  }
 }
 
 // The next segment's row, once every batch before it has stepped: the
@@ -240,6 +236,27 @@ void begin_segment(stage_actor::stateful_pointer<stage_state> self) {
   keep_version(self, st.version);
 }
 
+// Steps the optimizer with the gradients of `batch` (the step's compute
+// time counted from `start`), replicates when it is time and reports the
+// batch to the supervisor. Both schedules end a batch here.
+void step_and_report(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
+                     clock::time_point start) {
+  auto& st = self->state;
+  auto& spec = st.spec;
+  st.opt->step();
+  st.opt->zero_grad();
+  st.version = batch + 1;
+  st.stats.compute_s += emulated(self, clock::now() - start);
+  if ((spec.replicate_every > 0 && st.version % spec.replicate_every == 0) ||
+      st.version == st.replicate_at) {
+    replicate(self);
+  }
+  st.stats.batch = batch;
+  st.stats.stage = spec.index;
+  self->send(st.supervisor, done_atom_v, st.stats);
+  st.stats = batch_stats{};
+}
+
 // Batch `batch` is through this stage: its gradients (in the copy its
 // micro-batches ran on) step the newest weights, and the versions the
 // batches after it use are kept.
@@ -256,19 +273,8 @@ void step_async(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
       from[i].mutable_grad() = torch::Tensor();
     }
   }
-  st.opt->step();
-  st.opt->zero_grad();
-  st.version = batch + 1;
+  step_and_report(self, batch, start);
   st.batch = batch + 1;
-  st.stats.compute_s += emulated(self, clock::now() - start);
-  if ((spec.replicate_every > 0 && st.version % spec.replicate_every == 0) ||
-      st.version == st.replicate_at) {
-    replicate(self);
-  }
-  st.stats.batch = batch;
-  st.stats.stage = spec.index;
-  self->send(st.supervisor, done_atom_v, st.stats);
-  st.stats = batch_stats{};
   // versions older than the next batch's are done with
   auto next_uses = algorithms::async_version(st.version, st.segment.first, spec.async_delay);
   for (auto it = st.versions.begin(); it != st.versions.end() && it->first < next_uses;) {
@@ -377,20 +383,7 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
 // goes on with the next one.
 void finish_batch(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
-  auto& spec = st.spec;
-  auto start = clock::now();
-  st.opt->step();
-  st.opt->zero_grad();
-  st.version = st.batch + 1;
-  st.stats.compute_s += emulated(self, clock::now() - start);
-  if ((spec.replicate_every > 0 && st.version % spec.replicate_every == 0) ||
-      st.version == st.replicate_at) {
-    replicate(self);
-  }
-  st.stats.batch = st.batch;
-  st.stats.stage = spec.index;
-  self->send(st.supervisor, done_atom_v, st.stats);
-  st.stats = batch_stats{};
+  step_and_report(self, st.batch, clock::now());
   st.batch_started = false;
   st.cursor = 0;
   st.batch++;
