@@ -21,6 +21,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -416,6 +418,11 @@ private:
   }
 
   bool process_and_close_socket(socket_t sock) override {
+    // httplib writes an answer's headers and body in two writes: with
+    // Nagle's algorithm the body waits for the client's delayed ACK of the
+    // headers (40 ms on Linux) on every kept-alive request
+    int yes = 1;
+    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
     if (turning_away) {
       ++turned_away;
       if (tls) {
@@ -608,6 +615,9 @@ http_server::http_server(http_transport_options opts, refuse_fn refuse)
   // httplib sets these on each accepted socket (SO_RCVTIMEO, SO_SNDTIMEO)
   // and announces the keep-alive timeout; the bounded stream enforces them
   server.set_keep_alive_timeout(lim.idle.count() / 1000);
+  // httplib closes a kept-alive connection after 5 requests; clients keep
+  // one open for thousands (as nginx's default, 1000)
+  server.set_keep_alive_max_count(lim.requests_per_connection);
   server.set_read_timeout(lim.read);
   server.set_write_timeout(lim.write);
   // A body is refused before it is read: one over the limit (413), one

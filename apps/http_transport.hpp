@@ -41,6 +41,7 @@ struct http_limits {
   std::chrono::milliseconds longest{60000}; ///< no request takes longer to arrive
   size_t header_bytes = 64 * 1024;          ///< request line and headers
   size_t connections_per_thread = 4;        ///< handled + waiting, per handling thread
+  size_t requests_per_connection = 1000;    ///< then a kept-alive connection closes
 };
 
 /// Why the bounded stream stopped reading a request.
