@@ -12,6 +12,8 @@
 //   (any phase but the ends) --finish--> finished;  --fail--> failed
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -44,6 +46,27 @@ std::string to_string(serve_event e);
 
 inline bool is_over(serve_phase p) {
   return p == serve_phase::finished || p == serve_phase::failed;
+}
+
+/// What dynamic batching looks at when the queue holds rows that do not fill
+/// a micro-batch.
+struct batching_view {
+  bool batching = true;         ///< off: every request is its own micro-batch
+  int64_t waiting_rows = 0;     ///< rows queued, not yet in a micro-batch
+  int64_t max_batch = 1;        ///< rows per micro-batch at most
+  bool before_deadline = false; ///< the oldest request may still wait (batch delay)
+  bool stopping = false;        ///< the service is stopping: send what there is
+  size_t in_flight = 0;         ///< micro-batches in the pipeline
+};
+
+/// Adaptive batching: the queued rows wait for more only while the pipeline
+/// is busy (a micro-batch in flight), the batch is not full and the oldest
+/// request's delay has not run out. A request that finds the pipeline idle
+/// goes at once: waiting would cost it the delay and gain nothing, since
+/// nothing else would go meanwhile.
+inline bool hold_for_more_rows(const batching_view& v) {
+  return v.batching && v.waiting_rows < v.max_batch && v.before_deadline && !v.stopping &&
+         v.in_flight > 0;
 }
 
 } // namespace salamander::algorithms

@@ -415,7 +415,8 @@ void add_serving_options(CLI::App& sub, serve_cli& cli) {
       ->check(whole<int64_t>(1))
       ->capture_default_str();
   sub.add_option("--batch-delay-ms", cli.batch_delay_ms,
-                 "how long a request may wait for others to fill its micro-batch")
+                 "how long a request may wait for others to fill its micro-batch while "
+                 "the pipeline is busy (one that finds it idle goes at once)")
       ->check(number(0, 10000, false, "ms"))
       ->capture_default_str();
   sub.add_flag("--no-batching", cli.no_batching,

@@ -3,6 +3,7 @@
 #include "apps/http_front.hpp"
 
 #include "apps/infer_request.hpp"
+#include "apps/triton_reports.hpp"
 #include "messages/errors.hpp"
 
 #include <fmt/format.h>
@@ -31,6 +32,22 @@ void error(httplib::Response& res, int code, const std::string& what) {
   reply(res, code, json{{"error", what}});
 }
 
+// The protocol's extensions this server implements, by Triton's names.
+json extensions() {
+  return json::array({"binary_tensor_data", "statistics", "model_configuration"});
+}
+
+// The path of a model's route: its name, then an optional version.
+std::string model_route(const std::string& rest) {
+  return R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)" + rest;
+}
+
+int64_t ns_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now() - t)
+      .count();
+}
+
 } // namespace
 
 struct http_front::impl {
@@ -40,8 +57,11 @@ struct http_front::impl {
   http_server server;
   std::vector<int64_t> input_shape;  ///< -1 first
   std::vector<int64_t> output_shape; ///< -1 first
+  model_io io;
+  served_model model;
 
   std::mutex mutex; // the counters below
+  front_counters front;
   int64_t answered = 0;
   std::map<int, int64_t> errors; ///< by HTTP status
   std::array<int64_t, latency_buckets.size()> bucket_counts{};
@@ -57,10 +77,21 @@ struct http_front::impl {
     input_shape = {-1};
     input_shape.insert(input_shape.end(), desc.input.begin(), desc.input.end());
     output_shape = {-1, desc.classes};
+    io.input_shape = input_shape;
+    auto& cfg = svc.config();
+    model.name = opts.model_name;
+    model.spec = desc.spec.canonical();
+    model.input_dims = desc.input;
+    model.output_dims = {desc.classes};
+    model.max_batch = cfg.max_batch;
+    model.batching = cfg.batching;
+    model.batch_delay_us = cfg.batch_delay.count() * 1000;
   }
 
   void count(int code, double seconds) {
     std::lock_guard<std::mutex> lock(mutex);
+    auto ns = static_cast<int64_t>(seconds * 1e9);
+    (code == 200 ? front.success : front.failure).add(ns);
     if (code == 200) {
       ++answered;
       ++latency_count;
@@ -79,6 +110,7 @@ struct http_front::impl {
     return json{{"name", name}, {"datatype", "FP32"}, {"shape", shape}};
   }
 
+  /// The served model's name and version in the path, or a 404 naming them.
   bool known(const httplib::Request& req, httplib::Response& res) const {
     auto name = req.matches[1].str();
     if (name != opts.model_name) {
@@ -86,79 +118,121 @@ struct http_front::impl {
             "unknown model '" + name + "'; this server serves '" + opts.model_name + "'");
       return false;
     }
+    if (req.matches.size() > 2 && req.matches[2].matched &&
+        req.matches[2].str() != model.version) {
+      error(res, 404,
+            "unknown version '" + req.matches[2].str() + "' of model '" + name +
+                "'; versions served: " + model.version);
+      return false;
+    }
     return true;
+  }
+
+  /// The error of a failed inference as HTTP: its status and message.
+  void refuse(const caf::error& err, httplib::Response& res) {
+    auto what = svc.system().render(err);
+    int code = 500;
+    if (err.category() == caf::atom("salamander")) {
+      switch (static_cast<errc>(err.code())) {
+      case errc::busy:
+        res.set_header("Retry-After", "1");
+        code = 503;
+        break;
+      case errc::bad_config:
+        code = 400;
+        break;
+      case errc::timeout:
+        code = 504;
+        break;
+      default:
+        break;
+      }
+    } else if (err == caf::sec::request_timeout) {
+      code = 504;
+      what = "no answer in time: " + what;
+    }
+    error(res, code, what);
+  }
+
+  /// The request's model input, read (binary or JSON); throws request_error.
+  infer_request read_request(const httplib::Request& req) {
+    std::optional<size_t> json_length;
+    if (req.has_header("Inference-Header-Content-Length")) {
+      json_length = parse_json_length(req.get_header_value("Inference-Header-Content-Length"));
+    } else if (req.get_header_value("Content-Type").rfind("application/octet-stream", 0) == 0) {
+      throw request_error(
+          "a body sent as application/octet-stream is the binary tensor data extension: it "
+          "needs an Inference-Header-Content-Length header (the length of its JSON part)");
+    }
+    return parse_infer_request(req.body, json_length, io);
   }
 
   void infer(const httplib::Request& req, httplib::Response& res) {
     auto start = std::chrono::steady_clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++front.pending;
+    }
     auto done = [&](int code) {
       count(code, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
                       .count());
+      std::lock_guard<std::mutex> lock(mutex);
+      --front.pending;
     };
     if (!known(req, res)) {
-      done(404);
-      return;
+      return done(404);
     }
     infer_request request;
+    torch::Tensor x;
     try {
-      request = parse_infer_request(req.body, input_shape);
+      request = read_request(req);
+      x = torch::from_blob(request.data.data(), request.shape, torch::kFloat32).clone();
     } catch (const request_error& e) {
       error(res, 400, e.what());
-      done(400);
-      return;
+      return done(400);
     }
-    auto bad = [&](const std::string& what) {
-      error(res, 400, what);
-      done(400);
-    };
-    auto x = torch::from_blob(request.data.data(), request.shape, torch::kFloat32).clone();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      front.compute_input.add(ns_since(start));
+    }
     auto y = svc.infer(x);
     if (!y) {
-      auto& err = y.error();
-      auto what = svc.system().render(err);
-      if (err.category() == caf::atom("salamander")) {
-        auto code = static_cast<errc>(err.code());
-        if (code == errc::busy) {
-          res.set_header("Retry-After", "1");
-          error(res, 503, what);
-          done(503);
-          return;
-        }
-        if (code == errc::bad_config) {
-          return bad(what);
-        }
-        if (code == errc::timeout) {
-          error(res, 504, what);
-          done(504);
-          return;
-        }
-      }
-      if (err == caf::sec::request_timeout) {
-        error(res, 504, "no answer in time: " + what);
-        done(504);
-        return;
-      }
-      error(res, 500, what);
-      done(500);
-      return;
+      refuse(y.error(), res);
+      return done(res.status);
     }
+    auto output_start = std::chrono::steady_clock::now();
     auto out = y->contiguous();
-    std::vector<float> values(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
-    json answer{{"model_name", opts.model_name},
-                {"model_version", "1"},
-                {"outputs", json::array({json{{"name", "output"},
-                                              {"datatype", "FP32"},
-                                              {"shape", out.sizes().vec()},
-                                              {"data", values}}})}};
-    if (request.has_id) {
-      answer["id"] = request.id;
+    auto answer = write_infer_response(request, io, opts.model_name, model.version,
+                                       out.sizes().vec(), out.data_ptr<float>());
+    res.status = 200;
+    if (answer.json_length) {
+      res.set_header("Inference-Header-Content-Length", std::to_string(*answer.json_length));
+      res.set_content(std::move(answer.body), "application/octet-stream");
+    } else {
+      res.set_content(std::move(answer.body), "application/json");
     }
-    reply(res, 200, answer);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      front.compute_output.add(ns_since(output_start));
+    }
     done(200);
+  }
+
+  json stats_of_model() {
+    auto s = svc.status();
+    std::lock_guard<std::mutex> lock(mutex);
+    return model_stats(model, s.serving, front);
   }
 
   std::string metrics() {
     auto s = svc.status();
+    std::string out = request_metrics() + pipeline_metrics(s);
+    std::lock_guard<std::mutex> lock(mutex);
+    return out + triton_metrics(model, s.serving, front);
+  }
+
+  // salamander_*: the requests as this front answered them
+  std::string request_metrics() {
     std::string out;
     auto m = opts.model_name;
     {
@@ -192,6 +266,13 @@ struct http_front::impl {
       out += fmt::format("salamander_request_latency_seconds_count{{model=\"{}\"}} {}\n",
                          m, latency_count);
     }
+    return out;
+  }
+
+  // salamander_*: the queue, the pipeline and the transport
+  std::string pipeline_metrics(const job_status& s) {
+    std::string out;
+    auto m = opts.model_name;
     out +=
         "# HELP salamander_queue_depth Requests waiting to be put into a micro-batch.\n"
         "# TYPE salamander_queue_depth gauge\n";
@@ -310,37 +391,49 @@ struct http_front::impl {
       reply(res, s.phase == status_phase::serving ? 200 : 503,
             json{{"ready", s.phase == status_phase::serving}, {"phase", to_string(s.phase)}});
     });
-    http.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
+    http.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
       reply(res, 200,
             json{{"name", "salamander"},
                  {"version", SALAMANDER_VERSION},
-                 {"extensions", json::array()}});
+                 {"extensions", extensions()}});
     });
-    http.Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req,
-                                             httplib::Response& res) {
-      if (!known(req, res)) {
-        return;
+    // before the model's own routes: "stats" is no model's name here
+    http.Get("/v2/models/stats", [this](const httplib::Request&, httplib::Response& res) {
+      reply(res, 200, json{{"model_stats", json::array({stats_of_model()})}});
+    });
+    http.Get(model_route(""), [this](const httplib::Request& req, httplib::Response& res) {
+      if (known(req, res)) {
+        reply(res, 200,
+              json{{"name", opts.model_name},
+                   {"versions", json::array({model.version})},
+                   {"platform", "salamander"},
+                   {"spec", model.spec},
+                   {"inputs", json::array({tensor_meta(io.input, input_shape)})},
+                   {"outputs", json::array({tensor_meta(io.output, output_shape)})}});
       }
-      reply(res, 200,
-            json{{"name", opts.model_name},
-                 {"versions", json::array({"1"})},
-                 {"platform", "salamander"},
-                 {"spec", desc.spec.canonical()},
-                 {"inputs", json::array({tensor_meta("input", input_shape)})},
-                 {"outputs", json::array({tensor_meta("output", output_shape)})}});
     });
-    http.Get(R"(/v2/models/([^/]+)/ready)",
-             [this](const httplib::Request& req, httplib::Response& res) {
-               if (!known(req, res)) {
-                 return;
-               }
-               auto s = svc.status();
-               reply(res, s.phase == status_phase::serving ? 200 : 503,
-                     json{{"name", opts.model_name}, {"ready", s.phase == status_phase::serving}});
-             });
-    http.Post(
-        R"(/v2/models/([^/]+)/infer)",
-        [this](const httplib::Request& req, httplib::Response& res) { infer(req, res); });
+    http.Get(model_route("/ready"), [this](const httplib::Request& req,
+                                           httplib::Response& res) {
+      if (known(req, res)) {
+        auto s = svc.status();
+        reply(res, s.phase == status_phase::serving ? 200 : 503,
+              json{{"name", opts.model_name}, {"ready", s.phase == status_phase::serving}});
+      }
+    });
+    http.Get(model_route("/stats"), [this](const httplib::Request& req,
+                                           httplib::Response& res) {
+      if (known(req, res)) {
+        reply(res, 200, json{{"model_stats", json::array({stats_of_model()})}});
+      }
+    });
+    http.Get(model_route("/config"), [this](const httplib::Request& req,
+                                            httplib::Response& res) {
+      if (known(req, res)) {
+        reply(res, 200, model_config(model, svc.status()));
+      }
+    });
+    http.Post(model_route("/infer"), [this](const httplib::Request& req,
+                                            httplib::Response& res) { infer(req, res); });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics(), "text/plain; version=0.0.4");
     });

@@ -5,14 +5,20 @@
 //
 //   GET  /v2/health/live            200 while the process runs
 //   GET  /v2/health/ready           200 once the pipeline serves, else 503
-//   GET  /v2                        server metadata
+//   GET  /v2                        server metadata and the extensions served
+//   GET  /v2/models/stats           Triton's statistics of every model
+// and for the model, each path also under /v2/models/NAME/versions/1/...:
 //   GET  /v2/models/NAME            model metadata: inputs, outputs, shapes
 //   GET  /v2/models/NAME/ready
-//   POST /v2/models/NAME/infer {"inputs":[{"name","shape","datatype":"FP32","data"}]} GET
-//   /metrics                   Prometheus text format
+//   GET  /v2/models/NAME/stats      Triton's statistics extension
+//   GET  /v2/models/NAME/config     Triton's model configuration, with the plan
+//   POST /v2/models/NAME/infer      JSON, or the binary tensor data extension
+//                                   (Inference-Header-Content-Length)
+//   GET  /metrics                   Prometheus text: salamander_* and Triton's nv_*
 //
 // Errors are JSON {"error": "..."}: 400 malformed JSON, wrong shape or
-// datatype; 404 unknown model or path; 413 a body over the limit; 503 (with
+// datatype, an input or output the model does not have, binary sizes that
+// disagree with the body; 404 unknown model, version or path; 413 a body over the limit; 503 (with
 // Retry-After) a full queue or a stopping service; 504 not answered in time.
 //
 // With a certificate and key (`serve --https`, the --tls material) the same

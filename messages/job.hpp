@@ -127,6 +127,19 @@ typename Inspector::result_type inspect(Inspector& f, training_status& x) {
 }
 
 /// What a serving job adds: requests, the queue, latencies.
+/// Micro-batches of one size answered, and their time in the pipeline
+/// (Triton's batch statistics).
+struct batch_size_stat {
+  int64_t rows = 0;
+  int64_t count = 0;
+  int64_t infer_ns = 0; ///< put together -> answered, summed
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batch_size_stat& x) {
+  return f(caf::meta::type_name("batch_size_stat"), x.rows, x.count, x.infer_ns);
+}
+
 struct serving_status {
   int64_t requests = 0;        ///< answered
   int64_t failed_requests = 0; ///< answered with an error (timeout, bad input)
@@ -139,13 +152,21 @@ struct serving_status {
   double latency_p99_s = 0;
   int64_t resent = 0;     ///< micro-batches sent again after a failure
   int64_t duplicates = 0; ///< answers dropped: that micro-batch was answered
+  // Cumulative, for Triton's statistics: what `requests` took.
+  int64_t rows = 0;       ///< rows answered (Triton's inference_count)
+  int64_t executions = 0; ///< micro-batches answered (Triton's execution_count)
+  int64_t queue_ns = 0;   ///< accepted -> first rows in a micro-batch, summed
+  int64_t infer_ns = 0;   ///< first rows in a micro-batch -> answered, summed
+  int64_t last_answer_ms = 0; ///< when the last request was answered (Unix ms; 0: none)
+  std::vector<batch_size_stat> batches; ///< by rows, ascending
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, serving_status& x) {
   return f(caf::meta::type_name("serving_status"), x.requests, x.failed_requests,
            x.rejected, x.requests_per_s, x.queue_depth, x.in_flight, x.latency_p50_s,
-           x.latency_p95_s, x.latency_p99_s, x.resent, x.duplicates);
+           x.latency_p95_s, x.latency_p99_s, x.resent, x.duplicates, x.rows, x.executions,
+           x.queue_ns, x.infer_ns, x.last_answer_ms, x.batches);
 }
 
 /// What a round job (federated, split) adds: rounds and clients, and for

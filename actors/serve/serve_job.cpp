@@ -108,8 +108,10 @@ uint64_t build_micro(self_ptr self) {
   }
   auto& oldest = st.requests.at(st.waiting.front().first);
   auto deadline = oldest.accepted + st.cfg.batch_delay;
-  if (st.cfg.batching && st.waiting_rows < st.cfg.max_batch && clock::now() < deadline &&
-      st.stop_requested.empty()) {
+  algorithms::batching_view view{st.cfg.batching, st.waiting_rows,
+                                 st.cfg.max_batch, clock::now() < deadline,
+                                 !st.stop_requested.empty(), st.sent_unanswered};
+  if (algorithms::hold_for_more_rows(view)) {
     if (!st.dispatch_scheduled) {
       st.dispatch_scheduled = true;
       auto wait = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -131,6 +133,9 @@ uint64_t build_micro(self_ptr self) {
     if (!st.cfg.batching && rows > 0) {
       break; // one request per micro-batch
     }
+    if (from == 0) {
+      it->second.scheduled = clock::now();
+    }
     auto take = std::min(it->second.rows - from, st.cfg.max_batch - rows);
     m.segments.push_back({id, from, from + take});
     parts.push_back(it->second.x.narrow(0, from, take));
@@ -145,9 +150,39 @@ uint64_t build_micro(self_ptr self) {
     return 0;
   }
   m.x = parts.size() == 1 ? parts[0].contiguous() : torch::cat(parts, 0);
+  m.built = clock::now();
   auto id = st.next_micro++;
   st.micros.emplace(id, std::move(m));
   return id;
+}
+
+int64_t nanoseconds(clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+// Triton's statistics: one micro-batch of `rows` answered `took` after it
+// was put together.
+void count_execution(serving_status& s, int64_t rows, clock::duration took) {
+  s.executions++;
+  auto at = std::lower_bound(s.batches.begin(), s.batches.end(), rows,
+                             [](const batch_size_stat& b, int64_t r) { return b.rows < r; });
+  if (at == s.batches.end() || at->rows != rows) {
+    at = s.batches.insert(at, batch_size_stat{rows, 0, 0});
+  }
+  at->count++;
+  at->infer_ns += nanoseconds(took);
+}
+
+// ... and one request of `rows` answered after `queued` in the queue and
+// `infer` in the pipeline.
+void count_answer(serving_status& s, int64_t rows, clock::duration queued,
+                  clock::duration infer) {
+  s.rows += rows;
+  s.queue_ns += nanoseconds(queued);
+  s.infer_ns += nanoseconds(infer);
+  s.last_answer_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
 }
 
 // The request rate is taken over the answers of the last few seconds.
@@ -283,6 +318,8 @@ void on_output(self_ptr self, uint64_t id, const torch::Tensor& y) {
                    " rows for " + std::to_string(m.x.size(0)));
     return;
   }
+  auto now = clock::now();
+  count_execution(st.status.serving, m.x.size(0), now - m.built);
   int64_t offset = 0;
   for (auto& seg : m.segments) {
     auto len = seg.end - seg.begin;
@@ -298,6 +335,8 @@ void on_output(self_ptr self, uint64_t id, const torch::Tensor& y) {
       req.answered_rows += len;
       if (req.answered_rows == req.rows) {
         record_latency(st, since(req.accepted));
+        count_answer(st.status.serving, req.rows, req.scheduled - req.accepted,
+                     now - req.scheduled);
         req.promise.deliver(tensor_payload{req.y});
         st.requests.erase(r);
         st.status.serving.requests++;

@@ -114,6 +114,7 @@ struct serve_request {
   int64_t answered_rows = 0;
   caf::typed_response_promise<tensor_payload> promise;
   std::chrono::steady_clock::time_point accepted{};
+  std::chrono::steady_clock::time_point scheduled{}; ///< its first rows in a micro-batch
 };
 
 /// Rows [begin, end) of one request inside a micro-batch.
@@ -127,6 +128,7 @@ struct serve_micro {
   std::vector<serve_segment> segments;
   torch::Tensor x;
   uint64_t generation = 0; ///< the pipeline it was sent to; 0: waits to be sent
+  std::chrono::steady_clock::time_point built{};
   std::chrono::steady_clock::time_point sent{};
 };
 

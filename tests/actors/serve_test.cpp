@@ -144,8 +144,8 @@ TEST_CASE("a serving pipeline's outputs equal one process's, over an even split 
   }
 }
 
-TEST_CASE("dynamic batching merges small requests into full micro-batches, and a full queue "
-          "answers busy",
+TEST_CASE("dynamic batching sends a lone request at once, merges what queued while the "
+          "pipeline could not take it, and a full queue answers busy",
           "[actor][serve]") {
   torch::set_num_threads(1);
   caf::actor_system_config cfg;
@@ -154,36 +154,58 @@ TEST_CASE("dynamic batching merges small requests into full micro-batches, and a
   auto nodes = actors::local_nodes(sys, 2, 1);
   auto sc = config("mlp");
   sc.max_batch = 8;
-  sc.batch_delay = std::chrono::milliseconds(60000); // only a full batch goes
+  sc.batch_delay = std::chrono::milliseconds(60000); // a busy pipeline holds rows long
   sc.max_queue = 8;
   actors::service svc(sys, sc, nodes);
   REQUIRE(svc.wait_serving(std::chrono::seconds(30)));
   auto x = inputs_for("mlp", 8);
+  auto ref = reference(*sc.weights, x, 8);
   caf::scoped_actor self{sys};
-  std::vector<torch::Tensor> answers(8);
-  // seven one-row requests wait: the micro-batch is not full, the delay long
-  for (int i = 0; i < 7; ++i) {
+  // a lone request finds the pipeline idle: it goes at once, not after the
+  // minute's delay (the wait below gives up long before)
+  self->request(svc.job(), std::chrono::seconds(30), infer_atom_v,
+                tensor_payload{x.narrow(0, 0, 1)})
+      .receive([&](tensor_payload& y) { CHECK(max_abs_diff(y.tensor, ref.narrow(0, 0, 1)) <= 1e-6); },
+               [&](caf::error& e) { FAIL("a lone request waited: " << sys.render(e)); });
+  CHECK(svc.status().serving.executions == 1);
+  // paused, nothing is sent on: seven one-row requests queue
+  self->request(svc.job(), std::chrono::seconds(10), pause_atom_v)
+      .receive([](std::string&) {}, [](caf::error&) {});
+  for (int i = 1; i < 8; ++i) {
     self->send(svc.job(), infer_atom_v, tensor_payload{x.narrow(0, i, 1)});
   }
   // (a request is only seen once the job took it: ask for the status)
   REQUIRE(svc.status().serving.queue_depth == 7);
-  CHECK(svc.status().serving.requests == 0);
-  // the eighth fills it: all eight are answered by one micro-batch
-  self->send(svc.job(), infer_atom_v, tensor_payload{x.narrow(0, 7, 1)});
-  for (int i = 0; i < 8; ++i) {
-    self->receive([&](tensor_payload& y) { answers[static_cast<size_t>(i)] = y.tensor; },
+  CHECK(svc.status().serving.requests == 1);
+  // resumed with the pipeline idle, the seven go together: one micro-batch
+  self->request(svc.job(), std::chrono::seconds(10), resume_atom_v)
+      .receive([](std::string&) {}, [](caf::error&) {});
+  std::vector<torch::Tensor> answers(7);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    self->receive([&](tensor_payload& y) { answers[i] = y.tensor; },
                   caf::after(std::chrono::seconds(30)) >> [] { FAIL("no answer"); });
   }
   auto s = svc.status();
   CHECK(s.serving.requests == 8);
   CHECK(s.serving.queue_depth == 0);
   CHECK(s.stages.size() == 2);
-  auto ref = reference(*sc.weights, x, 8);
+  // Triton's statistics count it: 8 rows in 2 executions, of 1 and 7 rows
+  CHECK(s.serving.rows == 8);
+  CHECK(s.serving.executions == 2);
+  REQUIRE(s.serving.batches.size() == 2);
+  CHECK(s.serving.batches[0].rows == 1);
+  CHECK(s.serving.batches[0].count == 1);
+  CHECK(s.serving.batches[1].rows == 7);
+  CHECK(s.serving.batches[1].count == 1);
+  CHECK(s.serving.batches[1].infer_ns > 0);
+  CHECK(s.serving.queue_ns > 0); // the seven waited while paused
+  CHECK(s.serving.infer_ns > 0);
+  CHECK(s.serving.last_answer_ms > 0);
   // the answers came in an order of their own; each is one row of the reference
   for (auto& a : answers) {
     REQUIRE(a.size(0) == 1);
     double best = 1e9;
-    for (int64_t r = 0; r < 8; ++r) {
+    for (int64_t r = 1; r < 8; ++r) {
       best = std::min(best, max_abs_diff(a, ref.narrow(0, r, 1)));
     }
     CHECK(best <= 1e-6);

@@ -36,7 +36,7 @@ got=$("$bin" infer --load c.ckpt --dataset synthetic --stages 3 --plan even --me
   2>infer.err | sed -n 's/^test accuracy: //p')
 [ -n "$want" ] && [ "$want" = "$got" ] || fail "infer accuracy '$got', eval says '$want': $(tail -3 infer.err)"
 
-# the HTTP endpoint; a long batching delay and a queue of 2 make a full queue certain
+# the HTTP endpoint; a queue of 2 (a full queue is tried below)
 "$bin" serve --load c.ckpt --stages 2 --listen 127.0.0.1:0 --max-batch 64 \
   --batch-delay-ms 3000 --max-queue 2 --max-body-mb 0.05 --metrics serve.jsonl \
   --supervisor-listen 127.0.0.1:0 >serve.out 2>serve.err &
@@ -92,26 +92,30 @@ big=$(python3 -c 'print("[" + ",".join(["0.5"]*20000) + "]")')
 expect 413 "larger than the limit" -XPOST "$url/v2/models/cnn/infer" \
   -d "{\"inputs\":[{\"name\":\"input\",\"shape\":[25,1,28,28],\"datatype\":\"FP32\",\"data\":$big}]}"
 
-# a full queue: two requests wait for the 3 s batching delay, the third is refused
+# a full queue: paused from the console, nothing is sent on; two requests
+# wait (the queue holds 2), the third is refused at once
+sup=$(sed -n 's/.*supervisor listening on \(127\.0\.0\.1:[0-9]*\).*/\1/p' serve.err | head -1)
+[ -n "$sup" ] || fail "no supervisor address in the log"
+"$bin" console "$sup" --exec "pause" >/dev/null 2>&1 || fail "console pause"
 curl -s -o /dev/null -XPOST "$url/v2/models/cnn/infer" -d "$body" &
 c1=$!
 curl -s -o /dev/null -XPOST "$url/v2/models/cnn/infer" -d "$body" &
 c2=$!
-refused=""
-for _ in $(seq 1 20); do
+queued=""
+for _ in $(seq 1 600); do
+  curl -s "$url/metrics" | grep -q '^salamander_queue_depth{model="cnn"} 2$' && { queued=1; break; }
   sleep 0.1
-  got=$(curl -s -D "$work/headers" -o "$work/body" -w '%{http_code}' -XPOST \
-    "$url/v2/models/cnn/infer" -d "$body")
-  if [ "$got" = 503 ]; then refused=1; break; fi
 done
-[ -n "$refused" ] || fail "a full queue was not refused with 503"
+[ -n "$queued" ] || fail "the two requests never queued"
+got=$(curl -s -D "$work/headers" -o "$work/body" -w '%{http_code}' -XPOST \
+  "$url/v2/models/cnn/infer" -d "$body")
+[ "$got" = 503 ] || fail "a full queue answered $got, not 503: $(cat body)"
 grep -qi '^retry-after: 1' headers || fail "503 without Retry-After: $(cat headers)"
 grep -q "queue is full" body || fail "503 body: $(cat body)"
+"$bin" console "$sup" --exec "resume" >/dev/null 2>&1 || fail "console resume"
 wait "$c1" "$c2"
 
 # the console on a serving job: requests and latency instead of batches and loss
-sup=$(sed -n 's/.*supervisor listening on \(127\.0\.0\.1:[0-9]*\).*/\1/p' serve.err | head -1)
-[ -n "$sup" ] || fail "no supervisor address in the log"
 console=$("$bin" console "$sup" --exec "status; plan; metrics" 2>&1) || fail "console: $console"
 grep -q '^\[serving\] 3 requests' <<<"$console" || fail "console status: $console"
 grep -q "busy" <<<"$console" || fail "console plan: $console"

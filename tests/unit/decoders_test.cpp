@@ -78,11 +78,12 @@ TEST_CASE("a stream log file round-trips and refuses damage", "[unit][stream]") 
 
 TEST_CASE("an inference request is read, and one nested too deep is refused unwalked",
           "[unit][serve]") {
-  std::vector<int64_t> input{-1, 4};
+  apps::model_io input;
+  input.input_shape = {-1, 4};
   auto r = apps::parse_infer_request(
       R"({"id":"r1","inputs":[{"name":"input","shape":[2,4],"datatype":"FP32",)"
       R"("data":[[1,2,3,4],[5,6,7,8]]}]})",
-      input);
+      std::nullopt, input);
   CHECK(r.shape == std::vector<int64_t>{2, 4});
   CHECK(r.data.size() == 8);
   CHECK(r.data[7] == 8.0f);
@@ -94,7 +95,7 @@ TEST_CASE("an inference request is read, and one nested too deep is refused unwa
     std::string body = R"({"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32",")";
     body += field + std::string("\":") + deep + "}]}";
     try {
-      apps::parse_infer_request(body, input);
+      apps::parse_infer_request(body, std::nullopt, input);
       FAIL("accepted");
     } catch (const apps::request_error& e) {
       CHECK(std::string(e.what()).find("100003 deep, more than the limit of 64") !=

@@ -154,6 +154,30 @@ TEST_CASE("a serving job's phase moves on every event as its table says",
   check_table(table, events, abbrev);
 }
 
+TEST_CASE("adaptive batching holds rows only while the pipeline is busy", "[unit][serve]") {
+  batching_view v;
+  v.batching = true;
+  v.waiting_rows = 1;
+  v.max_batch = 8;
+  v.before_deadline = true;
+  v.in_flight = 1;
+  CHECK(hold_for_more_rows(v)); // busy, room, time left: wait for company
+  auto with = [&](auto change) {
+    auto w = v;
+    change(w);
+    return hold_for_more_rows(w);
+  };
+  // each reason to go now, alone
+  CHECK_FALSE(with([](batching_view& w) { w.in_flight = 0; }));      // idle: a lone request
+  CHECK_FALSE(with([](batching_view& w) { w.waiting_rows = 8; }));   // full
+  CHECK_FALSE(with([](batching_view& w) { w.waiting_rows = 9; }));   // more than full
+  CHECK_FALSE(with([](batching_view& w) { w.before_deadline = false; })); // waited enough
+  CHECK_FALSE(with([](batching_view& w) { w.stopping = true; }));
+  CHECK_FALSE(with([](batching_view& w) { w.batching = false; }));
+  CHECK(with([](batching_view& w) { w.waiting_rows = 7; }));
+  CHECK(with([](batching_view& w) { w.in_flight = 5; }));
+}
+
 TEST_CASE("a training phase written as status text reads back", "[unit][job_phase]") {
   for (auto p : {job_phase::starting, job_phase::profiling, job_phase::training,
                  job_phase::paused, job_phase::evaluating, job_phase::replanning,
