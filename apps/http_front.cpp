@@ -186,7 +186,10 @@ struct http_front::impl {
     torch::Tensor x;
     try {
       request = read_request(req);
-      x = torch::from_blob(request.data.data(), request.shape, torch::kFloat32).clone();
+      // the tensor takes the values over, uncopied
+      auto values = std::make_shared<std::vector<float>>(std::move(request.data));
+      x = torch::from_blob(
+          values->data(), request.shape, [values](void*) {}, torch::kFloat32);
     } catch (const request_error& e) {
       error(res, 400, e.what());
       return done(400);

@@ -34,6 +34,8 @@ size_t element_bytes(const std::string& datatype) {
   return datatype == "FP32" ? 4 : 2;
 }
 
+constexpr bool little_endian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+
 float from_fp16(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exponent = (h >> 10) & 0x1fu;
@@ -55,21 +57,27 @@ float from_bits(uint32_t bits) {
   return f;
 }
 
-// `count` values of `datatype` from little-endian bytes.
+// The values of `datatype` in little-endian `bytes`.
 void convert(std::string_view bytes, const std::string& datatype, std::vector<float>& out) {
   auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   auto n = bytes.size() / element_bytes(datatype);
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (datatype == "FP32") {
-      auto* b = p + 4 * i;
-      out.push_back(from_bits(uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 |
-                              uint32_t{b[3]} << 24));
-    } else {
-      auto half = static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8);
-      out.push_back(datatype == "FP16" ? from_fp16(half)
-                                       : from_bits(static_cast<uint32_t>(half) << 16));
+  out.resize(n);
+  if (datatype == "FP32") {
+    if constexpr (little_endian) {
+      std::memcpy(out.data(), p, 4 * n);
+      return;
     }
+    for (size_t i = 0; i < n; ++i) {
+      auto* b = p + 4 * i;
+      out[i] = from_bits(uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 |
+                         uint32_t{b[3]} << 24);
+    }
+    return;
+  }
+  bool half = datatype == "FP16";
+  for (size_t i = 0; i < n; ++i) {
+    auto h = static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8);
+    out[i] = half ? from_fp16(h) : from_bits(static_cast<uint32_t>(h) << 16);
   }
 }
 
@@ -337,6 +345,10 @@ infer_response write_infer_response(const infer_request& request, const model_io
   res.body = answer.dump();
   if (request.binary_output) {
     res.json_length = res.body.size();
+    if constexpr (little_endian) {
+      res.body.append(reinterpret_cast<const char*>(values), n * 4);
+      return res;
+    }
     res.body.reserve(res.body.size() + n * 4);
     for (size_t i = 0; i < n; ++i) {
       uint32_t bits;

@@ -582,9 +582,39 @@ def serve_tables(sv):
       f"{f(sv.get('serve_p99_ms_batching'), 1)} |")
     p(f"| no batching | {f(sv.get('serve_rps_no_batching'), 1)} | "
       f"{f(sv.get('serve_p99_ms_no_batching'), 1)} |")
+    if sv.get("https_rps_batching") is not None:
+        p(f"| dynamic batching over HTTPS (TLS 1.3) | {f(sv.get('https_rps_batching'), 1)} | "
+          f"{f(1e3 * sv.get('https_p99_s_batching', 0), 1)} |")
     p("")
-    p(f"`serve_batching_gain` **{f(sv.get('serve_batching_gain'))}**; responses other "
+    p(f"`serve_batching_gain` **{f(sv.get('serve_batching_gain'))}**, "
+      f"`serve_https_over_http` **{f(sv.get('serve_https_over_http'))}**; responses other "
       f"than 200: {f(sv.get('http_non_200'), 0)}.\n")
+    if sv.get("one_device_c1_rps") is not None:
+        p("HTTP on one device (not emulated): `salamander serve --stages 1` with the CNN "
+          "(one local node, one torch thread), `hey` with kept-alive connections for the "
+          "same seconds each, one-row or 16-row requests of Fashion-MNIST test images; "
+          "the baseline is a plain PyTorch eager CNN on the same exported weights behind "
+          "`bench/pytorch_server.py` (HTTP/1.1 keep-alive, a thread per connection, "
+          "TCP_NODELAY, one torch thread), driven the same way in the same run:\n")
+        p("| load | requests/s | p50 (ms) | p99 (ms) |")
+        p("|---|---|---|---|")
+        for key, what in [("c1", "1 connection, 1 row, JSON"),
+                          ("c64", "64 connections, 1 row, JSON"),
+                          ("json16", "16 connections, 16 rows, JSON"),
+                          ("binary16", "16 connections, 16 rows, binary tensor data"),
+                          ("c16", "16 connections, 1 row, JSON"),
+                          ("pytorch_c16", "PyTorch baseline: 16 connections, 1 row, JSON")]:
+            p(f"| {what} | {f(sv.get(f'one_device_{key}_rps'), 1)} | "
+              f"{f(1e3 * (sv.get(f'one_device_{key}_p50_s') or 0), 2)} | "
+              f"{f(1e3 * (sv.get(f'one_device_{key}_p99_s') or 0), 2)} |")
+        p("")
+        p(f"`serve_p50_ms_c1` **{f(sv.get('serve_p50_ms_c1'))}** (goal <= 2), "
+          f"`serve_c1_rps` **{f(sv.get('serve_c1_rps'), 0)}** (goal >= 400), "
+          f"`serve_c64_rps` **{f(sv.get('serve_c64_rps'), 0)}** (goal >= 1842, before), "
+          f"`serve_binary_over_json` **{f(sv.get('serve_binary_over_json'))}** (goal >= 2), "
+          f"`serve_one_device_over_pytorch` **{f(sv.get('serve_one_device_over_pytorch'))}** "
+          f"(goal >= 1.5), `serve_one_device_p99_over_pytorch` "
+          f"**{f(sv.get('serve_one_device_p99_over_pytorch'))}** (goal <= 0.7).\n")
     p(f"Failure: three devices of 0.25 core, one request of 2 rows every 100 ms (open "
       f"loop), node 2 killed (SIGKILL) a third of the way in: "
       f"{f(sv.get('failure_sent'), 0)} requests sent, `requests_lost_on_failure` "

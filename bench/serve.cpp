@@ -1,6 +1,6 @@
 // Serving (EdgePipe mode) on EMULATED devices: node processes on one host
 // with CPU quotas (cgroups; compute-time dilation where cgroups cannot be
-// written). Four parts, side by side in one run:
+// written). Five parts, side by side in one run:
 //
 //   scaling        1, 2, 4, 8 devices of 0.125 core each serve a ViT
 //                  (tiny, 16 blocks, 32x32 images): throughput over one
@@ -12,6 +12,12 @@
 //                  under `hey` (32 connections, one-row requests) with and
 //                  without dynamic batching, and batched over HTTPS:
 //                  requests/s and p99.
+//   one device     the CNN served by one local node (not emulated), under hey:
+//                  one kept-alive connection (p50, requests/s), 64
+//                  connections, a 16-row batch as binary tensor data against
+//                  JSON, and 16 connections against a plain PyTorch eager
+//                  model behind a minimal HTTP server (bench/pytorch_server.py)
+//                  on the same exported weights.
 //   failure        three devices (0.25 core) under a steady open-loop rate;
 //                  one is killed (SIGKILL) mid-run: requests lost, and the
 //                  longest time without an answer.
@@ -90,10 +96,11 @@ measured serve_rate(caf::actor_system& sys, const std::vector<double>& shares,
   return m;
 }
 
-// ---- HTTP load with hey against `salamander serve`
+// ---- HTTP load with hey against `salamander serve` and the PyTorch baseline
 
 struct hey_result {
   double rps = 0;
+  double p50_s = 0;
   double p99_s = 0;
   int64_t ok = 0;
   int64_t other = 0;
@@ -114,67 +121,96 @@ std::string run_capture(const std::string& cmd) {
   return out;
 }
 
-hey_result hey_against(const std::vector<std::string>& serve_args,
-                       const std::string& body, int connections, double seconds) {
-  hey_result h;
-  std::vector<std::string> args = {actors::salamander_bin(),
-                                   "--log-level",
-                                   "warn",
-                                   "serve",
-                                   "--listen",
-                                   "127.0.0.1:0",
-                                   "--metrics",
-                                   "none"};
+// A server process that prints "listening: URL" (`salamander serve`, the
+// PyTorch baseline), ready once /v2/health/ready answers 200; SIGTERM when
+// it goes.
+class http_process {
+public:
+  explicit http_process(std::vector<std::string> args) {
+    auto child = actors::spawn_piped(std::move(args));
+    pid_ = child.pid;
+    out_ = child.out;
+    char line[256] = {0};
+    while (out_ && std::fgets(line, sizeof line, out_)) {
+      std::string l(line);
+      if (l.rfind("listening: ", 0) == 0) {
+        url_ = l.substr(11);
+        url_.erase(url_.find_last_not_of("\n\r") + 1);
+        break;
+      }
+    }
+    for (int i = 0; !url_.empty() && i < 300; ++i) {
+      if (run_capture("curl -sk -o /dev/null -w '%{http_code}' " + url_ +
+                      "/v2/health/ready") == "200") {
+        ready_ = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  ~http_process() {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    if (out_) {
+      std::fclose(out_);
+    }
+  }
+  http_process(const http_process&) = delete;
+  http_process& operator=(const http_process&) = delete;
+
+  const std::string& url() const { return url_; }
+  bool ready() const { return ready_; }
+
+private:
+  pid_t pid_ = -1;
+  FILE* out_ = nullptr;
+  std::string url_;
+  bool ready_ = false;
+};
+
+http_process salamander_serve(const std::vector<std::string>& serve_args) {
+  std::vector<std::string> args = {actors::salamander_bin(), "--log-level", "warn", "serve",
+                                   "--listen", "127.0.0.1:0", "--metrics", "none"};
   args.insert(args.end(), serve_args.begin(), serve_args.end());
-  auto child = actors::spawn_piped(std::move(args));
-  pid_t pid = child.pid;
-  FILE* out = child.out;
-  char line[256] = {0};
-  std::string url;
-  while (out && std::fgets(line, sizeof line, out)) {
-    std::string l(line);
-    if (l.rfind("listening: ", 0) == 0) {
-      url = l.substr(11);
-      url.erase(url.find_last_not_of("\n\r") + 1);
-      break;
-    }
+  return http_process(std::move(args));
+}
+
+// One request body, as hey sends it: a file, its content type and headers.
+struct http_body {
+  std::string file;
+  std::string type = "application/json";
+  std::vector<std::string> headers;
+
+  http_body(const std::string& name, const std::string& bytes) {
+    file = fmt::format("/tmp/salamander-bench-{}-{}.body", name, ::getpid());
+    std::ofstream(file, std::ios::binary) << bytes;
   }
-  auto stop = [&] {
-    ::kill(pid, SIGTERM);
-    ::waitpid(pid, nullptr, 0);
-    if (out) {
-      std::fclose(out);
-    }
+  ~http_body() { std::remove(file.c_str()); }
+  http_body(const http_body&) = delete;
+  http_body& operator=(const http_body&) = delete;
+};
+
+// `connections` kept-alive connections POSTing `body` to the model's infer
+// route for `seconds`, after a one-second warm-up.
+hey_result hey_load(const std::string& url, const http_body& body, int connections,
+                    double seconds) {
+  hey_result h;
+  std::string headers;
+  for (auto& hd : body.headers) {
+    headers += " -H '" + hd + "'";
+  }
+  auto cmd = [&](double secs) {
+    return fmt::format("hey -z {}s -c {} -m POST -T {}{} -D {} {}/v2/models/cnn/infer 2>&1",
+                       secs, connections, body.type, headers, body.file, url);
   };
-  if (url.empty()) {
-    h.error = "serve did not start";
-    stop();
-    return h;
-  }
-  // ready once the pipeline is up
-  for (int i = 0; i < 300; ++i) {
-    if (run_capture("curl -sk -o /dev/null -w '%{http_code}' " + url +
-                    "/v2/health/ready") == "200") {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  auto file = fmt::format("/tmp/salamander-bench-body-{}.json", ::getpid());
-  std::ofstream(file) << body;
-  auto cmd = fmt::format(
-      "hey -z {}s -c {} -m POST -T application/json -D {} {}/v2/models/cnn/infer "
-      "2>&1",
-      seconds, connections, file, url);
-  // a short warm-up, then the measured run
-  run_capture(fmt::format("hey -z 1s -c {} -m POST -T application/json -D {} "
-                          "{}/v2/models/cnn/infer >/dev/null 2>&1",
-                          connections, file, url));
-  auto text = run_capture(cmd);
-  std::remove(file.c_str());
-  stop();
+  run_capture(cmd(1));
+  auto text = run_capture(cmd(seconds));
   std::smatch m;
   if (std::regex_search(text, m, std::regex(R"(Requests/sec:\s+([0-9.]+))"))) {
     h.rps = std::stod(m[1]);
+  }
+  if (std::regex_search(text, m, std::regex(R"(50% in ([0-9.]+) secs)"))) {
+    h.p50_s = std::stod(m[1]);
   }
   if (std::regex_search(text, m, std::regex(R"(99% in ([0-9.]+) secs)"))) {
     h.p99_s = std::stod(m[1]);
@@ -190,9 +226,123 @@ hey_result hey_against(const std::vector<std::string>& serve_args,
     }
   }
   if (h.rps == 0) {
-    h.error = "hey printed no rate: " + text.substr(0, 400);
+    h.error = "hey printed no rate: " + text.substr(0, 600);
   }
   return h;
+}
+
+hey_result hey_against(const std::vector<std::string>& serve_args, const http_body& body,
+                       int connections, double seconds) {
+  auto server = salamander_serve(serve_args);
+  if (!server.ready()) {
+    hey_result h;
+    h.error = "serve did not start";
+    return h;
+  }
+  return hey_load(server.url(), body, connections, seconds);
+}
+
+// KServe v2 JSON of `rows` [1,28,28] images.
+std::string json_body(const torch::Tensor& rows) {
+  auto x = rows.contiguous();
+  std::string data;
+  auto* v = x.data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    data += fmt::format(i ? ",{}" : "{}", v[i]);
+  }
+  return fmt::format("{{\"inputs\":[{{\"name\":\"input\",\"shape\":[{},1,28,28],"
+                     "\"datatype\":\"FP32\",\"data\":[{}]}}]}}",
+                     x.size(0), data);
+}
+
+// The same as the binary tensor data extension (Triton's clients' default):
+// the JSON header, then the raw values; the output asked in binary too.
+std::string binary_body(const torch::Tensor& rows, size_t& json_length) {
+  auto x = rows.contiguous();
+  auto bytes = static_cast<size_t>(x.numel()) * 4;
+  auto header = fmt::format(
+      "{{\"inputs\":[{{\"name\":\"input\",\"shape\":[{},1,28,28],\"datatype\":\"FP32\","
+      "\"parameters\":{{\"binary_data_size\":{}}}}}],\"outputs\":[{{\"name\":\"output\","
+      "\"parameters\":{{\"binary_data\":true}}}}]}}",
+      x.size(0), bytes);
+  json_length = header.size();
+  return header + std::string(reinterpret_cast<const char*>(x.data_ptr<float>()), bytes);
+}
+
+struct one_device_http {
+  hey_result c1, c64, json16, binary16, ours16, pytorch16;
+};
+
+// The CNN on one device over HTTP (issue 30): one connection, 64, a
+// 16-row batch as JSON and as binary, and 16 connections against the
+// PyTorch baseline on the same exported weights. Not emulated: one local
+// node, no quota.
+one_device_http measure_one_device(double seconds, int& bad) {
+  one_device_http r;
+  char tmpl[] = "/tmp/salamander-bench-serve-XXXXXX";
+  if (!::mkdtemp(tmpl)) {
+    ++bad;
+    return r;
+  }
+  std::string dir = tmpl;
+  auto ckpt = dir + "/cnn.ckpt", weights = dir + "/cnn.pt";
+  auto bin = actors::salamander_bin();
+  auto made = std::system(fmt::format("'{0}' --log-level warn train --model cnn --dataset "
+                                      "synthetic --epochs 1 --max-batches 5 --save {1} "
+                                      "--metrics none >/dev/null 2>&1 && '{0}' --log-level "
+                                      "warn export --load {1} -o {2} >/dev/null 2>&1",
+                                      bin, ckpt, weights)
+                              .c_str());
+  auto images = models::load_fashion_mnist(false).images.narrow(0, 0, 16);
+  http_body one("one", json_body(images.narrow(0, 0, 1)));
+  http_body json16("json16", json_body(images));
+  size_t json_length = 0;
+  http_body bin16("bin16", binary_body(images, json_length));
+  bin16.type = "application/octet-stream";
+  bin16.headers = {fmt::format("Inference-Header-Content-Length: {}", json_length)};
+  {
+    auto ours = salamander_serve({"--stages", "1", "--load", ckpt, "--name", "cnn"});
+    if (made != 0 || !ours.ready()) {
+      std::fprintf(stderr, "one device: serve did not start\n");
+      ++bad;
+    } else {
+      r.c1 = hey_load(ours.url(), one, 1, seconds);
+      r.c64 = hey_load(ours.url(), one, 64, seconds);
+      r.json16 = hey_load(ours.url(), json16, 16, seconds);
+      r.binary16 = hey_load(ours.url(), bin16, 16, seconds);
+      r.ours16 = hey_load(ours.url(), one, 16, seconds);
+    }
+  }
+  {
+    http_process theirs({"/usr/bin/env",
+                         "PYTHONPATH=" SALAMANDER_SOURCE_DIR "/deploy/pytorch",
+                         "/usr/bin/python3", SALAMANDER_SOURCE_DIR "/bench/pytorch_server.py",
+                         weights, "--name", "cnn", "--threads", "1"});
+    if (!theirs.ready()) {
+      std::fprintf(stderr, "one device: the PyTorch server did not start\n");
+      ++bad;
+    } else {
+      r.pytorch16 = hey_load(theirs.url(), one, 16, seconds);
+    }
+  }
+  std::system(("rm -rf '" + dir + "'").c_str());
+  for (auto* h : {&r.c1, &r.c64, &r.json16, &r.binary16, &r.ours16, &r.pytorch16}) {
+    if (!h->error.empty()) {
+      std::fprintf(stderr, "hey failed: %s\n", h->error.c_str());
+      ++bad;
+    }
+  }
+  auto line = [](const char* what, const hey_result& h) {
+    std::fprintf(stderr, "  %-34s %8.1f req/s  p50 %6.2f ms  p99 %6.2f ms\n", what, h.rps,
+                 1e3 * h.p50_s, 1e3 * h.p99_s);
+  };
+  line("1 connection, 1 row", r.c1);
+  line("64 connections, 1 row", r.c64);
+  line("16 connections, 16 rows JSON", r.json16);
+  line("16 connections, 16 rows binary", r.binary16);
+  line("16 connections, 1 row", r.ours16);
+  line("PyTorch server, 16 connections, 1 row", r.pytorch16);
+  return r;
 }
 
 // ---- a steady open-loop rate through a failure
@@ -281,10 +431,9 @@ int serve(const bench_args& args) {
   for (int i = 0; i < 3 * 32 * 32; ++i) {
     ones += i ? ",0.5" : "0.5";
   }
-  auto body =
-      "{\"inputs\":[{\"name\":\"input\",\"shape\":[1,3,32,32],\"datatype\":\"FP32\","
-      "\"data\":[" +
-      ones + "]}]}";
+  http_body body("vit", "{\"inputs\":[{\"name\":\"input\",\"shape\":[1,3,32,32],"
+                       "\"datatype\":\"FP32\",\"data\":[" +
+                           ones + "]}]}");
   double http_s = args.quick ? 2 : 8;
   std::vector<std::string> batching = {"--stages",         "2",   "--model",     vit,
                                        "--name",           "cnn", "--max-batch", "16",
@@ -323,6 +472,21 @@ int serve(const bench_args& args) {
   rep.detail("http_p99_s_no_batching", single.p99_s);
   rep.detail("http_non_200",
              static_cast<double>(batched.other + single.other + https.other));
+
+  // ---- HTTP on one device: latency on one connection, binary against JSON,
+  // against the PyTorch baseline
+  std::fprintf(stderr, "HTTP on one device (the CNN, one local node, hey; not emulated):\n");
+  auto dev = measure_one_device(http_s, bad);
+  for (auto& [key, h] : {std::pair<const char*, const hey_result*>{"c1", &dev.c1},
+                         {"c64", &dev.c64},
+                         {"json16", &dev.json16},
+                         {"binary16", &dev.binary16},
+                         {"c16", &dev.ours16},
+                         {"pytorch_c16", &dev.pytorch16}}) {
+    rep.detail(fmt::format("one_device_{}_rps", key), h->rps);
+    rep.detail(fmt::format("one_device_{}_p50_s", key), h->p50_s);
+    rep.detail(fmt::format("one_device_{}_p99_s", key), h->p99_s);
+  }
 
   // ---- a kill -9 at a steady request rate
   std::fprintf(stderr, "failure (three devices of 0.25 core, 10 requests/s of 2 rows, "
@@ -432,6 +596,14 @@ int serve(const bench_args& args) {
   rep.headline("serve_p99_ms_no_batching", 1e3 * single.p99_s);
   rep.headline("serve_batching_gain", batched.rps / std::max(single.rps, 1e-9));
   rep.headline("serve_https_over_http", https.rps / std::max(batched.rps, 1e-9));
+  rep.headline("serve_binary_over_json", dev.binary16.rps / std::max(dev.json16.rps, 1e-9));
+  rep.headline("serve_p50_ms_c1", 1e3 * dev.c1.p50_s);
+  rep.headline("serve_c1_rps", dev.c1.rps);
+  rep.headline("serve_c64_rps", dev.c64.rps);
+  rep.headline("serve_one_device_over_pytorch",
+               dev.ours16.rps / std::max(dev.pytorch16.rps, 1e-9));
+  rep.headline("serve_one_device_p99_over_pytorch",
+               dev.ours16.p99_s / std::max(dev.pytorch16.p99_s, 1e-9));
   rep.headline("requests_lost_on_failure", lost);
   rep.headline("serve_failure_gap_s", gap);
   rep.finish(args.out);
