@@ -308,8 +308,8 @@ int run_serve(const serve_cli& cli) {
   {
     actors::service svc(sys, s.cfg, nodes);
     publish(sys, svc, cli);
+    model_endpoint model(svc, s.desc, name);
     http_front_options hopts;
-    hopts.model_name = name;
     hopts.host = host;
     hopts.port = port;
     hopts.max_body_bytes = static_cast<size_t>(cli.max_body_mb * 1024 * 1024);
@@ -319,7 +319,7 @@ int run_serve(const serve_cli& cli) {
       hopts.tls_key = https.key_file();
       hopts.client_ca = cli.https_client_ca;
     }
-    http_front front(svc, s.desc, hopts);
+    http_front front(model, hopts);
     // the endpoint answers health checks (not ready) while the pipeline starts
     auto bound = front.start();
     const char* scheme = https.enabled() ? "https" : "http";

@@ -3,8 +3,6 @@
 #include "apps/http_front.hpp"
 
 #include "apps/infer_request.hpp"
-#include "apps/triton_reports.hpp"
-#include "messages/errors.hpp"
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -19,9 +17,6 @@ namespace salamander::apps {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr std::array<double, 14> latency_buckets = {
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 
 void reply(httplib::Response& res, int code, const json& body) {
   res.status = code;
@@ -48,63 +43,23 @@ int64_t ns_since(std::chrono::steady_clock::time_point t) {
       .count();
 }
 
+std::string version_in(const httplib::Request& req) {
+  return req.matches.size() > 2 && req.matches[2].matched ? req.matches[2].str() : "";
+}
+
 } // namespace
 
 struct http_front::impl {
-  const actors::service& svc;
-  models::model_desc desc;
+  model_endpoint& model;
   http_front_options opts;
   http_server server;
-  std::vector<int64_t> input_shape;  ///< -1 first
-  std::vector<int64_t> output_shape; ///< -1 first
-  model_io io;
-  served_model model;
 
-  std::mutex mutex; // the counters below
-  front_counters front;
-  int64_t answered = 0;
-  std::map<int, int64_t> errors; ///< by HTTP status
-  std::array<int64_t, latency_buckets.size()> bucket_counts{};
-  int64_t latency_count = 0;
-  double latency_sum = 0;
-
-  impl(const actors::service& s, models::model_desc d, http_front_options o)
-      : svc(s), desc(std::move(d)), opts(std::move(o)),
+  impl(model_endpoint& m, http_front_options o)
+      : model(m), opts(std::move(o)),
         server(opts, [this](httplib::Response& res, int code, const std::string& why) {
-          count(code, 0);
+          model.refused(code);
           error(res, code, why);
-        }) {
-    input_shape = {-1};
-    input_shape.insert(input_shape.end(), desc.input.begin(), desc.input.end());
-    output_shape = {-1, desc.classes};
-    io.input_shape = input_shape;
-    auto& cfg = svc.config();
-    model.name = opts.model_name;
-    model.spec = desc.spec.canonical();
-    model.input_dims = desc.input;
-    model.output_dims = {desc.classes};
-    model.max_batch = cfg.max_batch;
-    model.batching = cfg.batching;
-    model.batch_delay_us = cfg.batch_delay.count() * 1000;
-  }
-
-  void count(int code, double seconds) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto ns = static_cast<int64_t>(seconds * 1e9);
-    (code == 200 ? front.success : front.failure).add(ns);
-    if (code == 200) {
-      ++answered;
-      ++latency_count;
-      latency_sum += seconds;
-      for (size_t i = 0; i < latency_buckets.size(); ++i) {
-        if (seconds <= latency_buckets[i]) {
-          ++bucket_counts[i];
-        }
-      }
-    } else {
-      ++errors[code];
-    }
-  }
+        }) {}
 
   json tensor_meta(const std::string& name, const std::vector<int64_t>& shape) const {
     return json{{"name", name}, {"datatype", "FP32"}, {"shape", shape}};
@@ -112,46 +67,11 @@ struct http_front::impl {
 
   /// The served model's name and version in the path, or a 404 naming them.
   bool known(const httplib::Request& req, httplib::Response& res) const {
-    auto name = req.matches[1].str();
-    if (name != opts.model_name) {
-      error(res, 404,
-            "unknown model '" + name + "'; this server serves '" + opts.model_name + "'");
-      return false;
-    }
-    if (req.matches.size() > 2 && req.matches[2].matched &&
-        req.matches[2].str() != model.version) {
-      error(res, 404,
-            "unknown version '" + req.matches[2].str() + "' of model '" + name +
-                "'; versions served: " + model.version);
+    if (auto why = model.unknown(req.matches[1].str(), version_in(req))) {
+      error(res, 404, *why);
       return false;
     }
     return true;
-  }
-
-  /// The error of a failed inference as HTTP: its status and message.
-  void refuse(const caf::error& err, httplib::Response& res) {
-    auto what = svc.system().render(err);
-    int code = 500;
-    if (err.category() == caf::atom("salamander")) {
-      switch (static_cast<errc>(err.code())) {
-      case errc::busy:
-        res.set_header("Retry-After", "1");
-        code = 503;
-        break;
-      case errc::bad_config:
-        code = 400;
-        break;
-      case errc::timeout:
-        code = 504;
-        break;
-      default:
-        break;
-      }
-    } else if (err == caf::sec::request_timeout) {
-      code = 504;
-      what = "no answer in time: " + what;
-    }
-    error(res, code, what);
   }
 
   /// The request's model input, read (binary or JSON); throws request_error.
@@ -164,49 +84,40 @@ struct http_front::impl {
           "a body sent as application/octet-stream is the binary tensor data extension: it "
           "needs an Inference-Header-Content-Length header (the length of its JSON part)");
     }
-    return parse_infer_request(req.body, json_length, io);
+    return parse_infer_request(req.body, json_length, model.io());
   }
 
   void infer(const httplib::Request& req, httplib::Response& res) {
-    auto start = std::chrono::steady_clock::now();
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      ++front.pending;
-    }
-    auto done = [&](int code) {
-      count(code, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                      .count());
-      std::lock_guard<std::mutex> lock(mutex);
-      --front.pending;
-    };
+    auto start = model_endpoint::clock::now();
+    model.arrived();
     if (!known(req, res)) {
-      return done(404);
+      return model.finished(404, start);
     }
     infer_request request;
-    torch::Tensor x;
     try {
       request = read_request(req);
-      // the tensor takes the values over, uncopied
-      auto values = std::make_shared<std::vector<float>>(std::move(request.data));
-      x = torch::from_blob(
-          values->data(), request.shape, [values](void*) {}, torch::kFloat32);
     } catch (const request_error& e) {
       error(res, 400, e.what());
-      return done(400);
+      return model.finished(400, start);
     }
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      front.compute_input.add(ns_since(start));
+    auto binary = request.binary_output;
+    auto has_id = request.has_id;
+    auto id = request.id;
+    auto out = model.infer(std::move(request), start);
+    if (out.status != 200) {
+      if (out.status == 503) {
+        res.set_header("Retry-After", "1");
+      }
+      error(res, out.status, out.error);
+      return model.finished(out.status, start);
     }
-    auto y = svc.infer(x);
-    if (!y) {
-      refuse(y.error(), res);
-      return done(res.status);
-    }
-    auto output_start = std::chrono::steady_clock::now();
-    auto out = y->contiguous();
-    auto answer = write_infer_response(request, io, opts.model_name, model.version,
-                                       out.sizes().vec(), out.data_ptr<float>());
+    auto output_start = model_endpoint::clock::now();
+    infer_request asked;
+    asked.binary_output = binary;
+    asked.has_id = has_id;
+    asked.id = std::move(id);
+    auto answer = write_infer_response(asked, model.io(), model.model().name,
+                                       model.model().version, out.shape, out.values.data());
     res.status = 200;
     if (answer.json_length) {
       res.set_header("Inference-Header-Content-Length", std::to_string(*answer.json_length));
@@ -214,68 +125,50 @@ struct http_front::impl {
     } else {
       res.set_content(std::move(answer.body), "application/json");
     }
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      front.compute_output.add(ns_since(output_start));
-    }
-    done(200);
-  }
-
-  json stats_of_model() {
-    auto s = svc.status();
-    std::lock_guard<std::mutex> lock(mutex);
-    return model_stats(model, s.serving, front);
+    model.finished(200, start, ns_since(output_start));
   }
 
   std::string metrics() {
-    auto s = svc.status();
-    std::string out = request_metrics() + pipeline_metrics(s);
-    std::lock_guard<std::mutex> lock(mutex);
-    return out + triton_metrics(model, s.serving, front);
+    auto s = model.status();
+    return request_metrics() + pipeline_metrics(s) + model.triton_metrics();
   }
 
-  // salamander_*: the requests as this front answered them
+  // salamander_*: the requests as the model was asked them (HTTP and gRPC)
   std::string request_metrics() {
-    std::string out;
-    auto m = opts.model_name;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      out +=
-          "# HELP salamander_requests_total Inference requests answered with outputs.\n"
-          "# TYPE salamander_requests_total counter\n";
-      out += fmt::format("salamander_requests_total{{model=\"{}\"}} {}\n", m, answered);
-      out += "# HELP salamander_request_failures_total Inference requests answered with "
-             "an error, by HTTP status.\n"
-             "# TYPE salamander_request_failures_total counter\n";
-      for (int code : {400, 404, 408, 411, 413, 500, 503, 504}) {
-        auto it = errors.find(code);
-        out += fmt::format(
-            "salamander_request_failures_total{{model=\"{}\",code=\"{}\"}} {}\n", m, code,
-            it == errors.end() ? 0 : it->second);
-      }
-      out += "# HELP salamander_request_latency_seconds Time from the request's arrival "
-             "to its answer (successful requests).\n"
-             "# TYPE salamander_request_latency_seconds histogram\n";
-      for (size_t i = 0; i < latency_buckets.size(); ++i) {
-        out += fmt::format(
-            "salamander_request_latency_seconds_bucket{{model=\"{}\",le=\"{}\"}} {}\n", m,
-            latency_buckets[i], bucket_counts[i]);
-      }
-      out += fmt::format(
-          "salamander_request_latency_seconds_bucket{{model=\"{}\",le=\"+Inf\"}} {}\n", m,
-          latency_count);
-      out += fmt::format("salamander_request_latency_seconds_sum{{model=\"{}\"}} {}\n", m,
-                         latency_sum);
-      out += fmt::format("salamander_request_latency_seconds_count{{model=\"{}\"}} {}\n",
-                         m, latency_count);
+    auto c = model.counters();
+    auto& m = model.model().name;
+    std::string out =
+        "# HELP salamander_requests_total Inference requests answered with outputs.\n"
+        "# TYPE salamander_requests_total counter\n";
+    out += fmt::format("salamander_requests_total{{model=\"{}\"}} {}\n", m, c.answered);
+    out += "# HELP salamander_request_failures_total Inference requests answered with "
+           "an error, by HTTP status.\n"
+           "# TYPE salamander_request_failures_total counter\n";
+    for (int code : {400, 404, 408, 411, 413, 500, 503, 504}) {
+      auto it = c.errors.find(code);
+      out += fmt::format("salamander_request_failures_total{{model=\"{}\",code=\"{}\"}} {}\n",
+                         m, code, it == c.errors.end() ? 0 : it->second);
     }
+    out += "# HELP salamander_request_latency_seconds Time from the request's arrival "
+           "to its answer (successful requests).\n"
+           "# TYPE salamander_request_latency_seconds histogram\n";
+    for (size_t i = 0; i < latency_buckets.size(); ++i) {
+      out += fmt::format("salamander_request_latency_seconds_bucket{{model=\"{}\",le=\"{}\"}} {}\n",
+                         m, latency_buckets[i], c.buckets[i]);
+    }
+    out += fmt::format("salamander_request_latency_seconds_bucket{{model=\"{}\",le=\"+Inf\"}} {}\n",
+                       m, c.latency_count);
+    out += fmt::format("salamander_request_latency_seconds_sum{{model=\"{}\"}} {}\n", m,
+                       c.latency_sum);
+    out += fmt::format("salamander_request_latency_seconds_count{{model=\"{}\"}} {}\n", m,
+                       c.latency_count);
     return out;
   }
 
   // salamander_*: the queue, the pipeline and the transport
   std::string pipeline_metrics(const job_status& s) {
     std::string out;
-    auto m = opts.model_name;
+    auto& m = model.model().name;
     out +=
         "# HELP salamander_queue_depth Requests waiting to be put into a micro-batch.\n"
         "# TYPE salamander_queue_depth gauge\n";
@@ -344,7 +237,7 @@ struct http_front::impl {
     if (refusal_of_request() == refusal::too_large) {
       res.status = 413; // a chunked body past the limit
     } else if (refusal_of_request() == refusal::too_slow) {
-      count(408, 0);
+      model.refused(408);
       auto& lim = server.limits();
       error(res, 408,
             fmt::format("the request did not arrive in time: nothing for {} s, or slower "
@@ -353,7 +246,7 @@ struct http_front::impl {
                         lim.grace.count() / 1000, lim.longest.count() / 1000));
       return;
     } else if (refusal_of_request() == refusal::over_budget) {
-      count(503, 0);
+      model.refused(503);
       res.set_header("Retry-After", "1");
       error(res, 503,
             "the server is receiving too many large requests at once; try again");
@@ -365,14 +258,14 @@ struct http_front::impl {
         req.get_header_value("Content-Type")
                 .rfind("application/x-www-form-urlencoded", 0) == 0) {
       // httplib parses such a body as a form and takes at most 8 KiB of it
-      count(413, 0);
+      model.refused(413);
       error(res, 413,
             "a body sent as application/x-www-form-urlencoded (curl -d without -H) is "
             "limited to 8 KiB: send Content-Type: application/json");
       return;
     }
     if (res.status == 413) {
-      count(413, 0);
+      model.refused(413);
       error(res, 413,
             fmt::format("the body is larger than the limit of {} bytes (--max-body-mb)",
                         opts.max_body_bytes));
@@ -380,7 +273,7 @@ struct http_front::impl {
     }
     error(res, res.status,
           res.status == 404 ? "no such path: " + req.method + " " + req.path +
-                                  " (see /v2/models/" + opts.model_name + ")"
+                                  " (see /v2/models/" + model.model().name + ")"
                             : "HTTP " + std::to_string(res.status));
   }
 
@@ -390,7 +283,7 @@ struct http_front::impl {
       reply(res, 200, json{{"live", true}});
     });
     http.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
-      auto s = svc.status();
+      auto s = model.status();
       reply(res, s.phase == status_phase::serving ? 200 : 503,
             json{{"ready", s.phase == status_phase::serving}, {"phase", to_string(s.phase)}});
     });
@@ -402,37 +295,37 @@ struct http_front::impl {
     });
     // before the model's own routes: "stats" is no model's name here
     http.Get("/v2/models/stats", [this](const httplib::Request&, httplib::Response& res) {
-      reply(res, 200, json{{"model_stats", json::array({stats_of_model()})}});
+      reply(res, 200, json{{"model_stats", json::array({model.stats()})}});
     });
     http.Get(model_route(""), [this](const httplib::Request& req, httplib::Response& res) {
       if (known(req, res)) {
         reply(res, 200,
-              json{{"name", opts.model_name},
-                   {"versions", json::array({model.version})},
+              json{{"name", model.model().name},
+                   {"versions", json::array({model.model().version})},
                    {"platform", "salamander"},
-                   {"spec", model.spec},
-                   {"inputs", json::array({tensor_meta(io.input, input_shape)})},
-                   {"outputs", json::array({tensor_meta(io.output, output_shape)})}});
+                   {"spec", model.model().spec},
+                   {"inputs", json::array({tensor_meta(model.io().input, model.io().input_shape)})},
+                   {"outputs",
+                    json::array({tensor_meta(model.io().output, model.output_shape())})}});
       }
     });
     http.Get(model_route("/ready"), [this](const httplib::Request& req,
                                            httplib::Response& res) {
       if (known(req, res)) {
-        auto s = svc.status();
-        reply(res, s.phase == status_phase::serving ? 200 : 503,
-              json{{"name", opts.model_name}, {"ready", s.phase == status_phase::serving}});
+        auto ready = model.ready();
+        reply(res, ready ? 200 : 503, json{{"name", model.model().name}, {"ready", ready}});
       }
     });
     http.Get(model_route("/stats"), [this](const httplib::Request& req,
                                            httplib::Response& res) {
       if (known(req, res)) {
-        reply(res, 200, json{{"model_stats", json::array({stats_of_model()})}});
+        reply(res, 200, json{{"model_stats", json::array({model.stats()})}});
       }
     });
     http.Get(model_route("/config"), [this](const httplib::Request& req,
                                             httplib::Response& res) {
       if (known(req, res)) {
-        reply(res, 200, model_config(model, svc.status()));
+        reply(res, 200, model.config());
       }
     });
     http.Post(model_route("/infer"), [this](const httplib::Request& req,
@@ -457,9 +350,8 @@ struct http_front::impl {
   }
 };
 
-http_front::http_front(const actors::service& svc, const models::model_desc& desc,
-                       http_front_options opts)
-    : impl_(std::make_unique<impl>(svc, desc, std::move(opts))) {
+http_front::http_front(model_endpoint& model, http_front_options opts)
+    : impl_(std::make_unique<impl>(model, std::move(opts))) {
   impl_->routes();
 }
 

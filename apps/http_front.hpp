@@ -18,8 +18,9 @@
 //
 // Errors are JSON {"error": "..."}: 400 malformed JSON, wrong shape or
 // datatype, an input or output the model does not have, binary sizes that
-// disagree with the body; 404 unknown model, version or path; 413 a body over the limit; 503 (with
-// Retry-After) a full queue or a stopping service; 504 not answered in time.
+// disagree with the body; 404 unknown model, version or path; 413 a body
+// over the limit; 503 (with Retry-After) a full queue or a stopping service;
+// 504 not answered in time.
 //
 // With a certificate and key (`serve --https`, the --tls material) the same
 // endpoint speaks HTTPS (TLS 1.2+) under the same bounds; a client
@@ -27,25 +28,20 @@
 // bounds, HTTPS) is http_transport.hpp's; this file is the protocol.
 #pragma once
 
-#include "actors/serve/inference.hpp"
 #include "apps/http_transport.hpp"
-#include "models/model_desc.hpp"
+#include "apps/model_endpoint.hpp"
 
 #include <memory>
 #include <string>
 
 namespace salamander::apps {
 
-/// The transport's options (address, body limit, threads, HTTPS) and the
-/// model's name in URLs.
-struct http_front_options : http_transport_options {
-  std::string model_name = "model";
-};
+/// The transport's options (address, body limit, threads, HTTPS).
+struct http_front_options : http_transport_options {};
 
 class http_front {
 public:
-  http_front(const actors::service& svc, const models::model_desc& desc,
-             http_front_options opts);
+  http_front(model_endpoint& model, http_front_options opts);
   ~http_front();
   http_front(const http_front&) = delete;
   http_front& operator=(const http_front&) = delete;

@@ -1,0 +1,160 @@
+// The served model behind both protocol fronts, see model_endpoint.hpp.
+#include "apps/model_endpoint.hpp"
+
+#include "actors/serve/inference.hpp"
+#include "messages/errors.hpp"
+#include "models/model_desc.hpp"
+
+namespace salamander::apps {
+
+namespace {
+
+int64_t ns_between(model_endpoint::clock::time_point a, model_endpoint::clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count();
+}
+
+// A failed inference as an HTTP status and its message.
+infer_outcome refusal(const caf::actor_system& sys, const caf::error& err) {
+  infer_outcome out;
+  out.status = 500;
+  out.error = sys.render(err);
+  if (err.category() == caf::atom("salamander")) {
+    switch (static_cast<errc>(err.code())) {
+    case errc::busy:
+      out.status = 503;
+      break;
+    case errc::bad_config:
+      out.status = 400;
+      break;
+    case errc::timeout:
+      out.status = 504;
+      break;
+    default:
+      break;
+    }
+  } else if (err == caf::sec::request_timeout) {
+    out.status = 504;
+    out.error = "no answer in time: " + out.error;
+  }
+  return out;
+}
+
+} // namespace
+
+model_endpoint::model_endpoint(const actors::service& svc, const models::model_desc& desc,
+                               std::string name)
+    : svc_(svc) {
+  io_.input_shape = {-1};
+  io_.input_shape.insert(io_.input_shape.end(), desc.input.begin(), desc.input.end());
+  output_shape_ = {-1, desc.classes};
+  auto& cfg = svc.config();
+  model_.name = std::move(name);
+  model_.spec = desc.spec.canonical();
+  model_.input_dims = desc.input;
+  model_.output_dims = {desc.classes};
+  model_.max_batch = cfg.max_batch;
+  model_.batching = cfg.batching;
+  model_.batch_delay_us = cfg.batch_delay.count() * 1000;
+}
+
+model_endpoint::~model_endpoint() = default;
+
+std::vector<int64_t> model_endpoint::output_shape() const {
+  return output_shape_;
+}
+
+std::optional<std::string> model_endpoint::unknown(const std::string& name,
+                                                   const std::string& version) const {
+  if (name != model_.name) {
+    return "unknown model '" + name + "'; this server serves '" + model_.name + "'";
+  }
+  if (!version.empty() && version != model_.version) {
+    return "unknown version '" + version + "' of model '" + name +
+           "'; versions served: " + model_.version;
+  }
+  return std::nullopt;
+}
+
+void model_endpoint::arrived() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++counters_.triton.pending;
+}
+
+infer_outcome model_endpoint::infer(infer_request request, clock::time_point start) {
+  // the tensor takes the values over, uncopied
+  auto values = std::make_shared<std::vector<float>>(std::move(request.data));
+  auto x = torch::from_blob(
+      values->data(), request.shape, [values](void*) {}, torch::kFloat32);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    counters_.triton.compute_input.add(ns_between(start, clock::now()));
+  }
+  auto y = svc_.infer(x);
+  if (!y) {
+    return refusal(svc_.system(), y.error());
+  }
+  auto out = y->contiguous();
+  infer_outcome r;
+  r.shape = out.sizes().vec();
+  r.values.assign(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+  return r;
+}
+
+void model_endpoint::finished(int status, clock::time_point start, int64_t output_ns) {
+  auto ns = ns_between(start, clock::now());
+  auto seconds = static_cast<double>(ns) * 1e-9;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& c = counters_;
+  --c.triton.pending;
+  (status == 200 ? c.triton.success : c.triton.failure).add(ns);
+  if (status != 200) {
+    ++c.errors[status];
+    return;
+  }
+  c.triton.compute_output.add(output_ns);
+  ++c.answered;
+  ++c.latency_count;
+  c.latency_sum += seconds;
+  for (size_t i = 0; i < latency_buckets.size(); ++i) {
+    if (seconds <= latency_buckets[i]) {
+      ++c.buckets[i];
+    }
+  }
+}
+
+void model_endpoint::refused(int status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  counters_.triton.failure.add(0);
+  ++counters_.errors[status];
+}
+
+job_status model_endpoint::status() const {
+  return svc_.status();
+}
+
+bool model_endpoint::ready() const {
+  return status().phase == status_phase::serving;
+}
+
+request_counters model_endpoint::counters() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return counters_;
+}
+
+nlohmann::json model_endpoint::stats() const {
+  auto s = status();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return model_stats(model_, s.serving, counters_.triton);
+}
+
+nlohmann::json model_endpoint::config() const {
+  return model_config(model_, status());
+}
+
+std::string model_endpoint::triton_metrics() const {
+  auto s = status();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return apps::triton_metrics(model_, s.serving, counters_.triton);
+}
+
+} // namespace salamander::apps
