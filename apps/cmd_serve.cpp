@@ -11,6 +11,7 @@
 #include "actors/serve/inference.hpp"
 #include "apps/cli_options.hpp"
 #include "apps/commands.hpp"
+#include "apps/grpc_front.hpp"
 #include "apps/http_front.hpp"
 #include "apps/progress.hpp"
 #include "apps/runtime_env.hpp"
@@ -57,6 +58,7 @@ struct serve_cli {
   int64_t samples = 0; ///< 0: the whole test split (synthetic: 1024)
   // serve
   std::string listen = "127.0.0.1:8000";
+  std::string grpc_listen; ///< "" : no gRPC endpoint
   std::string name; ///< the model's name in URLs (default: its family, e.g. cnn)
   double max_body_mb = 64;
   int http_threads = 64;
@@ -293,6 +295,32 @@ actors::tls_options https_material(const serve_cli& cli) {
   return material;
 }
 
+// The gRPC endpoint when --grpc-listen asks for one (its address printed as
+// "grpc listening: HOST:PORT"), with the HTTP front's TLS and limits.
+std::unique_ptr<grpc_front> start_grpc(const serve_cli& cli, model_endpoint& model,
+                                       const actors::tls_options& https) {
+  if (cli.grpc_listen.empty()) {
+    return nullptr;
+  }
+  auto [host, port] = actors::parse_address(cli.grpc_listen);
+  grpc_front_options o;
+  o.host = host;
+  o.port = port;
+  o.max_message_bytes = static_cast<size_t>(cli.max_body_mb * 1024 * 1024);
+  o.threads = cli.http_threads;
+  if (https.enabled()) {
+    o.tls_cert = https.cert_file();
+    o.tls_key = https.key_file();
+    o.client_ca = cli.https_client_ca;
+  }
+  auto front = std::make_unique<grpc_front>(model, o);
+  auto bound = front->start();
+  logger("serve")->info("KServe v2 over gRPC{} on {}:{} (model '{}')",
+                        https.enabled() ? " with TLS" : "", host, bound, model.model().name);
+  std::printf("grpc listening: %s:%d\n", host.c_str(), bound);
+  return front;
+}
+
 int run_serve(const serve_cli& cli) {
   auto log = logger("serve");
   set_threads(cli.threads);
@@ -335,6 +363,7 @@ int run_serve(const serve_cli& cli) {
               https.enabled() ? "--cacert " + https.ca_file() + " " : "", scheme, host,
               bound);
     std::printf("listening: %s://%s:%d\n", scheme, host.c_str(), bound);
+    auto grpc = start_grpc(cli, model, https);
     std::fflush(stdout);
     watch_stop_signals();
     std::atomic<int> stop_signal{0};
@@ -372,6 +401,9 @@ int run_serve(const serve_cli& cli) {
                 stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
     }
     auto last = svc.stop("signal");
+    if (grpc) {
+      grpc->stop();
+    }
     front.stop();
     log->info("stopped: {} requests answered, {} failed, {} refused (queue full), {} "
               "recoveries",
@@ -472,6 +504,9 @@ command add_serve(CLI::App& app) {
   sub->add_option("--listen", cli->listen,
                   "HOST:PORT for HTTP (loopback unless told otherwise; port 0: any)")
       ->capture_default_str();
+  sub->add_option("--grpc-listen", cli->grpc_listen,
+                  "HOST:PORT for KServe v2 over gRPC as well (off by default; loopback "
+                  "unless told otherwise; TLS with --https, the same limits)");
   sub->add_option("--name", cli->name,
                   "the model's name in URLs (default: its family, e.g. cnn)");
   sub->add_option("--max-body-mb", cli->max_body_mb,

@@ -27,11 +27,6 @@ void error(httplib::Response& res, int code, const std::string& what) {
   reply(res, code, json{{"error", what}});
 }
 
-// The protocol's extensions this server implements, by Triton's names.
-json extensions() {
-  return json::array({"binary_tensor_data", "statistics", "model_configuration"});
-}
-
 // The path of a model's route: its name, then an optional version.
 std::string model_route(const std::string& rest) {
   return R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)" + rest;
@@ -291,7 +286,7 @@ struct http_front::impl {
       reply(res, 200,
             json{{"name", "salamander"},
                  {"version", SALAMANDER_VERSION},
-                 {"extensions", extensions()}});
+                 {"extensions", protocol_extensions()}});
     });
     // before the model's own routes: "stats" is no model's name here
     http.Get("/v2/models/stats", [this](const httplib::Request&, httplib::Response& res) {

@@ -24,6 +24,10 @@ json tensor_config(const std::string& name, const std::vector<int64_t>& dims) {
 
 } // namespace
 
+std::vector<std::string> protocol_extensions() {
+  return {"binary_tensor_data", "statistics", "model_configuration"};
+}
+
 json model_stats(const served_model& m, const serving_status& s, const front_counters& front) {
   json batches = json::array();
   for (auto& b : s.batches) {

@@ -47,6 +47,10 @@ struct served_model {
   int64_t batch_delay_us = 0;
 };
 
+/// The protocol's extensions served, by Triton's names (GET /v2, gRPC's
+/// ServerMetadata).
+std::vector<std::string> protocol_extensions();
+
 /// One entry of "model_stats".
 nlohmann::json model_stats(const served_model& m, const serving_status& s,
                            const front_counters& front);

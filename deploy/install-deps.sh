@@ -22,7 +22,7 @@ packages=(
   gnuplot-nox                     # plots
   libcpp-httplib-dev              # serve: the HTTP endpoint (Open Inference Protocol)
   libgrpc++-dev protobuf-compiler-grpc  # serve --grpc-listen: KServe v2 over gRPC
-  python3-grpcio python3-grpc-tools     # the tests' gRPC client (stubs made at test time)
+  python3-grpcio                  # the tests' gRPC client (stubs made at test time by protoc)
   python3-numpy                   # the tests' Triton-style client
   wrk hey curl                    # serve: HTTP load benchmark, the tests' client
   python3-torch                   # export: the tests load exported weights in PyTorch

@@ -32,9 +32,12 @@ fail() {
   done
   exit 1
 }
-for tool in curl openssl python3; do
+for tool in curl openssl python3 protoc grpc_python_plugin; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (deploy/install-deps.sh)"; exit 77; }
 done
+py=/usr/bin/python3 # Debian's, with python3-grpcio
+"$py" -c 'import grpc' 2>/dev/null ||
+  { echo "SKIP: $py cannot import grpc (python3-grpcio, deploy/install-deps.sh)"; exit 77; }
 
 # material: the server's certificate names the address clients use
 "$certs_sh" -o certs --host 127.0.0.1 serve client >certs.log 2>&1 || fail "make-certs: $(cat certs.log)"
@@ -80,8 +83,8 @@ url_of() {
 }
 ca=(--cacert certs/ca.pem)
 start plain
-start secure --https --tls certs/serve --http-threads 2
-start mutual --https --tls certs/serve --https-client-ca certs/ca.pem
+start secure --https --tls certs/serve --http-threads 2 --grpc-listen 127.0.0.1:0
+start mutual --https --tls certs/serve --https-client-ca certs/ca.pem --grpc-listen 127.0.0.1:0
 plain_url=$(url_of plain "$plain_pid")
 url=$(url_of secure "$secure_pid")
 mutual_url=$(url_of mutual "$mutual_pid")
@@ -239,6 +242,38 @@ python3 -c 'import json,sys; a=json.load(open("plain.json")); b=json.load(open(s
 assert a["outputs"] == b["outputs"]' body || fail "mutual TLS outputs differ"
 grep -q "HTTPS: refused the connection from 127.0.0.1:[0-9]*: .*certificate" mutual.err ||
   fail "the refused client certificates are not logged"
+
+# gRPC beside HTTPS: TLS with the same certificate, and with --https-client-ca
+# the same client certificates asked
+mkdir stubs
+protoc --python_out=stubs --grpc_out=stubs --plugin=protoc-gen-grpc="$(command -v grpc_python_plugin)" \
+  -I "$here/../../apps" "$here/../../apps/kserve.proto" || fail "protoc kserve.proto"
+secure_grpc=$(sed -n 's/^grpc listening: //p' secure.out)
+mutual_grpc=$(sed -n 's/^grpc listening: //p' mutual.out)
+[ -n "$secure_grpc" ] && [ -n "$mutual_grpc" ] || fail "no gRPC address printed"
+PYTHONPATH=stubs "$py" - "$secure_grpc" "$mutual_grpc" <<'EOF' || fail "gRPC over TLS"
+import sys, grpc, kserve_pb2 as pb, kserve_pb2_grpc as rpc
+secure, mutual = sys.argv[1:3]
+read = lambda p: open(p, "rb").read()
+ca = read("certs/ca.pem")
+def live(address, creds):
+    stub = rpc.GRPCInferenceServiceStub(grpc.secure_channel(address, creds) if creds
+                                        else grpc.insecure_channel(address))
+    try:
+        return stub.ServerLive(pb.ServerLiveRequest(), timeout=20).live
+    except grpc.RpcError as e:
+        return e.code()
+assert live(secure, grpc.ssl_channel_credentials(root_certificates=ca)) is True, "TLS refused"
+assert live(secure, None) == grpc.StatusCode.UNAVAILABLE, "plaintext gRPC served on the TLS port"
+mine = grpc.ssl_channel_credentials(root_certificates=ca, private_key=read("certs/client/key.pem"),
+                                    certificate_chain=read("certs/client/cert.pem"))
+rogue = grpc.ssl_channel_credentials(root_certificates=ca, private_key=read("other/rogue/key.pem"),
+                                     certificate_chain=read("other/rogue/cert.pem"))
+assert live(mutual, mine) is True, "a client certificate of the CA refused"
+assert live(mutual, grpc.ssl_channel_credentials(root_certificates=ca)) == grpc.StatusCode.UNAVAILABLE, \
+    "a client without a certificate served"
+assert live(mutual, rogue) == grpc.StatusCode.UNAVAILABLE, "another CA's certificate served"
+EOF
 
 # SIGTERM: every server exits 0
 for name in plain secure mutual; do

@@ -2,7 +2,10 @@
 (kserve_client.py: binary by default, JSON when asked, one kept-alive
 connection), its answers compared with PyTorch's on the same exported weights.
 
-Usage: triton_compat.py URL MODEL_NAME EXPORTED.pt
+Usage: triton_compat.py URL MODEL_NAME EXPORTED.pt [GRPC_HOST:PORT]
+With a gRPC address the same requests go over KServe v2's gRPC service too
+(stubs generated from apps/kserve.proto, on PYTHONPATH) and must get the
+same answers, byte for byte, and the same errors.
 Prints "triton_compat: ok" and exits 0, or names the first difference.
 """
 
@@ -186,5 +189,102 @@ for series, value in (("nv_inference_request_success", sent["ok"]),
 for series in ("nv_inference_exec_count", "nv_inference_request_duration_us",
                "nv_inference_queue_duration_us", "nv_inference_compute_infer_duration_us"):
     expect(metrics.get(series + labels, 0) > 0, f"{series}{labels} missing or 0")
+
+
+# ---- the same over gRPC: same answers to the byte, same errors, same statistics
+def grpc_section(address):
+    import grpc
+    import kserve_pb2 as pb
+    import kserve_pb2_grpc
+    stub = kserve_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(address))
+    expect(stub.ServerLive(pb.ServerLiveRequest()).live, "gRPC: not live")
+    expect(stub.ServerReady(pb.ServerReadyRequest()).ready, "gRPC: not ready")
+    expect(list(stub.ServerMetadata(pb.ServerMetadataRequest()).extensions) == meta["extensions"],
+           "gRPC: other extensions than HTTP's")
+    gmeta = stub.ModelMetadata(pb.ModelMetadataRequest(name=name, version="1"))
+    expect(gmeta.name == plain["name"] and list(gmeta.versions) == plain["versions"] and
+           list(gmeta.inputs[0].shape) == plain["inputs"][0]["shape"] and
+           list(gmeta.outputs[0].shape) == plain["outputs"][0]["shape"],
+           f"gRPC metadata {gmeta} differs from HTTP's {plain}")
+    expect(stub.ModelReady(pb.ModelReadyRequest(name=name)).ready, "gRPC: model not ready")
+
+    def request(data, datatype="FP32", raw=True, version="", **kw):
+        t = pb.ModelInferRequest.InferInputTensor(name=kw.get("input", "input"),
+                                                  datatype=datatype, shape=list(data.shape))
+        r = pb.ModelInferRequest(model_name=kw.get("model", name), model_version=version,
+                                 id=kw.get("id", ""))
+        if raw:
+            r.raw_input_contents.append(data.tobytes())
+        else:
+            t.contents.fp32_contents.extend(data.flatten().tolist())
+        r.inputs.append(t)
+        for o in kw.get("outputs", []):
+            r.outputs.append(pb.ModelInferRequest.InferRequestedOutputTensor(name=o))
+        return r
+
+    def answer(req):
+        res = stub.ModelInfer(req)
+        sent["ok"] += 1
+        sent["rows"] += req.inputs[0].shape[0]
+        out = res.outputs[0]
+        expect(out.name == "output" and out.datatype == "FP32", f"gRPC output {out}")
+        return res, np.frombuffer(res.raw_output_contents[0], dtype="<f4").reshape(list(out.shape))
+
+    def refused_grpc(code, pattern, req):
+        try:
+            stub.ModelInfer(req)
+        except grpc.RpcError as e:
+            sent["failed"] += 1
+            expect(e.code() == code, f"gRPC: {e.code()}, expected {code}: {e.details()}")
+            expect(pattern in e.details(), f"gRPC: no '{pattern}' in '{e.details()}'")
+            return e.details()
+        fail(f"gRPC accepted what it should refuse ('{pattern}')")
+
+    http_answer = infer(x).as_numpy("output")
+    res, y = answer(request(x, id="g1", outputs=["output"]))
+    expect(res.id == "g1" and res.model_name == name and res.model_version == "1", str(res))
+    expect(np.array_equal(y, http_answer), "gRPC and HTTP answers differ for the same input")
+    close(y, want, "gRPC raw contents")
+    close(answer(request(x, raw=False, version="1"))[1], want, "gRPC fp32_contents, version 1")
+    close(answer(request(half, datatype="FP16"))[1], reference(half.astype(np.float32)),
+          "gRPC FP16")
+    # the same refusals, with the same words as over HTTP
+    _, _, http_err = client.request("POST", path, body(inputs=[dict(one, name="img")]))
+    sent["failed"] += 1
+    grpc_err = refused_grpc(grpc.StatusCode.INVALID_ARGUMENT, "unknown input 'img'",
+                            request(x[:1], input="img"))
+    expect(json.loads(http_err)["error"] == grpc_err,
+           f"gRPC says '{grpc_err}', HTTP '{json.loads(http_err)['error']}'")
+    refused_grpc(grpc.StatusCode.INVALID_ARGUMENT, "unknown output 'probs'",
+                 request(x[:1], outputs=["probs"]))
+    bad = request(x[:1])
+    bad.raw_input_contents[0] = bad.raw_input_contents[0][:-1]
+    refused_grpc(grpc.StatusCode.INVALID_ARGUMENT, "the shape [1,1,28,28] of FP32 needs 3136", bad)
+    two = request(x[:1])
+    two.raw_input_contents.append(b"1234")
+    refused_grpc(grpc.StatusCode.INVALID_ARGUMENT, "raw_input_contents has 2 entries for 1 inputs",
+                 two)
+    refused_grpc(grpc.StatusCode.NOT_FOUND, "versions served: 1", request(x[:1], version="2"))
+    refused_grpc(grpc.StatusCode.NOT_FOUND, "unknown model 'resnet'", request(x[:1], model="resnet"))
+    # the statistics count both fronts' requests
+    gstats = stub.ModelStatistics(pb.ModelStatisticsRequest(name=name)).model_stats[0]
+    hstats = client.get_json(f"/v2/models/{name}/stats")["model_stats"][0]
+    expect(gstats.inference_stats.success.count == sent["ok"] ==
+           hstats["inference_stats"]["success"]["count"],
+           f"gRPC success {gstats.inference_stats.success.count}, HTTP "
+           f"{hstats['inference_stats']['success']['count']}, sent {sent}")
+    expect(gstats.inference_stats.fail.count == sent["failed"], f"gRPC fail, sent {sent}")
+    expect(gstats.inference_count == sent["rows"], f"gRPC inference_count {gstats.inference_count}")
+    index = stub.RepositoryIndex(pb.RepositoryIndexRequest()).models
+    expect(len(index) == 1 and index[0].name == name and index[0].state == "READY", str(index))
+    try:
+        stub.ModelStatistics(pb.ModelStatisticsRequest(name="resnet"))
+        fail("gRPC statistics of an unknown model")
+    except grpc.RpcError as e:
+        expect(e.code() == grpc.StatusCode.NOT_FOUND, str(e.code()))
+
+
+if len(sys.argv) > 4:
+    grpc_section(sys.argv[4])
 client.close()
 print(f"triton_compat: ok ({sent['ok']} answered, {sent['failed']} refused)")

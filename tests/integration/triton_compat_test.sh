@@ -4,7 +4,9 @@
 # way tritonclient.http drives Triton (binary tensor data by default, JSON
 # when asked, FP16 and BF16 inputs, versioned paths, statistics, model
 # configuration, Triton's metrics), every answer compared with PyTorch's on
-# the exported weights. Loopback only.
+# the exported weights; and KServe v2 over gRPC (`--grpc-listen`) from
+# python3-grpcio with stubs generated here from apps/kserve.proto: the same
+# answers to the byte and the same errors. Loopback only.
 # Usage: triton_compat_test.sh PATH/TO/salamander
 set -euo pipefail
 bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
@@ -29,13 +31,24 @@ fail() {
 command -v curl >/dev/null || { echo "SKIP: curl is not installed (deploy/install-deps.sh)"; exit 77; }
 "$py" -c 'import torch, numpy' 2>/dev/null ||
   { echo "SKIP: $py cannot import torch and numpy (python3-torch, deploy/install-deps.sh)"; exit 77; }
+"$py" -c 'import grpc' 2>/dev/null ||
+  { echo "SKIP: $py cannot import grpc (python3-grpcio, deploy/install-deps.sh)"; exit 77; }
+for tool in protoc grpc_python_plugin; do
+  command -v "$tool" >/dev/null ||
+    { echo "SKIP: $tool is not installed (protobuf-compiler-grpc, deploy/install-deps.sh)"; exit 77; }
+done
+# the client's stubs, from the proto the server was built from (Debian's
+# protoc matches Debian's python3-protobuf; python3-grpc-tools' does not)
+mkdir stubs
+protoc --python_out=stubs --grpc_out=stubs --plugin=protoc-gen-grpc="$(command -v grpc_python_plugin)" \
+  -I "$here/../../apps" "$here/../../apps/kserve.proto" || fail "protoc kserve.proto"
 
 "$bin" train --model cnn --dataset synthetic --epochs 1 --max-batches 30 --save c.ckpt \
   --metrics none >train.log 2>&1 || fail "train: $(tail -3 train.log)"
 "$bin" export --load c.ckpt -o c.pt --log-level warn >export.log 2>&1 ||
   fail "export: $(cat export.log)"
-"$bin" serve --load c.ckpt --stages 2 --plan even --listen 127.0.0.1:0 --metrics none \
-  >serve.out 2>serve.err &
+"$bin" serve --load c.ckpt --stages 2 --plan even --listen 127.0.0.1:0 \
+  --grpc-listen 127.0.0.1:0 --metrics none >serve.out 2>serve.err &
 server=$!
 for _ in $(seq 1 600); do
   grep -q "^listening: " serve.out 2>/dev/null && break
@@ -44,11 +57,18 @@ for _ in $(seq 1 600); do
 done
 url=$(sed -n 's/^listening: //p' serve.out)
 [ -n "$url" ] || fail "serve printed no address"
+for _ in $(seq 1 100); do
+  grep -q "^grpc listening: " serve.out && break
+  sleep 0.1
+done
+grpc=$(sed -n 's/^grpc listening: //p' serve.out)
+[ -n "$grpc" ] || fail "serve printed no gRPC address"
 for _ in $(seq 1 600); do
   curl -sf "$url/v2/health/ready" >/dev/null && break
   kill -0 "$server" 2>/dev/null || fail "serve exited before it was ready"
   sleep 0.1
 done
-out=$(PYTHONPATH="$here:$here/../../deploy/pytorch" "$py" "$here/triton_compat.py" "$url" cnn c.pt 2>&1) ||
+out=$(PYTHONPATH="$here:$here/../../deploy/pytorch:$work/stubs" "$py" "$here/triton_compat.py" \
+  "$url" cnn c.pt "$grpc" 2>&1) ||
   fail "$out"
 echo "$out"

@@ -1,0 +1,52 @@
+// The gRPC front of `salamander serve --grpc-listen HOST:PORT`: KServe v2's
+// GRPCInferenceService (apps/kserve.proto) over Debian's libgrpc++, beside
+// the HTTP front and answering the same: a ModelInfer request is read by the
+// same reader as an HTTP one (apps/infer_request.cpp), so its checks and
+// messages are the same; errors map to gRPC codes (INVALID_ARGUMENT for 400,
+// NOT_FOUND for 404, UNAVAILABLE for 503, DEADLINE_EXCEEDED for 504). The
+// requests count into the same statistics and metrics (model_endpoint).
+//
+// This header includes no gRPC and no LibTorch: grpc_front.cpp and the
+// generated code are the only translation units that see gRPC.
+#pragma once
+
+#include "apps/model_endpoint.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace salamander::apps {
+
+struct grpc_front_options {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8001; ///< 0: any free port
+  size_t max_message_bytes = size_t{64} << 20;
+  int threads = 64; ///< requests handled at once
+  /// TLS with this certificate and key (PEM files); empty: plaintext.
+  std::string tls_cert;
+  std::string tls_key;
+  /// With TLS: clients must present a certificate this CA (PEM file) signed.
+  std::string client_ca;
+};
+
+class grpc_front {
+public:
+  grpc_front(model_endpoint& model, grpc_front_options opts);
+  ~grpc_front();
+  grpc_front(const grpc_front&) = delete;
+  grpc_front& operator=(const grpc_front&) = delete;
+
+  /// Binds and serves on gRPC's threads; the port it bound. Throws when it
+  /// cannot bind or the TLS material does not load.
+  int start();
+  /// Stops taking calls, lets the ones running finish (5 s at most).
+  void stop();
+
+  struct impl;
+
+private:
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace salamander::apps
