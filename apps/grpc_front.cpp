@@ -62,8 +62,8 @@ json parameter(const pb::InferParameter& p) {
   }
 }
 
-// One input as the HTTP form's JSON; its raw bytes appended to `raw`.
-json input_json(const pb::ModelInferRequest& r, int i, std::string& raw) {
+// One input as the HTTP form's JSON.
+json input_json(const pb::ModelInferRequest& r, int i) {
   auto& in = r.inputs(i);
   json t{{"name", in.name()},
          {"datatype", in.datatype()},
@@ -74,7 +74,6 @@ json input_json(const pb::ModelInferRequest& r, int i, std::string& raw) {
                           "' has both contents and raw_input_contents: send one");
     }
     t["parameters"] = json{{"binary_data_size", r.raw_input_contents(i).size()}};
-    raw += r.raw_input_contents(i);
   } else if (in.contents().fp32_contents_size() > 0) {
     t["data"] = std::vector<float>(in.contents().fp32_contents().begin(),
                                    in.contents().fp32_contents().end());
@@ -82,20 +81,20 @@ json input_json(const pb::ModelInferRequest& r, int i, std::string& raw) {
   return t;
 }
 
-// The gRPC request in the form an HTTP client would send it (the binary
-// tensor data extension), so that one reader checks both: the same
-// request gets the same answer over either.
-std::pair<std::string, std::optional<size_t>> as_http(const pb::ModelInferRequest& r) {
+// The gRPC request read as an HTTP client would send it (the binary tensor
+// data extension: a JSON header, then the inputs' bytes), so that one reader
+// checks both and the same request gets the same answer over either. The
+// raw contents are read where they are when there is one input.
+infer_request read_grpc_request(const pb::ModelInferRequest& r, const model_io& io) {
   if (r.raw_input_contents_size() > 0 && r.raw_input_contents_size() != r.inputs_size()) {
     throw request_error("raw_input_contents has " +
                         std::to_string(r.raw_input_contents_size()) + " entries for " +
                         std::to_string(r.inputs_size()) +
                         " inputs: give one per input, in the order of inputs");
   }
-  std::string raw;
   json inputs = json::array();
   for (int i = 0; i < r.inputs_size(); ++i) {
-    inputs.push_back(input_json(r, i, raw));
+    inputs.push_back(input_json(r, i));
   }
   json header{{"inputs", inputs}};
   if (!r.id().empty()) {
@@ -112,12 +111,17 @@ std::pair<std::string, std::optional<size_t>> as_http(const pb::ModelInferReques
     }
     header["outputs"] = outputs;
   }
-  auto body = header.dump();
-  if (r.raw_input_contents_size() == 0) {
-    return {body, std::nullopt};
+  std::string joined;
+  std::string_view binary;
+  if (r.raw_input_contents_size() == 1) {
+    binary = r.raw_input_contents(0);
+  } else {
+    for (auto& raw : r.raw_input_contents()) {
+      joined += raw;
+    }
+    binary = joined;
   }
-  auto length = body.size();
-  return {body + raw, length};
+  return parse_infer_request_parts(header.dump(), binary, io);
 }
 
 void fill(pb::StatisticDuration* d, const json& j) {
@@ -219,8 +223,7 @@ public:
     }
     infer_request request;
     try {
-      auto [body, json_length] = as_http(*req);
-      request = parse_infer_request(body, json_length, model_.io());
+      request = read_grpc_request(*req, model_.io());
     } catch (const request_error& e) {
       model_.finished(400, start);
       return status_of(400, e.what());

@@ -265,6 +265,11 @@ infer_request parse_infer_request(std::string_view body, std::optional<size_t> j
   }
   auto header = json_length ? body.substr(0, *json_length) : body;
   auto binary = json_length ? body.substr(*json_length) : std::string_view();
+  return parse_infer_request_parts(header, binary, io);
+}
+
+infer_request parse_infer_request_parts(std::string_view header, std::string_view binary,
+                                        const model_io& io) {
   if (auto depth = json_depth(header); depth > max_json_depth) {
     throw request_error("the request nests arrays or objects " + std::to_string(depth) +
                         " deep, more than the limit of " + std::to_string(max_json_depth));

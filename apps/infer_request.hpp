@@ -68,6 +68,11 @@ infer_response write_infer_response(const infer_request& request, const model_io
                                     const std::string& version,
                                     const std::vector<int64_t>& shape, const float* values);
 
+/// The same from the two parts apart: the JSON header, and the binary
+/// inputs' bytes that follow it (gRPC's raw contents, uncopied).
+infer_request parse_infer_request_parts(std::string_view header, std::string_view binary,
+                                        const model_io& io);
+
 /// Reads an Inference-Header-Content-Length value: whole decimal digits only.
 /// Throws request_error otherwise.
 size_t parse_json_length(const std::string& text);

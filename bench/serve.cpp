@@ -17,7 +17,8 @@
 //                  connections, a 16-row batch as binary tensor data against
 //                  JSON, and 16 connections against a plain PyTorch eager
 //                  model behind a minimal HTTP server (bench/pytorch_server.py)
-//                  on the same exported weights.
+//                  on the same exported weights; and the same binary 16 rows
+//                  over HTTP and over gRPC from one C++ client (bench/load.cpp).
 //   failure        three devices (0.25 core) under a steady open-loop rate;
 //                  one is killed (SIGKILL) mid-run: requests lost, and the
 //                  longest time without an answer.
@@ -29,6 +30,7 @@
 #include "actors/node/system.hpp"
 #include "actors/serve/inference.hpp"
 #include "bench/benches.hpp"
+#include "bench/load.hpp"
 #include "bench/report.hpp"
 
 #include <fmt/format.h>
@@ -126,16 +128,22 @@ std::string run_capture(const std::string& cmd) {
 // it goes.
 class http_process {
 public:
-  explicit http_process(std::vector<std::string> args) {
+  explicit http_process(std::vector<std::string> args) : args_copy_(args) {
     auto child = actors::spawn_piped(std::move(args));
     pid_ = child.pid;
     out_ = child.out;
     char line[256] = {0};
+    bool grpc = std::find(args_copy_.begin(), args_copy_.end(), "--grpc-listen") !=
+                args_copy_.end();
     while (out_ && std::fgets(line, sizeof line, out_)) {
       std::string l(line);
+      l.erase(l.find_last_not_of("\n\r") + 1);
       if (l.rfind("listening: ", 0) == 0) {
         url_ = l.substr(11);
-        url_.erase(url_.find_last_not_of("\n\r") + 1);
+      } else if (l.rfind("grpc listening: ", 0) == 0) {
+        grpc_ = l.substr(16);
+      }
+      if (!url_.empty() && (!grpc || !grpc_.empty())) {
         break;
       }
     }
@@ -159,9 +167,13 @@ public:
   http_process& operator=(const http_process&) = delete;
 
   const std::string& url() const { return url_; }
+  const std::string& grpc() const { return grpc_; } ///< HOST:PORT with --grpc-listen
   bool ready() const { return ready_; }
+  int port() const { return std::stoi(url_.substr(url_.rfind(':') + 1)); }
 
 private:
+  std::vector<std::string> args_copy_;
+  std::string grpc_;
   pid_t pid_ = -1;
   FILE* out_ = nullptr;
   std::string url_;
@@ -271,6 +283,7 @@ std::string binary_body(const torch::Tensor& rows, size_t& json_length) {
 
 struct one_device_http {
   hey_result c1, c64, json16, binary16, ours16, pytorch16;
+  load_result http_binary16, grpc_binary16; ///< one C++ client for both
 };
 
 // The CNN on one device over HTTP (issue 30): one connection, 64, a
@@ -301,7 +314,8 @@ one_device_http measure_one_device(double seconds, int& bad) {
   bin16.type = "application/octet-stream";
   bin16.headers = {fmt::format("Inference-Header-Content-Length: {}", json_length)};
   {
-    auto ours = salamander_serve({"--stages", "1", "--load", ckpt, "--name", "cnn"});
+    auto ours = salamander_serve(
+        {"--stages", "1", "--load", ckpt, "--name", "cnn", "--grpc-listen", "127.0.0.1:0"});
     if (made != 0 || !ours.ready()) {
       std::fprintf(stderr, "one device: serve did not start\n");
       ++bad;
@@ -311,6 +325,27 @@ one_device_http measure_one_device(double seconds, int& bad) {
       r.json16 = hey_load(ours.url(), json16, 16, seconds);
       r.binary16 = hey_load(ours.url(), bin16, 16, seconds);
       r.ours16 = hey_load(ours.url(), one, 16, seconds);
+      // the same binary 16 rows over HTTP and gRPC from one C++ client
+      auto rows = images.contiguous();
+      std::string raw(reinterpret_cast<const char*>(rows.data_ptr<float>()),
+                      static_cast<size_t>(rows.numel()) * 4);
+      auto body = binary_body(images, json_length);
+      auto request = fmt::format("POST /v2/models/cnn/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 "Content-Type: application/octet-stream\r\n"
+                                 "Inference-Header-Content-Length: {}\r\n"
+                                 "Content-Length: {}\r\n\r\n",
+                                 json_length, body.size()) +
+                     body;
+      r.http_binary16 = http_load("127.0.0.1", ours.port(), request, 16, seconds);
+      r.grpc_binary16 = grpc_load(ours.grpc(), "cnn", rows.sizes().vec(), raw, 16, seconds);
+      for (auto* l : {&r.http_binary16, &r.grpc_binary16}) {
+        if (l->ok == 0 || l->failed > 0) {
+          std::fprintf(stderr, "load failed: %lld ok, %lld failed: %s\n",
+                       static_cast<long long>(l->ok), static_cast<long long>(l->failed),
+                       l->error.c_str());
+          ++bad;
+        }
+      }
     }
   }
   {
@@ -342,6 +377,12 @@ one_device_http measure_one_device(double seconds, int& bad) {
   line("16 connections, 16 rows binary", r.binary16);
   line("16 connections, 1 row", r.ours16);
   line("PyTorch server, 16 connections, 1 row", r.pytorch16);
+  auto load_line = [](const char* what, const load_result& l) {
+    std::fprintf(stderr, "  %-34s %8.1f req/s  p50 %6.2f ms  p99 %6.2f ms\n", what, l.rps,
+                 1e3 * l.p50_s, 1e3 * l.p99_s);
+  };
+  load_line("C++ client, HTTP, 16 rows binary", r.http_binary16);
+  load_line("C++ client, gRPC, 16 rows raw", r.grpc_binary16);
   return r;
 }
 
@@ -487,6 +528,12 @@ int serve(const bench_args& args) {
     rep.detail(fmt::format("one_device_{}_p50_s", key), h->p50_s);
     rep.detail(fmt::format("one_device_{}_p99_s", key), h->p99_s);
   }
+  for (auto& [key, l] : {std::pair<const char*, const load_result*>{"http", &dev.http_binary16},
+                         {"grpc", &dev.grpc_binary16}}) {
+    rep.detail(fmt::format("one_device_cpp_{}_binary16_rps", key), l->rps);
+    rep.detail(fmt::format("one_device_cpp_{}_binary16_p50_s", key), l->p50_s);
+    rep.detail(fmt::format("one_device_cpp_{}_binary16_p99_s", key), l->p99_s);
+  }
 
   // ---- a kill -9 at a steady request rate
   std::fprintf(stderr, "failure (three devices of 0.25 core, 10 requests/s of 2 rows, "
@@ -597,6 +644,8 @@ int serve(const bench_args& args) {
   rep.headline("serve_batching_gain", batched.rps / std::max(single.rps, 1e-9));
   rep.headline("serve_https_over_http", https.rps / std::max(batched.rps, 1e-9));
   rep.headline("serve_binary_over_json", dev.binary16.rps / std::max(dev.json16.rps, 1e-9));
+  rep.headline("serve_grpc_over_http",
+               dev.grpc_binary16.rps / std::max(dev.http_binary16.rps, 1e-9));
   rep.headline("serve_p50_ms_c1", 1e3 * dev.c1.p50_s);
   rep.headline("serve_c1_rps", dev.c1.rps);
   rep.headline("serve_c64_rps", dev.c64.rps);
