@@ -23,7 +23,15 @@ namespace salamander::bench {
 struct bench_args {
   std::string out;    ///< JSON results path
   bool quick = false; ///< fewer rounds, for smoke tests
+  /// The run's seed (data split, initialisation, straggler draw) for the
+  /// benchmarks that take one (seeded_benches); --seeds N runs 1..N.
+  uint64_t seed = 1;
 };
+
+/// The benchmarks whose figures vary with bench_args::seed.
+inline bool seeded_bench(const std::string& name) {
+  return name == "federated" || name == "federated_niid" || name == "split";
+}
 
 inline int64_t algorithms_batches(int64_t n, int64_t batch_size) {
   return algorithms::batches_per_epoch(n, batch_size, false);

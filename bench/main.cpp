@@ -1,15 +1,22 @@
-// salamander_bench NAME [--out PATH] [--quick]: runs one benchmark.
+// salamander_bench NAME [--out PATH] [--quick] [--seeds N]: runs one
+// benchmark (bench/run.sh NAME ... calls it), or, with --seeds, runs it
+// once per seed and reports each headline figure's mean and 95% interval.
 #include "bench/benches.hpp"
+#include "bench/seeds.hpp"
 
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <map>
+#include <string>
 
-int main(int argc, char** argv) {
-  using namespace salamander::bench;
-  std::map<std::string, std::function<int(const bench_args&)>> benches = {
+namespace {
+
+using namespace salamander::bench;
+
+const std::map<std::string, std::function<int(const bench_args&)>>& all_benches() {
+  static const std::map<std::string, std::function<int(const bench_args&)>> benches = {
       {"training_overhead", training_overhead},
       {"codec", codec},
       {"pipeline_overhead", pipeline_overhead},
@@ -28,27 +35,68 @@ int main(int argc, char** argv) {
       {"continual", continual},
       {"train_scaling", train_scaling},
   };
-  if (argc < 2 || benches.count(argv[1]) == 0) {
-    std::fprintf(stderr, "usage: salamander_bench NAME [--out PATH] [--quick]\nbenchmarks:");
-    for (auto& [name, fn] : benches) {
-      std::fprintf(stderr, " %s", name.c_str());
-    }
-    std::fprintf(stderr, "\n");
-    return 2;
+  return benches;
+}
+
+int usage(const char* why) {
+  if (why) {
+    std::fprintf(stderr, "salamander_bench: %s\n", why);
+  }
+  std::fprintf(stderr,
+               "usage: salamander_bench NAME [--out PATH] [--quick] [--seeds N]\n"
+               "  --out PATH  the results' JSON (default bench/results/NAME.json)\n"
+               "  --quick     a short run, for a check\n"
+               "  --seeds N   run seeds 1..N (N >= 2) and report each headline figure's\n"
+               "              mean, n and 95%% interval (Student t); the runs' own results\n"
+               "              go beside PATH as NAME.seedK.json\n"
+               "benchmarks:");
+  for (auto& [name, fn] : all_benches()) {
+    std::fprintf(stderr, " %s", name.c_str());
+  }
+  std::fprintf(stderr, "\n");
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    return usage(nullptr);
+  }
+  std::string name = argv[1];
+  if (all_benches().count(name) == 0) {
+    return usage(("no benchmark named '" + name + "'").c_str());
   }
   bench_args args;
-  args.out = std::string("bench/results/") + argv[1] + ".json";
+  args.out = "bench/results/" + name + ".json";
+  int seeds = 0;
   for (int i = 2; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) {
+    std::string a = argv[i];
+    if (a == "--quick") {
       args.quick = true;
-    } else if (std::strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+    } else if (a == "--out" && i + 1 < argc) {
       args.out = argv[++i];
+    } else if (a == "--seeds" && i + 1 < argc) {
+      std::string n = argv[++i];
+      if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoi(n) < 2) {
+        return usage(("--seeds takes a whole number from 2 to 999, got '" + n + "'").c_str());
+      }
+      seeds = std::stoi(n);
+    } else if (a == "--out" || a == "--seeds") {
+      return usage((a + " needs a value").c_str());
+    } else {
+      return usage(("unknown option '" + a + "'").c_str());
     }
   }
   try {
-    return benches[argv[1]](args);
+    auto& run = all_benches().at(name);
+    if (seeds > 0) {
+      return run_seeds(name, run, args, seeds);
+    }
+    return run(args);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "benchmark %s failed: %s\n", argv[1], e.what());
+    std::fprintf(stderr, "benchmark %s failed: %s\n", name.c_str(), e.what());
     return 1;
   }
 }

@@ -31,6 +31,13 @@ public:
     detail(key, value);
   }
 
+  /// The goal of a headline figure: at least (or at most) `bound`. Written
+  /// with the results; over several seeds (--seeds) the interval is judged
+  /// against it.
+  void goal(const std::string& key, bool at_least, double bound) {
+    goals_.emplace_back(key, std::make_pair(at_least, bound));
+  }
+
   /// Writes the JSON file and prints the headline figures.
   void finish(const std::string& path) const {
     std::ofstream out(path);
@@ -38,7 +45,17 @@ public:
     for (auto& [k, v] : details_) {
       out << ",\n  " << quote(k) << ": " << v;
     }
-    out << "\n}\n";
+    out << ",\n  \"headlines\": [";
+    for (size_t i = 0; i < headlines_.size(); ++i) {
+      out << (i ? ", " : "") << quote(headlines_[i].first);
+    }
+    out << "],\n  \"goals\": {";
+    for (size_t i = 0; i < goals_.size(); ++i) {
+      auto& [k, g] = goals_[i];
+      out << (i ? ", " : "") << quote(k) << ": {" << quote(g.first ? "at_least" : "at_most")
+          << ": " << fmt(g.second) << "}";
+    }
+    out << "}\n}\n";
     std::printf("results: %s\n", path.c_str());
     for (auto& [k, v] : headlines_) {
       std::printf("%s: %s\n", k.c_str(), fmt(v).c_str());
@@ -68,6 +85,7 @@ private:
   std::string name_;
   std::vector<std::pair<std::string, std::string>> details_;
   std::vector<std::pair<std::string, double>> headlines_;
+  std::vector<std::pair<std::string, std::pair<bool, double>>> goals_;
 };
 
 } // namespace salamander::bench

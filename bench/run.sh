@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh NAME [--quick]: builds if needed, runs one benchmark, writes
+# bench/run.sh NAME [--quick] [--seeds N]: builds if needed, runs one benchmark, writes
 # bench/results/NAME.json and prints the headline figures last.
 # Every figure here comes from one host; where devices are emulated the
 # benchmark says so in its results.
@@ -29,7 +29,7 @@ case "$name" in
     "$root/fuzz/run.sh" "$@"
     ;;
   "")
-    echo "usage: bench/run.sh NAME [--quick]" >&2
+    echo "usage: bench/run.sh NAME [--quick] [--seeds N]" >&2
     echo "  NAME: build_time training_overhead codec pipeline_overhead bubble transfer" >&2
     echo "        planner_speed hetero recovery failure_during_recovery replan_stability serve" >&2
     echo "        federated federated_niid split footprint continual train_scaling fuzz" >&2
