@@ -295,6 +295,23 @@ actors::tls_options https_material(const serve_cli& cli) {
   return material;
 }
 
+// Where a front listens (`address`), with the command line's limits and TLS.
+front_options front_options_for(const serve_cli& cli, const std::string& address,
+                                const actors::tls_options& https) {
+  auto [host, port] = actors::parse_address(address);
+  front_options o;
+  o.host = host;
+  o.port = port;
+  o.max_body_bytes = static_cast<size_t>(cli.max_body_mb * 1024 * 1024);
+  o.threads = cli.http_threads;
+  if (https.enabled()) {
+    o.tls_cert = https.cert_file();
+    o.tls_key = https.key_file();
+    o.client_ca = cli.https_client_ca;
+  }
+  return o;
+}
+
 // The gRPC endpoint when --grpc-listen asks for one (its address printed as
 // "grpc listening: HOST:PORT"), with the HTTP front's TLS and limits.
 std::unique_ptr<grpc_front> start_grpc(const serve_cli& cli, model_endpoint& model,
@@ -302,22 +319,12 @@ std::unique_ptr<grpc_front> start_grpc(const serve_cli& cli, model_endpoint& mod
   if (cli.grpc_listen.empty()) {
     return nullptr;
   }
-  auto [host, port] = actors::parse_address(cli.grpc_listen);
-  grpc_front_options o;
-  o.host = host;
-  o.port = port;
-  o.max_message_bytes = static_cast<size_t>(cli.max_body_mb * 1024 * 1024);
-  o.threads = cli.http_threads;
-  if (https.enabled()) {
-    o.tls_cert = https.cert_file();
-    o.tls_key = https.key_file();
-    o.client_ca = cli.https_client_ca;
-  }
+  auto o = front_options_for(cli, cli.grpc_listen, https);
   auto front = std::make_unique<grpc_front>(model, o);
   auto bound = front->start();
   logger("serve")->info("KServe v2 over gRPC{} on {}:{} (model '{}')",
-                        https.enabled() ? " with TLS" : "", host, bound, model.model().name);
-  std::printf("grpc listening: %s:%d\n", host.c_str(), bound);
+                        https.enabled() ? " with TLS" : "", o.host, bound, model.model().name);
+  std::printf("grpc listening: %s:%d\n", o.host.c_str(), bound);
   return front;
 }
 
@@ -328,7 +335,7 @@ int run_serve(const serve_cli& cli) {
   auto https = https_material(cli);
   auto s = prepare(cli);
   auto name = cli.name.empty() ? s.desc.spec.name : cli.name;
-  auto [host, port] = actors::parse_address(cli.listen);
+  auto host = actors::parse_address(cli.listen).first;
   caf::actor_system_config cfg;
   caf::actor_system sys{system_config(cfg, cli)};
   auto nodes = nodes_for(sys, cli, s);
@@ -338,15 +345,7 @@ int run_serve(const serve_cli& cli) {
     publish(sys, svc, cli);
     model_endpoint model(svc, s.desc, name);
     http_front_options hopts;
-    hopts.host = host;
-    hopts.port = port;
-    hopts.max_body_bytes = static_cast<size_t>(cli.max_body_mb * 1024 * 1024);
-    hopts.threads = cli.http_threads;
-    if (https.enabled()) {
-      hopts.tls_cert = https.cert_file();
-      hopts.tls_key = https.key_file();
-      hopts.client_ca = cli.https_client_ca;
-    }
+    static_cast<front_options&>(hopts) = front_options_for(cli, cli.listen, https);
     http_front front(model, hopts);
     // the endpoint answers health checks (not ready) while the pipeline starts
     auto bound = front.start();

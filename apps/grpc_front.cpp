@@ -321,7 +321,7 @@ int grpc_front::start() {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, impl_->credentials(), &port);
   builder.RegisterService(&impl_->service);
-  auto limit = static_cast<int>(std::min<size_t>(o.max_message_bytes, INT_MAX));
+  auto limit = static_cast<int>(std::min<size_t>(o.max_body_bytes, INT_MAX));
   builder.SetMaxReceiveMessageSize(limit);
   builder.SetMaxSendMessageSize(limit);
   grpc::ResourceQuota quota("salamander-grpc");

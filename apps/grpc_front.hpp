@@ -10,6 +10,7 @@
 // generated code are the only translation units that see gRPC.
 #pragma once
 
+#include "apps/front_options.hpp"
 #include "apps/model_endpoint.hpp"
 
 #include <cstddef>
@@ -18,17 +19,8 @@
 
 namespace salamander::apps {
 
-struct grpc_front_options {
-  std::string host = "127.0.0.1";
-  uint16_t port = 8001; ///< 0: any free port
-  size_t max_message_bytes = size_t{64} << 20;
-  int threads = 64; ///< requests handled at once
-  /// TLS with this certificate and key (PEM files); empty: plaintext.
-  std::string tls_cert;
-  std::string tls_key;
-  /// With TLS: clients must present a certificate this CA (PEM file) signed.
-  std::string client_ca;
-};
+/// Its address, message bound (max_body_bytes), threads and TLS.
+using grpc_front_options = front_options;
 
 class grpc_front {
 public:

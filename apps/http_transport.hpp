@@ -6,6 +6,8 @@
 // handlers() and words the refusals it cannot word itself.
 #pragma once
 
+#include "apps/front_options.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -51,18 +53,8 @@ enum class refusal { none, too_large, too_slow, over_budget };
 /// handler, which runs on the same thread).
 refusal refusal_of_request();
 
-struct http_transport_options {
-  std::string host = "127.0.0.1";
-  uint16_t port = 8000; ///< 0: any free port
-  size_t max_body_bytes = size_t{64} << 20;
-  int threads = 64; ///< requests handled at once (each waits for its answer)
-  /// HTTPS (TLS 1.2+) with this certificate and key (PEM); empty: plain HTTP.
-  std::string tls_cert;
-  std::string tls_key;
-  /// With HTTPS: clients must present a certificate this CA (PEM) signed.
-  std::string client_ca;
-
-  bool https() const { return !tls_cert.empty(); }
+struct http_transport_options : front_options {
+  bool https() const { return tls(); }
 };
 
 class guarded_server;

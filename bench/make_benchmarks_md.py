@@ -52,6 +52,12 @@ def main():
       "dilation, loopback links); no figure here comes from real edge hardware.\n")
     p("Regenerate: run `bench/run.sh NAME` for each benchmark, then "
       "`python3 bench/make_benchmarks_md.py > BENCHMARKS.md`.\n")
+    p("Over seeds: `bench/run.sh NAME --seeds N` runs seeds 1..N (the seed sets the data "
+      "split, the initialisation and the straggler draw in federated, federated_niid and "
+      "split; other benchmarks repeat) and reports each headline figure as a mean with its "
+      "95% interval (Student t) and n (`KEY_n`, `KEY_ci_low`, `KEY_ci_high`), judged "
+      "against the benchmark's goal where it states one (`KEY_verdict`: clears, misses, "
+      "undecided). The federated and split figures below are still single runs (seed 1).\n")
 
     b = load("build_time")
     p("## Build\n")
@@ -607,8 +613,15 @@ def serve_tables(sv):
             p(f"| {what} | {f(sv.get(f'one_device_{key}_rps'), 1)} | "
               f"{f(1e3 * (sv.get(f'one_device_{key}_p50_s') or 0), 2)} | "
               f"{f(1e3 * (sv.get(f'one_device_{key}_p99_s') or 0), 2)} |")
+        if sv.get("one_device_cpp_grpc_binary16_rps") is not None:
+            for key, what in [("http", "C++ client (bench/load.cpp): HTTP, 16 connections, 16 rows binary"),
+                              ("grpc", "C++ client (bench/load.cpp): gRPC, 16 channels, 16 rows raw")]:
+                p(f"| {what} | {f(sv.get(f'one_device_cpp_{key}_binary16_rps'), 1)} | "
+                  f"{f(1e3 * (sv.get(f'one_device_cpp_{key}_binary16_p50_s') or 0), 2)} | "
+                  f"{f(1e3 * (sv.get(f'one_device_cpp_{key}_binary16_p99_s') or 0), 2)} |")
         p("")
-        p(f"`serve_p50_ms_c1` **{f(sv.get('serve_p50_ms_c1'))}** (goal <= 2), "
+        p(f"`serve_grpc_over_http` **{f(sv.get('serve_grpc_over_http'))}** (goal >= 1), "
+          f"`serve_p50_ms_c1` **{f(sv.get('serve_p50_ms_c1'))}** (goal <= 2), "
           f"`serve_c1_rps` **{f(sv.get('serve_c1_rps'), 0)}** (goal >= 400), "
           f"`serve_c64_rps` **{f(sv.get('serve_c64_rps'), 0)}** (goal >= 1842, before), "
           f"`serve_binary_over_json` **{f(sv.get('serve_binary_over_json'))}** (goal >= 2), "

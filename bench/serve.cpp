@@ -100,14 +100,8 @@ measured serve_rate(caf::actor_system& sys, const std::vector<double>& shares,
 
 // ---- HTTP load with hey against `salamander serve` and the PyTorch baseline
 
-struct hey_result {
-  double rps = 0;
-  double p50_s = 0;
-  double p99_s = 0;
-  int64_t ok = 0;
-  int64_t other = 0;
-  std::string error;
-};
+// hey's figures, as bench/load.cpp's: answers other than 200 are `failed`
+using hey_result = load_result;
 
 std::string run_capture(const std::string& cmd) {
   std::string out;
@@ -234,7 +228,7 @@ hey_result hey_load(const std::string& url, const http_body& body, int connectio
   for (auto it = std::sregex_iterator(text.begin(), text.end(), other);
        it != std::sregex_iterator(); ++it) {
     if ((*it)[1] != "200") {
-      h.other += std::stoll((*it)[2]);
+      h.failed += std::stoll((*it)[2]);
     }
   }
   if (h.rps == 0) {
@@ -497,14 +491,14 @@ int serve(const bench_args& args) {
   }
   std::fprintf(stderr, "  batching     %8.1f req/s  p99 %.1f ms  (%lld ok, %lld other)\n",
                batched.rps, 1e3 * batched.p99_s, static_cast<long long>(batched.ok),
-               static_cast<long long>(batched.other));
+               static_cast<long long>(batched.failed));
   std::fprintf(stderr, "  no batching  %8.1f req/s  p99 %.1f ms  (%lld ok, %lld other)\n",
                single.rps, 1e3 * single.p99_s, static_cast<long long>(single.ok),
-               static_cast<long long>(single.other));
+               static_cast<long long>(single.failed));
   std::fprintf(stderr,
                "  HTTPS, batching %5.1f req/s  p99 %.1f ms  (%lld ok, %lld other)\n",
                https.rps, 1e3 * https.p99_s, static_cast<long long>(https.ok),
-               static_cast<long long>(https.other));
+               static_cast<long long>(https.failed));
   rep.detail("https_rps_batching", https.rps);
   rep.detail("https_p99_s_batching", https.p99_s);
   rep.detail("http_rps_batching", batched.rps);
@@ -512,7 +506,7 @@ int serve(const bench_args& args) {
   rep.detail("http_rps_no_batching", single.rps);
   rep.detail("http_p99_s_no_batching", single.p99_s);
   rep.detail("http_non_200",
-             static_cast<double>(batched.other + single.other + https.other));
+             static_cast<double>(batched.failed + single.failed + https.failed));
 
   // ---- HTTP on one device: latency on one connection, binary against JSON,
   // against the PyTorch baseline
