@@ -196,26 +196,83 @@ load_result grpc_load(const std::string& address, const std::string& model,
     in->add_shape(d);
   }
   req.add_raw_input_contents(raw);
-  return closed_loop(streams, seconds, [&](int worker) -> call_fn {
-    // channels with different arguments do not share a connection
+  // asynchronous calls on one completion queue, as perf_analyzer drives
+  // Triton: `streams` calls outstanding, each on a channel of its own
+  // (channels with different arguments do not share a connection); a call
+  // that completes is made again at once
+  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> stubs;
+  for (int i = 0; i < streams; ++i) {
     grpc::ChannelArguments args;
-    args.SetInt("salamander.bench.stream", worker);
+    args.SetInt("salamander.bench.stream", i);
     args.SetMaxReceiveMessageSize(64 << 20);
-    auto stub = std::shared_ptr<inference::GRPCInferenceService::Stub>(
-        inference::GRPCInferenceService::NewStub(
-            grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
-    return [stub, &req](std::string& error) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-      inference::ModelInferResponse res;
-      auto status = stub->ModelInfer(&ctx, req, &res);
-      if (!status.ok()) {
-        error = status.error_message();
-        return false;
+    stubs.push_back(inference::GRPCInferenceService::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
+  }
+  struct call {
+    int stream = 0;
+    steady::time_point start;
+    std::unique_ptr<grpc::ClientContext> ctx;
+    inference::ModelInferResponse res;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<inference::ModelInferResponse>> rpc;
+  };
+  grpc::CompletionQueue cq;
+  std::vector<call> calls(static_cast<size_t>(streams));
+  auto begin = [&](call& c) {
+    c.ctx = std::make_unique<grpc::ClientContext>();
+    c.ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    c.res.Clear();
+    c.start = steady::now();
+    c.rpc = stubs[static_cast<size_t>(c.stream)]->AsyncModelInfer(c.ctx.get(), req, &cq);
+    c.rpc->Finish(&c.res, &c.status, &c);
+  };
+  load_result r;
+  std::vector<double> latencies;
+  auto t_warm = steady::now() + std::chrono::seconds(1);
+  auto t_end = t_warm + std::chrono::duration_cast<steady::duration>(
+                            std::chrono::duration<double>(seconds));
+  for (int i = 0; i < streams; ++i) {
+    calls[static_cast<size_t>(i)].stream = i;
+    begin(calls[static_cast<size_t>(i)]);
+  }
+  int outstanding = streams;
+  while (outstanding > 0) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq.Next(&tag, &ok)) {
+      break;
+    }
+    auto& c = *static_cast<call*>(tag);
+    auto now = steady::now();
+    if (c.start >= t_warm && now <= t_end) {
+      if (ok && c.status.ok() && c.res.raw_output_contents_size() == 1) {
+        ++r.ok;
+        latencies.push_back(std::chrono::duration<double>(now - c.start).count());
+      } else {
+        ++r.failed;
+        if (r.error.empty()) {
+          r.error = c.status.error_message();
+        }
       }
-      return res.raw_output_contents_size() == 1;
-    };
-  });
+    }
+    if (now < t_end) {
+      begin(c);
+    } else {
+      --outstanding;
+    }
+  }
+  cq.Shutdown();
+  std::sort(latencies.begin(), latencies.end());
+  auto at = [&](double q) {
+    return latencies.empty()
+               ? 0.0
+               : latencies[std::min(latencies.size() - 1,
+                                    static_cast<size_t>(q * static_cast<double>(latencies.size())))];
+  };
+  r.rps = static_cast<double>(r.ok) / seconds;
+  r.p50_s = at(0.50);
+  r.p99_s = at(0.99);
+  return r;
 }
 
 } // namespace salamander::bench
