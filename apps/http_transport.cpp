@@ -645,7 +645,10 @@ http_server::http_server(http_transport_options opts, refuse_fn refuse)
       res.status = 413; // the error handler words it
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.method == "POST" && !chunked && !req.has_header("Content-Length")) {
+    // httplib reads the body of a POST, PUT or PATCH without a length until
+    // the connection closes: the client would wait out the read timeout
+    bool has_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+    if (has_body && !chunked && !req.has_header("Content-Length")) {
       must_close = true;
       refuse(res, 411, "a request body needs a Content-Length (or chunked encoding)");
       return httplib::Server::HandlerResponse::Handled;

@@ -88,6 +88,9 @@ expect 400 "input datatype '5'" -XPOST "$url/v2/models/cnn/infer" \
   -d '{"inputs":[{"name":"input","shape":[1,1,28,28],"datatype":5,"data":[1]}]}'
 expect 404 "unknown model 'resnet'" -XPOST "$url/v2/models/resnet/infer" -d "$body"
 expect 404 "no such path" "$url/v2/elsewhere"
+# a PUT without a length is refused at once, not read until the timeout
+expect 411 "needs a Content-Length" -X PUT "$url/v2"
+expect 404 "no such path: DELETE /v2/models/cnn" -X DELETE "$url/v2/models/cnn"
 big=$(python3 -c 'print("[" + ",".join(["0.5"]*20000) + "]")')
 expect 413 "larger than the limit" -XPOST "$url/v2/models/cnn/infer" \
   -d "{\"inputs\":[{\"name\":\"input\",\"shape\":[25,1,28,28],\"datatype\":\"FP32\",\"data\":$big}]}"
