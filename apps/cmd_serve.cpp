@@ -496,9 +496,10 @@ command add_infer(CLI::App& app) {
 command add_serve(CLI::App& app) {
   auto cli = std::make_shared<serve_cli>();
   auto* sub = app.add_subcommand(
-      "serve", "serve a model over HTTP (Open Inference Protocol / KServe v2: "
-               "/v2/models/NAME/infer, health, metadata, /metrics) through a pipeline "
-               "that survives node failures");
+      "serve", "serve a model over HTTP and gRPC (Open Inference Protocol / KServe v2, "
+               "as Triton's clients speak it: /v2/models/NAME/infer, health, metadata, "
+               "statistics, configuration, /metrics) through a pipeline that survives "
+               "node failures");
   add_serving_options(*sub, *cli);
   sub->add_option("--listen", cli->listen,
                   "HOST:PORT for HTTP (loopback unless told otherwise; port 0: any)")
