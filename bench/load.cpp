@@ -28,6 +28,21 @@ using steady = std::chrono::steady_clock;
 // One call: true when it was answered with success; `error` says why not.
 using call_fn = std::function<bool(std::string& error)>;
 
+// `r` with its rate over `span` seconds and the percentiles of `latencies`.
+load_result summed(load_result r, std::vector<double>& latencies, double span) {
+  std::sort(latencies.begin(), latencies.end());
+  auto at = [&](double q) {
+    return latencies.empty()
+               ? 0.0
+               : latencies[std::min(latencies.size() - 1,
+                                    static_cast<size_t>(q * static_cast<double>(latencies.size())))];
+  };
+  r.rps = static_cast<double>(r.ok) / span;
+  r.p50_s = at(0.50);
+  r.p99_s = at(0.99);
+  return r;
+}
+
 // `workers` threads each making calls with its own `make_call()` until the
 // time is up: a warm-up second, then `seconds` measured.
 load_result closed_loop(int workers, double seconds,
@@ -81,17 +96,7 @@ load_result closed_loop(int workers, double seconds,
   for (auto& t : threads) {
     t.join();
   }
-  std::sort(latencies.begin(), latencies.end());
-  auto at = [&](double q) {
-    return latencies.empty()
-               ? 0.0
-               : latencies[std::min(latencies.size() - 1,
-                                    static_cast<size_t>(q * static_cast<double>(latencies.size())))];
-  };
-  r.rps = static_cast<double>(r.ok) / span;
-  r.p50_s = at(0.50);
-  r.p99_s = at(0.99);
-  return r;
+  return summed(r, latencies, span);
 }
 
 // A kept-alive HTTP/1.1 connection that sends one request and reads one
@@ -262,17 +267,7 @@ load_result grpc_load(const std::string& address, const std::string& model,
     }
   }
   cq.Shutdown();
-  std::sort(latencies.begin(), latencies.end());
-  auto at = [&](double q) {
-    return latencies.empty()
-               ? 0.0
-               : latencies[std::min(latencies.size() - 1,
-                                    static_cast<size_t>(q * static_cast<double>(latencies.size())))];
-  };
-  r.rps = static_cast<double>(r.ok) / seconds;
-  r.p50_s = at(0.50);
-  r.p99_s = at(0.99);
-  return r;
+  return summed(r, latencies, seconds);
 }
 
 } // namespace salamander::bench
