@@ -21,7 +21,7 @@ packages=(
   dataset-fashion-mnist           # the real data set
   gnuplot-nox                     # plots
   libcpp-httplib-dev              # serve: the HTTP endpoint (Open Inference Protocol)
-  libgrpc++-dev protobuf-compiler-grpc  # serve --grpc-listen: KServe v2 over gRPC
+  libgrpc++-dev protobuf-compiler protobuf-compiler-grpc  # serve --grpc-listen: KServe v2 over gRPC
   python3-grpcio                  # the tests' gRPC client (stubs made at test time by protoc)
   python3-numpy                   # the tests' Triton-style client
   wrk hey curl                    # serve: HTTP load benchmark, the tests' client
