@@ -282,6 +282,16 @@ def grpc_section(address):
         fail("gRPC statistics of an unknown model")
     except grpc.RpcError as e:
         expect(e.code() == grpc.StatusCode.NOT_FOUND, str(e.code()))
+    # both fronts bound a request by --max-body-mb (the test serves with 1 MB):
+    # 400 rows (1.25 MB) are refused over either, before they are read
+    big = rng.random((400, 1, 28, 28), dtype=np.float32)
+    try:
+        stub.ModelInfer(request(big))
+        fail("gRPC took a message over --max-body-mb")
+    except grpc.RpcError as e:
+        expect(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, f"gRPC over the bound: {e.code()}")
+    refused(413, "larger than the limit", "POST", path, big.tobytes() + b"{}",
+            {"Inference-Header-Content-Length": "2"})
 
 
 if len(sys.argv) > 4:

@@ -48,7 +48,7 @@ protoc --python_out=stubs --grpc_out=stubs --plugin=protoc-gen-grpc="$(command -
 "$bin" export --load c.ckpt -o c.pt --log-level warn >export.log 2>&1 ||
   fail "export: $(cat export.log)"
 "$bin" serve --load c.ckpt --stages 2 --plan even --listen 127.0.0.1:0 \
-  --grpc-listen 127.0.0.1:0 --metrics none >serve.out 2>serve.err &
+  --grpc-listen 127.0.0.1:0 --max-body-mb 1 --metrics none >serve.out 2>serve.err &
 server=$!
 for _ in $(seq 1 600); do
   grep -q "^listening: " serve.out 2>/dev/null && break
