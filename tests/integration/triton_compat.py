@@ -290,8 +290,23 @@ def grpc_section(address):
         fail("gRPC took a message over --max-body-mb")
     except grpc.RpcError as e:
         expect(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, f"gRPC over the bound: {e.code()}")
-    refused(413, "larger than the limit", "POST", path, big.tobytes() + b"{}",
-            {"Inference-Header-Content-Length": "2"})
+    # over HTTP the refusal comes from the headers alone, before the body
+    # (a client still sending would find the connection closed): headers only
+    import socket
+    host, port = client.host_port.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as raw:
+        raw.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\n"
+                    f"Content-Length: {big.nbytes + 2}\r\n"
+                    "Inference-Header-Content-Length: 2\r\n\r\n".encode())
+        answer = b""
+        while b"}" not in answer.partition(b"\r\n\r\n")[2]:
+            chunk = raw.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    expect(head.startswith(b"HTTP/1.1 413"), f"HTTP over the bound: {head[:80]}")
+    expect("larger than the limit" in json.loads(rest).get("error", ""), f"413 body: {rest[:200]}")
 
 
 if len(sys.argv) > 4:
