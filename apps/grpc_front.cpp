@@ -228,7 +228,7 @@ public:
       model_.finished(400, start);
       return status_of(400, e.what());
     }
-    auto out = model_.infer(std::move(request), start);
+    auto out = model_.infer(request, start);
     if (out.status != 200) {
       model_.finished(out.status, start);
       return status_of(out.status, out.error);
@@ -245,10 +245,7 @@ public:
     }
     res->add_raw_output_contents(reinterpret_cast<const char*>(out.values.data()),
                                  out.values.size() * sizeof(float));
-    model_.finished(200, start,
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        model_endpoint::clock::now() - output_start)
-                        .count());
+    model_.finished(200, start, output_start);
     return grpc::Status::OK;
   }
 

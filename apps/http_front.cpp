@@ -8,10 +8,6 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include <array>
-#include <map>
-#include <mutex>
-
 namespace salamander::apps {
 
 namespace {
@@ -30,12 +26,6 @@ void error(httplib::Response& res, int code, const std::string& what) {
 // The path of a model's route: its name, then an optional version.
 std::string model_route(const std::string& rest) {
   return R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)" + rest;
-}
-
-int64_t ns_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now() - t)
-      .count();
 }
 
 std::string version_in(const httplib::Request& req) {
@@ -95,10 +85,7 @@ struct http_front::impl {
       error(res, 400, e.what());
       return model.finished(400, start);
     }
-    auto binary = request.binary_output;
-    auto has_id = request.has_id;
-    auto id = request.id;
-    auto out = model.infer(std::move(request), start);
+    auto out = model.infer(request, start);
     if (out.status != 200) {
       if (out.status == 503) {
         res.set_header("Retry-After", "1");
@@ -107,11 +94,7 @@ struct http_front::impl {
       return model.finished(out.status, start);
     }
     auto output_start = model_endpoint::clock::now();
-    infer_request asked;
-    asked.binary_output = binary;
-    asked.has_id = has_id;
-    asked.id = std::move(id);
-    auto answer = write_infer_response(asked, model.io(), model.model().name,
+    auto answer = write_infer_response(request, model.io(), model.model().name,
                                        model.model().version, out.shape, out.values.data());
     res.status = 200;
     if (answer.json_length) {
@@ -120,12 +103,12 @@ struct http_front::impl {
     } else {
       res.set_content(std::move(answer.body), "application/json");
     }
-    model.finished(200, start, ns_since(output_start));
+    model.finished(200, start, output_start);
   }
 
   std::string metrics() {
     auto s = model.status();
-    return request_metrics() + pipeline_metrics(s) + model.triton_metrics();
+    return request_metrics() + pipeline_metrics(s) + model.triton_metrics(s);
   }
 
   // salamander_*: the requests as the model was asked them (HTTP and gRPC)

@@ -80,7 +80,7 @@ void model_endpoint::arrived() {
   ++counters_.triton.pending;
 }
 
-infer_outcome model_endpoint::infer(infer_request request, clock::time_point start) {
+infer_outcome model_endpoint::infer(infer_request& request, clock::time_point start) {
   // the tensor takes the values over, uncopied
   auto values = std::make_shared<std::vector<float>>(std::move(request.data));
   auto x = torch::from_blob(
@@ -100,8 +100,10 @@ infer_outcome model_endpoint::infer(infer_request request, clock::time_point sta
   return r;
 }
 
-void model_endpoint::finished(int status, clock::time_point start, int64_t output_ns) {
-  auto ns = ns_between(start, clock::now());
+void model_endpoint::finished(int status, clock::time_point start,
+                              std::optional<clock::time_point> output_start) {
+  auto now = clock::now();
+  auto ns = ns_between(start, now);
   auto seconds = static_cast<double>(ns) * 1e-9;
   std::lock_guard<std::mutex> lock(mutex_);
   auto& c = counters_;
@@ -111,7 +113,7 @@ void model_endpoint::finished(int status, clock::time_point start, int64_t outpu
     ++c.errors[status];
     return;
   }
-  c.triton.compute_output.add(output_ns);
+  c.triton.compute_output.add(output_start ? ns_between(*output_start, now) : 0);
   ++c.answered;
   ++c.latency_count;
   c.latency_sum += seconds;
@@ -151,8 +153,7 @@ nlohmann::json model_endpoint::config() const {
   return model_config(model_, status());
 }
 
-std::string model_endpoint::triton_metrics() const {
-  auto s = status();
+std::string model_endpoint::triton_metrics(const job_status& s) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return apps::triton_metrics(model_, s.serving, counters_.triton);
 }

@@ -73,11 +73,14 @@ public:
 
   /// A request arrived (counted as pending until `finished`).
   void arrived();
-  /// Runs a request read at `start` through the pipeline (blocking).
-  infer_outcome infer(infer_request request, clock::time_point start);
-  /// The request that arrived at `start` was answered with `status`; its
-  /// answer took `output_ns` to write (0 when none was written).
-  void finished(int status, clock::time_point start, int64_t output_ns = 0);
+  /// Runs a request read at `start` through the pipeline (blocking). Its
+  /// values are taken over; the rest of it (id, binary output) stays for
+  /// the answer.
+  infer_outcome infer(infer_request& request, clock::time_point start);
+  /// The request that arrived at `start` was answered with `status`; with
+  /// outputs, writing its answer began at `output_start`.
+  void finished(int status, clock::time_point start,
+                std::optional<clock::time_point> output_start = std::nullopt);
   /// Counts an answer that never reached `arrived` (the transport refused it).
   void refused(int status);
 
@@ -86,7 +89,8 @@ public:
   request_counters counters() const;
   nlohmann::json stats() const;
   nlohmann::json config() const;
-  std::string triton_metrics() const;
+  /// Triton's series, with the serving job's part of `s` (one status a scrape).
+  std::string triton_metrics(const job_status& s) const;
 
 private:
   const actors::service& svc_;
