@@ -54,6 +54,9 @@ uint64_t total_batches(const train_job_state& st);
 /// a flush may be (a segment's end; any batch under the other schedules).
 bool is_async(const job_config& cfg);
 uint64_t sync_every(const job_config& cfg);
+/// The async delay in force: the job's once its first launch fixed it,
+/// before that the configured one (0: the planner's choice, not yet made).
+uint32_t async_delay_now(const train_job_state& st);
 uint64_t flush_point(const train_job_state& st);
 int64_t micro_batch_size(const job_config& cfg);
 std::vector<size_t> live_nodes(const train_job_state& st);

@@ -237,6 +237,10 @@ uint64_t sync_every(const job_config& cfg) {
   return cfg.replicate_every > 0 ? cfg.replicate_every : tuning::async_segment;
 }
 
+uint32_t async_delay_now(const train_job_state& st) {
+  return st.async_delay > 0 ? st.async_delay : st.cfg.async_delay;
+}
+
 uint64_t flush_point(const train_job_state& st) {
   if (!is_async(st.cfg) || st.fed == st.launched_at || st.fed == 0) {
     return st.fed;

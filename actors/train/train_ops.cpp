@@ -56,9 +56,7 @@ void refresh_rows(self_ptr self) {
   s.pipeline.schedule = st.cfg.schedule;
   if (is_async(st.cfg)) {
     s.pipeline.schedule += fmt::format(", delay {}, segments of {} batches",
-                                       st.async_delay > 0 ? st.async_delay
-                                                          : st.cfg.async_delay,
-                                       sync_every(st.cfg));
+                                       async_delay_now(st), sync_every(st.cfg));
   }
 }
 

@@ -281,9 +281,8 @@ algorithms::plan_request planner_request(const train_job_state& st) {
                                static_cast<int>(st.cfg.micro_batches), st.cfg.optimizer);
   req.allow_data_parallel = st.cfg.allow_data_parallel && !is_async(st.cfg);
   if (is_async(st.cfg)) {
-    req.async_delay = static_cast<int>(st.async_delay > 0     ? st.async_delay
-                                       : st.cfg.async_delay > 0 ? st.cfg.async_delay
-                                                                : 1);
+    // (the planner's own choice is made at launch: plan for the least)
+    req.async_delay = static_cast<int>(std::max<uint32_t>(1, async_delay_now(st)));
     req.segment_batches = static_cast<int>(sync_every(st.cfg));
   }
   // a replicating stage keeps its last two snapshots (stage_state::kept),
