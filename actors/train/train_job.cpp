@@ -212,11 +212,8 @@ caf::result<std::string> on_replicate(self_ptr self) {
   // every stage reaches version `fed` once the batches in flight are
   // stepped (at a flush it is there already); under the async schedule a
   // replica is only at a segment's end, where no stashed version is needed
-  auto version = st.fed;
-  if (is_async(st.cfg) && version != st.launched_at) {
-    auto every = sync_every(st.cfg);
-    version = (version + every - 1) / every * every;
-  }
+  // (segments count from the plan's launch and end at epochs too)
+  auto version = flush_point(st);
   if (version == 0) {
     return caf::make_error(errc::not_ready,
                            "nothing trained yet; the seed needs no replica");
