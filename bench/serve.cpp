@@ -304,7 +304,8 @@ one_device_http measure_one_device(double seconds, int& bad) {
   http_body one("one", json_body(images.narrow(0, 0, 1)));
   http_body json16("json16", json_body(images));
   size_t json_length = 0;
-  http_body bin16("bin16", binary_body(images, json_length));
+  auto binary16 = binary_body(images, json_length);
+  http_body bin16("bin16", binary16);
   bin16.type = "application/octet-stream";
   bin16.headers = {fmt::format("Inference-Header-Content-Length: {}", json_length)};
   {
@@ -319,19 +320,17 @@ one_device_http measure_one_device(double seconds, int& bad) {
       r.json16 = hey_load(ours.url(), json16, 16, seconds);
       r.binary16 = hey_load(ours.url(), bin16, 16, seconds);
       r.ours16 = hey_load(ours.url(), one, 16, seconds);
-      // the same binary 16 rows over HTTP and gRPC from one C++ client
-      auto rows = images.contiguous();
-      std::string raw(reinterpret_cast<const char*>(rows.data_ptr<float>()),
-                      static_cast<size_t>(rows.numel()) * 4);
-      auto body = binary_body(images, json_length);
+      // the same binary 16 rows over HTTP and gRPC from one C++ client (gRPC's
+      // raw contents are the HTTP body's bytes after its JSON header)
+      auto raw = binary16.substr(json_length);
       auto request = fmt::format("POST /v2/models/cnn/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                  "Content-Type: application/octet-stream\r\n"
                                  "Inference-Header-Content-Length: {}\r\n"
                                  "Content-Length: {}\r\n\r\n",
-                                 json_length, body.size()) +
-                     body;
+                                 json_length, binary16.size()) +
+                     binary16;
       r.http_binary16 = http_load("127.0.0.1", ours.port(), request, 16, seconds);
-      r.grpc_binary16 = grpc_load(ours.grpc(), "cnn", rows.sizes().vec(), raw, 16, seconds);
+      r.grpc_binary16 = grpc_load(ours.grpc(), "cnn", images.sizes().vec(), raw, 16, seconds);
       for (auto* l : {&r.http_binary16, &r.grpc_binary16}) {
         if (l->ok == 0 || l->failed > 0) {
           std::fprintf(stderr, "load failed: %lld ok, %lld failed: %s\n",
