@@ -58,7 +58,7 @@ struct node_info {
 /// One node as the console's `nodes` shows it.
 struct node_row {
   std::string name;
-  std::string health;    ///< ok, late, dead, refused
+  std::string health;    ///< ok, late, dead, refused, joining (hello pending)
   std::string role;      ///< "stage 1", or "spare" when the plan leaves it out
   std::string emulation; ///< "none" on real devices
   double cpu_share = 1;

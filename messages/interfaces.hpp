@@ -122,6 +122,8 @@ using node_actor = caf::typed_actor<
 /// supervisor sees it:
 ///
 ///   get -> job_status          status, for the console and progress lines
+///   events(since) -> lines     the job's events numbered `since` and after
+///                              (JSON objects, oldest first): the timeline
 ///   pause / resume -> text     console: stop starting work (what is in
 ///                              flight finishes), and carry on
 ///   checkpoint(path) -> text   console: at the next consistent point, write
@@ -137,6 +139,7 @@ using node_actor = caf::typed_actor<
 ///   leave                      stop the job's workers and quit
 using job_actor = caf::typed_actor<
     caf::replies_to<caf::get_atom>::with<job_status>,
+    caf::replies_to<events_atom, uint64_t>::with<std::vector<std::string>>,
     caf::replies_to<pause_atom>::with<std::string>,
     caf::replies_to<resume_atom>::with<std::string>,
     caf::replies_to<checkpoint_atom, std::string>::with<std::string>,
@@ -325,8 +328,8 @@ using split_job_actor = job_actor::extend<
 ///                                  a secret set, every command that changes
 ///                                  something needs it
 ///   capacity(node, f)              a profiler's report, passed to the job
-///   get, pause, resume, checkpoint, kill(stage), replan, replicate, snapshot
-///                                  the job's, passed on to it
+///   get, events, pause, resume, checkpoint, kill(stage), replan, replicate,
+///   snapshot                       the job's, passed on to it
 ///   tick                           its own heartbeat round
 ///   leave                          quit (the job stops its own workers)
 using cluster_actor = caf::typed_actor<
@@ -339,6 +342,7 @@ using cluster_actor = caf::typed_actor<
     caf::replies_to<auth_atom, std::string>::with<std::string>,
     caf::reacts_to<capacity_atom, std::string, double>,
     caf::replies_to<caf::get_atom>::with<job_status>,
+    caf::replies_to<events_atom, uint64_t>::with<std::vector<std::string>>,
     caf::replies_to<pause_atom>::with<std::string>,
     caf::replies_to<resume_atom>::with<std::string>,
     caf::replies_to<checkpoint_atom, std::string>::with<std::string>,

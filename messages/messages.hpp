@@ -28,7 +28,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 12;
+constexpr uint32_t protocol_version = 13;
 
 } // namespace salamander
 
@@ -104,4 +104,5 @@ CAF_ADD_ATOM(salamander, salamander, update_atom, "update")
 CAF_ADD_ATOM(salamander, salamander, deadline_atom, "deadline")
 CAF_ADD_ATOM(salamander, salamander, progress_atom, "progress")
 CAF_ADD_ATOM(salamander, salamander, part_atom, "part")
+CAF_ADD_ATOM(salamander, salamander, events_atom, "events")
 CAF_END_TYPE_ID_BLOCK(salamander)

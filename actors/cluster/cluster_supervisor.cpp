@@ -364,6 +364,7 @@ void fill_rows(const cluster_state& st, job_status& s) {
       r.last_heartbeat_s = ago;
       r.health = e.refused                   ? "refused"
                  : e.lost                    ? "dead"
+                 : !e.answered               ? "joining"
                  : ago > st.cfg.late_after_s ? "late"
                                              : "ok";
       r.emulation = e.info.emulation;
@@ -730,6 +731,12 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
         }
       },
       [=](caf::get_atom) { return status_with_rows(self); },
+      [=](events_atom a, uint64_t since) -> caf::result<std::vector<std::string>> {
+        if (!self->state.job) {
+          return no_job();
+        }
+        return self->delegate(job_of(self), a, since);
+      },
       // the job's commands, for consoles allowed to give them
       [=](pause_atom a) { return pass_on<std::string>(self, a); },
       [=](stop_atom a, std::string& why) {

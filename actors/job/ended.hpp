@@ -5,6 +5,7 @@
 // ended:
 //
 //   get                     the status as the job ended
+//   events                  the timeline up to the end
 //   snapshot                the final weights (the mode's)
 //   leave                   the mode stops its workers, and the job quits
 //   pause, resume, stop, checkpoint, join, kill, replan, replicate
@@ -18,12 +19,14 @@
 // beside the behaviour): the callbacks that handle them check `over()`.
 #pragma once
 
+#include "actors/job/event_ring.hpp"
 #include "messages/errors.hpp"
 #include "messages/interfaces.hpp"
 
 #include <caf/all.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace salamander::actors {
@@ -38,6 +41,8 @@ struct ended_job {
   std::function<caf::result<snapshot_payload>()> snapshot;
   /// Stops the mode's workers (the behaviour quits the job after).
   std::function<void()> leave;
+  /// The job core's timeline (null: none kept).
+  std::shared_ptr<const event_ring> events;
 };
 
 /// A handler that drops a message of the types `Ts` (a worker's report, a
@@ -60,6 +65,9 @@ typename Self::behavior_type ended_behavior(Self* self, ended_job job, Extra... 
   };
   return {
       [status = job.status](caf::get_atom) { return status(); },
+      [events = job.events](events_atom, uint64_t since) {
+        return events ? events->since(since) : std::vector<std::string>{};
+      },
       [snapshot = job.snapshot](snapshot_atom) { return snapshot(); },
       [self, leave = job.leave](leave_atom) {
         leave();

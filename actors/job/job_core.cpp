@@ -12,8 +12,28 @@ void job_core::open_metrics(const std::string& path) {
 }
 
 void job_core::log_event(const std::string& kind, nlohmann::json fields) {
+  if (fields.is_null() || !fields.is_object()) {
+    fields = nlohmann::json::object();
+  }
+  // the timeline's copy first: the log takes the fields
+  auto now = std::chrono::steady_clock::now();
+  nlohmann::json line{
+      {"seq", events->next()},
+      {"t", started == std::chrono::steady_clock::time_point{}
+                ? 0.0
+                : std::chrono::duration<double>(now - started).count()},
+      {"unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count()},
+      {"event", kind}};
+  for (auto& [key, value] : fields.items()) {
+    if (!line.contains(key)) {
+      line[key] = value;
+    }
+  }
+  events->add(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (metrics) {
-    metrics->write(kind, fields.is_null() ? nlohmann::json::object() : std::move(fields));
+    metrics->write(kind, std::move(fields));
   }
 }
 

@@ -16,6 +16,7 @@
 // job switches to it with `become` when its phase is over.
 #pragma once
 
+#include "actors/job/event_ring.hpp"
 #include "actors/job/job_nodes.hpp"
 #include "messages/interfaces.hpp"
 
@@ -41,13 +42,16 @@ struct job_core {
   std::string stop_requested;
   job_status status;
   std::shared_ptr<metrics_log> metrics; ///< null without --metrics
+  /// The recent events, with or without a metrics log (the dashboard's
+  /// timeline); shared with the ended behaviour.
+  std::shared_ptr<event_ring> events = std::make_shared<event_ring>();
   std::chrono::steady_clock::time_point started{};
 
   /// Opens the metrics log at `path` ("" for none) and names it in the
   /// status; throws with the path when it cannot be created.
   void open_metrics(const std::string& path);
-  /// One event in the metrics log (nothing without one); null fields are
-  /// an empty object.
+  /// One event in the metrics log (if there is one) and in `events`; null
+  /// fields are an empty object.
   void log_event(const std::string& kind, nlohmann::json fields = nlohmann::json::object());
   void flush_metrics();
   /// The console's pause: pauses, or says why nothing changes (paused

@@ -357,7 +357,7 @@ round_job_ended(Self* self, round_job& core,
   return ended_behavior(
       self,
       {std::string("the ") + core.subsystem() + " job", "", [&core] { return core.status_now(); },
-       std::move(snapshot), [&core] { core.leave(); }},
+       std::move(snapshot), [&core] { core.leave(); }, core.events},
       drop<part_atom, uint64_t, uint64_t, uint64_t, tensor_payload>(), std::move(extra)...);
 }
 

@@ -6,6 +6,7 @@
 //   the lifecycle (here)                  the mode's hooks (job_hooks)
 //   ----------------------------------    ------------------------------------
 //   get                                   status()
+//   events since N: the core's timeline   -
 //   pause: the core takes the console's   paused(): what pausing does, its
 //     pause, or says "already paused"       answer
 //   resume: the core lifts it, or says    resumed(); not_paused() (a mode may
@@ -115,6 +116,7 @@ typename Self::behavior_type running_behavior(Self* self, job_core& core, job_ho
   auto h = std::make_shared<const job_hooks>(std::move(hooks));
   return {
       [h](caf::get_atom) { return h->status(); },
+      [events = core.events](events_atom, uint64_t since) { return events->since(since); },
       [h, &core](pause_atom) { return lifecycle::pause(core, *h); },
       [h, &core](resume_atom) { return lifecycle::resume(core, *h); },
       [h, &core](stop_atom, const std::string& why) {

@@ -745,7 +745,8 @@ serve_job_actor::behavior_type ended_behavior_of(self_ptr self) {
   return ended_behavior(
       self,
       {"the serving job", "", [self] { return status_of(self); },
-       [self] { return on_snapshot(self); }, [self] { stop_workers(self); }},
+       [self] { return on_snapshot(self); }, [self] { stop_workers(self); },
+       self->state.events},
       [](infer_atom, const tensor_payload&) -> caf::result<tensor_payload> {
         return ended();
       },

@@ -533,7 +533,8 @@ train_job_actor::behavior_type ended(self_ptr self) {
   return ended_behavior(
       self,
       {"the job", "use --save for the final weights", [self] { return status_of(self); },
-       [self] { return on_snapshot(self); }, [self] { stop_workers(self); }},
+       [self] { return on_snapshot(self); }, [self] { stop_workers(self); },
+       self->state.events},
       drop<done_atom, batch_stats>(), drop<failed_atom, uint32_t, std::string>(),
       drop<eval_atom, uint64_t, uint32_t, tensor_payload>(), drop<ready_atom, uint32_t>(),
       drop<reduce_atom, uint64_t, uint32_t, uint64_t, tensor_payload>(),
