@@ -53,6 +53,7 @@ void add_client_job_options(CLI::App& sub, client_cli& cli) {
                  "HOST:PORT to publish the supervisor on (console, node --join)");
   add_secret_file(sub, cli.clients.secret_file);
   add_tls(sub, cli.clients.tls);
+  add_dashboard(sub, cli.clients.dashboard);
   add_threads(sub, cli.clients.threads, "compute threads (0: LibTorch's default)");
   add_hang_timeout(sub, cli.clients.hang_timeout_s);
 }
@@ -165,6 +166,7 @@ actors::job_result run_client_job(
   actors::configure(sys_cfg, sopts);
   actors::configure_tls(sys_cfg, actors::checked_tls(o.tls));
   caf::actor_system sys{sys_cfg};
+  auto dash = open_dashboard(sys, o.dashboard, {o.secret_file, o.tls, o.metrics_path});
   auto nodes = client_nodes(sys, o, listed, emulation);
   auto handles = nodes;
   watch_stop_signals();
@@ -187,6 +189,9 @@ actors::job_result run_client_job(
     {
       std::lock_guard<std::mutex> guard(cluster_mutex);
       cluster = c;
+    }
+    if (dash) {
+      dash->attach(c);
     }
     if (!o.listen.empty()) {
       auto [host, port] = actors::parse_address(o.listen);

@@ -12,6 +12,8 @@
 
 #include <caf/all.hpp>
 
+#include "apps/dashboard/dashboard_cli.hpp"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,6 +31,8 @@ struct client_job_options {
   int threads = 1;
   double hang_timeout_s = 3.0;
   bool fetch_weights = false;
+  dashboard_cli dashboard;  ///< --dashboard: the live page
+  std::string metrics_path; ///< the run's log (the dashboard's checkpoints go beside it)
 };
 
 /// --checkpoint and --resume: resuming needs an existing file, and a new
@@ -100,7 +104,8 @@ struct client_training_help {
   std::string model, seed, batch_size, optimizer, lr, checkpoint, save;
 };
 
-/// --metrics, --listen, --secret-file, --tls, --threads, --hang-timeout.
+/// --metrics, --listen, --secret-file, --tls, --dashboard, --threads,
+/// --hang-timeout.
 void add_client_job_options(CLI::App& sub, client_cli& cli);
 
 /// --model ... --save, then add_client_job_options.
@@ -137,6 +142,14 @@ void add_client_training(CLI::App& sub, Config& job, client_cli& cli,
 
 /// `job` with what the command's other options set (threads, metrics log),
 /// its --checkpoint and --resume checked.
+/// The client-job options of a command whose job logs to `metrics_path`.
+inline client_job_options client_options_of(const client_cli& cli,
+                                            const std::string& metrics_path) {
+  auto o = client_options_of(cli);
+  o.metrics_path = metrics_path;
+  return o;
+}
+
 template <class Config> Config with_client_options(Config job, const client_cli& cli) {
   job.threads = cli.clients.threads;
   job.metrics_path = metrics_path_of(cli.metrics);

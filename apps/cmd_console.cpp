@@ -11,6 +11,7 @@
 #include "apps/cli_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/console_parse.hpp"
+#include "apps/console_verbs.hpp"
 #include "apps/runtime_env.hpp"
 #include "apps/status_text.hpp"
 
@@ -320,19 +321,6 @@ std::string show_metrics(const job_status& s) {
   return out;
 }
 
-// An error as a sentence: salamander's own errors carry it as their context
-// ("no live node named node9"), without the "bad_config:" category.
-std::string plain(caf::actor_system& sys, const caf::error& err) {
-  if (err.category() == caf::atom("salamander") &&
-      err.context().match_elements<std::string>()) {
-    return err.context().get_as<std::string>(0);
-  }
-  if (err == caf::sec::cannot_connect_to_node) {
-    return "nothing answers there (not listening, or not reachable)";
-  }
-  return sys.render(err);
-}
-
 /// How a command went: done, failed (the rest still run), or the supervisor
 /// is gone (nothing more can run).
 enum class outcome { ok, failed, gone };
@@ -421,21 +409,14 @@ public:
     case console_op::metrics:
       return with_status(show_metrics);
     case console_op::kill_stage:
-      return say(kill_atom_v, static_cast<uint32_t>(c.stage));
     case console_op::kill_node:
-      return say(kill_atom_v, c.args[0]);
     case console_op::slow_node:
-      return say(slow_atom_v, c.args[0], c.factor);
     case console_op::repartition:
-      return say(replan_atom_v, c.args.empty() ? std::string{} : c.args[0]);
     case console_op::replicate:
-      return say(replicate_atom_v);
     case console_op::checkpoint_save:
-      return say(checkpoint_atom_v, c.args[0]);
     case console_op::pause:
-      return say(pause_atom_v);
     case console_op::resume:
-      return say(resume_atom_v);
+      return *send_command(c, [this](auto&&... xs) { return say(xs...); });
     case console_op::help:
       if (!c.args.empty()) {
         auto u = console_usage(c.args[0]);
@@ -513,7 +494,7 @@ private:
       gone_ = true;
       return gone_text();
     }
-    return plain(sys_, err);
+    return error_text(sys_, err);
   }
 
   caf::actor_system& sys_;
@@ -651,7 +632,7 @@ int run_console(const console_cli& cli) {
   if (!sup) {
     log->error(
         "no supervisor at {}: {} (start the job with supervisor --listen HOST:PORT)",
-        cli.supervisor, plain(sys, sup.error()));
+        cli.supervisor, error_text(sys, sup.error()));
     return 1;
   }
   session s(sys, *sup, cli.supervisor,

@@ -38,7 +38,7 @@ int run_federate(const fed_cli& cli) {
   check_blas();
   auto cfg = config_of(cli);
   auto result = run_client_job(
-      client_options_of(cli.common), "federated",
+      client_options_of(cli.common, cfg.metrics_path), "federated",
       [&](caf::actor_system& sys, const std::string& secret,
           std::vector<actors::remote_node> nodes, const actors::job_options& opts) {
         cfg.secret = secret;

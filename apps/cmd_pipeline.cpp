@@ -12,6 +12,7 @@
 #include "actors/train/stream.hpp"
 #include "apps/cli_options.hpp"
 #include "apps/commands.hpp"
+#include "apps/dashboard/dashboard_cli.hpp"
 #include "apps/preflight.hpp"
 #include "apps/progress.hpp"
 #include "apps/runtime_env.hpp"
@@ -527,10 +528,14 @@ actors::job_result run_watched(caf::actor_system& sys, const train_cli& cli,
     std::function<void()> f;
     ~at_exit() { f(); }
   } watcher_guard{end_watcher}; // (also when the job throws)
+  auto dash = open_dashboard(sys, cli.dashboard, {cli.secret_file, cli.tls, jc.metrics_path});
   actors::job_options opts;
   opts.fetch_weights = !cli.save.empty();
   opts.on_start = [&](cluster_actor s) {
     job.set(s);
+    if (dash) {
+      dash->attach(s);
+    }
     listening = publish_supervisor(sys, s, cli.listen);
   };
   status_log show(progress);
@@ -793,6 +798,7 @@ void add_pipeline_options(CLI::App& sub, train_cli& cli) {
                   "cluster secret the nodes must prove (default: $SALAMANDER_SECRET; "
                   "none: an open cluster)");
   add_tls(sub, cli.tls);
+  add_dashboard(sub, cli.dashboard);
   sub.add_option(
          "--stream", cli.stream,
          "continual learning: train on samples as they arrive, batch after batch "
@@ -854,6 +860,11 @@ command add_train(CLI::App& app, const std::vector<std::string>& args) {
               throw std::invalid_argument(
                   "--stream trains a pipeline: give --stages N (1 for one device) or run "
                   "`salamander supervisor --cluster FILE`");
+            }
+            if (!cli->dashboard.address.empty()) {
+              throw std::invalid_argument(
+                  "--dashboard shows a job of nodes: give --stages N (1 for one device) or "
+                  "run `salamander supervisor --cluster FILE`");
             }
             return run_train(*cli);
           }};

@@ -10,6 +10,7 @@
 // gap): a line drawn across them would show a rate nobody measured.
 #include "actors/job/metrics.hpp"
 #include "apps/commands.hpp"
+#include "apps/dashboard/report.hpp"
 
 #include "apps/json_depth.hpp"
 #include "apps/runtime_env.hpp"
@@ -608,12 +609,53 @@ std::string rounds_script(const std::vector<run_log>& runs, const plot_cli& cli,
   return gp;
 }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// -o report.html: the run as the dashboard shows it, in one self-contained
+// page (apps/dashboard/report.hpp).
+int report_log(const plot_cli& cli, const run_log& r) {
+  if (!cli.more.empty()) {
+    throw log_error("an HTML report is of one run: give one metrics log");
+  }
+  std::vector<entry> all;
+  all.insert(all.end(), r.batches.begin(), r.batches.end());
+  all.insert(all.end(), r.events.begin(), r.events.end());
+  std::stable_sort(all.begin(), all.end(),
+                   [](const entry& a, const entry& b) { return a.line < b.line; });
+  std::vector<nlohmann::json> lines;
+  lines.reserve(all.size());
+  for (auto& e : all) {
+    lines.push_back(e.j);
+  }
+  auto title = cli.title.empty() ? std::filesystem::path(cli.metrics).parent_path().filename().string()
+                                 : cli.title;
+  auto page = report_page(report_data(lines, title.empty() ? cli.metrics : title));
+  std::ofstream out(cli.output, std::ios::binary);
+  if (!out || !(out << page) || !out.flush()) {
+    throw log_error("cannot write " + cli.output);
+  }
+  logger("plot")->info("wrote the report of {} ({} batches, {} events) to {}", cli.metrics,
+                       r.batches.size(), r.events.size(), cli.output);
+  std::printf("plot: %s\n", cli.output.c_str());
+  return 0;
+}
+
 int plot_log(const plot_cli& cli) {
   auto log = logger("plot");
+  bool html = ends_with(cli.output, ".html") || ends_with(cli.output, ".htm");
+  if (!html && !ends_with(cli.output, ".png")) {
+    throw log_error("-o " + cli.output + ": the format follows the extension, .png (a plot, "
+                    "with gnuplot) or .html (a self-contained report page)");
+  }
   auto r = read_log(cli.metrics);
   if (r.bad_lines > 0) {
     log->warn("{}: skipped {} unreadable line(s) (the first is line {})", cli.metrics,
               r.bad_lines, r.first_bad_line);
+  }
+  if (html) {
+    return report_log(cli, r);
   }
   bool serving = r.start && field(r, *r.start, "mode", std::string()) == "serve";
   if (federated(r) || split_run(r) || !cli.more.empty()) {
@@ -744,13 +786,17 @@ command add_plot(CLI::App& app) {
       "plot", "draw throughput and loss over time from a metrics log, with failures, "
               "recoveries, re-plans and joins marked; for federated runs, accuracy "
               "against training time of one or several runs; for split-learning runs, "
-              "accuracy against the bytes across the cut (needs gnuplot)");
+              "accuracy against the bytes across the cut (needs gnuplot); with -o "
+              "report.html, one self-contained page of the run as the dashboard shows it");
   sub->add_option("metrics", *files,
                   "the job's metrics.jsonl; several federated (or split-learning) runs' "
                   "logs are drawn together")
       ->required()
       ->check(CLI::ExistingFile);
-  sub->add_option("-o,--output", cli->output, "PNG file to write")->required();
+  sub->add_option("-o,--output", cli->output,
+                  "file to write: .png draws the plot (gnuplot), .html a self-contained "
+                  "report page with the dashboard's curves and timeline")
+      ->required();
   sub->add_option(
       "--title", cli->title,
       "title (default: model, nodes, and the accuracy or why the job failed)");

@@ -11,6 +11,7 @@
 #include "actors/serve/inference.hpp"
 #include "apps/cli_options.hpp"
 #include "apps/commands.hpp"
+#include "apps/dashboard/dashboard_cli.hpp"
 #include "apps/grpc_front.hpp"
 #include "apps/http_front.hpp"
 #include "apps/progress.hpp"
@@ -64,6 +65,7 @@ struct serve_cli {
   int http_threads = 64;
   bool https = false;          ///< HTTPS with the --tls material (cert.pem, key.pem)
   std::string https_client_ca; ///< with https: clients must hold a certificate of this CA
+  dashboard_cli dashboard;     ///< --dashboard: the live page (HTTPS with --https)
 };
 
 std::chrono::milliseconds ms(double seconds) {
@@ -222,6 +224,11 @@ int run_infer(const serve_cli& cli) {
   {
     actors::service svc(sys, s.cfg, nodes);
     publish(sys, svc, cli);
+    auto dash = open_dashboard(sys, cli.dashboard,
+                               {cli.secret_file, cli.tls, s.cfg.metrics_path, cli.https});
+    if (dash) {
+      dash->attach(svc.cluster());
+    }
     std::string shown_plan;
     int64_t shown_recoveries = 0;
     progress_line progress(log);
@@ -343,6 +350,11 @@ int run_serve(const serve_cli& cli) {
   {
     actors::service svc(sys, s.cfg, nodes);
     publish(sys, svc, cli);
+    auto dash = open_dashboard(sys, cli.dashboard,
+                               {cli.secret_file, cli.tls, s.cfg.metrics_path, cli.https});
+    if (dash) {
+      dash->attach(svc.cluster());
+    }
     model_endpoint model(svc, s.desc, name);
     http_front_options hopts;
     static_cast<front_options&>(hopts) = front_options_for(cli, cli.listen, https);
@@ -388,6 +400,11 @@ int run_serve(const serve_cli& cli) {
       if (st.phase == status_phase::failed) {
         log->error("serving failed: {}", st.error);
         code = 1;
+        break;
+      }
+      if (st.phase == status_phase::finished) {
+        log->warn("the serving job was stopped ({}): answering the requests accepted",
+                  st.stopped.empty() ? "stop" : st.stopped);
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -526,6 +543,7 @@ command add_serve(CLI::App& app) {
                   "with --https: clients must present a certificate signed by this CA "
                   "(PEM file, e.g. certs/ca.pem); default: no client certificate asked")
       ->check(CLI::ExistingFile);
+  add_dashboard(*sub, cli->dashboard, false);
   return {sub, [cli] { return run_serve(*cli); }};
 }
 

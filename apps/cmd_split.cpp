@@ -45,7 +45,7 @@ int run_split(const split_cli& cli) {
   auto desc = models::describe(models::model_spec::parse(cfg.model));
   auto costs = actors::costs_of(desc, static_cast<size_t>(cfg.cut));
   auto result = run_client_job(
-      client_options_of(cli.common), "split",
+      client_options_of(cli.common, cfg.metrics_path), "split",
       [&](caf::actor_system& sys, const std::string& secret,
           std::vector<actors::remote_node> nodes, const actors::job_options& opts) {
         cfg.secret = secret;

@@ -2,7 +2,7 @@
 // our connection loop, the connection cap, and HTTPS.
 #include "apps/http_transport.hpp"
 
-#include "apps/runtime_env.hpp"
+#include "actors/logging.hpp"
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -505,7 +505,7 @@ private:
     }
     ERR_clear_error();
     if (may_log_refusal()) {
-      logger("serve")->warn("HTTPS: refused the connection from {}: {}", peer_of(sock), why);
+      actors::subsystem_log("serve")->warn("HTTPS: refused the connection from {}: {}", peer_of(sock), why);
     }
     SSL_free(ssl);
     return nullptr;

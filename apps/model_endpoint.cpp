@@ -14,7 +14,7 @@ int64_t ns_between(model_endpoint::clock::time_point a, model_endpoint::clock::t
 }
 
 // A failed inference as an HTTP status and its message.
-infer_outcome refusal(const caf::actor_system& sys, const caf::error& err) {
+infer_outcome refusal_outcome(const caf::actor_system& sys, const caf::error& err) {
   infer_outcome out;
   out.status = 500;
   out.error = sys.render(err);
@@ -91,7 +91,7 @@ infer_outcome model_endpoint::infer(infer_request& request, clock::time_point st
   }
   auto y = svc_.infer(x);
   if (!y) {
-    return refusal(svc_.system(), y.error());
+    return refusal_outcome(svc_.system(), y.error());
   }
   auto out = y->contiguous();
   infer_outcome r;

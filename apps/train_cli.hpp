@@ -4,6 +4,7 @@
 #pragma once
 
 #include "actors/train/train_job.hpp"
+#include "apps/dashboard/dashboard_cli.hpp"
 
 #include <cstdint>
 #include <string>
@@ -30,6 +31,7 @@ struct train_cli {
   std::string secret_file;        ///< cluster secret (else $SALAMANDER_SECRET)
   std::string tls;          ///< deploy/make-certs.sh's; else $SALAMANDER_TLS; none: off
   std::string metrics = ""; ///< JSON-lines log; "": runs/JOB/metrics.jsonl; "none": off
+  dashboard_cli dashboard;  ///< --dashboard: the live page
   // continual learning (actors/train/stream.hpp)
   std::string stream;     ///< replay:RATE, file:PATH or tcp:HOST:PORT; "": a data set
   std::string stream_log; ///< "": beside the metrics log

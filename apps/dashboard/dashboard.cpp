@@ -1,0 +1,783 @@
+// The dashboard's server (see dashboard.hpp): one worker thread talks to the
+// cluster supervisor (status and timeline at every poll, and the actions),
+// the transport's threads answer from what it last read.
+#include "apps/dashboard/dashboard.hpp"
+
+#include "actors/cluster/auth.hpp"
+#include "actors/cluster/cluster_toml.hpp"
+#include "actors/logging.hpp"
+#include "apps/console_verbs.hpp"
+#include "apps/dashboard/assets.hpp"
+#include "apps/dashboard/state_json.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <openssl/crypto.h>
+
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace salamander::apps {
+
+namespace {
+
+using json = nlohmann::json;
+using clock = std::chrono::steady_clock;
+
+constexpr size_t history_max = 7200;     ///< samples kept (2 h at 1 Hz)
+constexpr size_t events_max = 4096;      ///< timeline entries kept
+constexpr size_t action_body_max = 4096; ///< bytes of an action's body
+constexpr size_t sessions_max = 256;
+constexpr int wrong_secrets_per_minute = 5;
+constexpr auto ask_timeout = std::chrono::seconds(5);
+
+auto log() {
+  return actors::subsystem_log("dashboard");
+}
+
+void reply(httplib::Response& res, int code, const json& body) {
+  res.status = code;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json");
+}
+
+void error(httplib::Response& res, int code, const std::string& what) {
+  reply(res, code, json{{"error", what}});
+}
+
+bool same_secret(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string bearer_of(const httplib::Request& req) {
+  auto h = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  return h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : std::string{};
+}
+
+std::string cookie_of(const httplib::Request& req, const std::string& name) {
+  auto all = req.get_header_value("Cookie");
+  size_t at = 0;
+  while (at < all.size()) {
+    auto end = all.find(';', at);
+    auto part = all.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    auto eq = part.find('=');
+    if (eq != std::string::npos) {
+      auto key = part.substr(0, eq);
+      key.erase(0, key.find_first_not_of(' '));
+      if (key == name) {
+        return part.substr(eq + 1);
+      }
+    }
+    if (end == std::string::npos) {
+      break;
+    }
+    at = end + 1;
+  }
+  return {};
+}
+
+// The actions the page offers: the console's verbs, and stop.
+const std::vector<std::string>& action_names() {
+  static const std::vector<std::string> names{"pause",      "resume", "repartition",
+                                              "replicate",  "checkpoint", "kill",
+                                              "slow",       "stop"};
+  return names;
+}
+
+// An action's words as the console would take them; throws
+// std::invalid_argument saying what is wrong with the body.
+std::vector<std::string> action_args(const std::string& body) {
+  if (body.size() > action_body_max) {
+    throw std::invalid_argument(
+        fmt::format("the body is {} bytes; an action's is at most {}", body.size(),
+                    action_body_max));
+  }
+  std::vector<std::string> out;
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return out;
+  }
+  auto j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    throw std::invalid_argument(R"(the body must be a JSON object: {"args": ["stage", "1"]})");
+  }
+  if (!j.contains("args")) {
+    return out;
+  }
+  if (!j["args"].is_array()) {
+    throw std::invalid_argument("\"args\" must be an array of words");
+  }
+  for (auto& a : j["args"]) {
+    std::string w;
+    if (a.is_string()) {
+      w = a.get<std::string>();
+    } else if (a.is_number()) {
+      w = a.dump();
+    } else {
+      throw std::invalid_argument("each of \"args\" must be a string or a number");
+    }
+    for (unsigned char ch : w) {
+      if (ch < 0x20 || ch == ';' || ch == '\'' || ch == '"' || ch == 0x7f) {
+        throw std::invalid_argument("an argument may not hold ';', quotes or control "
+                                    "characters: " + json(w).dump());
+      }
+    }
+    if (w.empty()) {
+      throw std::invalid_argument("an argument is empty");
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+} // namespace
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+void parse_dashboard_address(const std::string& text, dashboard_options& opts) {
+  if (text.find(':') == std::string::npos) {
+    try {
+      size_t used = 0;
+      auto port = std::stoul(text, &used);
+      if (used != text.size() || port > 65535) {
+        throw std::invalid_argument(text);
+      }
+      opts.port = static_cast<uint16_t>(port);
+      return;
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--dashboard: expected HOST:PORT or PORT, got '" + text +
+                                  "'");
+    }
+  }
+  auto [host, port] = actors::parse_address(text);
+  opts.host = host;
+  opts.port = port;
+}
+
+struct dashboard::impl {
+  caf::actor_system& sys;
+  dashboard_options opts;
+  http_server server;
+  const std::string csrf = actors::make_challenge();
+  const bool reads_need_secret;
+  int port = 0;
+
+  std::mutex mutex; ///< guards everything below
+  std::condition_variable wake_worker;
+  std::condition_variable new_state;
+  cluster_actor cluster;
+  bool stopping = false;
+  uint64_t version = 0;  ///< polls answered so far
+  std::string state_text = R"({"job": null, "nodes": [], "waiting": "for the job to start"})";
+  std::deque<json> history;
+  std::deque<json> events;
+  uint64_t events_next = 0; ///< the job's number of the next event to read
+  std::deque<std::function<void(caf::scoped_actor&)>> tasks;
+  std::map<std::string, clock::time_point> sessions;
+  std::map<std::string, std::deque<clock::time_point>> wrong_secrets;
+  std::thread worker;
+
+  impl(caf::actor_system& s, dashboard_options o)
+      : sys(s), opts(std::move(o)), server(transport_options(opts), refuse),
+        reads_need_secret(!is_loopback(opts.host)) {
+    if (reads_need_secret && opts.secret.empty()) {
+      throw std::invalid_argument(
+          "--dashboard on " + opts.host +
+          " (not loopback) needs the cluster secret (--secret-file or SALAMANDER_SECRET): "
+          "without it anyone on the network could read the job and act on it");
+    }
+  }
+
+  static http_transport_options transport_options(const dashboard_options& o) {
+    http_transport_options t;
+    t.host = o.host;
+    t.port = o.port;
+    t.max_body_bytes = size_t{1} << 20;
+    t.threads = o.threads;
+    t.tls_cert = o.tls_cert;
+    t.tls_key = o.tls_key;
+    return t;
+  }
+
+  static void refuse(httplib::Response& res, int code, const std::string& why) {
+    error(res, code, why);
+  }
+
+  // ---- the worker: the one thread that talks to the cluster
+
+  void work() {
+    caf::scoped_actor self{sys};
+    bool authenticated = false;
+    auto next_poll = clock::now();
+    for (;;) {
+      std::deque<std::function<void(caf::scoped_actor&)>> todo;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        wake_worker.wait_until(lock, next_poll, [&] { return stopping || !tasks.empty(); });
+        if (stopping) {
+          break;
+        }
+        todo.swap(tasks);
+      }
+      for (auto& t : todo) {
+        if (!authenticated && !opts.secret.empty()) {
+          authenticated = authenticate(self);
+        }
+        t(self);
+      }
+      if (clock::now() >= next_poll) {
+        poll(self);
+        next_poll = clock::now() + opts.poll;
+      }
+    }
+    // answer what still waits, so no handler blocks the server's stop
+    std::deque<std::function<void(caf::scoped_actor&)>> left;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      left.swap(tasks);
+    }
+    for (auto& t : left) {
+      t(self);
+    }
+  }
+
+  cluster_actor current_cluster() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return cluster;
+  }
+
+  // Proves the cluster secret for the actions, as a console does.
+  bool authenticate(caf::scoped_actor& self) {
+    auto c = current_cluster();
+    if (!c) {
+      return false;
+    }
+    bool ok = false;
+    self->request(c, ask_timeout, auth_atom_v)
+        .receive(
+            [&](std::string& challenge) {
+              self->request(c, ask_timeout, auth_atom_v,
+                            actors::prove(opts.secret, "console", "console", challenge))
+                  .receive([&](std::string&) { ok = true; },
+                           [&](caf::error& e) {
+                             log()->error("the dashboard could not prove the secret: {}",
+                                          error_text(sys, e));
+                           });
+            },
+            [&](caf::error&) {});
+    return ok;
+  }
+
+  void poll(caf::scoped_actor& self) {
+    auto c = current_cluster();
+    if (!c) {
+      return;
+    }
+    std::optional<job_status> status;
+    std::string why;
+    self->request(c, ask_timeout, caf::get_atom_v)
+        .receive([&](job_status& s) { status = std::move(s); },
+                 [&](caf::error& e) { why = error_text(sys, e); });
+    std::vector<std::string> lines;
+    if (status) {
+      uint64_t since;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        since = events_next;
+      }
+      self->request(c, ask_timeout, events_atom_v, since)
+          .receive([&](std::vector<std::string>& l) { lines = std::move(l); },
+                   [&](caf::error&) {});
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    if (status) {
+      auto state = state_json(*status);
+      history.push_back(state["sample"]);
+      if (history.size() > history_max) {
+        history.pop_front();
+      }
+      state_text = state.dump(-1, ' ', false, json::error_handler_t::replace);
+    } else if (version > 0) {
+      // the job or its supervisor went away: the last state stays, marked
+      auto state = json::parse(state_text, nullptr, false);
+      if (state.is_object()) {
+        state["stale"] = why;
+        state_text = state.dump(-1, ' ', false, json::error_handler_t::replace);
+      }
+    }
+    for (auto& l : lines) {
+      auto e = json::parse(l, nullptr, false);
+      if (!e.is_object()) {
+        continue;
+      }
+      events_next = std::max(events_next, e.value("seq", uint64_t{0}) + 1);
+      events.push_back(std::move(e));
+      if (events.size() > events_max) {
+        events.pop_front();
+      }
+    }
+    ++version;
+    new_state.notify_all();
+  }
+
+  /// Runs `task` on the worker and waits for it (an action).
+  template <class R> R on_worker(std::function<R(caf::scoped_actor&)> task) {
+    auto done = std::make_shared<std::promise<R>>();
+    auto answer = done->get_future();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      tasks.push_back([task = std::move(task), done](caf::scoped_actor& self) {
+        done->set_value(task(self));
+      });
+    }
+    wake_worker.notify_one();
+    return answer.get();
+  }
+
+  // ---- who may do what
+
+  bool rate_limited(const std::string& addr) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& q = wrong_secrets[addr];
+    auto now = clock::now();
+    while (!q.empty() && now - q.front() > std::chrono::minutes(1)) {
+      q.pop_front();
+    }
+    return q.size() >= static_cast<size_t>(wrong_secrets_per_minute);
+  }
+
+  void wrong_secret(const httplib::Request& req, const std::string& route) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      wrong_secrets[req.remote_addr].push_back(clock::now());
+    }
+    log()->warn("dashboard: a wrong cluster secret from {} ({})", req.remote_addr, route);
+  }
+
+  /// Whether a read may go on; answers 401/429 itself when not.
+  bool may_read(const httplib::Request& req, httplib::Response& res) {
+    if (!reads_need_secret) {
+      return true;
+    }
+    if (auto token = cookie_of(req, "salamander_session"); !token.empty()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (sessions.count(token)) {
+        return true;
+      }
+    }
+    if (rate_limited(req.remote_addr)) {
+      res.set_header("Retry-After", "60");
+      error(res, 429, "too many wrong secrets from this address; wait a minute");
+      return false;
+    }
+    auto given = bearer_of(req);
+    if (!given.empty() && same_secret(given, opts.secret)) {
+      return true;
+    }
+    if (!given.empty()) {
+      wrong_secret(req, req.path);
+    }
+    error(res, 401,
+          "this dashboard listens beyond loopback: every route needs the cluster secret "
+          "(Authorization: Bearer SECRET, or POST /api/login)");
+    return false;
+  }
+
+  /// Whether an action may go on; answers 403/429 itself when not.
+  bool may_act(const httplib::Request& req, httplib::Response& res) {
+    if (opts.secret.empty()) {
+      error(res, 403,
+            "this cluster has no secret, so the dashboard is read-only (start the job with "
+            "--secret-file or SALAMANDER_SECRET to allow actions)");
+      return false;
+    }
+    if (rate_limited(req.remote_addr)) {
+      res.set_header("Retry-After", "60");
+      error(res, 429, "too many wrong secrets from this address; wait a minute");
+      return false;
+    }
+    auto given = bearer_of(req);
+    if (given.empty()) {
+      error(res, 403, "an action needs the cluster secret: Authorization: Bearer SECRET");
+      return false;
+    }
+    if (!same_secret(given, opts.secret)) {
+      wrong_secret(req, req.path);
+      error(res, 403, "the cluster secret does not match");
+      return false;
+    }
+    if (!same_secret(req.get_header_value("X-Salamander-Token"), csrf)) {
+      error(res, 403,
+            "an action needs the page's token in X-Salamander-Token (GET /api/session)");
+      return false;
+    }
+    auto origin = req.get_header_value("Origin");
+    if (!origin.empty()) {
+      auto host = req.get_header_value("Host");
+      if (origin != "http://" + host && origin != "https://" + host) {
+        error(res, 403, "a cross-site action (Origin " + origin + ") is refused");
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // ---- the actions
+
+  // `checkpoint PATH`: the path, absolute, if it lies under the run's
+  // directory; throws std::invalid_argument saying where it must be.
+  std::string checkpoint_path(const std::string& given) {
+    namespace fs = std::filesystem;
+    auto base = fs::weakly_canonical(fs::absolute(opts.run_dir.empty() ? "." : opts.run_dir));
+    fs::path p = given;
+    auto full = fs::weakly_canonical(p.is_absolute() ? p : base / p);
+    auto b = base.string();
+    auto f = full.string();
+    if (f.size() <= b.size() || f.compare(0, b.size(), b) != 0 || f[b.size()] != '/') {
+      throw std::invalid_argument("a checkpoint from the dashboard is written under the run's "
+                                  "directory " + b + "; " + given + " is not");
+    }
+    return f;
+  }
+
+  // The console line of an action (name and words), parsed as the console
+  // parses it; throws std::invalid_argument saying what is wrong.
+  console_command action_command(const std::string& name, std::vector<std::string> args) {
+    if (name == "checkpoint") {
+      if (!args.empty() && args[0] == "save") {
+        args.erase(args.begin());
+      }
+      if (args.size() != 1) {
+        throw std::invalid_argument("checkpoint takes one PATH (under the run's directory)");
+      }
+      args = {"save", checkpoint_path(args[0])};
+    }
+    std::string line = name;
+    for (auto& a : args) {
+      line += a.find(' ') != std::string::npos ? " '" + a + "'" : " " + a;
+    }
+    auto parsed = parse_console(line);
+    if (!parsed.error.empty()) {
+      throw std::invalid_argument(parsed.error);
+    }
+    if (parsed.commands.size() != 1) {
+      throw std::invalid_argument("one action at a time");
+    }
+    return parsed.commands[0];
+  }
+
+  struct outcome {
+    int code = 200;
+    std::string text;
+  };
+
+  outcome act(const std::string& name, const std::vector<std::string>& args) {
+    std::optional<console_command> command;
+    if (name != "stop") {
+      command = action_command(name, args); // throws: a 400
+    } else if (!args.empty()) {
+      throw std::invalid_argument("stop takes no arguments");
+    }
+    return on_worker<outcome>([this, name, command](caf::scoped_actor& self) {
+      auto c = current_cluster();
+      if (!c) {
+        return outcome{503, "no job yet"};
+      }
+      outcome out;
+      auto ask = [&](auto&&... xs) {
+        self->request(c, ask_timeout, xs...)
+            .receive([&](std::string& text) { out = {200, text}; },
+                     [&](caf::error& e) {
+                       out = {e == caf::sec::request_timeout ? 504 : 409,
+                              error_text(sys, e)};
+                     });
+        return 0;
+      };
+      if (!command) {
+        ask(stop_atom_v, std::string("the dashboard"));
+      } else if (!send_command(*command, ask)) {
+        out = {400, "not an action: " + name};
+      }
+      log()->info("dashboard action {}: {} ({})", command ? command->text : name, out.text,
+                  out.code);
+      return out;
+    });
+  }
+
+  void on_action(const httplib::Request& req, httplib::Response& res) {
+    auto name = req.matches[1].str();
+    auto& names = action_names();
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      error(res, 404, "no action " + name + " (the actions: pause, resume, repartition, "
+                      "replicate, checkpoint, kill, slow, stop)");
+      return;
+    }
+    if (!may_act(req, res)) {
+      return;
+    }
+    outcome out;
+    try {
+      out = act(name, action_args(req.body));
+    } catch (const std::invalid_argument& e) {
+      error(res, 400, e.what());
+      return;
+    }
+    if (out.code == 200) {
+      reply(res, 200, json{{"ok", true}, {"answer", out.text}});
+    } else {
+      error(res, out.code, out.text);
+    }
+  }
+
+  // ---- reads
+
+  void on_login(const httplib::Request& req, httplib::Response& res) {
+    if (opts.secret.empty()) {
+      reply(res, 200, json{{"ok", true}, {"note", "this cluster has no secret"}});
+      return;
+    }
+    if (rate_limited(req.remote_addr)) {
+      res.set_header("Retry-After", "60");
+      error(res, 429, "too many wrong secrets from this address; wait a minute");
+      return;
+    }
+    auto given = bearer_of(req);
+    if (!same_secret(given, opts.secret)) {
+      wrong_secret(req, "/api/login");
+      error(res, 403, "the cluster secret does not match");
+      return;
+    }
+    auto token = actors::make_challenge() + actors::make_challenge();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (sessions.size() >= sessions_max) {
+        auto oldest = sessions.begin();
+        for (auto it = sessions.begin(); it != sessions.end(); ++it) {
+          if (it->second < oldest->second) {
+            oldest = it;
+          }
+        }
+        sessions.erase(oldest);
+      }
+      sessions[token] = clock::now();
+    }
+    res.set_header("Set-Cookie", "salamander_session=" + token +
+                                     "; Path=/; HttpOnly; SameSite=Strict" +
+                                     (opts.tls_cert.empty() ? "" : "; Secure"));
+    reply(res, 200, json{{"ok", true}});
+  }
+
+  void on_events(const httplib::Request& req, httplib::Response& res) {
+    uint64_t since = 0;
+    if (req.has_param("since")) {
+      auto text = req.get_param_value("since");
+      try {
+        size_t used = 0;
+        since = std::stoull(text, &used);
+        if (used != text.size()) {
+          throw std::invalid_argument(text);
+        }
+      } catch (const std::exception&) {
+        error(res, 400, "since must be an event number (0, 1, ...), got '" + text + "'");
+        return;
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    reply(res, 200, json{{"events", events_since(since)}, {"next", events_next}});
+  }
+
+  json events_since(uint64_t since) const {
+    json out = json::array();
+    for (auto& e : events) {
+      if (e.value("seq", uint64_t{0}) >= since) {
+        out.push_back(e);
+      }
+    }
+    return out;
+  }
+
+  // The stream: `state` at every poll, `events` with what is new; a
+  // comment line now and then keeps idle proxies from cutting it.
+  void on_stream(const httplib::Request&, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("X-Accel-Buffering", "no");
+    auto seen = std::make_shared<uint64_t>(0);
+    auto events_seen = std::make_shared<uint64_t>(0);
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, seen, events_seen](size_t, httplib::DataSink& sink) {
+          std::string out;
+          {
+            std::unique_lock<std::mutex> lock(mutex);
+            new_state.wait_for(lock, std::chrono::seconds(15),
+                               [&] { return stopping || version != *seen; });
+            if (stopping) {
+              sink.done();
+              return true;
+            }
+            if (version == *seen) {
+              out = ": idle\n\n";
+            } else {
+              *seen = version;
+              out = "event: state\ndata: " + state_text + "\n\n";
+              if (events_next > *events_seen) {
+                out += "event: events\ndata: " +
+                       events_since(*events_seen).dump(-1, ' ', false,
+                                                       json::error_handler_t::replace) +
+                       "\n\n";
+                *events_seen = events_next;
+              }
+            }
+          }
+          return sink.write(out.data(), out.size());
+        });
+  }
+
+  void asset(httplib::Server& http, const std::string& path, const std::string& type,
+             const std::string_view& body) {
+    http.Get(path, [type, body](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(body.data(), body.size(), type.c_str());
+    });
+  }
+
+  void routes() {
+    auto& http = server.handlers();
+    http.set_default_headers(
+        {{"Content-Security-Policy",
+          "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+          "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+         {"X-Content-Type-Options", "nosniff"},
+         {"X-Frame-Options", "DENY"},
+         {"Referrer-Policy", "no-referrer"}});
+    asset(http, "/", "text/html; charset=utf-8", dashboard_assets::page());
+    asset(http, "/index.html", "text/html; charset=utf-8", dashboard_assets::page());
+    asset(http, "/app.js", "text/javascript; charset=utf-8", dashboard_assets::script());
+    asset(http, "/app.css", "text/css; charset=utf-8", dashboard_assets::style());
+    asset(http, "/chart.js", "text/javascript; charset=utf-8", dashboard_assets::chart());
+    http.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 204;
+    });
+    http.Get("/api/session", [this](const httplib::Request&, httplib::Response& res) {
+      reply(res, 200,
+            json{{"csrf", csrf},
+                 {"actions", !opts.secret.empty()},
+                 {"action_names", action_names()},
+                 {"reads_need_secret", reads_need_secret}});
+    });
+    http.Post("/api/login", [this](const httplib::Request& req, httplib::Response& res) {
+      on_login(req, res);
+    });
+    http.Get("/api/state", [this](const httplib::Request& req, httplib::Response& res) {
+      if (may_read(req, res)) {
+        std::lock_guard<std::mutex> lock(mutex);
+        res.set_header("Cache-Control", "no-store");
+        res.set_content(state_text, "application/json");
+      }
+    });
+    http.Get("/api/history", [this](const httplib::Request& req, httplib::Response& res) {
+      if (may_read(req, res)) {
+        std::lock_guard<std::mutex> lock(mutex);
+        reply(res, 200, json{{"samples", json(history)}});
+      }
+    });
+    http.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) {
+      if (may_read(req, res)) {
+        on_events(req, res);
+      }
+    });
+    http.Get("/api/stream", [this](const httplib::Request& req, httplib::Response& res) {
+      if (may_read(req, res)) {
+        on_stream(req, res);
+      }
+    });
+    http.Post(R"(/api/actions/([^/]+))",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                on_action(req, res);
+              });
+    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (res.status == 404) {
+        error(res, 404, "no such path: " + req.method + " " + req.path);
+      } else if (res.status == 413) {
+        error(res, 413, "the body is too large");
+      } else if (res.status == 405) {
+        error(res, 405, "method not allowed: " + req.method + " " + req.path);
+      } else if (res.body.empty()) {
+        error(res, res.status, "HTTP " + std::to_string(res.status));
+      }
+    });
+    http.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "internal error";
+          try {
+            std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          error(res, 500, what);
+        });
+  }
+};
+
+dashboard::dashboard(caf::actor_system& sys, dashboard_options opts)
+    : impl_(std::make_unique<impl>(sys, std::move(opts))) {
+  impl_->routes();
+}
+
+dashboard::~dashboard() {
+  stop();
+}
+
+void dashboard::attach(const cluster_actor& cluster) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->cluster = cluster;
+  }
+  impl_->wake_worker.notify_one();
+}
+
+int dashboard::start() {
+  impl_->port = impl_->server.start();
+  impl_->worker = std::thread([this] { impl_->work(); });
+  return impl_->port;
+}
+
+void dashboard::stop() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->stopping) {
+      return;
+    }
+    impl_->stopping = true;
+  }
+  impl_->wake_worker.notify_all();
+  impl_->new_state.notify_all();
+  if (impl_->worker.joinable()) {
+    impl_->worker.join();
+  }
+  impl_->server.stop();
+}
+
+std::string dashboard::url() const {
+  auto host = impl_->opts.host;
+  if (host == "0.0.0.0" || host.empty()) {
+    host = "127.0.0.1";
+  }
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    host = "[" + host + "]";
+  }
+  return fmt::format("{}://{}:{}/", impl_->opts.tls_cert.empty() ? "http" : "https", host,
+                     impl_->port);
+}
+
+} // namespace salamander::apps
