@@ -10,9 +10,11 @@
 
 namespace salamander::actors {
 
-/// The subsystems that log, in the order `--log-level` lists them.
-inline constexpr const char* log_subsystems[] = {"cluster", "job",  "recovery",
-                                                 "stage",   "node", "replication"};
+/// The subsystems that log (their loggers are made at start-up), the HTTP
+/// transport's and the dashboard's among them.
+inline constexpr const char* log_subsystems[] = {"cluster", "job",         "recovery",
+                                                 "stage",   "node",        "replication",
+                                                 "serve",   "dashboard"};
 
 inline std::shared_ptr<spdlog::logger> subsystem_log(const char* name) {
   if (auto log = spdlog::get(name)) {

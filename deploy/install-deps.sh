@@ -29,6 +29,8 @@ packages=(
   iproute2 procps tmux bc            # netns testbed, process control
   openssl                         # deploy/make-certs.sh: the cluster CA and node certificates
   clang-14 libfuzzer-14-dev libclang-rt-14-dev  # fuzz harnesses, ASan/UBSan/TSan builds
+  libjs-chart.js                  # the dashboard's charts (3.9.1, MIT), compiled into the binary
+  chromium                        # the dashboard's browser test (headless)
 )
 
 missing=()
@@ -38,13 +40,32 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+# Node.js drives the browser test (npm's playwright-core, below). A machine
+# that has a node already keeps it (Debian's npm package would conflict
+# with another vendor's nodejs); one without gets Debian's.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
 fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# npm: playwright-core (pinned by tests/browser/package-lock.json) drives
+# Debian's chromium in the dashboard's browser test; it downloads no browser.
+root=$(cd "$(dirname "$0")/.." && pwd)
+browser_tests="$root/tests/browser"
+want=$(sed -n 's/.*"playwright-core": "\([0-9.]*\)".*/\1/p' "$browser_tests/package.json")
+have=$(sed -n 's/.*"version": "\([0-9.]*\)".*/\1/p' \
+  "$browser_tests/node_modules/playwright-core/package.json" 2>/dev/null | head -1 || true)
+if [ "$want" != "$have" ]; then
+  echo "install-deps: npm ci in tests/browser (playwright-core $want)"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$browser_tests" --no-audit --no-fund \
+    --loglevel=error
+fi

@@ -10,6 +10,7 @@
 #include "actors/node/system.hpp"
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
 #include <catch2/catch.hpp>
@@ -89,6 +90,32 @@ std::string ask_text(caf::actor_system& sys, const Handle& job, Ts... xs) {
   while (out->empty() && (sched.try_run_once() || sched.trigger_timeout())) {
   }
   return *out;
+}
+
+/// The job's timeline from event `since` on: each event's kind, in order
+/// (checking that their numbers run on from `since` without a gap).
+template <class Handle>
+std::vector<std::string> ask_events(caf::actor_system& sys, const Handle& job, uint64_t since) {
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  auto lines = std::make_shared<std::optional<std::vector<std::string>>>();
+  auto j = caf::actor_cast<caf::actor>(job);
+  sys.spawn([=](caf::event_based_actor* self) {
+    self->request(j, std::chrono::seconds(10), events_atom_v, since)
+        .then([lines](std::vector<std::string>& l) { *lines = std::move(l); },
+              [lines](caf::error&) { *lines = std::vector<std::string>{}; });
+  });
+  while (!*lines && (sched.try_run_once() || sched.trigger_timeout())) {
+  }
+  std::vector<std::string> kinds;
+  uint64_t seq = since;
+  for (auto& l : lines->value_or(std::vector<std::string>{})) {
+    auto e = nlohmann::json::parse(l);
+    if (e.at("seq").get<uint64_t>() != seq++) {
+      kinds.push_back("(gap before " + e.at("event").get<std::string>() + ")");
+    }
+    kinds.push_back(e.at("event").get<std::string>());
+  }
+  return kinds;
 }
 
 } // namespace salamander::testing

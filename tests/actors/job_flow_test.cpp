@@ -155,6 +155,15 @@ TEST_CASE("an ended training job refuses the console's commands and keeps its st
   caf::anon_send(f.job, done_atom_v, late);
   f.sched.run();
   CHECK(f.state().committed == 4);
+  // the timeline is there after the end too, numbered from the start
+  using salamander::testing::ask_events;
+  auto kinds = ask_events(f.sys, f.job, 0);
+  REQUIRE(kinds.size() >= 3);
+  CHECK(kinds.front() == "start");
+  CHECK(kinds.back() == "end");
+  CHECK(std::find(kinds.begin(), kinds.end(), "plan") != kinds.end());
+  CHECK(ask_events(f.sys, f.job, kinds.size() - 1) == std::vector<std::string>{"end"});
+  CHECK(ask_events(f.sys, f.job, kinds.size()).empty());
   // the final weights are still there for --save
   f.check_exact();
 }
@@ -499,6 +508,9 @@ TEST_CASE("a paused serving job queues requests until resumed, a node lost while
   CHECK(st.status.paused_by_user);
   CHECK_THAT(salamander::testing::ask_text(f.sys, f.job, pause_atom_v),
              Catch::Contains("already paused"));
+  // the pause is on the job's timeline (no metrics log is written here)
+  auto kinds = salamander::testing::ask_events(f.sys, f.job, 0);
+  CHECK(std::count(kinds.begin(), kinds.end(), "pause") == 1);
   // a request while paused waits in the queue: every message runs, and it
   // is still unanswered (no timeout is triggered: time stands still)
   auto queued = f.send(4);

@@ -26,6 +26,7 @@
   const pct = (x) => (x === null || x === undefined || x < 0 ? '-' : (100 * x).toFixed(2) + '%');
   const secs = (s) => {
     if (s === null || s === undefined || !isFinite(s)) return '-';
+    if (s < 1 && s > 0) return (1000 * s).toFixed(0) + ' ms';
     if (s < 90) return s.toFixed(s < 10 ? 1 : 0) + ' s';
     if (s < 5400) return (s / 60).toFixed(1) + ' min';
     return (s / 3600).toFixed(1) + ' h';
@@ -175,6 +176,7 @@
       : `${p.done} ${p.unit}`;
     $('plan-text').textContent = job.plan ? 'plan: ' + job.plan : '';
     renderNodes(state);
+    document.querySelector('.legend').classList.toggle('hidden', !job.stages.length);
     renderStages(job);
   }
 
