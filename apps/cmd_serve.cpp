@@ -224,11 +224,6 @@ int run_infer(const serve_cli& cli) {
   {
     actors::service svc(sys, s.cfg, nodes);
     publish(sys, svc, cli);
-    auto dash = open_dashboard(sys, cli.dashboard,
-                               {cli.secret_file, cli.tls, s.cfg.metrics_path, cli.https});
-    if (dash) {
-      dash->attach(svc.cluster());
-    }
     std::string shown_plan;
     int64_t shown_recoveries = 0;
     progress_line progress(log);
@@ -351,7 +346,7 @@ int run_serve(const serve_cli& cli) {
     actors::service svc(sys, s.cfg, nodes);
     publish(sys, svc, cli);
     auto dash = open_dashboard(sys, cli.dashboard,
-                               {cli.secret_file, cli.tls, s.cfg.metrics_path, cli.https});
+                               {cli.secret_file, cli.tls, s.cfg.metrics_path, cli.https, {name}});
     if (dash) {
       dash->attach(svc.cluster());
     }

@@ -28,11 +28,18 @@ case "$name" in
     # times under ASan + UBSan, `nice -n 10`; exits 77 without clang-14.
     "$root/fuzz/run.sh" "$@"
     ;;
+  dashboard)
+    # The live page's costs (bench/dashboard.py): /api/state with 32 node
+    # processes, the supervisor's CPU with 10 pages, training with it on.
+    "$root/deploy/build.sh" "$root/build" >/dev/null
+    python3 "$root/bench/dashboard.py" "$root/build/apps/salamander" \
+      bench/results/dashboard.json "$@"
+    ;;
   "")
     echo "usage: bench/run.sh NAME [--quick] [--seeds N]" >&2
     echo "  NAME: build_time training_overhead codec pipeline_overhead bubble transfer" >&2
     echo "        planner_speed hetero recovery failure_during_recovery replan_stability serve" >&2
-    echo "        federated federated_niid split footprint continual train_scaling fuzz" >&2
+    echo "        federated federated_niid split footprint continual train_scaling dashboard fuzz" >&2
     exit 2
     ;;
   *)

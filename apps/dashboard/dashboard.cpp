@@ -302,6 +302,7 @@ struct dashboard::impl {
     std::lock_guard<std::mutex> lock(mutex);
     if (status) {
       auto state = state_json(*status);
+      state["models"] = opts.models;
       history.push_back(state["sample"]);
       if (history.size() > history_max) {
         history.pop_front();

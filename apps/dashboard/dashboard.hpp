@@ -21,7 +21,8 @@
 //   POST /api/actions/NAME      the console's verbs, with {"args": [...]}:
 //                               pause, resume, repartition [BALANCE],
 //                               replicate, checkpoint PATH, kill stage N |
-//                               client N | node NAME, slow NAME FACTOR, stop
+//                               client N | node NAME, slow node NAME FACTOR,
+//                               stop
 //
 // Who may do what: on loopback anyone on the host may read; bound anywhere
 // else, the cluster secret must be set and every route needs it (a Bearer
@@ -41,6 +42,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace salamander::apps {
 
@@ -58,6 +60,8 @@ struct dashboard_options {
   /// How often the job's status is read (the stream's pace).
   std::chrono::milliseconds poll{1000};
   int threads = 32; ///< connections served at once (each page's stream holds one)
+  /// The models the job serves (its page names them); empty for training.
+  std::vector<std::string> models;
 };
 
 /// "HOST:PORT" into the options (a bare PORT means loopback). Throws

@@ -44,6 +44,7 @@ std::unique_ptr<dashboard> open_dashboard(caf::actor_system& sys, const dashboar
     o.tls_cert = tls.cert_file();
     o.tls_key = tls.key_file();
   }
+  o.models = ctx.models;
   if (!ctx.metrics_path.empty()) {
     o.run_dir = std::filesystem::path(ctx.metrics_path).parent_path().string();
   }

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -30,6 +31,7 @@ struct dashboard_context {
   std::string tls_dir;      ///< --tls ("" : $SALAMANDER_TLS)
   std::string metrics_path; ///< the run's log: checkpoints go beside it
   bool https = false;       ///< serve --https: its dashboard speaks HTTPS too
+  std::vector<std::string> models; ///< serve: the models it holds
 };
 
 /// The dashboard asked for, started, with "dashboard: URL" on stdout; null

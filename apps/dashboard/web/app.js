@@ -162,7 +162,7 @@
       return;
     }
     setupCharts(job.mode);
-    $('mode').textContent = job.mode + (job.pipeline && job.pipeline.schedule ? ' · ' + job.pipeline.schedule : '')
+    $('mode').textContent = job.mode + (state.models && state.models.length ? ' · ' + state.models.join(', ') : '') + (job.pipeline && job.pipeline.schedule ? ' · ' + job.pipeline.schedule : '')
       + (job.rounds && job.rounds.strategy ? ' · ' + job.rounds.strategy : '');
     $('phase').textContent = job.phase;
     $('phase').className = 'phase ' + job.phase;
@@ -207,12 +207,20 @@
         card.appendChild(el('div', 'facts'));
         card.appendChild(el('div', 'bar'));
         card.appendChild(el('div', 'holds'));
+        const buttons = el('div', 'buttons');
         const kill = el('button', 'danger kill-node', 'kill');
         kill.dataset.node = n.name;
         kill.title = 'drill: kill -9 this node\'s process';
         kill.addEventListener('click', () => act('kill', ['node', n.name],
           `Kill node ${n.name}? Its process dies (a drill); the job recovers without it.`));
-        card.appendChild(kill);
+        buttons.appendChild(kill);
+        const crash = el('button', 'danger kill-worker');
+        crash.addEventListener('click', () => {
+          const w = crash.dataset;
+          act('kill', [w.kind, w.index], `Crash ${w.kind} ${w.index} on ${n.name}? (a drill)`);
+        });
+        buttons.appendChild(crash);
+        card.appendChild(buttons);
         box.appendChild(card);
       }
       cards.delete(n.name);
@@ -248,9 +256,32 @@
       if (n.clients.length) holds.push('client ' + n.clients.join(', '));
       bar.classList.toggle('hidden', !job.stages.length);
       card.querySelector('.holds').textContent = holds.length ? holds.join('; ') : 'holds nothing of the plan';
-      card.querySelector('.kill-node').classList.toggle('hidden', !S.unlocked || n.state === 'lost' || S.report);
+      const locked = !S.unlocked || n.state === 'lost' || S.report;
+      card.querySelector('.kill-node').classList.toggle('hidden', locked);
+      // the worker it runs: a stage (training, serving) or a client (rounds)
+      const crash = card.querySelector('.kill-worker');
+      const worker = n.layers.length ? ['stage', n.layers[0].stage]
+        : n.clients.length ? ['client', n.clients[0]] : null;
+      crash.classList.toggle('hidden', locked || !worker || job.mode === 'serve');
+      if (worker) {
+        crash.dataset.kind = worker[0];
+        crash.dataset.index = worker[1];
+        crash.textContent = `crash ${worker[0]} ${worker[1]}`;
+      }
     }
     for (const gone of cards.values()) gone.remove();
+    const pick = $('slow-node');
+    const names = state.nodes.filter((n) => n.state !== 'lost').map((n) => n.name);
+    if ([...pick.options].map((o) => o.value).join() !== names.join()) {
+      const chosen = pick.value;
+      pick.textContent = '';
+      for (const name of names) {
+        const o = el('option', '', name);
+        o.value = name;
+        pick.appendChild(o);
+      }
+      if (names.includes(chosen)) pick.value = chosen;
+    }
   }
 
   function renderStages(job) {
@@ -364,6 +395,11 @@
         const name = b.dataset.action;
         let args = [];
         if (name === 'repartition' && $('balance').value.trim()) args = [$('balance').value.trim()];
+        if (name === 'slow') {
+          const f = $('slow-factor').value.trim();
+          if (!$('slow-node').value || !f) { say('slow: pick a node and give a factor (0 < f <= 1)', true); return; }
+          args = ['node', $('slow-node').value, f];
+        }
         if (name === 'checkpoint') {
           const path = $('checkpoint-path').value.trim();
           if (!path) { say('checkpoint: give a path under the run\'s directory', true); return; }
