@@ -25,18 +25,22 @@ export SALAMANDER_SECRET
 port=$(( 20000 + RANDOM % 20000 ))
 echo "== pipeline training of the CNN on 4 node processes (loopback); node4 EMULATES a"
 echo "   device with a quarter of a core; node2 is killed (SIGKILL) after 6 s"
-echo "   (attach with: $bin console 127.0.0.1:$port)"
+echo "   (attach with: $bin console 127.0.0.1:$port; watch it in a browser at the"
+echo "   'dashboard:' address printed below, actions with the secret in $out/secret)"
+(umask 077 && printf '%s' "$SALAMANDER_SECRET" >"$out/secret")
 SALAMANDER_NODE_ARGS_4="--cpu-share 0.25" SALAMANDER_KILL_AFTER=2:6 \
   "$root/deploy/local-cluster.sh" 4 "$out/cluster.toml" \
   "$bin" supervisor --cluster "$out/cluster.toml" --model cnn --epochs 1 \
   --micro-batches 4 --schedule 1f1b --plan auto --save "$out/cnn.ckpt" \
-  --listen "127.0.0.1:$port" --metrics "$out/metrics.jsonl"
+  --listen "127.0.0.1:$port" --metrics "$out/metrics.jsonl" --dashboard 127.0.0.1:0
 echo "== evaluating the saved checkpoint on one device"
 "$bin" eval --load "$out/cnn.ckpt"
 echo "== auditing and plotting the run"
 "$bin" audit "$out/metrics.jsonl"
 "$bin" plot "$out/metrics.jsonl" -o "$out/run.png"
-echo "demo: plot $out/run.png, metrics $out/metrics.jsonl, checkpoint $out/cnn.ckpt,"
+"$bin" plot "$out/metrics.jsonl" -o "$out/report.html"
+echo "demo: plot $out/run.png, report $out/report.html (the dashboard's page of the run),"
+echo "      metrics $out/metrics.jsonl, checkpoint $out/cnn.ckpt,"
 echo "      cluster file $out/cluster.toml, node logs in $out/logs"
 echo "== serving the checkpoint over HTTP through a node failure (deploy/serve-demo.sh)"
 "$root/deploy/serve-demo.sh" "$out/cnn.ckpt"

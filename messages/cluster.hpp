@@ -71,6 +71,7 @@ struct node_row {
   double link_latency_s = 0;    ///< measured, one way (median over peers); 0: unknown
   double last_heartbeat_s = -1; ///< seconds since it last answered; -1: never
   double capacity = 1; ///< its profiler's last report: compute capacity vs the start
+  std::string address; ///< HOST:PORT where it listens ("" : in the supervisor's process)
 };
 
 /// One node of the cluster as a job sees it: the cluster supervisor hands
@@ -108,7 +109,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_row& x) {
   return f(caf::meta::type_name("node_row"), x.name, x.health, x.role, x.emulation,
            x.cpu_share, x.speed, x.memory_bytes, x.link_bytes_per_s, x.link_latency_s,
-           x.last_heartbeat_s, x.capacity);
+           x.last_heartbeat_s, x.capacity, x.address);
 }
 
 template <class Inspector>

@@ -369,6 +369,9 @@ void fill_rows(const cluster_state& st, job_status& s) {
                                              : "ok";
       r.emulation = e.info.emulation;
       r.cpu_share = e.info.cpu_share;
+      if (e.port != 0) {
+        r.address = (e.host.empty() ? std::string("?") : e.host) + ":" + std::to_string(e.port);
+      }
       r.memory_bytes = e.info.memory_bytes;
       if (r.link_bytes_per_s <= 0) {
         r.link_bytes_per_s = e.info.link_bytes_per_s;

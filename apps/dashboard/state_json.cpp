@@ -229,6 +229,7 @@ nlohmann::json state_json(const job_status& s) {
   json nodes = json::array();
   for (auto& n : s.nodes) {
     nodes.push_back({{"name", n.name},
+                     {"address", n.address},
                      {"state", node_state(n.health, s)},
                      {"health", n.health},
                      {"role", n.role},

@@ -15,7 +15,8 @@ namespace salamander::apps {
 /// - job: mode, phase, times, loss, accuracy, plan, progress (done, total,
 ///   unit, eta_s), the mode's figures, and the stages with their layer
 ///   ranges and per-batch compute / wait / send;
-/// - nodes: name, state (online, joining, suspect, lost, paused), health as
+/// - nodes: name, address, state (online, joining, suspect, lost, paused),
+///   health as
 ///   the cluster says it, role, emulation, cpu share, speed, capacity,
 ///   memory, link rate and latency, heartbeat age, and what it holds:
 ///   `layers` ([begin, end) per stage it runs), `replicas` (the stages whose

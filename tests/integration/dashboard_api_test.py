@@ -280,5 +280,42 @@ if not cookie.startswith("salamander_session=") or "HttpOnly" not in got[2].geth
 expect(200, request(wport, "GET", "/api/state", headers={"Cookie": cookie}), "a read with the cookie")
 os.killpg(wide.pid, signal.SIGTERM)
 wide.wait()
+
+# ---- --dashboard-https: the --tls directory's certificate, verified
+import ssl  # noqa: E402
+certs_sh = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy",
+                        "make-certs.sh")
+made = subprocess.run([certs_sh, "-o", os.path.join(WORK, "certs"), "--host", "127.0.0.1",
+                       "central"], capture_output=True, text=True)
+if made.returncode != 0:
+    fail("make-certs: " + made.stderr[-500:])
+nohttps = start("nohttps", ["train", "--stages", "1", "--model", "cnn", "--dashboard",
+                            "127.0.0.1:0", "--dashboard-https", "--metrics", "none"])
+nohttps.wait(timeout=120)
+if nohttps.returncode == 0 or "--tls DIR" not in open(nohttps.err_path).read():
+    fail("--dashboard-https without --tls was not refused with a hint")
+tls = start("https", ["train", "--stages", "1", "--model", "cnn", "--epochs", "200",
+                      "--tls", os.path.join(WORK, "certs", "central"), "--dashboard",
+                      "127.0.0.1:0", "--dashboard-https", "--metrics", "none"])
+tport = int(printed(tls, r"dashboard: https://127\.0\.0\.1:(\d+)/").group(1))
+ctx = ssl.create_default_context(cafile=os.path.join(WORK, "certs", "ca.pem"))
+c = http.client.HTTPSConnection("127.0.0.1", tport, timeout=30, context=ctx)
+c.request("GET", "/api/session")
+r = c.getresponse()
+if r.status != 200 or "csrf" not in json.loads(r.read()):
+    fail(f"the dashboard over HTTPS answered {r.status}")
+c.close()
+os.killpg(tls.pid, signal.SIGTERM)
+tls.wait()
+
+# ---- a finished run's report: one self-contained page
+report = os.path.join(WORK, "report.html")
+made = subprocess.run([BIN, "plot", os.path.join(WORK, "run", "metrics.jsonl"), "-o", report],
+                      capture_output=True, text=True)
+if made.returncode != 0:
+    fail("plot -o report.html: " + made.stderr[-500:])
+page = open(report).read()
+if 'id="report-data"' not in page or "<script src=" in page or '"event":"pause"' not in page:
+    fail("the report is not self-contained or misses the run's events")
 stop_all()
 print("dashboard API: ok")

@@ -181,7 +181,7 @@
   }
 
   function nodeFacts(n) {
-    const parts = [n.role || '', 'cpu ' + n.cpu_share.toFixed(2)];
+    const parts = [n.role || '', n.address || '', 'cpu ' + n.cpu_share.toFixed(2)];
     if (n.speed > 0) parts.push('speed ' + n.speed.toFixed(2));
     parts.push('mem ' + bytes(n.memory_bytes));
     if (n.link_bytes_per_s > 0) parts.push('link ' + bytes(n.link_bytes_per_s) + '/s');
