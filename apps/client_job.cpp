@@ -166,7 +166,8 @@ actors::job_result run_client_job(
   actors::configure(sys_cfg, sopts);
   actors::configure_tls(sys_cfg, actors::checked_tls(o.tls));
   caf::actor_system sys{sys_cfg};
-  auto dash = open_dashboard(sys, o.dashboard, {o.secret_file, o.tls, o.metrics_path});
+  auto dash =
+      open_dashboard(sys, o.dashboard, {o.secret_file, o.tls, o.metrics_path, false, {}});
   auto nodes = client_nodes(sys, o, listed, emulation);
   auto handles = nodes;
   watch_stop_signals();

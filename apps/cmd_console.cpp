@@ -1,8 +1,8 @@
 // `salamander console HOST:PORT`: attach to a running job's supervisor (one
 // started with --listen), look at it and poke it. Interactive with line
-// editing, history and completion (GNU readline), or `--exec 'cmd; cmd'`
-// for scripts. `salamander chaos` is the older spelling of the failure
-// commands and runs through the same code.
+// editing, history and completion (libedit's readline interface), or
+// `--exec 'cmd; cmd'` for scripts. `salamander chaos` is the older spelling
+// of the failure commands and runs through the same code.
 #include "actors/cluster/auth.hpp"
 #include "actors/cluster/cluster_file.hpp"
 #include "actors/node/network.hpp"
@@ -21,8 +21,7 @@
 
 #include <fmt/format.h>
 
-#include <readline/history.h>
-#include <readline/readline.h>
+#include <editline/readline.h>
 
 #include <cstdlib>
 #include <cstring>

@@ -528,7 +528,8 @@ actors::job_result run_watched(caf::actor_system& sys, const train_cli& cli,
     std::function<void()> f;
     ~at_exit() { f(); }
   } watcher_guard{end_watcher}; // (also when the job throws)
-  auto dash = open_dashboard(sys, cli.dashboard, {cli.secret_file, cli.tls, jc.metrics_path});
+  auto dash =
+      open_dashboard(sys, cli.dashboard, {cli.secret_file, cli.tls, jc.metrics_path, false, {}});
   actors::job_options opts;
   opts.fetch_weights = !cli.save.empty();
   opts.on_start = [&](cluster_actor s) {

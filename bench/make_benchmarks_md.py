@@ -419,7 +419,43 @@ def continual_text(d):
     return "\n".join(lines)
 
 
-SECTIONS = {"footprint": footprint_text, "continual": continual_text}
+def dashboard_text(d):
+    import statistics
+    sc, tr, h = d["state_and_cpu"], d["train"], d["headlines"]
+    lines = []
+    p = lines.append
+    p("## Dashboard\n")
+    p("`bench/run.sh dashboard` (bench/dashboard.py, "
+      f"{f(d.get('wall_s', 0) / 60, 1)} min) — what the live page (`--dashboard`) costs. "
+      f"{sc['nodes']} `salamander node` processes on one host (not emulated: these are "
+      "the supervisor's own costs) and a training job of the CNN on them.\n")
+    p("| figure | value | goal |\n|---|---|---|")
+    p(f"| `/api/state`, {sc['nodes']} nodes, median of 300 (ms) | "
+      f"**{f(h['dashboard_state_ms_32_nodes'], 3)}** (p99 {f(sc['state_ms_p99'], 3)}; "
+      f"{sc['state_bytes']} bytes) | <= 5 |")
+    p(f"| supervisor CPU, 10 pages on the stream, rise (% of a core) | "
+      f"**{f(h['dashboard_cpu_pct_10_pages'], 2)}** (median of {len(sc['cpu_rise_pct'])} "
+      f"pairs of {sc['cpu_window_s']} s windows: "
+      f"{', '.join(f(x, 2) for x in sc['cpu_rise_pct'])}) | <= 1 |")
+    p(f"| training, dashboard on with one page over off | "
+      f"**{f(h['dashboard_train_throughput_ratio'], 3)}** (median of {len(tr['ratios'])} "
+      f"alternated pairs: {', '.join(f(x, 3) for x in tr['ratios'])}) | >= 0.99 |\n")
+    p("How: `/api/state` is answered from what the dashboard's one worker last read from the "
+      "cluster supervisor (every second), so a read costs the supervisor nothing; its "
+      "figure is the HTTP round trip on loopback, keep-alive, one client. The CPU windows "
+      "are taken with the job paused through the dashboard (so the supervisor's own work "
+      "is heartbeats and the status poll: "
+      f"{f(statistics.median(sc['cpu_pct_no_page']), 2)}% of a core without pages, "
+      f"{f(statistics.median(sc['cpu_pct_10_pages']), 2)}% with ten), from /proc's "
+      "utime + stime at 100 ticks a second, so one window resolves about "
+      f"{f(100 / sc['cpu_window_s'] / 100, 2)}%. Training: `train --stages 2` (the CNN, "
+      f"{tr['batches']} batches, two embedded stages), on and off alternated, the order "
+      "swapped every pair.\n")
+    return "\n".join(lines)
+
+
+SECTIONS = {"footprint": footprint_text, "continual": continual_text,
+            "dashboard": dashboard_text}
 
 
 def split_text(d):

@@ -94,7 +94,7 @@ summary_file=$build/arm64-summary.txt
 arm64_packages=(
   libcaf-dev libtorch-dev libopenblas0-pthread libcapnp-dev libspdlog-dev libfmt-dev
   catch2 libcli11-dev libtomlplusplus-dev libssl-dev nlohmann-json3-dev
-  libreadline-dev zlib1g-dev libcpp-httplib-dev
+  libedit-dev zlib1g-dev libcpp-httplib-dev
 )
 host_packages=(
   g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user-static debootstrap

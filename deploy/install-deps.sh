@@ -16,7 +16,7 @@ packages=(
   libtomlplusplus-dev             # cluster files
   libssl-dev                      # cluster secret (HMAC-SHA256)
   nlohmann-json3-dev              # metrics log (JSON lines)
-  libreadline-dev                 # console line editing and history
+  libedit-dev                     # console line editing and history (BSD licence)
   zlib1g-dev                      # gzipped IDX files, CRC32
   dataset-fashion-mnist           # the real data set
   gnuplot-nox                     # plots
