@@ -36,10 +36,29 @@ case "$name" in
       bench/results/dashboard.json "$@"
     ;;
   "")
-    echo "usage: bench/run.sh NAME [--quick] [--seeds N]" >&2
-    echo "  NAME: build_time training_overhead codec pipeline_overhead bubble transfer" >&2
-    echo "        planner_speed hetero recovery failure_during_recovery replan_stability serve" >&2
-    echo "        federated federated_niid split footprint continual train_scaling dashboard fuzz" >&2
+    cat >&2 <<'USAGE'
+usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.json)
+  build_time               clean build of every target, 2 jobs, no ccache
+  training_overhead        one epoch of the CNN through the layered-model path vs plain LibTorch
+  codec                    Cap'n Proto tensor frames: encode/decode rates
+  pipeline_overhead        a one-stage pipeline (actors, TLS) vs the plain training loop
+  bubble                   idle fraction of the schedules (GPipe, 1F1B, async) at 2 and 4 stages
+  transfer                 activations over CAF vs raw TCP
+  planner_speed            the partitioner's time by devices and layers
+  hetero                   10:4:2:1 EMULATED devices: plan vs even, ideal and the best device
+  replan_stability         time from a slow-down to the re-plan; re-plans a minute when steady
+  recovery                 recovery time after crash, kill -9, hang, supervisor death
+  failure_during_recovery  a second failure while recovering
+  train_scaling            4 EMULATED devices vs 1 of the same share (pipeline, async, data parallel)
+  serve                    serving: protocol ratios, latency, 4/8-device speedups, a kill under load
+  federated                ELFISH vs FedAvg, deadline-drop and the rest (Dir(0.5); --seeds N)
+  federated_niid           FedAvg under NIID-Bench's protocol (Dir(0.5), 10 clients, 50 rounds)
+  split                    AdaSplit vs vanilla split learning and SplitFed (--seeds N)
+  footprint                node RSS and start-up, idle and with a job
+  continual                training from a stream through a node kill
+  dashboard                the live page: /api/state with 32 nodes, CPU with 10 pages, training on/off
+  fuzz                     the libFuzzer harnesses, 10^6 runs each
+USAGE
     exit 2
     ;;
   *)

@@ -204,7 +204,7 @@ TEST_CASE("a stage count the user asked for is what the planner makes, and it ho
 TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
           "[actor][planner][replan]") {
   torch::set_num_threads(1);
-  auto train = synthetic_for("mlp:depth=5", 1, 4096);
+  auto train = synthetic_for("mlp:depth=5", 1, 8192); // 128 batches: one epoch
   // pipelines (bit for bit), and data parallelism, whose sum is exact up to
   // rounding (SGD keeps rounding small; see the data-parallel tests)
   for (bool dp : {false, true}) {
@@ -213,7 +213,9 @@ TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
     jc.model = "mlp:depth=5";
     jc.dataset = "synthetic";
     jc.batch_size = 64;
-    jc.max_batches = 60;
+    // room to notice the slow-down and re-plan, however late the poll below
+    // sees the first plan on a loaded host
+    jc.max_batches = 120;
     jc.evaluate = false;
     jc.auto_plan = true;
     jc.allow_data_parallel = dp;
@@ -236,9 +238,13 @@ TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
     opts.poll = std::chrono::milliseconds(10);
     std::string plan_before;
     bool slowed = false;
+    int64_t slowed_at = -1;
     opts.on_status = [&](const job_status& s) {
-      if (!slowed && s.training.committed >= 5 && s.pipeline.plan_version >= 1) {
+      // as soon as the first plan runs (planned from the profiles, before
+      // the slow-down): the job then has nearly all its batches to notice
+      if (!slowed && s.pipeline.plan_version >= 1 && !s.stages.empty()) {
         plan_before = s.plan;
+        slowed_at = s.training.committed;
         // slow down whichever node runs the first stage (or leads the members)
         auto at = s.plan.find("local");
         // (10x: far past the re-plan gain, and the batches that run slowed
@@ -248,6 +254,8 @@ TEST_CASE("a device that slows down mid-run is re-planned around, exactly",
       }
     };
     auto r = actors::run_job(sys, jc, nodes, train, train, opts);
+    INFO("slowed after batch " << slowed_at << " of " << jc.max_batches << ", plan "
+                               << plan_before << " -> " << r.status.plan);
     REQUIRE(r.status.error == "");
     REQUIRE(slowed);
     if (!dp) {
