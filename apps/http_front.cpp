@@ -2,6 +2,7 @@
 // the bounded transport of http_transport.cpp (see http_front.hpp).
 #include "apps/http_front.hpp"
 
+#include "apps/http_json.hpp"
 #include "apps/infer_request.hpp"
 
 #include <fmt/format.h>
@@ -14,14 +15,8 @@ namespace {
 
 using json = nlohmann::json;
 
-void reply(httplib::Response& res, int code, const json& body) {
-  res.status = code;
-  res.set_content(body.dump(), "application/json");
-}
-
-void error(httplib::Response& res, int code, const std::string& what) {
-  reply(res, code, json{{"error", what}});
-}
+constexpr auto reply = json_reply;
+constexpr auto error = json_error;
 
 // The path of a model's route: its name, then an optional version.
 std::string model_route(const std::string& rest) {
@@ -314,17 +309,7 @@ struct http_front::impl {
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       on_error(req, res);
     });
-    http.set_exception_handler(
-        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-          std::string what = "internal error";
-          try {
-            std::rethrow_exception(ep);
-          } catch (const std::exception& e) {
-            what = e.what();
-          } catch (...) {
-          }
-          error(res, 500, what);
-        });
+    answer_exceptions_as_json(http);
   }
 };
 

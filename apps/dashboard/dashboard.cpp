@@ -9,6 +9,7 @@
 #include "apps/console_verbs.hpp"
 #include "apps/dashboard/assets.hpp"
 #include "apps/dashboard/state_json.hpp"
+#include "apps/http_json.hpp"
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -43,15 +44,8 @@ auto log() {
   return actors::subsystem_log("dashboard");
 }
 
-void reply(httplib::Response& res, int code, const json& body) {
-  res.status = code;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace),
-                  "application/json");
-}
-
-void error(httplib::Response& res, int code, const std::string& what) {
-  reply(res, code, json{{"error", what}});
-}
+constexpr auto reply = json_reply;
+constexpr auto error = json_error;
 
 bool same_secret(const std::string& a, const std::string& b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
@@ -299,15 +293,21 @@ struct dashboard::impl {
           .receive([&](std::vector<std::string>& l) { lines = std::move(l); },
                    [&](caf::error&) {});
     }
+    // the JSON is made before the lock: readers wait only for the swap
+    json state;
+    std::string text;
+    if (status) {
+      state = state_json(*status);
+      state["models"] = opts.models;
+      text = state.dump(-1, ' ', false, json::error_handler_t::replace);
+    }
     std::lock_guard<std::mutex> lock(mutex);
     if (status) {
-      auto state = state_json(*status);
-      state["models"] = opts.models;
-      history.push_back(state["sample"]);
+      history.push_back(std::move(state["sample"]));
       if (history.size() > history_max) {
         history.pop_front();
       }
-      state_text = state.dump(-1, ' ', false, json::error_handler_t::replace);
+      state_text = std::move(text);
     } else if (version > 0) {
       // the job or its supervisor went away: the last state stays, marked
       auto state = json::parse(state_text, nullptr, false);
@@ -716,17 +716,7 @@ struct dashboard::impl {
         error(res, res.status, "HTTP " + std::to_string(res.status));
       }
     });
-    http.set_exception_handler(
-        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-          std::string what = "internal error";
-          try {
-            std::rethrow_exception(ep);
-          } catch (const std::exception& e) {
-            what = e.what();
-          } catch (...) {
-          }
-          error(res, 500, what);
-        });
+    answer_exceptions_as_json(http);
   }
 };
 
