@@ -24,6 +24,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace salamander::apps {
@@ -331,12 +332,16 @@ struct dashboard::impl {
     new_state.notify_all();
   }
 
-  /// Runs `task` on the worker and waits for it (an action).
-  template <class R> R on_worker(std::function<R(caf::scoped_actor&)> task) {
+  /// Runs `task` on the worker and waits for it (an action); none once the
+  /// dashboard stops (the worker may be gone: nothing would run it).
+  template <class R> std::optional<R> on_worker(std::function<R(caf::scoped_actor&)> task) {
     auto done = std::make_shared<std::promise<R>>();
     auto answer = done->get_future();
     {
       std::lock_guard<std::mutex> lock(mutex);
+      if (stopping) {
+        return std::nullopt;
+      }
       tasks.push_back([task = std::move(task), done](caf::scoped_actor& self) {
         done->set_value(task(self));
       });
@@ -489,7 +494,7 @@ struct dashboard::impl {
     } else if (!args.empty()) {
       throw std::invalid_argument("stop takes no arguments");
     }
-    return on_worker<outcome>([this, name, command](caf::scoped_actor& self) {
+    auto out = on_worker<outcome>([this, name, command](caf::scoped_actor& self) {
       auto c = current_cluster();
       if (!c) {
         return outcome{503, "no job yet"};
@@ -513,6 +518,7 @@ struct dashboard::impl {
                   out.code);
       return out;
     });
+    return out ? *out : outcome{503, "the dashboard is stopping"};
   }
 
   void on_action(const httplib::Request& req, httplib::Response& res) {

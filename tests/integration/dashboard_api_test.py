@@ -308,6 +308,25 @@ c.close()
 os.killpg(tls.pid, signal.SIGTERM)
 tls.wait()
 
+# ---- a serving job stopped from its dashboard ends as SIGTERM would
+srv = start("serve", ["serve", "--stages", "1", "--listen", "127.0.0.1:0", "--dashboard",
+                      "127.0.0.1:0", "--metrics", "none"])
+sport = int(printed(srv, r"dashboard: http://127\.0\.0\.1:(\d+)/").group(1))
+until("the serving job to serve", lambda: (state(sport) or {}).get("job") and
+      state(sport)["job"]["phase"] == "serving")
+if state(sport).get("models") != ["cnn"]:
+    fail(f"the serving page names models {state(sport).get('models')}")
+stoken = jbody(request(sport, "GET", "/api/session")[1])["csrf"]
+got = request(sport, "POST", "/api/actions/stop", body="{}", headers={
+    "Authorization": "Bearer " + SECRET, "X-Salamander-Token": stoken})
+if got[0] != 200:
+    fail(f"stop on a serving job: {got[0]} {got[1]!r}")
+srv.wait(timeout=120)
+with open(srv.err_path) as f:
+    serr = f.read()
+if srv.returncode != 0 or "the serving job was stopped (the dashboard)" not in serr:
+    fail(f"serve after stop: exit {srv.returncode}, {serr[-400:]!r}")
+
 # ---- a finished run's report: one self-contained page
 report = os.path.join(WORK, "report.html")
 made = subprocess.run([BIN, "plot", os.path.join(WORK, "run", "metrics.jsonl"), "-o", report],
