@@ -235,6 +235,9 @@ actors::job_result run_client_job(
     watcher.join();
     throw;
   }
+  if (dash) {
+    dash->show_final(result.status);
+  }
   end_stop_watch();
   watcher.join();
   progress.finish();

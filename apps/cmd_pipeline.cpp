@@ -542,6 +542,9 @@ actors::job_result run_watched(caf::actor_system& sys, const train_cli& cli,
   status_log show(progress);
   opts.on_status = [&](const job_status& s) { show(s); };
   auto result = actors::run_job(sys, jc, nodes, std::move(train), std::move(test), opts);
+  if (dash) {
+    dash->show_final(result.status);
+  }
   end_watcher();
   progress.finish();
   if (listening != 0) {

@@ -420,6 +420,9 @@ int run_serve(const serve_cli& cli) {
                 stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
     }
     auto last = svc.stop("signal");
+    if (dash) {
+      dash->show_final(last);
+    }
     if (grpc) {
       grpc->stop();
     }

@@ -114,7 +114,7 @@ class stream_reader(threading.Thread):
         super().__init__(daemon=True)
         self.port, self.states, self.running = port, 0, True
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.sock.sendall(b"GET /api/stream HTTP/1.1\r\nHost: bench\r\n\r\n")
+        self.sock.sendall(f"GET /api/stream HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
 
     def run(self):
         while self.running:

@@ -15,6 +15,14 @@ void job_core::log_event(const std::string& kind, nlohmann::json fields) {
   if (fields.is_null() || !fields.is_object()) {
     fields = nlohmann::json::object();
   }
+  if (kind == "batch" || kind == "serve") {
+    // per batch, per second: the status carries these figures; in the ring
+    // they would push out the failures and plans a timeline is for
+    if (metrics) {
+      metrics->write(kind, std::move(fields));
+    }
+    return;
+  }
   // the timeline's copy first: the log takes the fields
   auto now = std::chrono::steady_clock::now();
   nlohmann::json line{

@@ -50,7 +50,8 @@ struct job_core {
   /// Opens the metrics log at `path` ("" for none) and names it in the
   /// status; throws with the path when it cannot be created.
   void open_metrics(const std::string& path);
-  /// One event in the metrics log (if there is one) and in `events`; null
+  /// One event in the metrics log (if there is one) and, but for the
+  /// per-batch and per-second lines ("batch", "serve"), in `events`; null
   /// fields are an empty object.
   void log_event(const std::string& kind, nlohmann::json fields = nlohmann::json::object());
   void flush_metrics();

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <openssl/crypto.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -26,6 +27,9 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 namespace salamander::apps {
 
@@ -39,6 +43,10 @@ constexpr size_t events_max = 4096;      ///< timeline entries kept
 constexpr size_t action_body_max = 4096; ///< bytes of an action's body
 constexpr size_t sessions_max = 256;
 constexpr int wrong_secrets_per_minute = 5;
+constexpr size_t wrong_addresses_max = 1024; ///< addresses whose wrong secrets are counted
+constexpr auto session_life = std::chrono::hours(12);
+constexpr int streams_max = 16; ///< open pages (each stream holds a handling thread)
+constexpr uint64_t requests_per_actor = 1000; ///< then the worker's actor is made anew
 constexpr auto ask_timeout = std::chrono::seconds(5);
 
 auto log() {
@@ -136,7 +144,18 @@ std::vector<std::string> action_args(const std::string& body) {
 } // namespace
 
 bool is_loopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+  if (host == "localhost") {
+    return true;
+  }
+  auto h = host.size() > 2 && host.front() == '[' && host.back() == ']'
+               ? host.substr(1, host.size() - 2)
+               : host;
+  in_addr v4{};
+  if (::inet_pton(AF_INET, h.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127; // 127.0.0.0/8
+  }
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, h.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 void parse_dashboard_address(const std::string& text, dashboard_options& opts) {
@@ -180,6 +199,7 @@ struct dashboard::impl {
   std::deque<std::function<void(caf::scoped_actor&)>> tasks;
   std::map<std::string, clock::time_point> sessions;
   std::map<std::string, std::deque<clock::time_point>> wrong_secrets;
+  std::atomic<int> streams{0}; ///< pages reading the stream now
   std::thread worker;
 
   impl(caf::actor_system& s, dashboard_options o)
@@ -190,6 +210,13 @@ struct dashboard::impl {
           "--dashboard on " + opts.host +
           " (not loopback) needs the cluster secret (--secret-file or SALAMANDER_SECRET): "
           "without it anyone on the network could read the job and act on it");
+    }
+    if (reads_need_secret && opts.tls_cert.empty()) {
+      throw std::invalid_argument(
+          "--dashboard on " + opts.host +
+          " (not loopback) needs --dashboard-https (the --tls directory's certificate; "
+          "deploy/make-certs.sh --host NAME makes one): the cluster secret must not cross "
+          "the network in clear. Or keep it on loopback and use an SSH tunnel");
     }
   }
 
@@ -211,10 +238,19 @@ struct dashboard::impl {
   // ---- the worker: the one thread that talks to the cluster
 
   void work() {
-    caf::scoped_actor self{sys};
+    // CAF 0.17 delivers a request's timeout message even after the answer
+    // came; a blocking actor keeps it in its mailbox for ever. A fresh actor
+    // every `requests_per_actor` polls keeps the mailbox small on long jobs.
+    auto self = std::make_unique<caf::scoped_actor>(sys);
+    uint64_t used = 0;
     bool authenticated = false;
     auto next_poll = clock::now();
     for (;;) {
+      if (++used > requests_per_actor) {
+        self = std::make_unique<caf::scoped_actor>(sys);
+        used = 0;
+        authenticated = false;
+      }
       std::deque<std::function<void(caf::scoped_actor&)>> todo;
       {
         std::unique_lock<std::mutex> lock(mutex);
@@ -226,12 +262,12 @@ struct dashboard::impl {
       }
       for (auto& t : todo) {
         if (!authenticated && !opts.secret.empty()) {
-          authenticated = authenticate(self);
+          authenticated = authenticate(*self);
         }
-        t(self);
+        t(*self);
       }
       if (clock::now() >= next_poll) {
-        poll(self);
+        poll(*self);
         next_poll = clock::now() + opts.poll;
       }
     }
@@ -242,8 +278,25 @@ struct dashboard::impl {
       left.swap(tasks);
     }
     for (auto& t : left) {
-      t(self);
+      if (!authenticated && !opts.secret.empty()) {
+        authenticated = authenticate(*self);
+      }
+      t(*self);
     }
+  }
+
+  /// The job's last status (its command has it when the job ended and its
+  /// cluster is gone): the page shows it, and the streams send it before
+  /// they close.
+  void show_final(const job_status& s) {
+    auto state = state_json(s);
+    state["models"] = opts.models;
+    auto text = state.dump(-1, ' ', false, json::error_handler_t::replace);
+    std::lock_guard<std::mutex> lock(mutex);
+    history.push_back(std::move(state["sample"]));
+    state_text = std::move(text);
+    ++version;
+    new_state.notify_all();
   }
 
   cluster_actor current_cluster() {
@@ -354,10 +407,18 @@ struct dashboard::impl {
 
   bool rate_limited(const std::string& addr) {
     std::lock_guard<std::mutex> lock(mutex);
-    auto& q = wrong_secrets[addr];
+    auto it = wrong_secrets.find(addr);
+    if (it == wrong_secrets.end()) {
+      return false;
+    }
+    auto& q = it->second;
     auto now = clock::now();
     while (!q.empty() && now - q.front() > std::chrono::minutes(1)) {
       q.pop_front();
+    }
+    if (q.empty()) {
+      wrong_secrets.erase(it);
+      return false;
     }
     return q.size() >= static_cast<size_t>(wrong_secrets_per_minute);
   }
@@ -365,9 +426,36 @@ struct dashboard::impl {
   void wrong_secret(const httplib::Request& req, const std::string& route) {
     {
       std::lock_guard<std::mutex> lock(mutex);
+      // addresses whose minute has passed go; past the cap, the oldest
+      auto now = clock::now();
+      for (auto it = wrong_secrets.begin(); it != wrong_secrets.end();) {
+        it = it->second.empty() || now - it->second.back() > std::chrono::minutes(1)
+                 ? wrong_secrets.erase(it)
+                 : std::next(it);
+      }
+      if (wrong_secrets.size() >= wrong_addresses_max && !wrong_secrets.count(req.remote_addr)) {
+        auto oldest = wrong_secrets.begin();
+        for (auto it = wrong_secrets.begin(); it != wrong_secrets.end(); ++it) {
+          if (it->second.back() < oldest->second.back()) {
+            oldest = it;
+          }
+        }
+        wrong_secrets.erase(oldest);
+      }
       wrong_secrets[req.remote_addr].push_back(clock::now());
     }
     log()->warn("dashboard: a wrong cluster secret from {} ({})", req.remote_addr, route);
+  }
+
+  /// Whether `host` (a request's Host header) names this loopback
+  /// dashboard: a loopback name or address with the bound port.
+  bool host_allowed(const std::string& host) const {
+    auto colon = host.rfind(':');
+    if (colon == std::string::npos || host.substr(colon + 1) != std::to_string(port)) {
+      return false;
+    }
+    auto name = host.substr(0, colon);
+    return name == "localhost" || name == opts.host || is_loopback(name);
   }
 
   /// Whether a read may go on; answers 401/429 itself when not.
@@ -377,7 +465,8 @@ struct dashboard::impl {
     }
     if (auto token = cookie_of(req, "salamander_session"); !token.empty()) {
       std::lock_guard<std::mutex> lock(mutex);
-      if (sessions.count(token)) {
+      auto it = sessions.find(token);
+      if (it != sessions.end() && clock::now() - it->second < session_life) {
         return true;
       }
     }
@@ -599,8 +688,14 @@ struct dashboard::impl {
         return;
       }
     }
-    std::lock_guard<std::mutex> lock(mutex);
-    reply(res, 200, json{{"events", events_since(since)}, {"next", events_next}});
+    json list;
+    uint64_t next;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      list = events_since(since);
+      next = events_next;
+    }
+    reply(res, 200, json{{"events", std::move(list)}, {"next", next}});
   }
 
   json events_since(uint64_t since) const {
@@ -615,38 +710,66 @@ struct dashboard::impl {
 
   // The stream: `state` at every poll, `events` with what is new; a
   // comment line now and then keeps idle proxies from cutting it.
-  void on_stream(const httplib::Request&, httplib::Response& res) {
+  // The stream: `state` at every poll, `events` with what is new since the
+  // event number the page asks from (?since=N: what /api/events said was
+  // next); a comment line now and then keeps idle proxies from cutting it.
+  // When the dashboard stops, a state not yet sent goes first.
+  void on_stream(const httplib::Request& req, httplib::Response& res) {
+    if (++streams > streams_max) {
+      --streams;
+      res.set_header("Retry-After", "5");
+      error(res, 503, "too many pages are open (" + std::to_string(streams_max) +
+                          "); close one and reload");
+      return;
+    }
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");
     auto seen = std::make_shared<uint64_t>(0);
-    auto events_seen = std::make_shared<uint64_t>(0);
+    uint64_t since = 0;
+    try {
+      since = req.has_param("since") ? std::stoull(req.get_param_value("since")) : 0;
+    } catch (const std::exception&) {
+    }
+    auto events_seen = std::make_shared<uint64_t>(since);
     res.set_chunked_content_provider(
-        "text/event-stream", [this, seen, events_seen](size_t, httplib::DataSink& sink) {
-          std::string out;
+        "text/event-stream",
+        [this, seen, events_seen](size_t, httplib::DataSink& sink) {
+          std::string state;
+          json news;
+          bool last = false;
           {
             std::unique_lock<std::mutex> lock(mutex);
             new_state.wait_for(lock, std::chrono::seconds(15),
                                [&] { return stopping || version != *seen; });
-            if (stopping) {
-              sink.done();
-              return true;
-            }
-            if (version == *seen) {
-              out = ": idle\n\n";
-            } else {
+            last = stopping;
+            if (version != *seen) {
               *seen = version;
-              out = "event: state\ndata: " + state_text + "\n\n";
+              state = state_text;
               if (events_next > *events_seen) {
-                out += "event: events\ndata: " +
-                       events_since(*events_seen).dump(-1, ' ', false,
-                                                       json::error_handler_t::replace) +
-                       "\n\n";
+                news = events_since(*events_seen);
                 *events_seen = events_next;
               }
             }
           }
-          return sink.write(out.data(), out.size());
-        });
+          std::string out;
+          if (!state.empty()) {
+            out = "event: state\ndata: " + state + "\n\n";
+            if (!news.is_null()) {
+              out += "event: events\ndata: " +
+                     news.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+            }
+          } else if (!last) {
+            out = ": idle\n\n";
+          }
+          if (!out.empty() && !sink.write(out.data(), out.size())) {
+            return false;
+          }
+          if (last) {
+            sink.done();
+          }
+          return true;
+        },
+        [this](bool) { --streams; });
   }
 
   void asset(httplib::Server& http, const std::string& path, const std::string& type,
@@ -666,6 +789,18 @@ struct dashboard::impl {
          {"X-Content-Type-Options", "nosniff"},
          {"X-Frame-Options", "DENY"},
          {"Referrer-Policy", "no-referrer"}});
+    // on loopback, only a request for a loopback name is answered: a page
+    // elsewhere whose name was rebound to 127.0.0.1 (DNS rebinding) could
+    // read the job otherwise, as a cross-site request cannot
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (reads_need_secret || host_allowed(req.get_header_value("Host"))) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      error(res, 403,
+            "this dashboard answers on loopback to 127.0.0.1, localhost or [::1] only (Host " +
+                req.get_header_value("Host") + ")");
+      return httplib::Server::HandlerResponse::Handled;
+    });
     asset(http, "/", "text/html; charset=utf-8", dashboard_assets::page());
     asset(http, "/index.html", "text/html; charset=utf-8", dashboard_assets::page());
     asset(http, "/app.js", "text/javascript; charset=utf-8", dashboard_assets::script());
@@ -693,8 +828,12 @@ struct dashboard::impl {
     });
     http.Get("/api/history", [this](const httplib::Request& req, httplib::Response& res) {
       if (may_read(req, res)) {
-        std::lock_guard<std::mutex> lock(mutex);
-        reply(res, 200, json{{"samples", json(history)}});
+        std::deque<json> copy;
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          copy = history;
+        }
+        reply(res, 200, json{{"samples", json(std::move(copy))}});
       }
     });
     http.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) {
@@ -738,9 +877,19 @@ dashboard::~dashboard() {
 void dashboard::attach(const cluster_actor& cluster) {
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->cluster && impl_->cluster != cluster) {
+      // another job: its events are numbered from 0 again
+      impl_->events.clear();
+      impl_->events_next = 0;
+      impl_->history.clear();
+    }
     impl_->cluster = cluster;
   }
   impl_->wake_worker.notify_one();
+}
+
+void dashboard::show_final(const job_status& s) {
+  impl_->show_final(s);
 }
 
 int dashboard::start() {

@@ -14,8 +14,9 @@
 //                               poll period old
 //   GET  /api/history           the samples so far (the live curves)
 //   GET  /api/events?since=N    the timeline: the job's events numbered N on
-//   GET  /api/stream            server-sent events: `state` at every poll,
-//                               `events` when the timeline grows
+//   GET  /api/stream?since=N    server-sent events: `state` at every poll,
+//                               `events` from event N on, as the timeline
+//                               grows (at most 16 pages at once)
 //   POST /api/login             the secret in, a session cookie out (reads
 //                               on a non-loopback address)
 //   POST /api/actions/NAME      the console's verbs, with {"args": [...]}:
@@ -83,6 +84,10 @@ public:
   /// The cluster supervisor whose job the page shows (until then the page
   /// says it waits for one).
   void attach(const cluster_actor& cluster);
+
+  /// The job's status as it ended (the command has it once the job and its
+  /// cluster are gone): the page and its streams show it before the end.
+  void show_final(const job_status& s);
 
   /// Binds, serves and starts polling; the port bound. Throws when it
   /// cannot bind or (HTTPS) load the certificate.

@@ -228,7 +228,9 @@ json report_data(const std::vector<json>& lines, const std::string& title,
                          {"p99_ms", 1e3 * num(l, "latency_p99_s")},
                          {"queue", num(l, "queue")}});
     }
-    events.push_back(l);
+    auto e = l;
+    e["seq"] = events.size(); // the page tells events apart by number
+    events.push_back(std::move(e));
   }
   return json{{"title", title},
               {"mode", mode},

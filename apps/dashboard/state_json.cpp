@@ -37,7 +37,9 @@ json progress(const job_status& s) {
     break;
   }
   json eta = nullptr;
-  double spent = s.train_s > 0 ? s.train_s : s.elapsed_s;
+  // training's train_s advances at the end of each epoch only: the wall
+  // time since the start keeps pace with the batches (start-up included)
+  double spent = s.mode == job_mode::train || s.train_s <= 0 ? s.elapsed_s : s.train_s;
   if (s.finished()) {
     eta = 0.0;
   } else if (total > 0 && done > 0 && spent > 0) {
@@ -146,12 +148,18 @@ void holdings(const job_status& s, json& nodes) {
     }
     return nullptr;
   };
+  // data parallelism lists several members under one stage index: where
+  // their replicas live is not the next row's node, so none is drawn
+  bool members = false;
+  for (size_t i = 1; i < s.stages.size(); ++i) {
+    members = members || s.stages[i].index == s.stages[i - 1].index;
+  }
   for (size_t i = 0; i < s.stages.size(); ++i) {
     auto& r = s.stages[i];
     if (auto* n = find(r.node)) {
       (*n)["layers"].push_back({{"stage", r.index}, {"begin", r.begin}, {"end", r.end}});
     }
-    if (s.mode == job_mode::train && i + 1 < s.stages.size() &&
+    if (s.mode == job_mode::train && !members && i + 1 < s.stages.size() &&
         s.stages[i + 1].index == r.index + 1) {
       if (auto* n = find(s.stages[i + 1].node)) {
         (*n)["replicas"].push_back({{"stage", r.index}, {"begin", r.begin}, {"end", r.end}});
@@ -159,8 +167,23 @@ void holdings(const job_status& s, json& nodes) {
     }
   }
   if (s.mode == job_mode::federate || s.mode == job_mode::split) {
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      nodes[i]["clients"].push_back(i);
+    // a round job's plan names each client's node, client by client:
+    // "node1:1.00 node1:0.50 node2:down"
+    size_t client = 0;
+    size_t at = 0;
+    while (at < s.plan.size()) {
+      auto end = s.plan.find(' ', at);
+      auto word = s.plan.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      if (auto colon = word.rfind(':'); colon != std::string::npos && colon > 0) {
+        if (auto* n = find(word.substr(0, colon))) {
+          (*n)["clients"].push_back(client);
+        }
+        ++client;
+      }
+      if (end == std::string::npos) {
+        break;
+      }
+      at = end + 1;
     }
   }
 }

@@ -152,6 +152,11 @@ if b"<script>" in got[1]:
     fail("the page has an inline script")
 expect(200, request(port, "GET", "/chart.js"), "chart.js")
 
+# DNS rebinding: on loopback only a loopback Host is answered
+got = expect(403, request(port, "GET", "/api/state", headers={"Host": f"evil.example:{port}"}),
+             "a rebound name")
+expect(200, request(port, "GET", "/api/state", headers={"Host": f"localhost:{port}"}), "localhost")
+
 # who may act
 expect(403, act("pause", headers={"X-Salamander-Token": session["csrf"]}), "no secret")
 expect(403, act("pause", headers=dict(good, Authorization="Bearer wrong")), "a wrong secret")
@@ -204,7 +209,7 @@ if later["events"]:
 
 # the stream: a state within a few polls
 s = socket.create_connection(("127.0.0.1", port), timeout=30)
-s.sendall(b"GET /api/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+s.sendall(f"GET /api/stream HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
 buf = b""
 end = time.monotonic() + 60
 while b"event: state\ndata: {" not in buf and time.monotonic() < end:
@@ -255,32 +260,6 @@ until("--metrics none: the timeline still fills", lambda: jbody(
 os.killpg(ro.pid, signal.SIGTERM)
 ro.wait()
 
-# ---- beyond loopback: no start without a secret; with one, every route needs it
-nos = start("open", ["train", "--stages", "1", "--model", "cnn", "--dashboard", "0.0.0.0:0",
-                     "--metrics", "none"], secret=False)
-nos.wait(timeout=120)
-with open(nos.err_path) as f:
-    err = f.read()
-if nos.returncode == 0 or "needs the cluster secret" not in err:
-    fail(f"--dashboard 0.0.0.0 without a secret: exit {nos.returncode}, {err[-300:]!r}")
-wide = start("wide", ["train", "--stages", "1", "--model", "cnn", "--epochs", "200",
-                      "--dashboard", "0.0.0.0:0", "--metrics", "none"])
-wport = int(printed(wide, r"dashboard: http://127\.0\.0\.1:(\d+)/").group(1))
-expect(401, request(wport, "GET", "/api/state"), "a read beyond loopback without the secret")
-expect(401, request(wport, "GET", "/api/stream"), "the stream without the secret")
-expect(200, request(wport, "GET", "/api/state", headers={"Authorization": "Bearer " + SECRET}),
-       "a read with the secret")
-expect(403, request(wport, "POST", "/api/login", headers={"Authorization": "Bearer nope"}),
-       "a login with a wrong secret")
-got = expect(200, request(wport, "POST", "/api/login",
-                          headers={"Authorization": "Bearer " + SECRET}), "a login")
-cookie = (got[2].getheader("Set-Cookie") or "").split(";")[0]
-if not cookie.startswith("salamander_session=") or "HttpOnly" not in got[2].getheader("Set-Cookie"):
-    fail("login set no session cookie: " + str(got[2].getheader("Set-Cookie")))
-expect(200, request(wport, "GET", "/api/state", headers={"Cookie": cookie}), "a read with the cookie")
-os.killpg(wide.pid, signal.SIGTERM)
-wide.wait()
-
 # ---- --dashboard-https: the --tls directory's certificate, verified
 import ssl  # noqa: E402
 certs_sh = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy",
@@ -289,24 +268,69 @@ made = subprocess.run([certs_sh, "-o", os.path.join(WORK, "certs"), "--host", "1
                        "central"], capture_output=True, text=True)
 if made.returncode != 0:
     fail("make-certs: " + made.stderr[-500:])
+TLS_DIR = os.path.join(WORK, "certs", "central")
+CTX = ssl.create_default_context(cafile=os.path.join(WORK, "certs", "ca.pem"))
 nohttps = start("nohttps", ["train", "--stages", "1", "--model", "cnn", "--dashboard",
                             "127.0.0.1:0", "--dashboard-https", "--metrics", "none"])
 nohttps.wait(timeout=120)
 if nohttps.returncode == 0 or "--tls DIR" not in open(nohttps.err_path).read():
     fail("--dashboard-https without --tls was not refused with a hint")
+
+
+def srequest(port, method, path, headers=None):
+    c = http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=CTX)
+    try:
+        c.request(method, path, headers=headers or {})
+        r = c.getresponse()
+        return r.status, r.read(), r
+    finally:
+        c.close()
+
+
 tls = start("https", ["train", "--stages", "1", "--model", "cnn", "--epochs", "200",
-                      "--tls", os.path.join(WORK, "certs", "central"), "--dashboard",
-                      "127.0.0.1:0", "--dashboard-https", "--metrics", "none"])
+                      "--tls", TLS_DIR, "--dashboard", "127.0.0.1:0", "--dashboard-https",
+                      "--metrics", "none"])
 tport = int(printed(tls, r"dashboard: https://127\.0\.0\.1:(\d+)/").group(1))
-ctx = ssl.create_default_context(cafile=os.path.join(WORK, "certs", "ca.pem"))
-c = http.client.HTTPSConnection("127.0.0.1", tport, timeout=30, context=ctx)
-c.request("GET", "/api/session")
-r = c.getresponse()
-if r.status != 200 or "csrf" not in json.loads(r.read()):
-    fail(f"the dashboard over HTTPS answered {r.status}")
-c.close()
+got = srequest(tport, "GET", "/api/session")
+if got[0] != 200 or "csrf" not in json.loads(got[1]):
+    fail(f"the dashboard over HTTPS answered {got[0]}")
 os.killpg(tls.pid, signal.SIGTERM)
 tls.wait()
+
+# ---- beyond loopback: a secret and HTTPS, or no start; then every route needs the secret
+nos = start("open", ["train", "--stages", "1", "--model", "cnn", "--dashboard", "0.0.0.0:0",
+                     "--tls", TLS_DIR, "--dashboard-https", "--metrics", "none"], secret=False)
+nos.wait(timeout=120)
+err = open(nos.err_path).read()
+if nos.returncode == 0 or "needs the cluster secret" not in err:
+    fail(f"--dashboard 0.0.0.0 without a secret: exit {nos.returncode}, {err[-300:]!r}")
+clear = start("clear", ["train", "--stages", "1", "--model", "cnn", "--dashboard", "0.0.0.0:0",
+                        "--metrics", "none"])
+clear.wait(timeout=120)
+err = open(clear.err_path).read()
+if clear.returncode == 0 or "--dashboard-https" not in err:
+    fail(f"--dashboard 0.0.0.0 without HTTPS: exit {clear.returncode}, {err[-300:]!r}")
+wide = start("wide", ["train", "--stages", "1", "--model", "cnn", "--epochs", "200",
+                      "--tls", TLS_DIR, "--dashboard", "0.0.0.0:0", "--dashboard-https",
+                      "--metrics", "none"])
+wport = int(printed(wide, r"dashboard: https://127\.0\.0\.1:(\d+)/").group(1))
+expect(401, srequest(wport, "GET", "/api/state"), "a read beyond loopback without the secret")
+expect(401, srequest(wport, "GET", "/api/stream"), "the stream without the secret")
+expect(200, srequest(wport, "GET", "/api/state", headers={"Authorization": "Bearer " + SECRET}),
+       "a read with the secret")
+expect(403, srequest(wport, "POST", "/api/login", headers={"Authorization": "Bearer nope"}),
+       "a login with a wrong secret")
+got = expect(200, srequest(wport, "POST", "/api/login",
+                           headers={"Authorization": "Bearer " + SECRET}), "a login")
+set_cookie = got[2].getheader("Set-Cookie") or ""
+cookie = set_cookie.split(";")[0]
+if not cookie.startswith("salamander_session=") or "HttpOnly" not in set_cookie or \
+        "Secure" not in set_cookie:
+    fail("login set no HttpOnly, Secure session cookie: " + set_cookie)
+expect(200, srequest(wport, "GET", "/api/state", headers={"Cookie": cookie}),
+       "a read with the cookie")
+os.killpg(wide.pid, signal.SIGTERM)
+wide.wait()
 
 # ---- a serving job stopped from its dashboard ends as SIGTERM would
 srv = start("serve", ["serve", "--stages", "1", "--listen", "127.0.0.1:0", "--dashboard",

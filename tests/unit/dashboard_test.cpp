@@ -94,6 +94,7 @@ TEST_CASE("a serving job keeps no chain replicas in the page; round jobs show a 
   job_status f;
   f.mode = job_mode::federate;
   f.nodes = {row("x", "ok"), row("y", "ok"), row("z", "late")};
+  f.plan = "x:1.00 y:1.00 z:0.25";
   auto ft = state_json(f);
   CHECK(node_named(ft, "y")["clients"] == json::array({1}));
   CHECK(node_named(ft, "z")["state"] == "suspect");
@@ -102,13 +103,29 @@ TEST_CASE("a serving job keeps no chain replicas in the page; round jobs show a 
 
 TEST_CASE("progress and ETA: batches of a training job at the rate so far, rounds of a "
           "round job, none left once it ended") {
+  // a federated or split job's clients, as its plan names their nodes
+  job_status f;
+  f.mode = job_mode::federate;
+  f.nodes = {row("n1", "ok"), row("n2", "ok")};
+  f.plan = "n1:1.00 n1:0.50 n2:down";
+  auto fs = state_json(f);
+  CHECK(node_named(fs, "n1")["clients"] == json::array({0, 1}));
+  CHECK(node_named(fs, "n2")["clients"] == json::array({2}));
+  // data parallelism: members share a stage index; no chain replica is drawn
+  job_status d;
+  d.mode = job_mode::train;
+  d.nodes = {row("a", "ok"), row("b", "ok")};
+  d.stages = {stage(0, "a", 0, 4), stage(0, "b", 0, 4)};
+  CHECK(node_named(state_json(d), "b")["replicas"].empty());
+
   job_status s;
   s.mode = job_mode::train;
   s.phase = status_phase::training;
   s.training.epochs = 2;
   s.training.batches = 100;
   s.training.committed = 50;
-  s.train_s = 10;
+  s.train_s = 3; // training's train_s moves at epoch ends only: the ETA uses wall time
+  s.elapsed_s = 10;
   auto p = state_json(s)["job"]["progress"];
   CHECK(p["done"] == 50.0);
   CHECK(p["total"] == 200.0);
@@ -195,6 +212,7 @@ TEST_CASE("a report from a metrics log: thinned batch curve, evaluations, the fi
   CHECK(batch_points == 10); // 100 batch lines, at most 10 points
   CHECK(accuracy_points == 1);
   CHECK(d["events"].size() == 6); // every line but the batches
+  CHECK(d["events"][5]["seq"] == 5); // numbered: two alike at one instant stay two
   auto st = d["state"];
   CHECK(st["job"]["phase"] == "finished");
   CHECK(st["job"]["plan"] == "n3[0,2) n2[2,4)");

@@ -372,8 +372,22 @@
         const body = await r.json().catch(() => ({}));
         if (r.ok) say(`${name}: ${body.answer}`);
         else say(`${name}: ${body.error || 'HTTP ' + r.status}`, true);
+        if (r.status === 403 && /secret does not match/.test(body.error || '')) {
+          relock('The secret was refused: enter it again.');
+        }
       } catch (err) { say(`${name}: ${err}`, true); }
     });
+  }
+  // The secret kept for this tab no longer works (wrong, or the server lost
+  // its session): forget it and ask again.
+  function relock(why) {
+    S.unlocked = false;
+    S.secret = '';
+    sessionStorage.removeItem('salamander-secret');
+    $('unlock').classList.remove('hidden');
+    $('action-buttons').classList.add('hidden');
+    $('actions-note').textContent = why;
+    if (S.state && S.state.job) renderNodes(S.state);
   }
   function unlocked() {
     S.unlocked = true;
@@ -440,6 +454,7 @@
       for (const x of history.samples) addSample(x);
       const ev = await getJSON('api/events?since=0');
       addEvents(ev.events);
+      S.next = ev.next;
     } catch (err) {
       if (err.login) {
         $('actions-note').textContent = 'This dashboard listens beyond loopback: enter the cluster secret to see the job.';
@@ -448,15 +463,30 @@
       $('banner').textContent = String(err);
       $('banner').classList.remove('hidden');
     }
-    const stream = new EventSource('api/stream');
+    const stream = new EventSource('api/stream?since=' + (S.next || 0));
     stream.addEventListener('state', (m) => {
       const state = JSON.parse(m.data);
       render(state);
       addSample(state.sample);
     });
     stream.addEventListener('events', (m) => addEvents(JSON.parse(m.data)));
-    stream.onerror = () => {
-      if (S.state && S.state.job && S.state.job.finished) stream.close();
+    stream.onerror = async () => {
+      if (S.state && S.state.job && S.state.job.finished) {
+        stream.close();
+        return;
+      }
+      // the browser retries by itself; say why nothing moves meanwhile
+      const r = await fetch('api/state', { credentials: 'same-origin', cache: 'no-store' })
+        .catch(() => null);
+      if (r && r.status === 401) {
+        stream.close();
+        S.live = false; // the unlock starts it again
+        relock('The session ended: enter the cluster secret to see the job again.');
+        return;
+      }
+      $('banner').textContent = 'disconnected: the supervisor does not answer (the job ended, ' +
+        'or its process is gone); retrying';
+      $('banner').classList.remove('hidden');
     };
   }
 
