@@ -243,7 +243,7 @@ def main():
     began = time.monotonic()
     try:
         sc = state_and_cpu()
-        pairs = 5 if QUICK else 7
+        pairs = 5 if QUICK else 11
         batches = 300 if QUICK else 600
         on, off, ratios = [], [], []
         for i in range(pairs):
