@@ -423,6 +423,17 @@ struct dashboard::impl {
     return q.size() >= static_cast<size_t>(wrong_secrets_per_minute);
   }
 
+  /// Whether the request's address is past its wrong secrets for the
+  /// minute; then it is answered 429 here.
+  bool answered_rate_limit(const httplib::Request& req, httplib::Response& res) {
+    if (!rate_limited(req.remote_addr)) {
+      return false;
+    }
+    res.set_header("Retry-After", "60");
+    error(res, 429, "too many wrong secrets from this address; wait a minute");
+    return true;
+  }
+
   void wrong_secret(const httplib::Request& req, const std::string& route) {
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -470,9 +481,7 @@ struct dashboard::impl {
         return true;
       }
     }
-    if (rate_limited(req.remote_addr)) {
-      res.set_header("Retry-After", "60");
-      error(res, 429, "too many wrong secrets from this address; wait a minute");
+    if (answered_rate_limit(req, res)) {
       return false;
     }
     auto given = bearer_of(req);
@@ -496,9 +505,7 @@ struct dashboard::impl {
             "--secret-file or SALAMANDER_SECRET to allow actions)");
       return false;
     }
-    if (rate_limited(req.remote_addr)) {
-      res.set_header("Retry-After", "60");
-      error(res, 429, "too many wrong secrets from this address; wait a minute");
+    if (answered_rate_limit(req, res)) {
       return false;
     }
     auto given = bearer_of(req);
@@ -642,9 +649,7 @@ struct dashboard::impl {
       reply(res, 200, json{{"ok", true}, {"note", "this cluster has no secret"}});
       return;
     }
-    if (rate_limited(req.remote_addr)) {
-      res.set_header("Retry-After", "60");
-      error(res, 429, "too many wrong secrets from this address; wait a minute");
+    if (answered_rate_limit(req, res)) {
       return;
     }
     auto given = bearer_of(req);
