@@ -61,6 +61,11 @@ std::string mode_of(const std::vector<json>& lines) {
   return "train";
 }
 
+// The events after which another plan runs (each names it in "plan").
+bool starts_plan(const std::string& ev) {
+  return ev == "plan" || ev == "recovered" || ev == "replan" || ev == "resumed";
+}
+
 // Each stage's mean compute, wait and send per batch since the last plan
 // (the batch lines' "stages").
 json stage_time(const std::vector<json>& lines) {
@@ -68,7 +73,7 @@ json stage_time(const std::vector<json>& lines) {
   double n = 0;
   for (auto& l : lines) {
     auto ev = text(l, "event");
-    if (ev == "plan" || ev == "recovered" || ev == "replan" || ev == "resumed") {
+    if (starts_plan(ev)) {
       compute.clear();
       wait.clear();
       send.clear();
@@ -120,7 +125,7 @@ json final_state(const std::vector<json>& lines, const std::string& mode) {
         }
       }
     }
-    if ((ev == "plan" || ev == "recovered" || ev == "replan" || ev == "resumed") &&
+    if (starts_plan(ev) &&
         !text(l, "plan").empty()) {
       plan = text(l, "plan");
     }
