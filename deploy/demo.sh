@@ -22,7 +22,8 @@ mkdir -p "$out"
 export SALAMANDER_LOG_DIR="$out/logs"
 SALAMANDER_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 export SALAMANDER_SECRET
-port=$(( 20000 + RANDOM % 20000 ))
+. "$root/deploy/free_port.sh"
+port=$(free_port)
 echo "== pipeline training of the CNN on 4 node processes (loopback); node4 EMULATES a"
 echo "   device with a quarter of a core; node2 is killed (SIGKILL) after 6 s"
 echo "   (attach with: $bin console 127.0.0.1:$port; watch it in a browser at the"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The salamander command as a user meets it. Usage: cli_test.sh PATH/TO/salamander
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../deploy/free_port.sh" # free_port
 bin="$1"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -151,7 +153,7 @@ if out=$("$bin" supervisor --cluster "$work/ghost.toml" --dataset synthetic 2>&1
 grep -q "ghost" <<<"$out" || fail "unreachable node message: $out"
 
 # a node started later joins the running job through the supervisor's --listen
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(free_port)
 SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/jlogs" "$root/deploy/local-cluster.sh" 2 "$work/jc.toml" \
   "$bin" supervisor --cluster "$work/jc.toml" --model mlp --dataset synthetic --epochs 30 --log-level debug \
   --plan even --listen "127.0.0.1:$port" >"$work/join.out" 2>"$work/join.err" &
@@ -181,7 +183,7 @@ the supervisor said: $(cat "$work/join.err")"
 grep -q "latecomer\[" "$work/join.err" || fail "the late node was not planned in: $(grep plan "$work/join.err")"
 
 # salamander chaos against a running job: crash a stage, kill a node's process
-cport=$(( 20000 + RANDOM % 20000 ))
+cport=$(free_port)
 SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/clogs" "$root/deploy/local-cluster.sh" 3 "$work/cc.toml" \
   "$bin" supervisor --cluster "$work/cc.toml" --model mlp --dataset synthetic --epochs 30 \
   --plan even --listen "127.0.0.1:$cport" >"$work/chaos.out" 2>"$work/chaos.err" &

@@ -3,6 +3,8 @@
 # against a real cluster of node processes on loopback, the cluster secret,
 # the metrics log, plot and audit. Usage: console_test.sh PATH/TO/salamander
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../deploy/free_port.sh" # free_port
 bin="$1"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -53,7 +55,7 @@ grep -q "supervisor --listen" <<<"$out" || fail "no supervisor message: $out"
 # a cluster with a secret: 3 nodes (node3 emulates a slow device), a long job
 echo "correct horse" >"$work/secret"
 chmod 600 "$work/secret"
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(free_port)
 for i in 1 2 3; do export "SALAMANDER_NODE_ARGS_$i=--secret-file $work/secret"; done
 export SALAMANDER_NODE_ARGS_3="--secret-file $work/secret --cpu-share 0.5 --dilate"
 SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/logs" "$root/deploy/local-cluster.sh" 3 "$work/c.toml" \

@@ -8,6 +8,7 @@
 set -euo pipefail
 bin="$1"
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../deploy/free_port.sh" # free_port
 work=$(mktemp -d)
 fed=""
 nodes=()
@@ -52,7 +53,7 @@ for i in 1 2 3; do
   eval "port_$i=$p"
   printf '[[node]]\nname = "n%s"\naddress = "127.0.0.1:%s"\n\n' "$i" "$p" >>c.toml
 done
-sup_port=$(( 20000 + RANDOM % 20000 ))
+sup_port=$(free_port)
 "$bin" federate --cluster c.toml --strategy elfish --rounds 100000 --dataset synthetic \
   --model mlp:hidden=64 --max-samples 400 --alpha 0 --checkpoint run1.ckpt \
   --metrics run1.jsonl --listen "127.0.0.1:$sup_port" --hang-timeout 2 >fed.out 2>fed.err &

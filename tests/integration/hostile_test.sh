@@ -35,6 +35,7 @@ if [ "$target" = http ] || [ -n "$tls" ]; then
   [ $# -gt 0 ] || cases=("${all_cases[@]}")
 fi
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../deploy/free_port.sh" # free_port
 py=/usr/bin/python3
 hostile() { "$py" "$here/hostile.py" "$@"; }
 rss_bound_mb=150
@@ -274,7 +275,7 @@ supervisor_target() {
   p2=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' n2.out)
   printf '[[node]]\nname = "n1"\naddress = "127.0.0.1:%s"\n\n[[node]]\nname = "n2"\naddress = "127.0.0.1:%s"\n' \
     "$p1" "$p2" >c.toml
-  port=$((20000 + RANDOM % 20000))
+  port=$(free_port)
   "$bin" supervisor --cluster c.toml --model mlp --dataset synthetic --epochs 400 --plan even \
     --replicate-every 0 --listen "127.0.0.1:$port" --metrics none >sup.out 2>sup.err &
   sup_pid=$!

@@ -10,6 +10,7 @@
 set -euo pipefail
 bin="$1"
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../deploy/free_port.sh" # free_port
 work=$(mktemp -d)
 job=""
 nodes=()
@@ -53,7 +54,7 @@ for i in 1 2 3; do
   eval "port_$i=$p"
   printf '[[node]]\nname = "n%s"\naddress = "127.0.0.1:%s"\n\n' "$i" "$p" >>c.toml
 done
-sup_port=$(( 20000 + RANDOM % 20000 ))
+sup_port=$(free_port)
 common=(--method splitfed --dataset synthetic --model mlp:hidden=64 --cut 1 --alpha 0
         --max-samples 640 --batch-size 32)
 "$bin" split --cluster c.toml "${common[@]}" --rounds 100000 --stall 3 --checkpoint run1.ckpt \
@@ -116,6 +117,8 @@ wait "$pid_3" 2>/dev/null || true
 before=$(rounds_with '')
 wait_for "rounds without n3" has_rounds $((before + 2))
 grep -q '"event":"failure"' run1.jsonl || fail "no failure event for n3"
+# the log says why in words, not CAF's "remote_link_unreachable" (or "none")
+grep -q "node n3 went away: its connection broke" job.err || fail "no cause in: $(grep 'went away' job.err)"
 # ... and is back on its port: its client takes part again
 start_node 3 "$port_3"
 back=$(rounds_with '"node":"n3"')

@@ -10,6 +10,7 @@
 set -euo pipefail
 bin="$1"
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../deploy/free_port.sh" # free_port
 root=$(cd "$here/../.." && pwd)
 py=/usr/bin/python3 # Debian's, with python3-torch (deploy/install-deps.sh)
 work=$(mktemp -d)
@@ -73,7 +74,7 @@ common=(--model cnn --stream replay:640 --batch-size 32 --max-batches 20 --epoch
         --balance 2,1,1 --replicate-every 4)
 "$bin" train --stages 3 "${common[@]}" --log-level warn --stream-log clean.log --metrics clean.jsonl \
   --save clean.ckpt >clean.out 2>clean.err || fail "fault-free stream run"
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(free_port)
 . "$here/job_procs.sh" # con, pause_job, same_weights
 SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/logs" "$root/deploy/local-cluster.sh" 3 "$work/c.toml" \
   "$bin" supervisor --cluster "$work/c.toml" "${common[@]}" --stream-log chaos.log \

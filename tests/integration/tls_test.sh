@@ -5,6 +5,8 @@
 # peer whose certificate another CA signed, refused with a log line on the
 # side that refused them. Usage: tls_test.sh PATH/TO/salamander
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../deploy/free_port.sh" # free_port
 bin="$1"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 command -v openssl >/dev/null || { echo "SKIP: the openssl tool is missing"; exit 77; }
@@ -55,7 +57,7 @@ start_node 2 0 --tls certs/n2
 grep -q "TLS: this process is n1" n1.log || fail "node 1 does not say it runs TLS"
 printf '[[node]]\nname = "n1"\naddress = "127.0.0.1:%s"\n\n[[node]]\nname = "n2"\naddress = "127.0.0.1:%s"\n' \
   "$(port_of 1)" "$(port_of 2)" >c.toml
-sport=$(( 20000 + RANDOM % 20000 ))
+sport=$(free_port)
 "$bin" supervisor --cluster c.toml --tls certs/sup --model mlp --dataset synthetic --epochs 400 \
   --plan even --listen "127.0.0.1:$sport" --metrics none >sup.out 2>sup.err &
 sup=$!

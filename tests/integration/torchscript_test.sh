@@ -13,6 +13,7 @@
 set -euo pipefail
 bin="$1"
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../deploy/free_port.sh" # free_port
 root=$(cd "$here/../.." && pwd)
 py=/usr/bin/python3 # Debian's, with python3-torch (deploy/install-deps.sh)
 work=$(mktemp -d)
@@ -76,7 +77,7 @@ common=(--model torchscript:seq.pt --max-batches 200 --batch-size 32 --micro-bat
 same_weights one.ckpt three.ckpt
 
 # ---- the same pipeline over node processes, its middle stage crashed while paused
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(free_port)
 SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/logs" "$root/deploy/local-cluster.sh" 3 "$work/c.toml" \
   "$bin" supervisor --cluster "$work/c.toml" "${common[@]}" --balance 3,2,3 \
   --replicate-every 5 --listen "127.0.0.1:$port" --save chaos.ckpt >chaos.out 2>chaos.err &
