@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 namespace salamander::algorithms {
@@ -735,6 +736,211 @@ struct exact_search {
   }
 };
 
+
+// --- exact search over device types (many devices of few kinds) -----------
+//
+// PipeEdge (Hu et al. 2022) stays exact at 16 devices by treating devices of
+// one type as interchangeable: a chain's state is then how many devices of
+// each type are still free, not which ones, so 32 devices of 3 types have
+// 9^3 states where a bitmask has 2^32. Devices whose every figure (per-layer
+// times, memory, link rate and latency) lies within the request's
+// type_tolerance of a type's first member join that type, and the type is
+// planned at its worst member (slowest per layer, least memory, slowest and
+// latest link): the plan is optimal for that model of the devices, and the
+// real devices it names run it no slower than planned.
+
+bool close_to(double a, double b, double tolerance) {
+  return std::abs(a - b) <= tolerance * std::max(std::abs(a), std::abs(b)) + 1e-15;
+}
+
+bool same_type(const device_profile& a, const device_profile& b, double tolerance) {
+  if (!close_to(a.memory_bytes, b.memory_bytes, tolerance) ||
+      !close_to(a.link_bytes_per_s, b.link_bytes_per_s, tolerance) ||
+      !close_to(a.link_latency_s, b.link_latency_s, tolerance)) {
+    return false;
+  }
+  for (size_t l = 0; l < a.forward_s.size(); ++l) {
+    if (!close_to(a.forward_s[l], b.forward_s[l], tolerance) ||
+        !close_to(a.backward_s[l], b.backward_s[l], tolerance)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+struct device_types {
+  std::vector<std::vector<size_t>> members; ///< per type, fastest member first
+  plan_request typed; ///< the request with one device per type: its worst member
+};
+
+device_types group_devices(const plan_request& req, const cost_model& cm) {
+  device_types out;
+  for (size_t d = 0; d < req.devices.size(); ++d) {
+    size_t t = 0;
+    while (t < out.members.size() &&
+           !same_type(req.devices[out.members[t].front()], req.devices[d],
+                      req.type_tolerance)) {
+      ++t;
+    }
+    if (t == out.members.size()) {
+      out.members.emplace_back();
+    }
+    out.members[t].push_back(d);
+  }
+  out.typed = req;
+  out.typed.devices.clear();
+  for (auto& m : out.members) {
+    std::stable_sort(m.begin(), m.end(), [&](size_t a, size_t b) {
+      return cm.compute(a, 0, cm.layers) < cm.compute(b, 0, cm.layers);
+    });
+    auto worst = req.devices[m.front()];
+    worst.name = "type of " + worst.name;
+    for (auto d : m) {
+      auto& dev = req.devices[d];
+      worst.memory_bytes = std::min(worst.memory_bytes, dev.memory_bytes);
+      worst.link_bytes_per_s = std::min(worst.link_bytes_per_s, dev.link_bytes_per_s);
+      worst.link_latency_s = std::max(worst.link_latency_s, dev.link_latency_s);
+      for (size_t l = 0; l < cm.layers; ++l) {
+        worst.forward_s[l] = std::max(worst.forward_s[l], dev.forward_s[l]);
+        worst.backward_s[l] = std::max(worst.backward_s[l], dev.backward_s[l]);
+      }
+    }
+    out.typed.devices.push_back(std::move(worst));
+  }
+  return out;
+}
+
+// A bound on the typed search's table: prod(count + 1) free-count states,
+// times the types a chain may start a stage on, the layers and the stage
+// counts (training).
+double typed_table(const device_types& types, const plan_request& req) {
+  double states = 1;
+  size_t n = 0;
+  for (auto& m : types.members) {
+    states *= static_cast<double>(m.size() + 1);
+    n += m.size();
+  }
+  auto L = req.layers.size();
+  double counts = req.mode == plan_mode::training ? static_cast<double>(std::min(n, L)) : 1.0;
+  return states * static_cast<double>(types.members.size()) * static_cast<double>(L) * counts;
+}
+
+struct typed_search {
+  const cost_model& cm; ///< over the typed request: device t is type t
+  const device_types& types;
+  size_t T, L, K;
+  bool by_count;
+  std::vector<uint64_t> radix; ///< free counts as one mixed-radix number
+  std::unordered_map<uint64_t, std::pair<double, uint64_t>> memo; // value, (q, next type)
+
+  typed_search(const cost_model& c, const device_types& t)
+      : cm(c), types(t), T(t.members.size()), L(c.layers),
+        by_count(c.req.mode == plan_mode::training) {
+    size_t n = 0;
+    uint64_t r = 1;
+    for (auto& m : t.members) {
+      n += m.size();
+      radix.push_back(r);
+      r *= m.size() + 1;
+    }
+    K = by_count ? std::min(n, L) : 1;
+  }
+
+  size_t free_of(uint64_t avail, size_t t) const {
+    return static_cast<size_t>((avail / radix[t]) % (types.members[t].size() + 1));
+  }
+
+  uint64_t key(size_t p, size_t t, uint64_t avail, size_t k) const {
+    return ((avail * T + t) * 256 + p) * 256 + k;
+  }
+
+  // layers [p, L) with the first stage on a device of type t, k stages
+  // (training) and `avail` devices of each type free for the stages after it
+  double solve(size_t p, size_t t, uint64_t avail, size_t k) {
+    auto kk = key(p, t, avail, k);
+    if (auto it = memo.find(kk); it != memo.end()) {
+      return it->second.first;
+    }
+    int fl = cm.flight(by_count ? k : 1);
+    double b = inf;
+    uint64_t pick = 0;
+    if (k == 1 && cm.fits(t, p, L, fl)) {
+      b = cm.compute(t, p, L);
+      pick = static_cast<uint64_t>(L) << 32 | T;
+    }
+    if (!(by_count && k == 1)) {
+      size_t kn = by_count ? k - 1 : 1;
+      for (size_t q = p + 1; q < L; ++q) {
+        if (!cm.fits(t, p, q, fl)) {
+          break;
+        }
+        double c = cm.compute(t, p, q);
+        if (c >= b) {
+          break;
+        }
+        for (size_t t2 = 0; t2 < T; ++t2) {
+          if (free_of(avail, t2) == 0) {
+            continue;
+          }
+          double l = cm.link(t, t2, q);
+          if (std::max(c, l) >= b) {
+            continue;
+          }
+          double v = std::max({c, l, solve(q, t2, avail - radix[t2], kn)});
+          if (v < b) {
+            b = v;
+            pick = static_cast<uint64_t>(q) << 32 | t2;
+          }
+        }
+      }
+    }
+    memo[kk] = {b, pick};
+    return b;
+  }
+
+  // The best chain, with the types' members in place of the types.
+  ordered_result run() {
+    ordered_result out;
+    uint64_t all = 0;
+    for (size_t t = 0; t < T; ++t) {
+      all += radix[t] * types.members[t].size();
+    }
+    size_t bt = T, bk = 0;
+    for (size_t t = 0; t < T; ++t) {
+      for (size_t k = 1; k <= K; ++k) {
+        if (!cm.count_allowed(k)) {
+          continue;
+        }
+        double v = solve(0, t, all - radix[t], k) * cm.steps(k);
+        if (v < out.bottleneck) {
+          out.bottleneck = v;
+          bt = t;
+          bk = k;
+        }
+      }
+    }
+    if (bt == T) {
+      return out;
+    }
+    std::vector<size_t> used(T, 0);
+    size_t p = 0, t = bt, k = bk;
+    uint64_t avail = all - radix[bt];
+    while (p < L) {
+      auto pick = memo[key(p, t, avail, k)].second;
+      size_t q = static_cast<size_t>(pick >> 32);
+      size_t next = static_cast<size_t>(pick & 0xffffffffu);
+      out.stages.push_back({types.members[t][used[t]++], p, q, 0, 0, 0});
+      p = q;
+      if (next < T) {
+        avail -= radix[next];
+      }
+      t = next;
+      k = by_count ? k - 1 : 1;
+    }
+    return out;
+  }
+};
+
 } // namespace
 
 int in_flight(const plan_request& req, size_t index, size_t stages) {
@@ -936,7 +1142,20 @@ partition_plan plan_partition(const plan_request& req) {
   }
   ordered_result best;
   bool exact = n <= req.exact_device_limit && n <= 16;
-  if (exact) {
+  size_t types = 0;
+  std::optional<device_types> grouped;
+  if (!exact) {
+    grouped = group_devices(req, cm);
+    if (typed_table(*grouped, req) <= req.typed_table_limit) {
+      exact = true;
+      types = grouped->members.size();
+    }
+  }
+  if (exact && types > 0) {
+    cost_model typed_cm(grouped->typed);
+    typed_search search(typed_cm, *grouped);
+    best = search.run();
+  } else if (exact) {
     exact_search search(cm);
     best = search.run();
   } else {
@@ -993,11 +1212,13 @@ partition_plan plan_partition(const plan_request& req) {
   }
   auto plan = evaluate_plan(req, std::move(best.stages));
   plan.exact = exact;
+  plan.device_types = types;
   if (req.mode == plan_mode::training && req.allow_data_parallel && req.stages == 0 &&
       n >= 2) {
     auto dp = best_data_parallel(req, cm);
     if (dp.objective_s < plan.objective_s) {
       dp.exact = exact;
+      dp.device_types = types;
       return dp;
     }
   }

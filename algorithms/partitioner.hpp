@@ -15,7 +15,9 @@
 // layers [p, L) on a chain that starts with device j and has k stages. With
 // up to `exact_device_limit` devices the chain may use any subset in any
 // order (a bitmask of used devices joins the state) and the result is
-// optimal. Beyond that the planner is a heuristic. It tries four device
+// optimal. Beyond that, devices of nearly equal figures are grouped into
+// types (PipeEdge's grouping, below type_tolerance) and, while the types are
+// few, the search is exact over them. Otherwise the planner is a heuristic. It tries four device
 // orders (as given, fastest first, best-linked first, largest memory
 // first) and is optimal within each, skipping devices where that helps.
 // Each order's plan that beats the orders before it is then improved by
@@ -97,6 +99,15 @@ struct plan_request {
   size_t kept_snapshots = 0;
   /// Up to this many devices the search covers every subset and order.
   size_t exact_device_limit = 6;
+  /// Beyond that limit, devices whose every figure (per-layer times,
+  /// memory, link) is within this fraction of another's count as one type,
+  /// planned at the type's worst member; while the search's table over the
+  /// types (the product of each type's count + 1, times types, layers and,
+  /// training, stage counts) stays within `typed_table_limit`, the search
+  /// is exact over them (PipeEdge's grouping). 0: only identical figures
+  /// group.
+  double type_tolerance = 0.10;
+  double typed_table_limit = 2e6;
   /// Training: also consider data-parallel plans.
   bool allow_data_parallel = true;
   /// Inference: micro-batches a stage may hold at once (its inputs waiting
@@ -127,7 +138,10 @@ struct partition_plan {
   /// bottleneck itself.
   double objective_s = 0;
   double samples_per_s = 0; ///< predicted
-  bool exact = false;       ///< searched every subset and order
+  bool exact = false;       ///< searched every subset and order (of types)
+  /// The exact search grouped the devices into this many types (0: it did
+  /// not group: few devices, or a heuristic plan).
+  size_t device_types = 0;
   /// Data parallelism: every stage holds every layer and stage i runs the
   /// next micro_split[i] micro-batches of each batch (contiguous blocks in
   /// stage order); link_in_s is its share of summing the gradients. Empty

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
+#include <set>
 
 using namespace salamander::algorithms;
 
@@ -292,6 +294,7 @@ TEST_CASE("the planner is optimal against brute force on random small instances"
     // the heuristic (ordered search and local search, used for many
     // devices) is never better than exact, and almost always as good
     req.exact_device_limit = 0;
+    req.typed_table_limit = 0; // (no exact search over types either)
     double ordered = std::numeric_limits<double>::infinity();
     try {
       ordered = plan_partition(req).objective_s;
@@ -311,6 +314,116 @@ TEST_CASE("the planner is optimal against brute force on random small instances"
   WARN("ordered search optimal in " << ordered_optimal << " of " << checked << ", found no plan in "
                                      << ordered_missed);
   CHECK(ordered_optimal * 100 >= checked * 99);
+}
+
+namespace {
+
+// A random request over `types` kinds of device, `per_type` copies of each
+// (identical figures), in a shuffled order.
+plan_request typed_instance(splitmix64& g, size_t L, size_t types, size_t per_type) {
+  plan_request req;
+  req.mode = g.below(2) ? plan_mode::training : plan_mode::inference;
+  req.micro_batch_size = 1 + static_cast<int64_t>(g.below(4));
+  req.micro_batches = 1 + static_cast<int>(g.below(6));
+  req.allow_data_parallel = false;
+  for (size_t l = 0; l < L; ++l) {
+    req.layers.push_back(
+        {"l" + std::to_string(l), 1.0 + 9 * g.unit(), 5 * g.unit(), 100 * g.unit()});
+  }
+  std::vector<device_profile> kinds;
+  for (size_t t = 0; t < types; ++t) {
+    device_profile p;
+    double speed = 0.1 + g.unit() * 10;
+    for (size_t l = 0; l < L; ++l) {
+      p.forward_s.push_back(speed * (0.5 + g.unit()));
+      p.backward_s.push_back(2 * speed * (0.5 + g.unit()));
+    }
+    p.memory_bytes = 40 + 150 * g.unit() + 200 * static_cast<double>(req.micro_batch_size);
+    p.link_bytes_per_s = 10 + 1000 * g.unit();
+    p.link_latency_s = 0.1 * g.unit();
+    kinds.push_back(p);
+  }
+  for (size_t i = 0; i < types * per_type; ++i) {
+    req.devices.push_back(kinds[i % types]);
+    req.devices.back().name = "d" + std::to_string(i);
+  }
+  for (size_t i = req.devices.size(); i > 1; --i) {
+    std::swap(req.devices[i - 1], req.devices[g.below(i)]);
+  }
+  return req;
+}
+
+} // namespace
+
+TEST_CASE("devices of a few types: the search over types is as good as over every subset",
+          "[unit][partitioner]") {
+  splitmix64 g(77);
+  int grouped = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    size_t L = 2 + g.below(6), types = 1 + g.below(3), per = 2 + g.below(2);
+    auto req = typed_instance(g, L, types, per);
+    INFO("trial " << trial << ": " << L << " layers, " << types << " types of " << per);
+    req.exact_device_limit = 16; // every subset and order (bitmask)
+    std::optional<partition_plan> subsets;
+    try {
+      subsets = plan_partition(req);
+    } catch (const plan_error&) {
+    }
+    req.exact_device_limit = 0; // by types
+    req.type_tolerance = 0;
+    if (!subsets) {
+      CHECK_THROWS_AS(plan_partition(req), plan_error);
+      continue;
+    }
+    auto by_type = plan_partition(req);
+    CHECK(subsets->device_types == 0);
+    CHECK(by_type.exact);
+    CHECK(by_type.device_types == types);
+    CHECK(by_type.objective_s == Approx(subsets->objective_s).epsilon(1e-12));
+    std::set<size_t> used;
+    size_t next = 0;
+    for (auto& s : by_type.stages) {
+      CHECK(used.insert(s.device).second); // each device once
+      CHECK(s.begin == next);
+      next = s.end;
+      CHECK(s.memory_bytes <= req.devices[s.device].memory_bytes);
+    }
+    CHECK(next == L);
+    grouped++;
+  }
+  CHECK(grouped > 80);
+}
+
+TEST_CASE("32 devices of 3 types plan exactly, and near-equal devices group at their worst",
+          "[unit][partitioner]") {
+  splitmix64 g(5);
+  auto req = typed_instance(g, 12, 3, 11);
+  req.mode = plan_mode::inference;
+  req.devices.resize(32);
+  auto typed = plan_partition(req);
+  CHECK(typed.exact);
+  CHECK(typed.device_types == 3);
+  req.typed_table_limit = 0; // the heuristic (orders and local search)
+  auto heuristic = plan_partition(req);
+  CHECK_FALSE(heuristic.exact);
+  CHECK(heuristic.device_types == 0);
+  CHECK(typed.objective_s <= heuristic.objective_s * (1 + 1e-12));
+
+  // measured figures are never equal: within 10% they are one type, planned
+  // at its slowest member, and the plan on the real devices is no slower
+  std::vector<device_profile> ds;
+  for (int i = 0; i < 32; ++i) {
+    ds.push_back(device("n" + std::to_string(i), {1.0 + 0.002 * i, 2.0, 1.0, 0.5}, 1e9));
+  }
+  auto near = inference(layers(4), ds);
+  auto plan = plan_partition(near);
+  CHECK(plan.exact);
+  CHECK(plan.device_types == 1);
+  CHECK(plan.bottleneck_s <= 2.0 + 1e-12); // layer 1 alone, on any device
+  near.type_tolerance = 0.001; // now they are 32 types: too many for exact
+  auto apart = plan_partition(near);
+  CHECK_FALSE(apart.exact);
+  CHECK(apart.bottleneck_s == Approx(plan.bottleneck_s));
 }
 
 TEST_CASE("training pays for fill and drain: a second stage must earn it",
