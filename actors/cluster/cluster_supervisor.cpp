@@ -1,6 +1,7 @@
 #include "actors/cluster/cluster_supervisor.hpp"
 
 #include "actors/cluster/auth.hpp"
+#include "actors/exit_text.hpp"
 #include "actors/logging.hpp"
 #include "actors/node/network.hpp"
 #include "actors/node/port_probe.hpp"
@@ -630,7 +631,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
       continue;
     }
     e.lost = true;
-    e.why = self->system().render(dm.reason);
+    e.why = exit_text(self->system(), dm.reason);
     e.redials = 0;
     e.next_redial = clock::now() + st.cfg.redial_first;
     log()->warn("node {} went away: {}", e.name, e.why);

@@ -1,4 +1,5 @@
 #include "actors/node/node.hpp"
+#include "actors/exit_text.hpp"
 #include "actors/logging.hpp"
 #include "actors/node/network.hpp"
 #include "actors/tuning.hpp"
@@ -165,7 +166,7 @@ void on_down(node_actor::stateful_pointer<node_state> self, const caf::down_msg&
   subsystem_log("node")->warn(
       "node {}: the supervisor went away ({}); keeping {} stage(s) and the replicas "
       "for {:.0f} s (--supervisor-grace) for it or a restarted one to come back",
-      c.name, self->system().render(dm.reason), st.stages.size(), grace_s);
+      c.name, exit_text(self->system(), dm.reason), st.stages.size(), grace_s);
   if (c.supervisor_grace.count() <= 0) {
     drop_job(self, true);
     return;

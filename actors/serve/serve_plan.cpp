@@ -5,6 +5,7 @@
 // node (nothing crosses the network), else a neighbour's stage or chain
 // holder (the replicas FTPipeHD promotes), else the central holder, which
 // has every layer.
+#include "actors/exit_text.hpp"
 #include "actors/logging.hpp"
 #include "actors/serve/serve_job_impl.hpp"
 #include "actors/pipeline/launcher.hpp"
@@ -568,12 +569,12 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
       if (p.stages[i] && p.stages[i].address() == dm.source) {
         break_current(self, "stage " + std::to_string(i) + " on node " +
                                 st.nodes[p.plan.nodes[i]].name +
-                                " went down: " + self->system().render(dm.reason));
+                                " went down: " + exit_text(self->system(), dm.reason));
         return;
       }
     }
   }
-  break_other(self, dm.source, "a stage went down: " + self->system().render(dm.reason));
+  break_other(self, dm.source, "a stage went down: " + exit_text(self->system(), dm.reason));
 }
 
 void on_node_lost(self_ptr self, uint32_t n, const std::string& why) {

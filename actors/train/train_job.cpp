@@ -3,6 +3,7 @@
 // console's training commands. The work is in train_loop.cpp (batches),
 // train_plan.cpp (plans), train_recovery.cpp (failures) and train_ops.cpp
 // (status, weights, checkpoints).
+#include "actors/exit_text.hpp"
 #include "actors/job/ended.hpp"
 #include "actors/job/running.hpp"
 #include "actors/job/metrics.hpp"
@@ -142,7 +143,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
     st.dead_stages.insert(dm.source); // recovery does not ask it (a request would hang)
     auto what = "stage " + std::to_string(i) + " on node " +
                 st.nodes[st.plan.nodes[i]].name +
-                " went down: " + self->system().render(dm.reason);
+                " went down: " + exit_text(self->system(), dm.reason);
     if (!algorithms::is_running(st.phase)) {
       fail(self, what);
       return;
@@ -160,7 +161,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
     auto node = i < st.old_plan.nodes.size() ? st.nodes[st.old_plan.nodes[i]].name : "?";
     on_failure(self,
                "stage " + std::to_string(i) + " of the old plan on node " + node +
-                   " went down during a re-plan: " + self->system().render(dm.reason));
+                   " went down during a re-plan: " + exit_text(self->system(), dm.reason));
     return;
   }
 }
