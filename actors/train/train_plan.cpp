@@ -332,6 +332,15 @@ caf::expected<stage_plan> balanced_plan(const train_job_state& st,
   try {
     // strict: the user asked for these nodes; after a failure, use what fits
     auto stages = strict ? live.size() : std::min(live.size(), layers);
+    if (balance.empty() && stages > layers) {
+      return caf::make_error(
+          errc::bad_config,
+          "an even split puts a stage on each of the " + std::to_string(stages) +
+              " nodes, but model " + st.cfg.model + " has " + std::to_string(layers) +
+              " layers: plan with the planner (--plan auto leaves nodes spare), train "
+              "data parallel, or give at most " +
+              std::to_string(layers) + " nodes");
+    }
     p.ranges = balance.empty() ? algorithms::even_split(layers, static_cast<int>(stages))
                                : algorithms::ranges_from_balance(balance, layers);
   } catch (const std::exception& e) {
@@ -448,10 +457,17 @@ void on_profiles(self_ptr self, cluster_profile& round) {
       choose_schedule(self);
     }
     auto req = planner_request(st);
+    auto planning = std::chrono::steady_clock::now();
     auto plan = algorithms::plan_partition(req);
-    // what the planner predicted, and the best plan of the other kind
+    // what the planner predicted (how long it took, whether it searched
+    // every subset and order, or every count of each device type), and the
+    // best plan of the other kind
     nlohmann::json choice = {{"predicted_samples_per_s", plan.samples_per_s},
-                             {"data_parallel", plan.data_parallel()}};
+                             {"data_parallel", plan.data_parallel()},
+                             {"plan_ms", 1e3 * since(planning)},
+                             {"exact", plan.exact},
+                             {"device_types", plan.device_types},
+                             {"devices", req.devices.size()}};
     if (req.allow_data_parallel) {
       try {
         auto other = req;

@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <numeric>
+#include <regex>
 
 using namespace salamander;
 
@@ -302,6 +303,45 @@ TEST_CASE(
   CHECK_THAT(f.state().status.error, Catch::Contains("old plan") ||
                                          Catch::Contains("pull") ||
                                          Catch::Contains("went down"));
+  f.check_exact();
+}
+
+TEST_CASE("32 nodes: the job plans over them, loses a node of its plan, takes a new one "
+          "in, and ends exactly",
+          "[actor][flow][scale]") {
+  auto jc = flow_job(8); // the whole epoch: 512 examples in batches of 64
+  jc.batch_size = 64;
+  jc.micro_batches = 16; // room for many data-parallel members
+  jc.auto_plan = true;   // profiles and the planner (an even split needs a layer a node)
+  flow f(32, jc);
+  bool trained = f.step_until([](auto& st) { return committed_at_least(st, 3); });
+  INFO("phase " << f.state().status.phase << ", error '" << f.state().status.error << "'");
+  REQUIRE(trained);
+  REQUIRE(f.state().nodes.size() == 32);
+  // the last node the plan names ("local7[0,3)", "dp(local3:2 local9:1)")
+  auto plan = f.state().status.plan;
+  std::regex named("local([0-9]+)");
+  size_t victim = 0;
+  for (auto it = std::sregex_iterator(plan.begin(), plan.end(), named);
+       it != std::sregex_iterator(); ++it) {
+    victim = std::stoul((*it)[1].str());
+  }
+  INFO("plan " << plan << ", killing local" << victim);
+  REQUIRE(victim > 0);
+  f.kill_node(victim);
+  REQUIRE(f.step_until(
+      [](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
+  auto fresh = f.spawn_node("fresh");
+  f.nodes.push_back(fresh);
+  caf::anon_send(f.cluster, join_atom_v, caf::actor_cast<caf::actor>(fresh),
+                 std::string("fresh"));
+  REQUIRE(f.step_until([](auto& st) { return st.nodes.size() == 33; }));
+  REQUIRE(f.run_to_end());
+  auto& st = f.state();
+  CHECK(st.status.pipeline.recoveries == 1);
+  CHECK(st.status.dead_nodes == std::vector<std::string>{"local" + std::to_string(victim)});
+  CHECK(std::regex_search(st.status.plan, std::regex("local" + std::to_string(victim) +
+                                                     "[^0-9]")) == false);
   f.check_exact();
 }
 
