@@ -165,5 +165,6 @@ int split(const bench_args& args);
 int footprint(const bench_args& args);
 int continual(const bench_args& args);
 int train_scaling(const bench_args& args);
+int scale(const bench_args& args);
 
 } // namespace salamander::bench

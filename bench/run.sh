@@ -50,6 +50,7 @@ usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.js
   recovery                 recovery time after crash, kill -9, hang, supervisor death
   failure_during_recovery  a second failure while recovering
   train_scaling            4 EMULATED devices vs 1 of the same share (pipeline, async, data parallel)
+  scale                    32 EMULATED nodes vs 4: planning time, heartbeats, recovery after a kill -9
   serve                    serving: protocol ratios, latency, 4/8-device speedups, a kill under load
   federated                ELFISH vs FedAvg, deadline-drop and the rest (Dir(0.5); --seeds N)
   federated_niid           FedAvg under NIID-Bench's protocol (Dir(0.5), 10 clients, 50 rounds)
