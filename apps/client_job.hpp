@@ -69,11 +69,29 @@ inline std::string where_clients_run(const client_cli& cli) {
 void add_client_places(CLI::App& sub, client_job_options& o,
                        const std::string& shares_help);
 
+/// --alpha A (Dirichlet label skew, A > 0) or --iid: shards with every
+/// label in proportion. `--alpha 0` is refused with the hint: a Dirichlet
+/// of 0 is no distribution, and reading it as IID would change the request.
 template <class Config> void add_alpha(CLI::App& sub, Config& job) {
-  sub.add_option("--alpha", job.alpha,
-                 "Dirichlet(alpha) label skew of the clients' shards; 0: IID shards")
-      ->check(number(0, 1e6, false, ""))
-      ->capture_default_str();
+  auto* alpha =
+      sub.add_option("--alpha", job.alpha, "Dirichlet(alpha) label skew of the clients' shards")
+          ->check(CLI::Validator(
+              [](std::string& text) -> std::string {
+                try {
+                  if (std::stod(text) == 0) {
+                    return "Dirichlet's alpha must be more than 0; for IID shards give --iid";
+                  }
+                } catch (const std::exception&) {
+                }
+                return "";
+              },
+              "", "alpha"))
+          ->check(number(0, 1e6, true, ""))
+          ->capture_default_str();
+  sub.add_flag_callback(
+         "--iid", [&job] { job.alpha = 0; },
+         "IID shards: every client gets the labels in proportion (instead of --alpha)")
+      ->excludes(alpha);
 }
 
 template <class Config> void add_fraction_fit(CLI::App& sub, Config& job) {

@@ -41,6 +41,8 @@ refused "lists 2 speeds for 3 clients" --clients 3 --client-shares 1,0.5
 refused "not a positive speed" --clients 2 --client-shares 1,fast
 refused "--resume needs --checkpoint" --clients 2 --resume
 refused "dense and conv" --clients 2 --model resnet --dataset synthetic
+refused "for IID shards give --iid" --clients 2 --alpha 0
+refused "excludes" --clients 2 --alpha 0.5 --iid
 touch exists.ckpt
 refused "--resume to carry on from it" --clients 2 --checkpoint exists.ckpt
 
@@ -55,7 +57,7 @@ for i in 1 2 3; do
 done
 sup_port=$(free_port)
 "$bin" federate --cluster c.toml --strategy elfish --rounds 100000 --dataset synthetic \
-  --model mlp:hidden=64 --max-samples 400 --alpha 0 --checkpoint run1.ckpt \
+  --model mlp:hidden=64 --max-samples 400 --iid --checkpoint run1.ckpt \
   --metrics run1.jsonl --listen "127.0.0.1:$sup_port" --hang-timeout 2 >fed.out 2>fed.err &
 fed=$!
 con() { "$bin" --log-level warn console "127.0.0.1:$sup_port" --timeout 10 --exec "$1"; }
@@ -111,7 +113,7 @@ last=$(grep '"event":"round",' run1.jsonl | tail -1 | sed 's/.*"round":\([0-9]*\
 
 # a second run resumes from it (local clients now, same shards count)
 "$bin" federate --clients 3 --strategy elfish --rounds $((last + 2)) --dataset synthetic \
-  --model mlp:hidden=64 --max-samples 400 --alpha 0 --checkpoint run1.ckpt --resume \
+  --model mlp:hidden=64 --max-samples 400 --iid --checkpoint run1.ckpt --resume \
   --metrics run2.jsonl >run2.out 2>run2.err || fail "resume: $(tail -3 run2.err)"
 grep -q "resuming from run1.ckpt: round $last" run2.err || fail "resume line: $(grep resum run2.err)"
 grep -q "^rounds: $((last + 2))$" run2.out || fail "resumed rounds: $(cat run2.out)"

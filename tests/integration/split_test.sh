@@ -55,7 +55,7 @@ for i in 1 2 3; do
   printf '[[node]]\nname = "n%s"\naddress = "127.0.0.1:%s"\n\n' "$i" "$p" >>c.toml
 done
 sup_port=$(free_port)
-common=(--method splitfed --dataset synthetic --model mlp:hidden=64 --cut 1 --alpha 0
+common=(--method splitfed --dataset synthetic --model mlp:hidden=64 --cut 1 --iid
         --max-samples 640 --batch-size 32)
 "$bin" split --cluster c.toml "${common[@]}" --rounds 100000 --stall 3 --checkpoint run1.ckpt \
   --metrics run1.jsonl --listen "127.0.0.1:$sup_port" --hang-timeout 2 >job.out 2>job.err &
