@@ -14,6 +14,7 @@
 #include "apps/dashboard/dashboard_cli.hpp"
 #include "apps/grpc_front.hpp"
 #include "apps/http_front.hpp"
+#include "apps/preflight.hpp"
 #include "apps/progress.hpp"
 #include "apps/runtime_env.hpp"
 #include "apps/status_text.hpp"
@@ -114,12 +115,7 @@ setup prepare(const serve_cli& cli) {
   cfg.model = out.desc.spec.canonical();
   // each stage runs at least one layer: more local nodes than layers would
   // leave nodes idle without a word
-  if (cli.stages > 0 && static_cast<size_t>(cli.stages) > out.desc.layers.size()) {
-    throw std::invalid_argument(
-        "--stages " + std::to_string(cli.stages) + ": model " + cfg.model + " has " +
-        std::to_string(out.desc.layers.size()) + " layers, so at most " +
-        std::to_string(out.desc.layers.size()) + " stages (each runs one layer or more)");
-  }
+  check_stage_count(cli.stages, out.desc);
   cfg.max_batch = cli.max_batch;
   cfg.batch_delay = std::chrono::milliseconds(static_cast<int64_t>(cli.batch_delay_ms));
   cfg.batching = !cli.no_batching;

@@ -42,4 +42,14 @@ models::model_desc check_job(const train_cli& cli, job_place place,
   return desc;
 }
 
+void check_stage_count(int stages, const models::model_desc& desc) {
+  auto layers = desc.layers.size();
+  if (stages > 0 && static_cast<size_t>(stages) > layers) {
+    throw std::invalid_argument(
+        "--stages " + std::to_string(stages) + ": model " + desc.spec.canonical() + " has " +
+        std::to_string(layers) + " layers, so at most " + std::to_string(layers) +
+        " stages (each runs one layer or more)");
+  }
+}
+
 } // namespace salamander::apps

@@ -25,4 +25,8 @@ enum class job_place {
 models::model_desc check_job(const train_cli& cli, job_place place,
                              double available_bytes);
 
+/// `--stages N` on a model of fewer layers is refused (train, infer,
+/// serve): each stage runs one layer or more. Throws std::invalid_argument.
+void check_stage_count(int stages, const models::model_desc& desc);
+
 } // namespace salamander::apps

@@ -183,7 +183,7 @@ TEST_CASE("bad plans fail the job with a message naming the problem", "[actor][p
   jc.balance = {};
   r = actors::run_job(sys, jc, actors::local_nodes(sys, 5, 1), data.train, data.test, opts);
   CHECK(r.status.phase == status_phase::failed);
-  CHECK_THAT(r.status.error, Catch::Contains("4 layers into 5 stages"));
+  CHECK_THAT(r.status.error, Catch::Contains("each of the 5 nodes, but model cnn has 4 layers"));
 
   jc.schedule = "zigzag";
   r = actors::run_job(sys, jc, actors::local_nodes(sys, 2, 1), data.train, data.test, opts);

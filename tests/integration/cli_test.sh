@@ -147,7 +147,7 @@ SALAMANDER_BIN="$bin" SALAMANDER_LOG_DIR="$work/logs" "$root/deploy/local-cluste
 grep -q "^test accuracy:" "$work/dist.out" || fail "distributed pipeline printed no accuracy"
 grep -q "leaving (SIGTERM)" "$work/logs/node1.log" || fail "node did not leave cleanly: $(cat "$work/logs/node1.log")"
 if out=$("$bin" train --stages 9 --plan even --model cnn --dataset synthetic 2>&1); then fail "9 stages of 4 layers accepted"; fi
-grep -q "4 layers into 9 stages" <<<"$out" || fail "too many stages message: $out"
+grep -q "model cnn has 4 layers, so at most 4 stages" <<<"$out" || fail "too many stages message: $out"
 printf '[[node]]\nname = "ghost"\naddress = "127.0.0.1:1"\n' >"$work/ghost.toml"
 if out=$("$bin" supervisor --cluster "$work/ghost.toml" --dataset synthetic 2>&1); then fail "unreachable node accepted"; fi
 grep -q "ghost" <<<"$out" || fail "unreachable node message: $out"
