@@ -1072,6 +1072,17 @@ actors::node_config node_config_of(const node_cli& cli, const std::string& host,
   actors::node_config ncfg;
   ncfg.name = cli.name;
   ncfg.host = host;
+  if ((host == "0.0.0.0" || host == "::") && !cli.join.empty()) {
+    // a supervisor cannot dial "0.0.0.0" back: tell it the address this
+    // host reaches it from, so that it takes the node back after a restart
+    auto [shost, sport] = actors::parse_address(cli.join);
+    if (auto outward = actors::outward_address(shost, sport); !outward.empty()) {
+      ncfg.host = outward;
+      logger("node")->info("node {} listens on every address; it tells the supervisor "
+                           "at {} to dial it at {}",
+                           cli.name, cli.join, outward);
+    }
+  }
   ncfg.threads = cli.threads;
   ncfg.data_dir = cli.data_dir;
   ncfg.emulation = std::move(emulation);

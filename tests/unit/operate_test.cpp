@@ -5,6 +5,8 @@
 #include "apps/console_parse.hpp"
 #include "apps/progress_text.hpp"
 
+#include "actors/node/port_probe.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -270,4 +272,26 @@ TEST_CASE("a console attaching mid-job starts from the job's own average",
   apps::eta_clock paused_at_once;
   CHECK(paused_at_once.update(false, 500, 500, 160.0) == -1);
   CHECK_FALSE(paused_at_once.held());
+}
+
+TEST_CASE("a node on every address tells its supervisor the address that reaches it; a port "
+          "is probed open and closed",
+          "[unit][operate]") {
+  // loopback reaches loopback from loopback; a name that does not resolve has no route
+  CHECK(salamander::actors::outward_address("127.0.0.1", 9) == "127.0.0.1");
+  CHECK(salamander::actors::outward_address("no-such-host.invalid", 9).empty());
+
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  socklen_t len = sizeof at;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&at), &len) == 0);
+  auto port = ntohs(at.sin_port);
+  REQUIRE(::listen(fd, 4) == 0);
+  CHECK(salamander::actors::port_accepts("127.0.0.1", port, std::chrono::seconds(5)));
+  ::close(fd);
+  CHECK_FALSE(salamander::actors::port_accepts("127.0.0.1", port, std::chrono::seconds(5)));
 }
