@@ -10,6 +10,8 @@
 #include <ctime>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <tuple>
 
 namespace salamander::actors {
 
@@ -159,11 +161,90 @@ void train_tick(client_ptr self) {
   schedule_tick(self, pause);
 }
 
+// What a batch costs at each kept fraction on this device, measured by the
+// first client of a node and reused by the node's other (virtual) clients
+// for a minute: a batch's time depends on the device, the model, the batch
+// size and the fraction, not on whose examples it holds. 250 clients on a
+// node otherwise profile 250 times (20 batches each) before round one.
+struct profile_key {
+  std::string node, model, emulation;
+  int64_t batch_size = 0;
+  int32_t threads = 0;
+  double keep = 0;
+  double share = 1; ///< the emulated share now (a console `slow node` changes it)
+  bool operator<(const profile_key& o) const {
+    return std::tie(node, model, emulation, batch_size, threads, keep, share) <
+           std::tie(o.node, o.model, o.emulation, o.batch_size, o.threads, o.keep, o.share);
+  }
+};
+
+struct profiled_batch {
+  double per_batch_s = -1; ///< < 0: a client of the node is measuring it now
+  clock::time_point at{};
+};
+
+constexpr std::chrono::seconds profile_reuse{60};
+constexpr std::chrono::seconds profile_claim{10}; ///< a measurement still owed after this is dropped
+
+std::mutex profile_cache_mutex;
+std::map<profile_key, profiled_batch> profile_cache;
+
+profile_key key_of(const fed_client_state& st, double keep) {
+  return {st.node,
+          st.spec.model,
+          st.emulation.config.describe(),
+          st.spec.batch_size,
+          st.spec.threads,
+          keep,
+          st.emulation.limiter ? st.emulation.limiter->share_now() : 1.0};
+}
+
+enum class profile_lookup { known, measure, wait };
+
+// Whether this node knows the batch's time at `keep` (into per_batch), or
+// this client is to measure it (claimed), or another client measures it now.
+profile_lookup look_up(const fed_client_state& st, double keep, double& per_batch) {
+  std::lock_guard<std::mutex> guard(profile_cache_mutex);
+  auto& e = profile_cache[key_of(st, keep)];
+  auto age = clock::now() - e.at;
+  if (e.per_batch_s >= 0 && age <= profile_reuse) {
+    per_batch = e.per_batch_s;
+    return profile_lookup::known;
+  }
+  if (e.per_batch_s < 0 && e.at != clock::time_point{} && age <= profile_claim) {
+    return profile_lookup::wait;
+  }
+  e = {-1, clock::now()};
+  return profile_lookup::measure;
+}
+
+void remember_profile(const fed_client_state& st, double keep, double per_batch) {
+  std::lock_guard<std::mutex> guard(profile_cache_mutex);
+  profile_cache[key_of(st, keep)] = {per_batch, clock::now()};
+}
+
 // Profile: one kept fraction per tick, one warm-up batch and then the
-// timed ones; seconds per epoch from the median batch.
+// timed ones; seconds per epoch from the median batch (or from the batch
+// another client of this node measured within the last minute).
 void profile_tick(client_ptr self) {
   auto& st = self->state;
   auto& w = *st.work;
+  while (w.profile_step < st.spec.profile_keeps.size()) {
+    auto keep = st.spec.profile_keeps[w.profile_step];
+    double known = 0;
+    auto found = look_up(st, keep, known);
+    if (found == profile_lookup::wait) {
+      schedule_tick(self, std::chrono::milliseconds(2));
+      return;
+    }
+    if (found == profile_lookup::measure) {
+      break;
+    }
+    auto per_epoch = algorithms::batches_per_epoch(samples(st), st.spec.batch_size, false);
+    st.profile.keep.push_back(keep);
+    st.profile.epoch_s.push_back(known * static_cast<double>(per_epoch));
+    ++w.profile_step;
+  }
   if (w.profile_step >= st.spec.profile_keeps.size()) {
     // answered once the device would have finished it
     st.work.reset();
@@ -195,6 +276,7 @@ void profile_tick(client_ptr self) {
   }
   std::sort(times.begin(), times.end());
   double per_batch = times[times.size() / 2];
+  remember_profile(st, keep, per_batch);
   st.profile.keep.push_back(keep);
   st.profile.epoch_s.push_back(per_batch * static_cast<double>(per_epoch));
   ++w.profile_step;

@@ -344,15 +344,40 @@ TEST_CASE("with --fraction-fit each round trains a seeded sample of the clients,
 TEST_CASE("virtual clients: two nodes of three clients train as six nodes of one",
           "[actor][federated]") {
   fed_system s;
+  temp_dir dir;
   actors::job_options opts;
   opts.fetch_weights = true;
   auto cfg = config("fedavg", 2);
   cfg.clients_per_node = 3;
+  cfg.metrics_path = dir.file("virtual.jsonl");
   auto two = actors::local_nodes(*s.sys, 2, 1);
   auto r = actors::run_fed_job(*s.sys, cfg, two, opts);
   leave(two);
   INFO(r.status.error);
   REQUIRE(r.status.phase == status_phase::finished);
+  // a node's clients share its device: one measures a batch at each kept
+  // fraction, the others take that measurement (scaled to their shards)
+  std::map<std::string, std::vector<std::vector<double>>> per_batch; // node -> clients
+  for (auto& e : events(cfg.metrics_path, "profile")) {
+    auto batches = static_cast<double>(
+        (e["samples"].get<int64_t>() + cfg.batch_size - 1) / cfg.batch_size);
+    std::vector<double> times;
+    for (auto& t : e["epoch_s"]) {
+      times.push_back(t.get<double>() / batches);
+    }
+    per_batch[e["node"].get<std::string>()].push_back(times);
+  }
+  REQUIRE(per_batch.size() == 2);
+  for (auto& [node, clients] : per_batch) {
+    REQUIRE(clients.size() == 3);
+    for (auto& c : clients) {
+      REQUIRE(c.size() == clients[0].size());
+      for (size_t k = 0; k < c.size(); ++k) {
+        CHECK(c[k] == Approx(clients[0][k]).epsilon(1e-9));
+      }
+    }
+  }
+  cfg.metrics_path.clear();
   CHECK(r.status.rounds.clients == 6);
   CHECK(r.status.rounds.contributed == 6);
   REQUIRE(r.status.nodes.size() == 2);
