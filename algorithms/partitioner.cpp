@@ -636,113 +636,17 @@ private:
   size_t evaluations_ = 0; ///< splits tried, over every search of this plan
 };
 
-// --- exact search: any subset, any order (small device counts) -------------
-
-struct exact_search {
-  const cost_model& cm;
-  size_t n, L, K;
-  bool by_count;
-  std::unordered_map<uint64_t, std::pair<double, uint64_t>> memo; // value, (q, next dev)
-
-  exact_search(const cost_model& c)
-      : cm(c), n(c.req.devices.size()), L(c.layers),
-        by_count(c.req.mode == plan_mode::training) {
-    K = by_count ? std::min(n, L) : 1;
-  }
-
-  uint64_t key(size_t p, size_t j, uint32_t avail, size_t k) const {
-    return ((static_cast<uint64_t>(avail) * 64 + j) * 256 + p) * 64 + k;
-  }
-
-  // layers [p, L) with the first stage on device j, k stages (1F1B) and the
-  // devices in `avail` free for the stages after it
-  double solve(size_t p, size_t j, uint32_t avail, size_t k) {
-    auto kk = key(p, j, avail, k);
-    if (auto it = memo.find(kk); it != memo.end()) {
-      return it->second.first;
-    }
-    int fl = cm.flight(by_count ? k : 1);
-    double b = inf;
-    uint64_t pick = 0;
-    if (k == 1 && cm.fits(j, p, L, fl)) {
-      b = cm.compute(j, p, L);
-      pick = static_cast<uint64_t>(L) << 32 | n;
-    }
-    if (!(by_count && k == 1)) {
-      size_t kn = by_count ? k - 1 : 1;
-      for (size_t q = p + 1; q < L; ++q) {
-        if (!cm.fits(j, p, q, fl)) {
-          break;
-        }
-        double c = cm.compute(j, p, q);
-        if (c >= b) {
-          break;
-        }
-        for (size_t j2 = 0; j2 < n; ++j2) {
-          if (!(avail & (1u << j2))) {
-            continue;
-          }
-          double l = cm.link(j, j2, q);
-          if (std::max(c, l) >= b) {
-            continue;
-          }
-          double v = std::max({c, l, solve(q, j2, avail & ~(1u << j2), kn)});
-          if (v < b) {
-            b = v;
-            pick = static_cast<uint64_t>(q) << 32 | j2;
-          }
-        }
-      }
-    }
-    memo[kk] = {b, pick};
-    return b;
-  }
-
-  ordered_result run() {
-    ordered_result out;
-    uint32_t all = (n >= 32) ? ~0u : ((1u << n) - 1);
-    size_t bj = n, bk = 0;
-    for (size_t j = 0; j < n; ++j) {
-      for (size_t k = 1; k <= K; ++k) {
-        if (!cm.count_allowed(k)) {
-          continue;
-        }
-        double v = solve(0, j, all & ~(1u << j), k) * cm.steps(k);
-        if (v < out.bottleneck) {
-          out.bottleneck = v;
-          bj = j;
-          bk = k;
-        }
-      }
-    }
-    if (bj == n) {
-      return out;
-    }
-    size_t p = 0, j = bj, k = bk;
-    uint32_t avail = all & ~(1u << bj);
-    while (p < L) {
-      auto pick = memo[key(p, j, avail, k)].second;
-      size_t q = static_cast<size_t>(pick >> 32);
-      size_t next = static_cast<size_t>(pick & 0xffffffffu);
-      out.stages.push_back({j, p, q, 0, 0, 0});
-      p = q;
-      if (next < n) {
-        avail &= ~(1u << next);
-      }
-      j = next;
-      k = by_count ? k - 1 : 1;
-    }
-    return out;
-  }
-};
-
-
-// --- exact search over device types (many devices of few kinds) -----------
+// --- exact search: any subset and order, of devices or of device types ----
 //
+// best(p, t, free, k): the smallest bottleneck for layers [p, L) on a chain
+// whose first stage runs on a device of type t, with k stages (training)
+// and `free` devices of each type left for the stages after it. With one
+// type per device (up to exact_device_limit devices) `free` is the bitmask
+// of unused devices and the search covers every subset in every order.
 // PipeEdge (Hu et al. 2022) stays exact at 16 devices by treating devices of
 // one type as interchangeable: a chain's state is then how many devices of
 // each type are still free, not which ones, so 32 devices of 3 types have
-// 9^3 states where a bitmask has 2^32. Devices whose every figure (per-layer
+// 12 x 12 x 11 states where a bitmask has 2^32. Devices whose every figure (per-layer
 // times, memory, link rate and latency) lies within the request's
 // type_tolerance of a type's first member join that type, and the type is
 // planned at its worst member (slowest per layer, least memory, slowest and
@@ -807,6 +711,17 @@ device_types group_devices(const plan_request& req, const cost_model& cm) {
     }
     out.typed.devices.push_back(std::move(worst));
   }
+  return out;
+}
+
+// One type per device: the search over types is then the search over every
+// subset and order of the devices.
+device_types one_type_each(const plan_request& req) {
+  device_types out;
+  for (size_t d = 0; d < req.devices.size(); ++d) {
+    out.members.push_back({d});
+  }
+  out.typed = req;
   return out;
 }
 
@@ -1144,19 +1059,18 @@ partition_plan plan_partition(const plan_request& req) {
   bool exact = n <= req.exact_device_limit && n <= 16;
   size_t types = 0;
   std::optional<device_types> grouped;
-  if (!exact) {
+  if (exact) {
+    grouped = one_type_each(req);
+  } else {
     grouped = group_devices(req, cm);
     if (typed_table(*grouped, req) <= req.typed_table_limit) {
       exact = true;
       types = grouped->members.size();
     }
   }
-  if (exact && types > 0) {
+  if (exact) {
     cost_model typed_cm(grouped->typed);
     typed_search search(typed_cm, *grouped);
-    best = search.run();
-  } else if (exact) {
-    exact_search search(cm);
     best = search.run();
   } else {
     // Candidate orders: as given, fastest first, best-linked first, largest

@@ -31,6 +31,8 @@ import tempfile
 import threading
 import time
 
+from benchprocs import stop
+
 BIN, OUT = sys.argv[1], sys.argv[2]
 QUICK = "--quick" in sys.argv[3:]
 for a in sys.argv[3:]:
@@ -52,19 +54,6 @@ def start(name, args):
     p.name = name
     PROCS.append(p)
     return p
-
-
-def stop(p, sig=signal.SIGTERM):
-    if p.poll() is None:
-        try:
-            os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            pass
-    try:
-        p.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
 
 
 def stop_all():

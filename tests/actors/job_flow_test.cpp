@@ -73,6 +73,15 @@ struct flow {
 
   node_actor spawn_node(const std::string& name) { return coordinator_node(sys, name); }
 
+  // A new node offers itself to the cluster (node --join), then the job
+  // runs until it knows `nodes_after` nodes.
+  bool join_node(const std::string& name, size_t nodes_after) {
+    auto fresh = spawn_node(name);
+    nodes.push_back(fresh);
+    caf::anon_send(cluster, join_atom_v, caf::actor_cast<caf::actor>(fresh), name);
+    return step_until([=](auto& st) { return st.nodes.size() == nodes_after; });
+  }
+
   actors::train_job_state& state() { return deref<actors::train_job_state>(job); }
 
   // Runs messages (and, when none is left, the next timeout) until `done`
@@ -261,12 +270,8 @@ TEST_CASE("a node that joins during a recovery is planned with the survivors, ex
   f.kill_node(1);
   REQUIRE(f.step_until(
       [](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
-  auto fresh = f.spawn_node("fresh");
-  f.nodes.push_back(fresh);
-  caf::anon_send(f.cluster, join_atom_v, caf::actor_cast<caf::actor>(fresh),
-                 std::string("fresh"));
   // admitted by the cluster and known to the job before the recovery plans
-  REQUIRE(f.step_until([](auto& st) { return st.nodes.size() == 4; }));
+  REQUIRE(f.join_node("fresh", 4));
   CHECK(f.state().phase == algorithms::job_phase::recovering);
   CHECK(f.state().status.pipeline.recoveries == 0);
   REQUIRE(f.run_to_end());
@@ -331,11 +336,7 @@ TEST_CASE("32 nodes: the job plans over them, loses a node of its plan, takes a 
   f.kill_node(victim);
   REQUIRE(f.step_until(
       [](auto& st) { return st.phase == algorithms::job_phase::recovering; }));
-  auto fresh = f.spawn_node("fresh");
-  f.nodes.push_back(fresh);
-  caf::anon_send(f.cluster, join_atom_v, caf::actor_cast<caf::actor>(fresh),
-                 std::string("fresh"));
-  REQUIRE(f.step_until([](auto& st) { return st.nodes.size() == 33; }));
+  REQUIRE(f.join_node("fresh", 33));
   REQUIRE(f.run_to_end());
   auto& st = f.state();
   CHECK(st.status.pipeline.recoveries == 1);
