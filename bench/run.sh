@@ -35,6 +35,12 @@ case "$name" in
     python3 "$root/bench/dashboard.py" "$root/build/apps/salamander" \
       bench/results/dashboard.json "$@"
     ;;
+  soak)
+    # Training through failures at a rate (bench/soak.py): --minutes M
+    # (default 60), --mean-s S between failures (default 60), --seed N.
+    "$root/deploy/build.sh" "$root/build" >/dev/null
+    python3 "$root/bench/soak.py" "$root/build/apps/salamander" bench/results/soak.json "$@"
+    ;;
   "")
     cat >&2 <<'USAGE'
 usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.json)
@@ -58,6 +64,7 @@ usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.js
   footprint                node RSS and start-up, idle and with a job
   continual                training from a stream through a node kill
   dashboard                the live page: /api/state with 32 nodes, CPU with 10 pages, training on/off
+  soak                     training through a failure a minute (kill -9, SIGSTOP, slow, supervisor) for an hour
   fuzz                     the libFuzzer harnesses, 10^6 runs each
 USAGE
     exit 2
