@@ -409,6 +409,26 @@ TEST_CASE("32 devices of 3 types plan exactly, and near-equal devices group at t
   CHECK(heuristic.device_types == 0);
   CHECK(typed.objective_s <= heuristic.objective_s * (1 + 1e-12));
 
+  // PipeEdge's setting: inference, 16 devices of 4 types, 26 layers
+  for (int trial = 0; trial < 10; ++trial) {
+    auto pe = typed_instance(g, 26, 4, 4);
+    pe.mode = plan_mode::inference;
+    INFO("16 devices of 4 types, trial " << trial);
+    std::optional<partition_plan> by_type;
+    try {
+      by_type = plan_partition(pe);
+    } catch (const plan_error&) {
+      pe.typed_table_limit = 0; // nothing fits: the heuristic finds nothing either
+      CHECK_THROWS_AS(plan_partition(pe), plan_error);
+      continue;
+    }
+    CHECK(by_type->exact);
+    CHECK(by_type->device_types == 4);
+    pe.typed_table_limit = 0;
+    auto orders = plan_partition(pe);
+    CHECK(by_type->objective_s <= orders.objective_s * (1 + 1e-12));
+  }
+
   // measured figures are never equal: within 10% they are one type, planned
   // at its slowest member, and the plan on the real devices is no slower
   std::vector<device_profile> ds;
