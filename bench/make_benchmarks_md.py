@@ -458,8 +458,105 @@ def dashboard_text(d):
     return "\n".join(lines)
 
 
+def scale_text(d):
+    h = {k: d[k] for k in d.get("headlines", [])}
+    lines = []
+    p = lines.append
+    p("## Scale: 32 nodes, 1,000 federated clients\n")
+    p("`bench/run.sh scale` — **EMULATED** devices: `salamander node` processes on one "
+      "2-core host, loopback. Training: the CNN on synthetic data, batches of 256 in 32 "
+      "micro-batches, every node at 1/16 of a core by compute-time dilation "
+      "(`--cpu-share 0.0625 --dilate`), the planner on the nodes' measured profiles; "
+      "once half the batches are done, the node the plan names last is killed (kill -9). "
+      "The same run with 4 such nodes beside it. Federated: FedAvg over 4 node "
+      "processes, no emulation, Fashion-MNIST in Dirichlet(0.5) shards, one local epoch; "
+      "1,000 virtual clients (250 a node, about 60 examples each) against 100 (25 a "
+      "node, about 600 each), 10% of them sampled a round (`--fraction-fit 0.1`), so a "
+      "round trains the same number of examples; node 4 is killed (kill -9) after round "
+      "2 in both, and every round must complete.\n")
+    p("| figure | 4 nodes | 32 nodes |\n|---|---|---|")
+    p(f"| recovery after a kill -9: to the next batch committed (s) | {f(d['recovery_s_4'], 3)} "
+      f"| {f(d['recovery_s_32'], 3)} |")
+    p(f"| of which the supervisor's (re-plan, spawn, pull) (s) | {f(d['recover_s_4'], 3)} | "
+      f"{f(d['recover_s_32'], 3)} |")
+    p(f"| planning on the measured profiles (ms) | {f(d['plan_ms_4'], 2)} | "
+      f"{f(d['plan_ms_32'], 2)} |")
+    p(f"| exact (every subset and order, or every count of each type) | "
+      f"{'yes' if d['plan_exact_4'] else 'no'} | {'yes' if d['plan_exact_32'] else 'no'} |")
+    p(f"| oldest heartbeat among the nodes while training (s) | "
+      f"{f(d['oldest_heartbeat_s_4'], 2)} | {f(d['oldest_heartbeat_s_32'], 2)} |\n")
+    p(f"The plans: 4 nodes `{d['plan_4']}`, after the kill `{d['plan_after_kill_4']}`; "
+      f"32 nodes `{d['plan_32']}`, after the kill `{d['plan_after_kill_32']}`.\n")
+    p("| planner alone, 32 devices of 3 kinds (each within 3% of its kind) | median (ms) | "
+      "plans exact over the types |\n|---|---|---|")
+    for layers in (8, 24):
+        p(f"| {layers} layers | {f(d[f'planner_32x{layers}_synthetic_ms'], 2)} | "
+          f"{f(100 * d[f'planner_32x{layers}_synthetic_exact'], 0)}% |")
+    p("")
+    p("| federated | median round (s) | rounds completed | round times (s) |\n|---|---|---|---|")
+    for n in (1000, 100):
+        p(f"| {n} clients, 10% a round | {f(d[f'fed_round_s_median_{n}'], 2)} | "
+          f"{int(d[f'fed_rounds_{n}'])} | {d[f'fed_round_s_{n}']} |")
+    p("")
+    p(f"Headlines: `recovery_32_over_4` **{f(h['recovery_32_over_4'], 3)}** (goal <= 2), "
+      f"`planner_32_ms` **{f(h['planner_32_ms'], 2)}** (goal <= 100), "
+      f"`fed_1000_clients_round_ratio` **{f(h['fed_1000_clients_round_ratio'], 3)}** "
+      "(goal <= 1.5).\n")
+    return "\n".join(lines)
+
+
+def soak_text(d):
+    import statistics
+    h = d["headlines"]
+    lines = []
+    p = lines.append
+    p("## Soak: training through a failure every minute or so\n")
+    p(f"`bench/run.sh soak --minutes {f(d['minutes'], 0)} --mean-s {f(d['mean_failure_s'], 0)}` "
+      f"(bench/soak.py, {f(d['wall_s'] / 60, 1)} min in all) — **EMULATED** devices: 4 "
+      "`salamander node` processes on one 2-core host, 0.45 of a core each by compute-time "
+      "dilation, the supervisor in its own process, loopback. The CNN on synthetic data, an "
+      "even 4-stage pipeline, batches of 64 in 4 micro-batches, replication every 5 batches, "
+      "`--hang-timeout 3`. A fault-free calibration job on the same nodes sizes the soak job "
+      f"({d['epochs']} epochs, {d['committed_batches']} batches, at "
+      f"{f(d['calibration_batches_per_s'], 1)} batches/s fault-free). Failures arrive with "
+      f"exponential gaps (mean {f(d['mean_failure_s'], 0)} s, seed {d['seed']}); each is one "
+      "of: kill -9 of a node and a restart on its port 3 s later, SIGSTOP for 6 s, the "
+      "node's emulated speed at 0.2 for 15 s, kill -9 of the supervisor and "
+      "`supervisor --resume` 2 s later. Node n1 is spared. Not done: link cuts (the node's "
+      "link emulation has no cut yet).\n")
+    by = d["failures_by_kind"]
+    p("| figure | value |\n|---|---|")
+    p(f"| failures | **{h['soak_train_failures']}** ({', '.join(f'{k} {v}' for k, v in sorted(by.items()))}) |")
+    p(f"| weights against a fault-free replay on one device | max difference "
+      f"{d['max_weight_diff']:.1e}: `soak_train_exact` **{h['soak_train_exact']}** |")
+    p(f"| audit (every batch once) | {'ok' if d['audit_ok'] else 'FAILED'} |")
+    for kind in ("kill9", "stop", "supervisor"):
+        xs = [x["next_batch_s"] for x in d["failures"]
+              if x["kind"] == kind and x["next_batch_s"] is not None]
+        if xs:
+            p(f"| {kind}: failure to the next batch committed, median (max) of {len(xs)} (s) | "
+              f"{f(statistics.median(xs), 2)} ({f(max(xs), 2)}) |")
+    p(f"| recovery p50 / p99 over kill -9, SIGSTOP and supervisor failures (s) | "
+      f"**{f(h['soak_recovery_p50_s'], 2)}** / **{f(h['soak_recovery_p99_s'], 2)}** |")
+    growth = d["rss_growth"]
+    p(f"| RSS growth from minute {f(d.get('rss_from_s', 300) / 60, 1)} to the end, nodes alive "
+      "throughout | "
+      + ", ".join(f"{n} {100 * g:+.1f}%" for n, g in growth.items() if n != "supervisor")
+      + " |")
+    if "supervisor" in growth:
+        p(f"| RSS growth of the supervisor's last process over its life | "
+          f"{100 * growth['supervisor']:+.1f}% |")
+    p("| open descriptors, first and last sample | "
+      + ", ".join(f"{n} {a} -> {b}" for n, (a, b) in d["fds_first_last"].items()) + " |\n")
+    g = h["soak_node_rss_growth"]
+    p(f"Headlines: `soak_train_failures` **{h['soak_train_failures']}**, `soak_train_exact` "
+      f"**{h['soak_train_exact']}**, `soak_node_rss_growth` "
+      f"**{'n/a' if g is None else f(g, 3)}** (goal <= 0.10).\n")
+    return "\n".join(lines)
+
+
 SECTIONS = {"footprint": footprint_text, "continual": continual_text,
-            "dashboard": dashboard_text}
+            "dashboard": dashboard_text, "scale": scale_text, "soak": soak_text}
 
 
 def split_text(d):

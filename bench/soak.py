@@ -356,7 +356,7 @@ def main():
         "committed_batches": committed, "epochs": epochs, "calibration_batches_per_s": rate,
         "audit_ok": audit.returncode == 0, "audit": audit.stdout[-2000:],
         "max_weight_diff": worst,
-        "rss_growth": growth, "fds_first_last": fds,
+        "rss_growth": growth, "fds_first_last": fds, "rss_from_s": from_t,
         "samples": samples,
         "wall_s": time.monotonic() - began,
         "not_done": "link cuts (the node's link emulation has no cut yet); serving, "
