@@ -674,7 +674,9 @@ bool same_type(const device_profile& a, const device_profile& b, double toleranc
 
 struct device_types {
   std::vector<std::vector<size_t>> members; ///< per type, fastest member first
-  plan_request typed; ///< the request with one device per type: its worst member
+  /// The request with one device per type, its worst member (grouped types
+  /// only; one type per device plans on the request itself).
+  plan_request typed;
 };
 
 device_types group_devices(const plan_request& req, const cost_model& cm) {
@@ -715,13 +717,13 @@ device_types group_devices(const plan_request& req, const cost_model& cm) {
 }
 
 // One type per device: the search over types is then the search over every
-// subset and order of the devices.
+// subset and order of the devices (and runs on the request's own cost model:
+// `typed` stays empty).
 device_types one_type_each(const plan_request& req) {
   device_types out;
   for (size_t d = 0; d < req.devices.size(); ++d) {
     out.members.push_back({d});
   }
-  out.typed = req;
   return out;
 }
 
@@ -1069,8 +1071,11 @@ partition_plan plan_partition(const plan_request& req) {
     }
   }
   if (exact) {
-    cost_model typed_cm(grouped->typed);
-    typed_search search(typed_cm, *grouped);
+    std::optional<cost_model> typed_cm; // the types' worst members, when grouped
+    if (types > 0) {
+      typed_cm.emplace(grouped->typed);
+    }
+    typed_search search(types > 0 ? *typed_cm : cm, *grouped);
     best = search.run();
   } else {
     // Candidate orders: as given, fastest first, best-linked first, largest

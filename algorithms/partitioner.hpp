@@ -17,8 +17,8 @@
 // order (a bitmask of used devices joins the state) and the result is
 // optimal. Beyond that, devices of nearly equal figures are grouped into
 // types (PipeEdge's grouping, below type_tolerance) and, while the types are
-// few, the search is exact over them. Otherwise the planner is a heuristic. It tries four device
-// orders (as given, fastest first, best-linked first, largest memory
+// few, the search is exact over them. Otherwise the planner is a
+// heuristic. It tries four device orders (as given, fastest first, best-linked first, largest memory
 // first) and is optimal within each, skipping devices where that helps.
 // Each order's plan that beats the orders before it is then improved by
 // local search over chains (the devices a plan uses, in stage order; the
