@@ -229,6 +229,12 @@ void remember_profile(const fed_client_state& st, double keep, double per_batch)
 void profile_tick(client_ptr self) {
   auto& st = self->state;
   auto& w = *st.work;
+  auto per_epoch = algorithms::batches_per_epoch(samples(st), st.spec.batch_size, false);
+  auto record = [&](double keep, double per_batch) {
+    st.profile.keep.push_back(keep);
+    st.profile.epoch_s.push_back(per_batch * static_cast<double>(per_epoch));
+    ++w.profile_step;
+  };
   while (w.profile_step < st.spec.profile_keeps.size()) {
     auto keep = st.spec.profile_keeps[w.profile_step];
     double known = 0;
@@ -240,10 +246,7 @@ void profile_tick(client_ptr self) {
     if (found == profile_lookup::measure) {
       break;
     }
-    auto per_epoch = algorithms::batches_per_epoch(samples(st), st.spec.batch_size, false);
-    st.profile.keep.push_back(keep);
-    st.profile.epoch_s.push_back(known * static_cast<double>(per_epoch));
-    ++w.profile_step;
+    record(keep, known);
   }
   if (w.profile_step >= st.spec.profile_keeps.size()) {
     // answered once the device would have finished it
@@ -261,7 +264,6 @@ void profile_tick(client_ptr self) {
   new_epoch_order(st, w);
   double cpu_total = 0, wall_total = 0;
   std::vector<double> times;
-  auto per_epoch = algorithms::batches_per_epoch(samples(st), st.spec.batch_size, false);
   for (int64_t b = 0; b <= st.spec.profile_batches; ++b) {
     w.batch = b % per_epoch;
     auto t0 = clock::now();
@@ -277,9 +279,7 @@ void profile_tick(client_ptr self) {
   std::sort(times.begin(), times.end());
   double per_batch = times[times.size() / 2];
   remember_profile(st, keep, per_batch);
-  st.profile.keep.push_back(keep);
-  st.profile.epoch_s.push_back(per_batch * static_cast<double>(per_epoch));
-  ++w.profile_step;
+  record(keep, per_batch);
   schedule_tick(self, device_time(self, wall_total, cpu_total).second);
 }
 
