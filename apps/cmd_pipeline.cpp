@@ -271,9 +271,6 @@ actors::job_config config_of(const train_cli& cli, const models::model_desc& des
   jc.auto_plan = (cli.plan == "auto" || cli.plan == "pipeline") && jc.balance.empty();
   jc.allow_data_parallel = cli.plan == "auto";
   jc.data_parallel = cli.plan == "dp";
-  if (cli.cluster.empty() && !jc.data_parallel) {
-    check_stage_count(cli.stages, desc); // (data-parallel members hold every layer)
-  }
   if (cli.stages > 0 && cli.cluster.empty() && jc.auto_plan) {
     jc.stages = static_cast<size_t>(cli.stages); // `--stages N` means N stages
   }

@@ -18,6 +18,9 @@ models::model_desc check_job(const train_cli& cli, job_place place,
   }
   auto desc = models::describe(models::model_spec::parse(cli.job.model));
   models::check_fits(cli.job.dataset, desc);
+  if (place == job_place::here && cli.plan != "dp") {
+    check_stage_count(cli.stages, desc); // (data-parallel members hold every layer)
+  }
   if (available_bytes <= 0) {
     return desc;
   }
