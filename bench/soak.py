@@ -210,19 +210,14 @@ def undo(kind, target):
 
 
 def free_port():
-    import socket
-    low = 32768
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except OSError:
-        pass
-    for _ in range(200):
-        p = rng.randrange(10000, low)
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", p)) != 0:
-                return p
-    sys.exit("soak: no free port")
+    """deploy/free_port.sh's choice: a free port below the ephemeral range."""
+    helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy",
+                          "free_port.sh")
+    out = subprocess.run(["bash", "-c", f'. "{helper}" && free_port'], capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        sys.exit("soak: " + out.stderr.strip())
+    return int(out.stdout)
 
 
 def main():
