@@ -11,6 +11,7 @@
 namespace salamander::actors::tuning {
 
 using std::chrono::milliseconds;
+using std::chrono::seconds;
 using namespace std::chrono_literals;
 
 // ---- cluster supervisor
@@ -126,8 +127,11 @@ inline constexpr milliseconds serve_drain_timeout = 5s;
 // ---- nodes and profilers
 /// A node connecting to its pipeline neighbour (node `peer`).
 inline constexpr milliseconds connect_timeout = 5s;
-/// A node answers `kill` before it SIGKILLs itself.
+/// A node answers `kill` before it SIGKILLs itself (and `cut` before its
+/// link goes silent).
 inline constexpr milliseconds kill_delay = 50ms;
+/// The longest EMULATED link cut a console may ask for (`cut node`).
+inline constexpr seconds cut_longest = 600s;
 /// Link probes: one ping round trip, one 256 KB transfer.
 inline constexpr milliseconds ping_timeout = 10s;
 inline constexpr milliseconds transfer_timeout = 30s;

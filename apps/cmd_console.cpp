@@ -410,6 +410,7 @@ public:
     case console_op::kill_stage:
     case console_op::kill_node:
     case console_op::slow_node:
+    case console_op::cut_node:
     case console_op::repartition:
     case console_op::replicate:
     case console_op::checkpoint_save:
@@ -530,7 +531,7 @@ char* complete_word(const char* text, int state) {
       pool = console_words();
     } else if (words.size() == 1 && words[0] == "kill") {
       pool = {"stage", "node"};
-    } else if (words.size() == 1 && words[0] == "slow") {
+    } else if (words.size() == 1 && (words[0] == "slow" || words[0] == "cut")) {
       pool = {"node"};
     } else if (words.size() == 1 && words[0] == "checkpoint") {
       pool = {"save"};
@@ -676,10 +677,13 @@ int run_chaos(const chaos_cli& cli) {
     line = "kill node " + a[0];
   } else if (cli.command == "slow-node" && a.size() == 2) {
     line = "slow node " + a[0] + " " + a[1];
+  } else if (cli.command == "cut-node" && a.size() == 2) {
+    line = "cut node " + a[0] + " " + a[1];
   } else {
     log->error(
         "unknown chaos command '{}' with {} argument(s); use: status | kill-stage N | "
-        "kill-node NAME | slow-node NAME FACTOR (or salamander console --exec)",
+        "kill-node NAME | slow-node NAME FACTOR | cut-node NAME SECONDS (or salamander console "
+        "--exec)",
         cli.command, a.size());
     return 2;
   }
@@ -697,10 +701,11 @@ command add_chaos(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "chaos",
       "drive failures by hand against a running job whose supervisor was started "
-      "with --listen: status | kill-stage N | kill-node NAME | slow-node NAME FACTOR");
+      "with --listen: status | kill-stage N | kill-node NAME | slow-node NAME FACTOR | "
+      "cut-node NAME SECONDS");
   sub->add_option("--supervisor", cli->supervisor, "HOST:PORT of the supervisor")
       ->required();
-  sub->add_option("command", cli->command, "status, kill-stage, kill-node or slow-node")
+  sub->add_option("command", cli->command, "status, kill-stage, kill-node, slow-node or cut-node")
       ->required();
   sub->add_option("args", cli->args, "the command's arguments");
   return {sub, [cli] { return run_chaos(*cli); }};

@@ -1,4 +1,5 @@
 #include "apps/console_parse.hpp"
+#include "actors/tuning.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -25,6 +26,9 @@ const usage_line usages[] = {
      "crash stage N (or a federated or split job's client N), or make node NAME's process die "
      "(SIGKILL)"},
     {"slow", "slow node NAME FACTOR", "an emulated node runs at FACTOR (0 < FACTOR <= 1) of its share"},
+    {"cut", "cut node NAME SECONDS",
+     "node NAME's link goes silent for SECONDS (0 < SECONDS <= 600): nothing in or out, "
+     "connections kept (EMULATED)"},
     {"repartition", "repartition [BALANCE]", "re-plan at the next flush (BALANCE e.g. 1,2,1; default: the planner)"},
     {"replicate", "replicate", "replicate every stage's weights now (at the next version all reach)"},
     {"checkpoint", "checkpoint save PATH", "write the weights at the next flush to PATH (on the supervisor's host)"},
@@ -49,6 +53,22 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     }
   }
   return row[b.size()];
+}
+
+constexpr double cut_longest_s = static_cast<double>(actors::tuning::cut_longest.count());
+static_assert(actors::tuning::cut_longest == std::chrono::seconds(600),
+              "the usage and the error below say 600");
+
+// A whole word as a finite number in (0, most]; 0 when it is not one.
+double number_in(const std::string& word, double most) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(word, &used);
+  } catch (const std::exception&) {
+    return 0;
+  }
+  return used == word.size() && std::isfinite(v) && v > 0 && v <= most ? v : 0;
 }
 
 std::string bad(const std::string& text, const std::string& why, const std::string& word) {
@@ -116,17 +136,22 @@ console_command parse_one(const std::string& text) {
       throw std::invalid_argument(bad(text, "slow what?", verb));
     }
     c.op = console_op::slow_node;
-    size_t used = 0;
-    double f = -1;
-    try {
-      f = std::stod(w[3], &used);
-    } catch (const std::exception&) {
-    }
-    if (used != w[3].size() || !(f > 0 && f <= 1) || !std::isfinite(f)) {
+    c.factor = number_in(w[3], 1);
+    if (c.factor <= 0) {
       throw std::invalid_argument(
           bad(text, "FACTOR must be a number in (0, 1], got '" + w[3] + "'", verb));
     }
-    c.factor = f;
+    c.args = {w[2], w[3]};
+  } else if (verb == "cut") {
+    if (n != 4 || w[1] != "node") {
+      throw std::invalid_argument(bad(text, "cut what?", verb));
+    }
+    c.op = console_op::cut_node;
+    c.seconds = number_in(w[3], cut_longest_s);
+    if (c.seconds <= 0) {
+      throw std::invalid_argument(bad(
+          text, "SECONDS must be a number in (0, 600], got '" + w[3] + "'", verb));
+    }
     c.args = {w[2], w[3]};
   } else if (verb == "repartition") {
     if (n > 2) {

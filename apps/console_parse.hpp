@@ -15,6 +15,7 @@ enum class console_op {
   kill_stage,
   kill_node,
   slow_node,
+  cut_node,
   repartition,
   replicate,
   checkpoint_save,
@@ -30,6 +31,7 @@ struct console_command {
   std::vector<std::string> args; ///< NAME, N, FACTOR, PATH, BALANCE, help topic
   unsigned stage = 0;        ///< kill stage N
   double factor = 0;         ///< slow node NAME FACTOR
+  double seconds = 0;        ///< cut node NAME SECONDS
 };
 
 struct parse_result {

@@ -15,7 +15,7 @@
 namespace salamander::apps {
 
 /// Sends `c` through `say(message elements...)` when it is a command that
-/// changes the job or a node (kill, slow, repartition, replicate,
+/// changes the job or a node (kill, slow, cut, repartition, replicate,
 /// checkpoint save, pause, resume) and returns what `say` returns; none for
 /// the console's own words (status, nodes, plan, metrics, help, quit).
 template <class Say>
@@ -28,6 +28,8 @@ auto send_command(const console_command& c, Say&& say)
     return say(kill_atom_v, c.args[0]);
   case console_op::slow_node:
     return say(slow_atom_v, c.args[0], c.factor);
+  case console_op::cut_node:
+    return say(cut_atom_v, c.args[0], c.seconds);
   case console_op::repartition:
     return say(replan_atom_v, c.args.empty() ? std::string{} : c.args[0]);
   case console_op::replicate:

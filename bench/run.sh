@@ -64,7 +64,7 @@ usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.js
   footprint                node RSS and start-up, idle and with a job
   continual                training from a stream through a node kill
   dashboard                the live page: /api/state with 32 nodes, CPU with 10 pages, training on/off
-  soak                     training through a failure a minute (kill -9, SIGSTOP, slow, supervisor) for an hour
+  soak                     training through a failure a minute (kill -9, SIGSTOP, slow, link cut, supervisor) for an hour
   fuzz                     the libFuzzer harnesses, 10^6 runs each
 USAGE
     exit 2

@@ -10,12 +10,13 @@ at each arrival, picks one kind at random:
   kill9       kill -9 of a node, started again on its port 3 s later
   stop        SIGSTOP of a node, SIGCONT 6 s later (past the 3 s hang timeout)
   slow        the node's emulated speed cut to 0.2 for 15 s (console `slow node`)
+  cut         the node's link silent for 8 s (console `cut node`: its network
+              loop stalls, EMULATED; connections kept, the process runs on)
   supervisor  kill -9 of the supervisor, `supervisor --resume RUN_DIR` 2 s later
 
 Node n1 is never a target, so that one node lives through the whole run.
 A failure waits for the one before it to be over (its node back, a batch
-committed after it). Not done: cutting a node's link (the node's link
-emulation has no cut yet).
+committed after it). --kinds a,b picks among some kinds only.
 
 The job's length is set first: a fault-free calibration job on the same
 nodes measures their rate, and the soak job gets the whole epochs that rate
@@ -30,6 +31,7 @@ largest RSS growth of a node alive from the 5th minute to the end, as a
 fraction), soak_recovery_p50_s, soak_recovery_p99_s.
 
 Usage: soak.py SALAMANDER_BIN OUT_JSON [--quick] [--minutes M] [--mean-s S] [--seed N]
+                                      [--kinds kill9,stop,slow,cut,supervisor]
 """
 import json
 import os
@@ -49,11 +51,21 @@ BIN, OUT = sys.argv[1], sys.argv[2]
 opts = sys.argv[3:]
 QUICK = "--quick" in opts
 MINUTES, MEAN_S, SEED = (4.0, 20.0, 1) if QUICK else (60.0, 60.0, 1)
+# how often each kind is drawn, relative to the others
+WEIGHTS = {"kill9": 3, "stop": 2, "slow": 2, "cut": 2, "supervisor": 1}
 i = 0
 while i < len(opts):
     a = opts[i]
     if a == "--quick":
         i += 1
+    elif a == "--kinds" and i + 1 < len(opts):
+        wanted = opts[i + 1].split(",")
+        unknown = [k for k in wanted if k not in WEIGHTS]
+        if unknown or not wanted:
+            sys.exit(f"soak: unknown failure kind(s) {','.join(unknown)} "
+                     f"(kinds: {','.join(WEIGHTS)})")
+        WEIGHTS = {k: w for k, w in WEIGHTS.items() if k in wanted}
+        i += 2
     elif a in ("--minutes", "--mean-s", "--seed") and i + 1 < len(opts):
         v = opts[i + 1]
         try:
@@ -67,7 +79,8 @@ while i < len(opts):
             sys.exit(f"soak: {a} takes a number, got '{v}'")
         i += 2
     else:
-        sys.exit(f"soak: unknown option {a} (--quick, --minutes M, --mean-s S, --seed N)")
+        sys.exit(f"soak: unknown option {a} (--quick, --minutes M, --mean-s S, --seed N, "
+                 "--kinds a,b)")
 if MINUTES <= 0 or MEAN_S <= 0:
     sys.exit("soak: --minutes and --mean-s must be more than 0")
 
@@ -178,13 +191,29 @@ def sample_forever(samples, stop_event, started):
 
 
 def console(cmd):
-    subprocess.run([BIN, "--log-level", "warn", "console", f"127.0.0.1:{SUP_PORT}", "--timeout",
-                    "10", "--exec", cmd], env=ENV, cwd=WORK, capture_output=True, timeout=60)
+    r = subprocess.run([BIN, "--log-level", "warn", "console", f"127.0.0.1:{SUP_PORT}",
+                        "--timeout", "10", "--exec", cmd], env=ENV, cwd=WORK,
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        log(f"  console '{cmd}' failed ({r.returncode}): {(r.stdout + r.stderr).strip()[-300:]}")
+    return r.stdout if r.returncode == 0 else ""
+
+
+def wait_live(name, limit=180):
+    """Waits until the supervisor counts node `name` healthy; False past `limit`."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        for line in console("nodes").splitlines():
+            words = line.split()
+            if len(words) > 1 and words[0] == name and words[1] == "ok":
+                return True
+        time.sleep(0.5)
+    return False
 
 
 # How long each failure lasts before it is undone (the node started again,
 # woken, or back to its speed); the supervisor's outage is inside inflict().
-LASTS = {"kill9": 3.0, "stop": 6.0, "slow": 15.0, "supervisor": 0.0}
+LASTS = {"kill9": 3.0, "stop": 6.0, "slow": 15.0, "cut": 8.0, "supervisor": 0.0}
 
 
 def inflict(kind, target):
@@ -194,6 +223,8 @@ def inflict(kind, target):
         os.killpg(procs[target].pid, signal.SIGSTOP)
     elif kind == "slow":
         console(f"slow node {target} 0.2")
+    elif kind == "cut":  # it ends by itself
+        console(f"cut node {target} {LASTS['cut']:g}")
     elif kind == "supervisor":
         kill(procs["supervisor"], signal.SIGKILL)
         time.sleep(2)
@@ -254,7 +285,7 @@ def main():
     sampler = threading.Thread(target=sample_forever, args=(samples, stop_sampling, started))
     sampler.start()
     failures = []
-    kinds = ["kill9"] * 3 + ["stop"] * 2 + ["slow"] * 2 + ["supervisor"]
+    kinds = [k for k, w in WEIGHTS.items() for _ in range(w)]
     duration = MINUTES * 60
     next_at = rng.expovariate(1 / MEAN_S)
     try:
@@ -267,6 +298,10 @@ def main():
                 continue
             kind = rng.choice(kinds)
             target = "supervisor" if kind == "supervisor" else rng.choice(NODES[1:])
+            if target != "supervisor" and not wait_live(target):
+                log(f"  node {target} is not back 3 minutes after its last failure")
+                failures.append({"kind": kind, "target": target, "error": "not back"})
+                break
             path, count = metrics_file(), batches(metrics_file())
             at = time.monotonic() - started
             log(f"failure {len(failures) + 1}: {kind} {target} at {at:.0f} s")
@@ -336,7 +371,8 @@ def main():
             fds[name] = [base[0]["fds"], base[-1]["fds"]]
     node_growth = max((g for n, g in growth.items() if n != "supervisor"), default=None)
     rec_s = sorted(f["next_batch_s"] for f in failures
-                   if f["next_batch_s"] is not None and f["kind"] != "slow")
+                   if f.get("next_batch_s") is not None and f["kind"] != "slow")
+    unrecovered = [f for f in failures if "error" in f]
     p50 = statistics.median(rec_s) if rec_s else None
     p99 = rec_s[min(len(rec_s) - 1, int(round(0.99 * (len(rec_s) - 1))))] if rec_s else None
     by_kind = {k: sum(1 for f in failures if f["kind"] == k) for k in set(kinds)}
@@ -348,14 +384,14 @@ def main():
         "minutes": MINUTES, "mean_failure_s": MEAN_S, "seed": SEED,
         "job": " ".join(JOB),
         "failures": failures, "failures_by_kind": by_kind,
+        "failures_unrecovered": len(unrecovered),
         "committed_batches": committed, "epochs": epochs, "calibration_batches_per_s": rate,
         "audit_ok": audit.returncode == 0, "audit": audit.stdout[-2000:],
         "max_weight_diff": worst,
         "rss_growth": growth, "fds_first_last": fds, "rss_from_s": from_t,
         "samples": samples,
         "wall_s": time.monotonic() - began,
-        "not_done": "link cuts (the node's link emulation has no cut yet); serving, "
-                    "federated and split soaks",
+        "not_done": "serving, federated and split soaks",
     }
     headlines = {
         "soak_train_failures": len(failures),
@@ -369,7 +405,8 @@ def main():
     with open(OUT, "w") as f:
         json.dump(result, f, indent=2)
     print(f"results: {OUT}")
-    print(f"{len(failures)} failures in {MINUTES:g} min ({by_kind}); {committed} batches; "
+    print(f"{len(failures)} failures in {MINUTES:g} min ({by_kind}, {len(unrecovered)} not "
+          f"recovered from); {committed} batches; "
           f"audit {'ok' if audit.returncode == 0 else 'FAILED'}; max |weight difference| "
           f"against the fault-free replay {worst:.2e}")
     print(f"RSS growth from minute {from_t / 60:g}: "

@@ -101,7 +101,9 @@ using profiler_actor = caf::typed_actor<
 /// on this device and returns its handle (spawn(fed_client_spec): a
 /// federated client; spawn(split_client_spec): a split-learning client); profile(model, micro-batch size)
 /// asks its profiler; slow(factor) makes an emulated device run at that
-/// factor of its share from now on (1 restores it); kill makes a node
+/// factor of its share from now on (1 restores it); cut(seconds) silences
+/// its link for that long (an EMULATED outage: nothing in or out, the
+/// connections kept, the process running); kill makes a node
 /// process kill itself with SIGKILL (chaos; refused by in-process nodes);
 /// leave stops everything.
 using node_actor = caf::typed_actor<
@@ -114,6 +116,7 @@ using node_actor = caf::typed_actor<
     caf::replies_to<probe_atom, caf::actor, std::string>::with<link_report>,
     caf::replies_to<peer_atom, std::string, uint16_t>::with<bool>,
     caf::replies_to<slow_atom, double>::with<std::string>,
+    caf::replies_to<cut_atom, double>::with<std::string>,
     caf::replies_to<kill_atom>::with<std::string>, caf::reacts_to<leave_atom>>;
 
 // ---- the job protocol: what every job supervisor answers, whatever its mode
@@ -321,7 +324,7 @@ using split_job_actor = job_actor::extend<
 ///   join(node, name) -> text       a node (new, or back) offers itself: the
 ///                                  same admission as at hello, then the job
 ///                                  is told
-///   kill(node name) / slow(node name, f) -> text
+///   kill(node name) / slow(node name, f) / cut(node name, seconds) -> text
 ///                                  chaos / emulation on one node
 ///   auth -> challenge; auth(proof) -> "authenticated"
 ///                                  a console proves the cluster secret; with
@@ -338,6 +341,7 @@ using cluster_actor = caf::typed_actor<
     caf::replies_to<join_atom, caf::actor, std::string>::with<std::string>,
     caf::replies_to<kill_atom, std::string>::with<std::string>,
     caf::replies_to<slow_atom, std::string, double>::with<std::string>,
+    caf::replies_to<cut_atom, std::string, double>::with<std::string>,
     caf::replies_to<auth_atom>::with<std::string>,
     caf::replies_to<auth_atom, std::string>::with<std::string>,
     caf::reacts_to<capacity_atom, std::string, double>,

@@ -28,7 +28,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 13;
+constexpr uint32_t protocol_version = 14;
 
 } // namespace salamander
 
@@ -80,6 +80,7 @@ CAF_ADD_ATOM(salamander, salamander, ready_atom, "ready")
 CAF_ADD_ATOM(salamander, salamander, replan_atom, "replan")
 CAF_ADD_ATOM(salamander, salamander, profile_atom, "profile")
 CAF_ADD_ATOM(salamander, salamander, slow_atom, "slow")
+CAF_ADD_ATOM(salamander, salamander, cut_atom, "cut")
 CAF_ADD_ATOM(salamander, salamander, replicate_atom, "replicate")
 CAF_ADD_ATOM(salamander, salamander, recover_atom, "recover")
 CAF_ADD_ATOM(salamander, salamander, kill_atom, "kill")

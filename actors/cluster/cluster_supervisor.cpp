@@ -385,7 +385,7 @@ void fill_rows(const cluster_state& st, job_status& s) {
   }
 }
 
-// A node command from a console (kill node, slow node): to the node itself.
+// A node command from a console (kill node, slow node, cut node): to the node itself.
 template <class... Ts>
 caf::result<std::string> node_command(self_ptr self, const std::string& name, Ts... xs) {
   if (auto refused = console_refused(self)) {
@@ -721,6 +721,9 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
       [=](kill_atom a, std::string& name) { return node_command(self, name, a); },
       [=](slow_atom a, std::string& name, double factor) {
         return node_command(self, name, a, factor);
+      },
+      [=](cut_atom a, std::string& name, double seconds) {
+        return node_command(self, name, a, seconds);
       },
       [=](auth_atom) -> std::string {
         // a console asks for a challenge to prove the cluster secret against

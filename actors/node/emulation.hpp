@@ -15,6 +15,10 @@
 //   --capacity-trace 30:0.2,60:1
 //                        at 30 s run at 0.2 of the share, at 60 s at 1 again
 //                        (thermal throttling, another app)
+//   console `cut node NAME SECONDS`
+//                        a link outage: the node's network loop stalls, so
+//                        nothing goes in or out while its connections stay
+//                        open and its process runs on (node.cpp, on_cut)
 #pragma once
 
 #include <atomic>

@@ -20,6 +20,7 @@
 
 #include "messages/errors.hpp"
 #include "messages/frame_pool.hpp"
+#include <cmath>
 #include <csignal>
 #include <malloc.h>
 #include <thread>
@@ -389,6 +390,45 @@ caf::result<std::string> on_slow(node_actor::stateful_pointer<node_state> self,
          c.emulation.limiter->method() + ")";
 }
 
+// An EMULATED link cut (the console's `cut node NAME SECONDS`): the
+// process's network loop, CAF's multiplexer, which reads and writes every
+// connection of this node, stalls for `seconds`. Nothing goes in or out, the
+// connections stay open and the node's actors go on with what they hold,
+// as on a link that drops and comes back; the peers' timeouts decide the
+// rest. The answer leaves first: the stall starts kill_delay later.
+caf::result<std::string> on_cut(node_actor::stateful_pointer<node_state> self,
+                                double seconds) {
+  auto& c = self->state.config;
+  if (!self->state.authenticated) {
+    return unauthorized(c.name);
+  }
+  if (c.host == "embedded") {
+    return caf::make_error(errc::not_applicable,
+                           "node " + c.name +
+                               " runs inside the supervisor's process and has no link of "
+                               "its own to cut");
+  }
+  auto longest = static_cast<double>(tuning::cut_longest.count());
+  if (!std::isfinite(seconds) || seconds <= 0 || seconds > longest) {
+    return caf::make_error(errc::bad_config,
+                           fmt::format("node {}: a cut lasts more than 0 and at most {:.0f} "
+                                       "seconds, not {}",
+                                       c.name, longest, seconds));
+  }
+  auto& loop = self->home_system().middleman().backend();
+  self->home_system().spawn([&loop, seconds](caf::event_based_actor* a) -> caf::behavior {
+    a->delayed_send(a, tuning::kill_delay, seconds);
+    return {[&loop, a](double s) {
+      loop.post([s] { std::this_thread::sleep_for(std::chrono::duration<double>(s)); });
+      a->quit();
+    }};
+  });
+  log()->warn("node {}: link cut for {:.1f} s (EMULATED)", c.name, seconds);
+  return fmt::format("node {} cuts its link for {:.1f} s (EMULATED: its network loop stalls, "
+                     "its connections are kept)",
+                     c.name, seconds);
+}
+
 caf::result<std::string> on_kill(node_actor::stateful_pointer<node_state> self) {
   auto& c = self->state.config;
   if (!self->state.authenticated) {
@@ -469,6 +509,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
         return on_spawn_client(self, std::move(spec), split_client);
       },
       [=](slow_atom, double factor) { return on_slow(self, factor); },
+      [=](cut_atom, double seconds) { return on_cut(self, seconds); },
       [=](kill_atom) { return on_kill(self); },
       [=](leave_atom) { on_leave(self); },
   };

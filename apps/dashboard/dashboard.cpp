@@ -92,7 +92,7 @@ std::string cookie_of(const httplib::Request& req, const std::string& name) {
 const std::vector<std::string>& action_names() {
   static const std::vector<std::string> names{"pause",      "resume", "repartition",
                                               "replicate",  "checkpoint", "kill",
-                                              "slow",       "stop"};
+                                              "slow",       "cut",        "stop"};
   return names;
 }
 

@@ -23,7 +23,7 @@
 //                               pause, resume, repartition [BALANCE],
 //                               replicate, checkpoint PATH, kill stage N |
 //                               client N | node NAME, slow node NAME FACTOR,
-//                               stop
+//                               cut node NAME SECONDS, stop
 //
 // Who may do what: on loopback anyone on the host may read; bound anywhere
 // else, the cluster secret must be set and every route needs it (a Bearer

@@ -95,6 +95,62 @@ TEST_CASE("a hung node that resumes (SIGCONT) is admitted again and planned back
   check_exact(r, jc, *train, r.status.training.committed);
 }
 
+TEST_CASE("a node whose link is cut (console cut node) is left out while silent, admitted "
+          "again when its link is back and planned back in, exactly",
+          "[actor][outage][process]") {
+  torch::set_num_threads(1);
+  salamander::testing::temp_dir dir;
+  auto train = synthetic(1, 4096);
+  actors::process_cluster procs(3, "n");
+  auto jc = job(2000, 3);
+  jc.epochs = 1'000'000; // the test stops the job once n2 trains again
+  jc.metrics_path = dir.file("run.jsonl");
+  caf::actor_system_config cfg;
+  actors::system_options sopts;
+  sopts.connection_timeout = std::chrono::milliseconds(2500);
+  actors::configure(cfg, sopts);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
+  REQUIRE(static_cast<bool>(nodes));
+  auto opts = watched();
+  cluster_actor sup;
+  opts.on_start = [&](cluster_actor s) { sup = s; };
+  // The cut outlasts the hang timeout several times over, so the node is
+  // found silent however slow the host; unlike SIGSTOP its process and its
+  // actors run on through it.
+  constexpr double cut_s = 15;
+  std::string answer;
+  enum { running, cut, back, asked } step = running;
+  int64_t back_at = 0;
+  opts.on_status = [&](const job_status& s) {
+    if (step == running && s.training.committed >= 6 &&
+        s.phase == status_phase::training) {
+      caf::scoped_actor self{sys};
+      self->request(sup, std::chrono::seconds(10), cut_atom_v, std::string("n2"), cut_s)
+          .receive([&](std::string& text) { answer = text; },
+                   [&](caf::error& e) { answer = "error: " + sys.render(e); });
+      step = cut;
+    } else if (step == cut && s.pipeline.recoveries >= 1 && in_plan(s, "n2") &&
+               s.phase == status_phase::training) {
+      back_at = s.training.committed;
+      step = back;
+    } else if (step == back && s.training.committed >= back_at + 5) {
+      stop_job(sys, sup);
+      step = asked;
+    }
+  };
+  auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+  INFO(r.status.error);
+  CHECK_THAT(answer, Catch::Contains("node n2 cuts its link for 15.0 s"));
+  REQUIRE(r.status.phase == status_phase::finished);
+  CHECK(step == asked);
+  CHECK(r.status.pipeline.recoveries >= 1);
+  CHECK(r.status.dead_nodes.empty()); // n2 is back
+  CHECK(::waitpid(procs[1].pid(), nullptr, WNOHANG) == 0); // the same process: no crash
+  CHECK(!events(jc.metrics_path, "node_back").empty());
+  check_exact(r, jc, *train, r.status.training.committed);
+}
+
 TEST_CASE("every node silent at once: the paused job resumes on the same processes, "
           "exactly",
           "[actor][outage][process]") {

@@ -217,6 +217,9 @@ node_actor::behavior_type odd_node(node_actor::pointer self, uint32_t protocol) 
       [=](slow_atom, double) -> caf::result<std::string> {
         return caf::make_error(errc::bad_config, "node odd cannot slow down");
       },
+      [=](cut_atom, double) -> caf::result<std::string> {
+        return caf::make_error(errc::bad_config, "node odd cannot cut its link");
+      },
       [=](kill_atom) -> caf::result<std::string> {
         return caf::make_error(errc::bad_config, "node odd cannot be killed");
       },

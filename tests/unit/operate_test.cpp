@@ -48,6 +48,11 @@ TEST_CASE("console lines parse into commands", "[unit][console]") {
   REQUIRE(client.error.empty());
   CHECK(client.commands.at(0).op == console_op::kill_stage);
   CHECK(client.commands.at(0).stage == 3);
+  auto cut = apps::parse_console("cut node pi-hall 7.5");
+  REQUIRE(cut.error.empty());
+  CHECK(cut.commands.at(0).op == console_op::cut_node);
+  CHECK(cut.commands.at(0).args.at(0) == "pi-hall");
+  CHECK(cut.commands.at(0).seconds == 7.5);
   CHECK(apps::parse_console("exit").commands.at(0).op == console_op::quit);
   CHECK(apps::parse_console("  ;  ").commands.empty());
 }
@@ -70,6 +75,12 @@ TEST_CASE("bad console lines say what is wrong and run nothing", "[unit][console
   expect_error("slow node nuc 0", "FACTOR must be a number in (0, 1]");
   expect_error("slow node nuc 1.5", "FACTOR must be a number in (0, 1]");
   expect_error("slow node nuc fast", "FACTOR must be a number in (0, 1]");
+  expect_error("cut nuc 5", "usage: cut node NAME SECONDS");
+  expect_error("cut node nuc", "usage: cut node NAME SECONDS");
+  expect_error("cut node nuc 0", "SECONDS must be a number in (0, 600]");
+  expect_error("cut node nuc 601", "SECONDS must be a number in (0, 600]");
+  expect_error("cut node nuc inf", "SECONDS must be a number in (0, 600]");
+  expect_error("cut node nuc 5s", "SECONDS must be a number in (0, 600]");
   expect_error("checkpoint load x", "checkpoint save PATH");
   expect_error("status now", "takes no arguments");
   expect_error("repartition 1,1 2,2", "takes at most a balance");
