@@ -41,6 +41,13 @@ case "$name" in
     "$root/deploy/build.sh" "$root/build" >/dev/null
     python3 "$root/bench/soak.py" "$root/build/apps/salamander" bench/results/soak.json "$@"
     ;;
+  soak_serve)
+    # Serving under hey -c 16 through failures at a rate (bench/soak.py
+    # --mode serve): --minutes M (default 30), --baseline-minutes B (5).
+    "$root/deploy/build.sh" "$root/build" >/dev/null
+    python3 "$root/bench/soak.py" "$root/build/apps/salamander" bench/results/soak_serve.json \
+      --mode serve "$@"
+    ;;
   "")
     cat >&2 <<'USAGE'
 usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.json)
@@ -65,6 +72,7 @@ usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.js
   continual                training from a stream through a node kill
   dashboard                the live page: /api/state with 32 nodes, CPU with 10 pages, training on/off
   soak                     training through a failure a minute (kill -9, SIGSTOP, slow, link cut, supervisor) for an hour
+  soak_serve               serving under hey -c 16 through a failure a minute for 30 minutes: requests lost, p99 against fault-free
   fuzz                     the libFuzzer harnesses, 10^6 runs each
 USAGE
     exit 2

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""bench/run.sh soak: training through failures that arrive at a rate (issue 32, item 1).
+"""bench/run.sh soak (training) and soak_serve (serving): a job through failures
+that arrive at a rate (issue 32, item 1).
 
 A training job (the CNN on synthetic data, an even 4-stage pipeline) runs on
 4 `salamander node` processes on one host, EMULATED devices (each 0.45 of a
@@ -30,8 +31,25 @@ Headlines: soak_train_failures, soak_train_exact, soak_node_rss_growth (the
 largest RSS growth of a node alive from the 5th minute to the end, as a
 fraction), soak_recovery_p50_s, soak_recovery_p99_s.
 
-Usage: soak.py SALAMANDER_BIN OUT_JSON [--quick] [--minutes M] [--mean-s S] [--seed N]
-                                      [--kinds kill9,stop,slow,cut,supervisor]
+--mode serve: `salamander serve` of the CNN (seed weights) over the same 4
+EMULATED nodes, planned by profile, under `hey -c 16` (one image a request,
+JSON, kept-alive connections) in back-to-back chunks of 60 s with -o csv, so
+every answered request's start and latency is kept. First --baseline-minutes
+without failures, then --minutes with them (kinds kill9, stop, slow, cut: a
+kill -9 of `serve` itself is the HTTP server's own death, which no request in
+flight survives, so it is not drawn). hey's CSV leaves out requests that got
+no answer at all, so each chunk is checked against the server's own count
+(/v2/models/NAME/stats, success and fail) read before and after it:
+requests lost = answers other than 200 + answers the server gave that the
+client never got. A failure window runs from the failure to 2 s after its node
+is healthy again (and back to speed); soak_serve_p99_ratio is the p99 latency
+of the requests that started outside every window over the fault-free p99.
+Headlines: soak_serve_failures, soak_serve_requests, soak_serve_requests_lost,
+soak_serve_p99_ratio, soak_node_rss_growth, soak_supervisor_rss_growth.
+
+Usage: soak.py SALAMANDER_BIN OUT_JSON [--mode train|serve] [--quick] [--minutes M]
+              [--mean-s S] [--seed N] [--kinds kill9,stop,slow,cut,supervisor]
+              [--baseline-minutes B]
 """
 import json
 import os
@@ -44,15 +62,23 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
+from array import array
 
 from benchprocs import stop
 
 BIN, OUT = sys.argv[1], sys.argv[2]
 opts = sys.argv[3:]
 QUICK = "--quick" in opts
-MINUTES, MEAN_S, SEED = (4.0, 20.0, 1) if QUICK else (60.0, 60.0, 1)
+SERVE = "--mode" in opts and opts[opts.index("--mode") + 1:][:1] == ["serve"]
+if SERVE:  # the issue's 30 minutes of serving
+    MINUTES, MEAN_S, SEED = (3.0, 20.0, 1) if QUICK else (30.0, 60.0, 1)
+else:
+    MINUTES, MEAN_S, SEED = (4.0, 20.0, 1) if QUICK else (60.0, 60.0, 1)
+BASELINE_MINUTES = 1.0 if QUICK else 5.0
 # how often each kind is drawn, relative to the others
-WEIGHTS = {"kill9": 3, "stop": 2, "slow": 2, "cut": 2, "supervisor": 1}
+ALL_KINDS = {"kill9": 3, "stop": 2, "slow": 2, "cut": 2, "supervisor": 1}
+WEIGHTS = {k: w for k, w in ALL_KINDS.items() if not (SERVE and k == "supervisor")}
 i = 0
 while i < len(opts):
     a = opts[i]
@@ -60,17 +86,23 @@ while i < len(opts):
         i += 1
     elif a == "--kinds" and i + 1 < len(opts):
         wanted = opts[i + 1].split(",")
-        unknown = [k for k in wanted if k not in WEIGHTS]
+        unknown = [k for k in wanted if k not in ALL_KINDS]
         if unknown or not wanted:
             sys.exit(f"soak: unknown failure kind(s) {','.join(unknown)} "
-                     f"(kinds: {','.join(WEIGHTS)})")
-        WEIGHTS = {k: w for k, w in WEIGHTS.items() if k in wanted}
+                     f"(kinds: {','.join(ALL_KINDS)})")
+        WEIGHTS = {k: w for k, w in ALL_KINDS.items() if k in wanted}
         i += 2
-    elif a in ("--minutes", "--mean-s", "--seed") and i + 1 < len(opts):
+    elif a == "--mode" and i + 1 < len(opts):
+        if opts[i + 1] not in ("train", "serve"):
+            sys.exit(f"soak: --mode is train or serve, not '{opts[i + 1]}'")
+        i += 2
+    elif a in ("--minutes", "--mean-s", "--seed", "--baseline-minutes") and i + 1 < len(opts):
         v = opts[i + 1]
         try:
             if a == "--minutes":
                 MINUTES = float(v)
+            elif a == "--baseline-minutes":
+                BASELINE_MINUTES = float(v)
             elif a == "--mean-s":
                 MEAN_S = float(v)
             else:
@@ -79,10 +111,13 @@ while i < len(opts):
             sys.exit(f"soak: {a} takes a number, got '{v}'")
         i += 2
     else:
-        sys.exit(f"soak: unknown option {a} (--quick, --minutes M, --mean-s S, --seed N, "
-                 "--kinds a,b)")
-if MINUTES <= 0 or MEAN_S <= 0:
-    sys.exit("soak: --minutes and --mean-s must be more than 0")
+        sys.exit(f"soak: unknown option {a} (--mode train|serve, --quick, --minutes M, "
+                 "--mean-s S, --seed N, --kinds a,b, --baseline-minutes B)")
+if MINUTES <= 0 or MEAN_S <= 0 or BASELINE_MINUTES <= 0:
+    sys.exit("soak: --minutes, --mean-s and --baseline-minutes must be more than 0")
+if SERVE and "supervisor" in WEIGHTS:
+    sys.exit("soak: --mode serve does not draw 'supervisor': its kill is the HTTP server's "
+             "death, which no request in flight survives")
 
 WORK = tempfile.mkdtemp(prefix="salamander-soak-")
 RUN = os.path.join(WORK, "run")
@@ -251,15 +286,96 @@ def free_port():
     return int(out.stdout)
 
 
-def main():
-    global SUP_PORT
-    began = time.monotonic()
-    SUP_PORT = free_port()
+def start_nodes():
     for n in NODES:
         start_node(n)
     with open(os.path.join(WORK, "c.toml"), "w") as f:
         for n in NODES:
             f.write(f'[[node]]\nname = "{n}"\naddress = "127.0.0.1:{ports[n]}"\n\n')
+
+
+def failure_loop(started, duration, alive, before, recovered, settle):
+    """Failures at exponential gaps (mean MEAN_S) from `started` until `duration`
+    or until alive() is false, one at a time. For each: before() marks the job's
+    state, recovered(mark, t0) measures the way back (a dict for the record),
+    settle(kind, target, rec) waits until the next failure may come."""
+    kinds = [k for k, w in WEIGHTS.items() for _ in range(w)]
+    failures = []
+    next_at = rng.expovariate(1 / MEAN_S)
+    while alive():
+        now = time.monotonic() - started
+        if next_at >= duration:
+            break
+        if now < next_at:
+            time.sleep(min(next_at - now, 1.0))
+            continue
+        kind = rng.choice(kinds)
+        target = "supervisor" if kind == "supervisor" else rng.choice(NODES[1:])
+        if target != "supervisor" and not wait_live(target):
+            log(f"  node {target} is not back 3 minutes after its last failure")
+            failures.append({"kind": kind, "target": target, "error": "not back"})
+            break
+        mark = before()
+        at = time.monotonic() - started
+        log(f"failure {len(failures) + 1}: {kind} {target} at {at:.0f} s")
+        t0 = time.monotonic()
+        inflict(kind, target)
+        rec = {"kind": kind, "target": target, "at_s": at, "scheduled_s": next_at}
+        rec.update(recovered(mark, t0))
+        time.sleep(max(0.0, LASTS[kind] - (time.monotonic() - t0)))
+        undo(kind, target)
+        settle(kind, target, rec)
+        rec["end_s"] = time.monotonic() - started
+        failures.append(rec)
+        next_at += rng.expovariate(1 / MEAN_S)
+    return failures
+
+
+def memory_growth(samples, duration):
+    """RSS growth and first/last descriptors of each process alive from the 5th
+    minute (or the 12th of the run, if shorter) to the end."""
+    from_t = min(300.0, duration / 12)
+    growth, fds = {}, {}
+    for name in NODES + ["supervisor"]:
+        mine = [s for s in samples if s["name"] == name]
+        if not mine:
+            continue
+        last_pid = mine[-1]["pid"]
+        life = [s for s in mine if s["pid"] == last_pid]
+        base = [s for s in life if s["t"] >= from_t]
+        if life[0]["t"] <= from_t + 10 and base:
+            growth[name] = base[-1]["rss_mb"] / base[0]["rss_mb"] - 1
+            fds[name] = [base[0]["fds"], base[-1]["fds"]]
+    return growth, fds, from_t
+
+
+def sampling(started):
+    samples, stop_event = [], threading.Event()
+    t = threading.Thread(target=sample_forever, args=(samples, stop_event, started))
+    t.start()
+
+    def finish():
+        stop_event.set()
+        t.join()
+    return samples, finish
+
+
+def print_memory(growth, fds, from_t):
+    print(f"RSS growth from minute {from_t / 60:g}: "
+          + ", ".join(f"{n} {100 * g:+.1f}%" for n, g in growth.items())
+          + "; descriptors " + ", ".join(f"{n} {a}->{b}" for n, (a, b) in fds.items()))
+
+
+def print_headlines(headlines):
+    for k, v in headlines.items():
+        print(f"{k}: {'n/a' if v is None else (f'{v:.4f}' if isinstance(v, float) else v)}")
+
+
+def soak_train():
+    global SUP_PORT
+    began = time.monotonic()
+    SUP_PORT = free_port()
+    start_nodes()
     # calibration: the nodes' fault-free rate, to size the soak job
     cal = subprocess.run([BIN, "--log-level", "warn", "supervisor", "--cluster", "c.toml"] + JOB +
                          ON_NODES + ["--epochs", "1", "--metrics", "cal.jsonl"], env=ENV,
@@ -281,50 +397,29 @@ def main():
     if wait_batch_after(None, 0, 600) is None:
         raise RuntimeError("the job committed no batch in 10 minutes")
     started = time.monotonic()
-    samples, stop_sampling = [], threading.Event()
-    sampler = threading.Thread(target=sample_forever, args=(samples, stop_sampling, started))
-    sampler.start()
-    failures = []
-    kinds = [k for k, w in WEIGHTS.items() for _ in range(w)]
+    samples, stop_sampling = sampling(started)
     duration = MINUTES * 60
-    next_at = rng.expovariate(1 / MEAN_S)
+
+    def recovered(mark, t0):
+        # from the failure to the first batch committed after it
+        done = wait_batch_after(mark[0], mark[1], 600)
+        rec = {"next_batch_s": None if done is None else (time.monotonic() - t0)}
+        if done is None:
+            rec["error"] = "no batch committed within 10 minutes"
+        log(f"  next batch {rec['next_batch_s'] and round(rec['next_batch_s'], 2)} s "
+            "after the failure began")
+        return rec
+
+    def settle(kind, target, rec):
+        # the next failure finds the job training with its node back
+        wait_batch_after(metrics_file(), batches(metrics_file()), 600)
+
     try:
-        while procs["supervisor"].poll() is None:
-            now = time.monotonic() - started
-            if next_at >= duration:
-                break
-            if now < next_at:
-                time.sleep(min(next_at - now, 1.0))
-                continue
-            kind = rng.choice(kinds)
-            target = "supervisor" if kind == "supervisor" else rng.choice(NODES[1:])
-            if target != "supervisor" and not wait_live(target):
-                log(f"  node {target} is not back 3 minutes after its last failure")
-                failures.append({"kind": kind, "target": target, "error": "not back"})
-                break
-            path, count = metrics_file(), batches(metrics_file())
-            at = time.monotonic() - started
-            log(f"failure {len(failures) + 1}: {kind} {target} at {at:.0f} s")
-            t0 = time.monotonic()
-            inflict(kind, target)
-            # from the failure to the first batch committed after it
-            done = wait_batch_after(path, count, 600)
-            rec = {"kind": kind, "target": target, "at_s": at,
-                   "scheduled_s": next_at,
-                   "next_batch_s": None if done is None else (time.monotonic() - t0)}
-            if done is None:
-                rec["error"] = "no batch committed within 10 minutes"
-            time.sleep(max(0.0, LASTS[kind] - (time.monotonic() - t0)))
-            undo(kind, target)
-            # the next failure finds the job training with its node back
-            wait_batch_after(metrics_file(), batches(metrics_file()), 600)
-            failures.append(rec)
-            log(f"  next batch {rec['next_batch_s'] and round(rec['next_batch_s'], 2)} s "
-                "after the failure began")
-            next_at += rng.expovariate(1 / MEAN_S)
+        failures = failure_loop(started, duration, lambda: procs["supervisor"].poll() is None,
+                                lambda: (metrics_file(), batches(metrics_file())),
+                                recovered, settle)
     finally:
-        stop_sampling.set()
-        sampler.join()
+        stop_sampling()
     # no more failures: the job finishes by itself
     sup = procs["supervisor"]
     sup.wait(timeout=6 * 3600)
@@ -354,28 +449,14 @@ def main():
         "soak.pt", "ref.pt"], cwd=WORK, capture_output=True, text=True)
     worst = float(diff.stdout.strip()) if diff.returncode == 0 else float("inf")
 
-    # memory and descriptors of the nodes alive from the 5th minute (or the
-    # 12th of the run, if shorter) to the end, and of the supervisor
-    from_t = min(300.0, duration / 12)
-    growth = {}
-    fds = {}
-    for name in NODES + ["supervisor"]:
-        mine = [s for s in samples if s["name"] == name]
-        if not mine:
-            continue
-        last_pid = mine[-1]["pid"]
-        life = [s for s in mine if s["pid"] == last_pid]
-        base = [s for s in life if s["t"] >= from_t]
-        if life[0]["t"] <= from_t + 10 and base:
-            growth[name] = base[-1]["rss_mb"] / base[0]["rss_mb"] - 1
-            fds[name] = [base[0]["fds"], base[-1]["fds"]]
+    growth, fds, from_t = memory_growth(samples, duration)
     node_growth = max((g for n, g in growth.items() if n != "supervisor"), default=None)
     rec_s = sorted(f["next_batch_s"] for f in failures
                    if f.get("next_batch_s") is not None and f["kind"] != "slow")
     unrecovered = [f for f in failures if "error" in f]
     p50 = statistics.median(rec_s) if rec_s else None
     p99 = rec_s[min(len(rec_s) - 1, int(round(0.99 * (len(rec_s) - 1))))] if rec_s else None
-    by_kind = {k: sum(1 for f in failures if f["kind"] == k) for k in set(kinds)}
+    by_kind = {k: sum(1 for f in failures if f["kind"] == k) for k in WEIGHTS}
     result = {
         "benchmark": "soak",
         "quick": QUICK,
@@ -391,7 +472,7 @@ def main():
         "rss_growth": growth, "fds_first_last": fds, "rss_from_s": from_t,
         "samples": samples,
         "wall_s": time.monotonic() - began,
-        "not_done": "serving, federated and split soaks",
+        "not_done": "federated and split soaks",
     }
     headlines = {
         "soak_train_failures": len(failures),
@@ -409,16 +490,191 @@ def main():
           f"recovered from); {committed} batches; "
           f"audit {'ok' if audit.returncode == 0 else 'FAILED'}; max |weight difference| "
           f"against the fault-free replay {worst:.2e}")
-    print(f"RSS growth from minute {from_t / 60:g}: "
-          + ", ".join(f"{n} {100 * g:+.1f}%" for n, g in growth.items())
-          + "; descriptors " + ", ".join(f"{n} {a}->{b}" for n, (a, b) in fds.items()))
-    for k, v in headlines.items():
-        print(f"{k}: {'n/a' if v is None else (f'{v:.4f}' if isinstance(v, float) else v)}")
+    print_memory(growth, fds, from_t)
+    print_headlines(headlines)
+
+
+# ---- serving
+
+CONNECTIONS = 16
+CHUNK_S = 60.0
+
+
+def serve_stats(url):
+    """The server's own count of answered requests: (success, fail)."""
+    with urllib.request.urlopen(url + "/v2/models/cnn/stats", timeout=30) as r:
+        st = json.load(r)["model_stats"][0]["inference_stats"]
+    return st["success"]["count"], st["fail"]["count"]
+
+
+def hey_chunk(url, body, seconds):
+    """`hey -c 16` for `seconds`, every answer kept (start, latency) and checked
+    against the server's count."""
+    s0 = serve_stats(url)
+    t0 = time.monotonic()
+    r = subprocess.run(["hey", "-z", f"{seconds:.1f}s", "-c", str(CONNECTIONS), "-m", "POST",
+                        "-T", "application/json", "-D", body, "-o", "csv",
+                        url + "/v2/models/cnn/infer"], capture_output=True, text=True)
+    s1 = serve_stats(url)
+    out = {"t0": t0, "rc": r.returncode, "ok": 0, "other": 0,
+           "server_success": s1[0] - s0[0], "server_fail": s1[1] - s0[1],
+           "starts": array("d"), "latencies": array("d")}
+    for line in r.stdout.splitlines()[1:]:
+        f = line.split(",")
+        if len(f) < 8:
+            continue
+        if f[6] == "200":
+            out["ok"] += 1
+            out["starts"].append(t0 + float(f[7]))
+            out["latencies"].append(float(f[0]))
+        else:
+            out["other"] += 1
+    return out
+
+
+def chunks_for(url, body, seconds, stop_event=None):
+    out = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end - 1 and not (stop_event and stop_event.is_set()):
+        out.append(hey_chunk(url, body, min(CHUNK_S, end - time.monotonic())))
+    return out
+
+
+def p99(values):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(0.99 * (len(v) - 1))))] if v else None
+
+
+def lost_in(chunks):
+    """Answers other than 200, and answers the server gave that hey never got."""
+    return sum(c["other"] + max(0, c["server_success"] - c["ok"]) for c in chunks)
+
+
+def soak_serve():
+    global SUP_PORT
+    began = time.monotonic()
+    SUP_PORT = free_port()
+    http_port = free_port()
+    start_nodes()
+    os.makedirs(RUN, exist_ok=True)
+    start("supervisor", ["--log-level", "warn", "serve", "--cluster", "c.toml", "--model", "cnn",
+                         "--threads", "1", "--hang-timeout", "3", "--listen",
+                         f"127.0.0.1:{http_port}", "--supervisor-listen",
+                         f"127.0.0.1:{SUP_PORT}", "--metrics",
+                         os.path.join(RUN, "metrics.jsonl")])
+    url = f"http://127.0.0.1:{http_port}"
+    end = time.monotonic() + 600
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/v2/health/ready", timeout=5) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if procs["supervisor"].poll() is not None or time.monotonic() > end:
+            raise RuntimeError("serve did not become ready: "
+                               + open(os.path.join(WORK, "supervisor.err")).read()[-1500:])
+        time.sleep(0.5)
+    body = os.path.join(WORK, "request.json")
+    img = [[[1.0 if 8 <= r < 20 and 8 <= c < 20 else 0.0 for c in range(28)] for r in range(28)]]
+    with open(body, "w") as f:
+        json.dump({"inputs": [{"name": "input", "shape": [1, 1, 28, 28], "datatype": "FP32",
+                               "data": [img]}]}, f)
+    log(f"serving at {url}; {BASELINE_MINUTES:g} min of load without failures")
+    base = chunks_for(url, body, BASELINE_MINUTES * 60)
+    base_p99 = p99([x for c in base for x in c["latencies"]])
+    log(f"fault-free: {sum(c['ok'] for c in base)} answered, p99 "
+        f"{base_p99 and base_p99 * 1e3:.1f} ms; now {MINUTES:g} min with failures")
+
+    started = time.monotonic()
+    samples, stop_sampling = sampling(started)
+    duration = MINUTES * 60
+    load_done = threading.Event()
+    soak_chunks = []
+    loader = threading.Thread(target=lambda: soak_chunks.extend(
+        chunks_for(url, body, duration, load_done)))
+    loader.start()
+
+    def settle(kind, target, rec):
+        # the window closes once the node is healthy again (and back to speed)
+        if not wait_live(target):
+            rec["error"] = "not back within 3 minutes"
+        rec["back_s"] = time.monotonic() - started - rec["at_s"]
+        log(f"  node {target} healthy again {rec['back_s']:.1f} s after the failure began")
+
+    try:
+        failures = failure_loop(started, duration,
+                                lambda: procs["supervisor"].poll() is None and loader.is_alive(),
+                                lambda: None, lambda mark, t0: {}, settle)
+    except BaseException:
+        load_done.set()  # the load runs its whole time only when the failures did
+        raise
+    finally:
+        loader.join()
+        stop_sampling()
+    server_alive = procs["supervisor"].poll() is None
+    kill(procs["supervisor"], signal.SIGTERM)
+    for n in NODES:
+        kill(procs[n], signal.SIGTERM)
+
+    windows = [(started + f["at_s"], started + f["end_s"] + 2.0) for f in failures
+               if "end_s" in f]
+    outside, inside = [], []
+    for c in soak_chunks:
+        for t, lat in zip(c["starts"], c["latencies"]):
+            (inside if any(a <= t <= b for a, b in windows) else outside).append(lat)
+    soak_p99 = p99(outside)
+    answered = sum(c["ok"] for c in soak_chunks)
+    lost = lost_in(soak_chunks)
+    unrecovered = [f for f in failures if "error" in f]
+    growth, fds, from_t = memory_growth(samples, duration)
+    node_growth = max((g for n, g in growth.items() if n != "supervisor"), default=None)
+    by_kind = {k: sum(1 for f in failures if f["kind"] == k) for k in WEIGHTS}
+    chunk_rows = lambda cs: [{k: v for k, v in c.items() if k not in ("starts", "latencies")}
+                             for c in cs]
+    result = {
+        "benchmark": "soak_serve",
+        "quick": QUICK,
+        "devices": "4 node processes on one host, EMULATED (0.45 of a core each, compute-time "
+                   "dilation), loopback; `serve` (HTTP front and supervisor) in its own "
+                   "process; hey on the same host",
+        "minutes": MINUTES, "baseline_minutes": BASELINE_MINUTES, "mean_failure_s": MEAN_S,
+        "seed": SEED, "connections": CONNECTIONS, "chunk_s": CHUNK_S,
+        "failures": failures, "failures_by_kind": by_kind,
+        "failures_unrecovered": len(unrecovered),
+        "baseline_chunks": chunk_rows(base), "soak_chunks": chunk_rows(soak_chunks),
+        "baseline_p99_s": base_p99, "soak_p99_outside_windows_s": soak_p99,
+        "soak_p99_inside_windows_s": p99(inside),
+        "requests_outside_windows": len(outside), "requests_inside_windows": len(inside),
+        "baseline_lost": lost_in(base), "server_alive_at_end": server_alive,
+        "rss_growth": growth, "fds_first_last": fds, "rss_from_s": from_t,
+        "samples": samples,
+        "wall_s": time.monotonic() - began,
+    }
+    headlines = {
+        "soak_serve_failures": len(failures),
+        "soak_serve_requests": answered,
+        "soak_serve_requests_lost": lost,
+        "soak_serve_p99_ratio": (soak_p99 / base_p99) if soak_p99 and base_p99 else None,
+        "soak_node_rss_growth": node_growth,
+        "soak_supervisor_rss_growth": growth.get("supervisor"),
+    }
+    result["headlines"] = headlines
+    with open(OUT, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"results: {OUT}")
+    print(f"{len(failures)} failures in {MINUTES:g} min ({by_kind}, {len(unrecovered)} not "
+          f"recovered from); {answered} requests answered 200, {lost} lost; p99 outside the "
+          f"failure windows {soak_p99 and soak_p99 * 1e3:.1f} ms ({len(outside)} requests), "
+          f"inside {(p99(inside) or 0) * 1e3:.1f} ms ({len(inside)}), fault-free "
+          f"{base_p99 and base_p99 * 1e3:.1f} ms")
+    print_memory(growth, fds, from_t)
+    print_headlines(headlines)
 
 
 if __name__ == "__main__":
     try:
-        main()
+        soak_serve() if SERVE else soak_train()
     finally:
         for p in list(procs.values()):
             kill(p, signal.SIGKILL)
