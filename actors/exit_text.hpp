@@ -7,12 +7,14 @@
 #include <caf/error.hpp>
 #include <caf/exit_reason.hpp>
 
+#include <optional>
 #include <string>
 #include <utility>
 
 namespace salamander::actors {
 
-inline std::string exit_text(caf::actor_system& sys, const caf::error& reason) {
+/// The words for a reason CAF knows (a clean exit included), or none.
+inline std::optional<std::string> known_exit_text(const caf::error& reason) {
   if (!reason) {
     return "it stopped cleanly (its process ended or it was told to leave)";
   }
@@ -30,10 +32,15 @@ inline std::string exit_text(caf::actor_system& sys, const caf::error& reason) {
   for (auto& [r, text] : known) {
     if (reason.code() == static_cast<uint8_t>(r) &&
         reason.category() == caf::make_error(r).category()) {
-      return text;
+      return std::string(text);
     }
   }
-  return sys.render(reason);
+  return std::nullopt;
+}
+
+inline std::string exit_text(caf::actor_system& sys, const caf::error& reason) {
+  auto words = known_exit_text(reason);
+  return words ? *words : sys.render(reason);
 }
 
 } // namespace salamander::actors

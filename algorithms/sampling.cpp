@@ -217,4 +217,18 @@ std::vector<uint32_t> sample_clients(uint64_t seed, uint64_t round,
   return out;
 }
 
+std::vector<bool> pick_stragglers(uint64_t seed, uint32_t clients, double fraction) {
+  if (!(fraction >= 0) || fraction > 1) {
+    throw std::invalid_argument("the fraction of stragglers must be in [0, 1], got " +
+                                std::to_string(fraction));
+  }
+  std::vector<bool> out(clients, false);
+  auto k = static_cast<int64_t>(std::llround(fraction * static_cast<double>(clients)));
+  auto order = epoch_permutation(mix_seed(seed, 0x51c4, 0), 0, clients);
+  for (int64_t i = 0; i < k; ++i) {
+    out[static_cast<size_t>(order[static_cast<size_t>(i)])] = true;
+  }
+  return out;
+}
+
 } // namespace salamander::algorithms

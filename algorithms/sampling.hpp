@@ -71,4 +71,10 @@ std::vector<uint32_t> sample_clients(uint64_t seed, uint64_t round,
                                      const std::vector<uint32_t>& available,
                                      double fraction);
 
+/// Which of `clients` clients are stragglers: round(fraction x clients) of
+/// them, drawn with `seed` (the same every run and on every machine), as a
+/// mask indexed by client. Throws std::invalid_argument for a fraction
+/// outside [0, 1].
+std::vector<bool> pick_stragglers(uint64_t seed, uint32_t clients, double fraction);
+
 } // namespace salamander::algorithms

@@ -11,6 +11,7 @@
 
 #include <caf/io/middleman.hpp>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <mutex>
@@ -37,6 +38,37 @@ std::vector<double> parse_shares(const std::string& text) {
     }
   }
   return out;
+}
+
+std::pair<double, double> parse_stragglers(const std::string& text) {
+  auto colon = text.find(':');
+  auto number = [&](const std::string& part, const char* what) {
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || !std::isfinite(v)) {
+      throw std::invalid_argument(std::string(what) + " '" + part + "' is not a number (" +
+                                  "FRACTION:SPEED, e.g. 0.2:0.1)");
+    }
+    return v;
+  };
+  if (colon == std::string::npos) {
+    throw std::invalid_argument("'" + text + "' is not FRACTION:SPEED (e.g. 0.2:0.1)");
+  }
+  auto fraction = number(text.substr(0, colon), "FRACTION");
+  auto speed = number(text.substr(colon + 1), "SPEED");
+  if (fraction < 0 || fraction > 1) {
+    throw std::invalid_argument("FRACTION must be in [0, 1], got " + text.substr(0, colon));
+  }
+  if (speed <= 0 || speed > 1) {
+    throw std::invalid_argument("SPEED must be in (0, 1] (a part of the node's speed), got " +
+                                text.substr(colon + 1));
+  }
+  return {fraction, speed};
 }
 
 void add_client_places(CLI::App& sub, client_job_options& o,

@@ -15,6 +15,8 @@
 #include "apps/dashboard/dashboard_cli.hpp"
 
 #include <functional>
+#include <tuple>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -102,12 +104,27 @@ template <class Config> void add_fraction_fit(CLI::App& sub, Config& job) {
       ->capture_default_str();
 }
 
+/// "0.2:0.1" -> {0.2, 0.1}: a fraction in [0, 1] and a speed in (0, 1];
+/// throws std::invalid_argument saying what is wrong.
+std::pair<double, double> parse_stragglers(const std::string& text);
+
 template <class Config> void add_clients_per_node(CLI::App& sub, Config& job) {
   sub.add_option("--clients-per-node", job.clients_per_node,
                  "virtual clients: this many on each node, each with its own shard (the "
                  "data is split over nodes x this many)")
       ->check(whole<int>(1))
       ->capture_default_str();
+  sub.add_option_function<std::string>(
+      "--stragglers",
+      [&job](const std::string& text) {
+        try {
+          std::tie(job.straggler_fraction, job.straggler_speed) = parse_stragglers(text);
+        } catch (const std::invalid_argument& e) {
+          throw CLI::ValidationError("--stragglers", e.what());
+        }
+      },
+      "FRACTION:SPEED: that part of the clients, drawn with --seed, runs at SPEED of its "
+      "node's speed, EMULATED, e.g. 0.2:0.1 (a fifth of them 10x slower); default: none");
 }
 
 template <class Config> void add_time_budget(CLI::App& sub, Config& job) {

@@ -47,7 +47,18 @@ of the requests that started outside every window over the fault-free p99.
 Headlines: soak_serve_failures, soak_serve_requests, soak_serve_requests_lost,
 soak_serve_p99_ratio, soak_node_rss_growth, soak_supervisor_rss_growth.
 
-Usage: soak.py SALAMANDER_BIN OUT_JSON [--mode train|serve] [--quick] [--minutes M]
+--mode federate | split: a federated (FedAvg) or split-learning job of the
+CNN on synthetic IID shards, 5 virtual clients on each of the 4 nodes, sized
+by a fault-free calibration of 3 rounds to fill --minutes (default 20), with
+every failure kind; the supervisor is killed and started again with the same
+command and --resume (its checkpoint is written every round). At the end
+every round from 1 to the last must have been logged as completed in one of
+the job's metrics logs. Headlines: soak_fed_failures / soak_split_failures,
+soak_fed_rounds / soak_split_rounds (completed), soak_fed_rounds_missing /
+soak_split_rounds_missing, soak_fed_job_ok / soak_split_job_ok (1 when the
+job ended with exit 0), and the memory figures.
+
+Usage: soak.py SALAMANDER_BIN OUT_JSON [--mode train|serve|federate|split] [--quick] [--minutes M]
               [--mean-s S] [--seed N] [--kinds kill9,stop,slow,cut,supervisor]
               [--baseline-minutes B]
 """
@@ -70,9 +81,13 @@ from benchprocs import stop
 BIN, OUT = sys.argv[1], sys.argv[2]
 opts = sys.argv[3:]
 QUICK = "--quick" in opts
-SERVE = "--mode" in opts and opts[opts.index("--mode") + 1:][:1] == ["serve"]
+MODE = (opts[opts.index("--mode") + 1:][:1] or ["train"])[0] if "--mode" in opts else "train"
+SERVE = MODE == "serve"
+ROUNDS = MODE in ("federate", "split")
 if SERVE:  # the issue's 30 minutes of serving
     MINUTES, MEAN_S, SEED = (3.0, 20.0, 1) if QUICK else (30.0, 60.0, 1)
+elif ROUNDS:
+    MINUTES, MEAN_S, SEED = (4.0, 20.0, 1) if QUICK else (20.0, 60.0, 1)
 else:
     MINUTES, MEAN_S, SEED = (4.0, 20.0, 1) if QUICK else (60.0, 60.0, 1)
 BASELINE_MINUTES = 1.0 if QUICK else 5.0
@@ -93,8 +108,8 @@ while i < len(opts):
         WEIGHTS = {k: w for k, w in ALL_KINDS.items() if k in wanted}
         i += 2
     elif a == "--mode" and i + 1 < len(opts):
-        if opts[i + 1] not in ("train", "serve"):
-            sys.exit(f"soak: --mode is train or serve, not '{opts[i + 1]}'")
+        if opts[i + 1] not in ("train", "serve", "federate", "split"):
+            sys.exit(f"soak: --mode is train, serve, federate or split, not '{opts[i + 1]}'")
         i += 2
     elif a in ("--minutes", "--mean-s", "--seed", "--baseline-minutes") and i + 1 < len(opts):
         v = opts[i + 1]
@@ -111,7 +126,7 @@ while i < len(opts):
             sys.exit(f"soak: {a} takes a number, got '{v}'")
         i += 2
     else:
-        sys.exit(f"soak: unknown option {a} (--mode train|serve, --quick, --minutes M, "
+        sys.exit(f"soak: unknown option {a} (--mode train|serve|federate|split, --quick, --minutes M, "
                  "--mean-s S, --seed N, --kinds a,b, --baseline-minutes B)")
 if MINUTES <= 0 or MEAN_S <= 0 or BASELINE_MINUTES <= 0:
     sys.exit("soak: --minutes, --mean-s and --baseline-minutes must be more than 0")
@@ -185,11 +200,16 @@ def metrics_file():
     return max((os.path.join(RUN, n) for n in names), key=os.path.getmtime)
 
 
+# the event that shows the job moving on: a committed batch, or a round
+PROGRESS = '"event":"round"' if ROUNDS else '"event":"batch"'
+
+
 def batches(path):
+    """How many PROGRESS events the metrics log at `path` holds."""
     if not path or not os.path.exists(path):
         return 0
     with open(path) as f:
-        return sum(1 for line in f if '"event":"batch"' in line)
+        return sum(1 for line in f if PROGRESS in line)
 
 
 def wait_batch_after(path_before, count_before, limit):
@@ -263,7 +283,20 @@ def inflict(kind, target):
     elif kind == "supervisor":
         kill(procs["supervisor"], signal.SIGKILL)
         time.sleep(2)
+        restart_supervisor()
+
+
+def restart_supervisor():
+    """After a kill -9: the training job goes on with `supervisor --resume`; a
+    federated or split job with its own command and --resume (rounds_command)."""
+    if ROUNDS:
+        restarts[0] += 1
+        start("supervisor", rounds_command(restarts[0]) + ["--resume"])
+    else:
         start("supervisor", ["supervisor", "--resume", RUN])
+
+
+restarts = [0]
 
 
 def undo(kind, target):
@@ -494,6 +527,124 @@ def soak_train():
     print_headlines(headlines)
 
 
+# ---- federated and split learning
+
+ROUND_JOB = ["--model", "cnn", "--dataset", "synthetic", "--iid", "--clients-per-node", "5",
+             "--max-samples", "128", "--batch-size", "32", "--threads", "1",
+             "--hang-timeout", "3", "--test-samples", "500"]
+ROUNDS_TOTAL = [0]
+
+
+def rounds_command(restart):
+    """The job's command; each start of the supervisor writes its own log."""
+    return (["--log-level", "warn", MODE, "--cluster", "c.toml"] + ROUND_JOB +
+            ["--rounds", str(ROUNDS_TOTAL[0]), "--checkpoint", os.path.join(RUN, "job.ckpt"),
+             "--metrics", os.path.join(RUN, f"metrics-{restart}.jsonl"),
+             "--listen", f"127.0.0.1:{SUP_PORT}"])
+
+
+def round_events(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if '"event":"round' in line]
+
+
+def soak_rounds():
+    global SUP_PORT
+    began = time.monotonic()
+    SUP_PORT = free_port()
+    start_nodes()
+    os.makedirs(RUN, exist_ok=True)
+    # calibration: two fault-free rounds, to size the job
+    cal = subprocess.run([BIN, "--log-level", "warn", MODE, "--cluster", "c.toml"] + ROUND_JOB +
+                         ["--rounds", "3", "--metrics", "cal.jsonl"], env=ENV, cwd=WORK,
+                         capture_output=True, text=True)
+    if cal.returncode != 0:
+        raise RuntimeError("the calibration job failed: " + cal.stderr[-1500:])
+    ts = [e["t"] for e in round_events(os.path.join(WORK, "cal.jsonl")) if e["event"] == "round"]
+    per_round = (ts[-1] - ts[0]) / (len(ts) - 1)
+    ROUNDS_TOTAL[0] = max(3, round(MINUTES * 60 / per_round))
+    log(f"calibration: {per_round:.1f} s a round fault-free; the soak job runs "
+        f"{ROUNDS_TOTAL[0]} rounds")
+    start("supervisor", rounds_command(0))
+    if wait_batch_after(None, 0, 600) is None:
+        raise RuntimeError("the job completed no round in 10 minutes")
+    started = time.monotonic()
+    samples, stop_sampling = sampling(started)
+    duration = MINUTES * 60
+
+    def recovered(mark, t0):
+        done = wait_batch_after(mark[0], mark[1], 600)
+        rec = {"next_round_s": None if done is None else (time.monotonic() - t0)}
+        if done is None:
+            rec["error"] = "no round completed within 10 minutes"
+        log(f"  next round {rec['next_round_s'] and round(rec['next_round_s'], 2)} s "
+            "after the failure began")
+        return rec
+
+    def settle(kind, target, rec):
+        if target != "supervisor" and not wait_live(target):
+            rec["error"] = "not back within 3 minutes"
+
+    try:
+        failures = failure_loop(started, duration, lambda: procs["supervisor"].poll() is None,
+                                lambda: (metrics_file(), batches(metrics_file())),
+                                recovered, settle)
+    finally:
+        stop_sampling()
+    sup = procs["supervisor"]
+    sup.wait(timeout=6 * 3600)
+    for n in NODES:
+        kill(procs[n], signal.SIGTERM)
+    logs = sorted(os.path.join(RUN, n) for n in os.listdir(RUN)
+                  if n.startswith("metrics-") and n.endswith(".jsonl"))
+    done, void = set(), 0
+    for path in logs:
+        for e in round_events(path):
+            if e["event"] == "round":
+                done.add(e["round"])
+            elif e["event"] == "round_void":
+                void += 1
+    missing = [r for r in range(1, ROUNDS_TOTAL[0] + 1) if r not in done]
+    unrecovered = [f for f in failures if "error" in f]
+    growth, fds, from_t = memory_growth(samples, duration)
+    node_growth = max((g for n, g in growth.items() if n != "supervisor"), default=None)
+    by_kind = {k: sum(1 for f in failures if f["kind"] == k) for k in WEIGHTS}
+    key = "fed" if MODE == "federate" else "split"
+    result = {
+        "benchmark": f"soak_{key}",
+        "quick": QUICK,
+        "devices": "4 node processes on one host, EMULATED (0.45 of a core each, compute-time "
+                   "dilation), loopback; the supervisor in its own process",
+        "minutes": MINUTES, "mean_failure_s": MEAN_S, "seed": SEED,
+        "job": " ".join([MODE] + ROUND_JOB), "rounds": ROUNDS_TOTAL[0],
+        "calibration_s_per_round": per_round,
+        "exit_code": sup.returncode, "metrics_logs": [os.path.basename(p) for p in logs],
+        "failures": failures, "failures_by_kind": by_kind,
+        "failures_unrecovered": len(unrecovered),
+        "rounds_completed": len(done), "rounds_missing": missing, "rounds_void": void,
+        "rss_growth": growth, "fds_first_last": fds, "rss_from_s": from_t,
+        "samples": samples, "wall_s": time.monotonic() - began,
+    }
+    headlines = {
+        f"soak_{key}_failures": len(failures),
+        f"soak_{key}_rounds": len(done),
+        f"soak_{key}_rounds_missing": len(missing),
+        f"soak_{key}_job_ok": 1 if sup.returncode == 0 else 0,
+        "soak_node_rss_growth": node_growth,
+        "soak_supervisor_rss_growth": growth.get("supervisor"),
+    }
+    result["headlines"] = headlines
+    with open(OUT, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"results: {OUT}")
+    print(f"{len(failures)} failures in {MINUTES:g} min ({by_kind}, {len(unrecovered)} not "
+          f"recovered from); {MODE} job exit {sup.returncode}; rounds completed {len(done)} of "
+          f"{ROUNDS_TOTAL[0]} (missing {missing or 'none'}; {void} void) over "
+          f"{len(logs)} supervisor start(s)")
+    print_memory(growth, fds, from_t)
+    print_headlines(headlines)
+
+
 # ---- serving
 
 CONNECTIONS = 16
@@ -674,7 +825,7 @@ def soak_serve():
 
 if __name__ == "__main__":
     try:
-        soak_serve() if SERVE else soak_train()
+        soak_serve() if SERVE else soak_rounds() if ROUNDS else soak_train()
     finally:
         for p in list(procs.values()):
             kill(p, signal.SIGKILL)

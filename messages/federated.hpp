@@ -38,6 +38,9 @@ struct fed_client_spec {
   int64_t profile_batches = 3;
   /// At most this many examples of the shard (0: all; tests).
   int64_t max_samples = 0;
+  /// This client's speed as a part of its node's: below 1 a straggler among
+  /// the node's virtual clients (EMULATED: its device time is stretched).
+  double speed = 1.0;
 };
 
 /// A client's profile: its data and seconds per local epoch at each kept
@@ -86,7 +89,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fed_client_spec& x) {
   return f(caf::meta::type_name("fed_client_spec"), x.client, x.clients, x.model,
            x.fingerprint, x.dataset, x.data_dir, x.alpha, x.seed, x.batch_size, x.optimizer, x.lr,
-           x.momentum, x.threads, x.profile_keeps, x.profile_batches, x.max_samples);
+           x.momentum, x.threads, x.profile_keeps, x.profile_batches, x.max_samples,
+           x.speed);
 }
 
 template <class Inspector>

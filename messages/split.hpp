@@ -34,6 +34,9 @@ struct split_client_spec {
   double momentum = 0.9;
   int32_t threads = 1;
   int64_t max_samples = 0; ///< at most this many examples of the shard (0: all)
+  /// This client's speed as a part of its node's: below 1 a straggler among
+  /// the node's virtual clients (EMULATED: its device time is stretched).
+  double speed = 1.0;
 };
 
 /// One round's work for one client (one local epoch over its shard).
@@ -97,7 +100,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, split_client_spec& x) {
   return f(caf::meta::type_name("split_client_spec"), x.client, x.clients, x.model,
            x.fingerprint, x.cut, x.method, x.dataset, x.data_dir, x.alpha, x.seed,
-           x.batch_size, x.optimizer, x.lr, x.momentum, x.threads, x.max_samples);
+           x.batch_size, x.optimizer, x.lr, x.momentum, x.threads, x.max_samples,
+           x.speed);
 }
 
 template <class Inspector>

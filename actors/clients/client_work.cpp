@@ -29,10 +29,11 @@ void use_intra_op_threads(int32_t threads) {
 }
 
 std::pair<double, std::chrono::microseconds> device_time(const node_emulation& emulation,
-                                                         double wall, double cpu) {
+                                                         double wall, double cpu,
+                                                         double speed) {
   auto& lim = emulation.limiter;
   bool dilated = lim && lim->method() == "compute-time dilation";
-  double device = dilated ? cpu * lim->dilation() : wall;
+  double device = (dilated ? cpu * lim->dilation() : wall) / speed;
   auto pause =
       std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, device - wall) * 1e6));
   return {device, pause};

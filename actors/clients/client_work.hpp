@@ -49,9 +49,12 @@ void use_intra_op_threads(int32_t threads);
 /// the device's pace holds. Under compute-time dilation the emulated
 /// device's time is its CPU time over its share (what the host's other load
 /// adds to the wall time is not the device's); a real device, or one under a
-/// cgroup quota, takes the wall time.
+/// cgroup quota, takes the wall time. A client of `speed` below 1 (a
+/// straggler among its node's virtual clients, EMULATED) takes 1/speed of
+/// that.
 std::pair<double, std::chrono::microseconds> device_time(const node_emulation& emulation,
-                                                         double wall, double cpu);
+                                                         double wall, double cpu,
+                                                         double speed = 1.0);
 
 /// A client's examples: indices into the shared training set.
 struct client_shard {

@@ -26,7 +26,7 @@ using client_ptr = fed_client_actor::stateful_pointer<fed_client_state>;
 
 std::pair<double, std::chrono::microseconds> device_time(client_ptr self, double wall,
                                                          double cpu) {
-  return actors::device_time(self->state.emulation, wall, cpu);
+  return actors::device_time(self->state.emulation, wall, cpu, self->state.spec.speed);
 }
 
 // Always through the clock, never a plain send to itself: CAF 0.17 runs an
@@ -230,9 +230,10 @@ void profile_tick(client_ptr self) {
   auto& st = self->state;
   auto& w = *st.work;
   auto per_epoch = algorithms::batches_per_epoch(samples(st), st.spec.batch_size, false);
+  // the node's time for a batch, stretched for a straggler among its clients
   auto record = [&](double keep, double per_batch) {
     st.profile.keep.push_back(keep);
-    st.profile.epoch_s.push_back(per_batch * static_cast<double>(per_epoch));
+    st.profile.epoch_s.push_back(per_batch / st.spec.speed * static_cast<double>(per_epoch));
     ++w.profile_step;
   };
   while (w.profile_step < st.spec.profile_keeps.size()) {
@@ -272,8 +273,8 @@ void profile_tick(client_ptr self) {
     double cpu = thread_cpu() - c0, wall = since(t0);
     cpu_total += cpu;
     wall_total += wall;
-    if (b > 0) { // the first one warms up
-      times.push_back(device_time(self, wall, cpu).first);
+    if (b > 0) { // the first one warms up; the node's time, whoever measures it
+      times.push_back(actors::device_time(st.emulation, wall, cpu).first);
     }
   }
   std::sort(times.begin(), times.end());
@@ -317,6 +318,10 @@ fed_client(fed_client_actor::stateful_pointer<fed_client_state> self,
     st.profile.samples = samples(st);
     st.profile.data = st.data_note;
     st.profile.emulation = st.emulation.config.describe();
+    if (st.spec.speed < 1) {
+      st.profile.emulation += fmt::format("; this client a straggler at {:g} of its node's speed",
+                                          st.spec.speed);
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }

@@ -1,5 +1,6 @@
 // The round job core: the lifecycle of federated and split jobs, once.
 #include "actors/job/round_job.hpp"
+#include "actors/exit_text.hpp"
 #include "actors/logging.hpp"
 #include "algorithms/sampling.hpp"
 #include "models/data.hpp"
@@ -41,6 +42,21 @@ void check_round_config(const round_job_config& c) {
     throw std::invalid_argument("--fraction-fit must be in (0, 1], got " +
                                 fmt::format("{}", c.fraction_fit));
   }
+  if (!(c.straggler_fraction >= 0) || c.straggler_fraction > 1 ||
+      !(c.straggler_speed > 0) || c.straggler_speed > 1) {
+    throw std::invalid_argument(fmt::format(
+        "--stragglers FRACTION:SPEED takes a fraction in [0, 1] and a speed in (0, 1], got "
+        "{}:{}",
+        c.straggler_fraction, c.straggler_speed));
+  }
+}
+
+double client_speed(const round_job_config& cfg, uint32_t client, uint32_t clients) {
+  if (cfg.straggler_fraction <= 0 || cfg.straggler_speed >= 1) {
+    return 1.0;
+  }
+  auto slow = algorithms::pick_stragglers(cfg.seed, clients, cfg.straggler_fraction);
+  return client < slow.size() && slow[client] ? cfg.straggler_speed : 1.0;
 }
 
 std::shared_ptr<const models::dataset> load_test_split(const round_job_config& cfg,
@@ -498,7 +514,8 @@ void round_job::down(const caf::down_msg& dm) {
   for (uint32_t c = 0; c < clients.size(); ++c) {
     if (clients[c].handle && clients[c].handle.address() == dm.source) {
       clients[c].handle = nullptr; // gone already: nothing to stop
-      client_gone(c, "its actor went down: " + port_->render(dm.reason));
+      auto words = known_exit_text(dm.reason);
+      client_gone(c, "its actor went away: " + (words ? *words : port_->render(dm.reason)));
     }
   }
 }

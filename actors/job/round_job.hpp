@@ -78,6 +78,10 @@ struct round_job_config {
   /// Clients on each node (virtual clients): each has its own shard, so the
   /// data is split over nodes x this many clients.
   int64_t clients_per_node = 1;
+  /// Stragglers among the clients (EMULATED): this fraction of them, drawn
+  /// with the seed, runs at `straggler_speed` of its node's speed.
+  double straggler_fraction = 0;
+  double straggler_speed = 1;
   int64_t test_samples = 0;    ///< evaluate on this many test examples (0: all)
   std::string checkpoint_path; ///< written after every round ("": none)
   bool resume = false;         ///< start from checkpoint_path
@@ -91,6 +95,10 @@ struct round_job_config {
 /// Checks what every round job needs of its configuration; throws
 /// std::invalid_argument naming the option.
 void check_round_config(const round_job_config& c);
+
+/// Client `client`'s speed as a part of its node's (1 unless it is one of the
+/// stragglers the configuration asks for).
+double client_speed(const round_job_config& cfg, uint32_t client, uint32_t clients);
 
 /// The fields every client's spawn spec (fed_client_spec, split_client_spec)
 /// takes from the job's configuration.
@@ -112,6 +120,7 @@ void fill_client_spec(Spec& s, const round_job_config& cfg, uint32_t client,
   s.momentum = cfg.momentum;
   s.threads = cfg.threads;
   s.max_samples = cfg.max_samples;
+  s.speed = client_speed(cfg, client, clients);
 }
 
 /// The test split the supervisor evaluates on (`test_samples` of it, when

@@ -201,7 +201,7 @@ void batch_done(client_ptr self, double loss) {
   auto& w = *st.work;
   w.loss_sum += loss;
   ++w.batch;
-  auto [device, pause] = device_time(st.emulation, w.batch_wall, w.batch_cpu);
+  auto [device, pause] = device_time(st.emulation, w.batch_wall, w.batch_cpu, st.spec.speed);
   w.result.device_s += device;
   w.batch_cpu = 0;
   w.batch_wall = 0;

@@ -341,6 +341,64 @@ TEST_CASE("with --fraction-fit each round trains a seeded sample of the clients,
   leave(nodes);
 }
 
+TEST_CASE("stragglers among virtual clients: the drawn ones profile and train at their "
+          "speed, the model is the same",
+          "[actor][federated]") {
+  fed_system s;
+  temp_dir dir;
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  auto cfg = config("fedavg", 1);
+  cfg.clients_per_node = 3;
+  cfg.straggler_fraction = 1.0 / 3; // 2 of the 6
+  cfg.straggler_speed = 0.25;
+  cfg.metrics_path = dir.file("stragglers.jsonl");
+  auto slow = algorithms::pick_stragglers(cfg.seed, 6, cfg.straggler_fraction);
+  REQUIRE(std::count(slow.begin(), slow.end(), true) == 2);
+  auto two = actors::local_nodes(*s.sys, 2, 1);
+  auto r = actors::run_fed_job(*s.sys, cfg, two, opts);
+  leave(two);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == status_phase::finished);
+  // per node: the time of a batch at full width, for its clients at speed 1
+  // and at 0.25 (all from the one measurement the node's clients share)
+  std::map<std::string, std::vector<double>> fast, slowed;
+  for (auto& e : events(cfg.metrics_path, "profile")) {
+    auto c = e["client"].get<uint32_t>();
+    auto batches = static_cast<double>(
+        (e["samples"].get<int64_t>() + cfg.batch_size - 1) / cfg.batch_size);
+    auto per_batch = e["epoch_s"].back().get<double>() / batches;
+    (slow.at(c) ? slowed : fast)[e["node"].get<std::string>()].push_back(per_batch);
+    CHECK((e["emulation"].get<std::string>().find("straggler at 0.25") != std::string::npos) ==
+          slow.at(c));
+  }
+  size_t seen = 0;
+  for (auto& [node, times] : slowed) {
+    REQUIRE(fast.count(node));
+    for (auto t : times) {
+      CHECK(t == Approx(fast[node].front() / 0.25).epsilon(1e-9));
+      ++seen;
+    }
+  }
+  CHECK(seen == 2);
+  // FedAvg waits for every client: how fast they are changes nothing else
+  cfg.straggler_fraction = 0;
+  cfg.metrics_path.clear();
+  auto again = actors::local_nodes(*s.sys, 2, 1);
+  auto even = actors::run_fed_job(*s.sys, cfg, again, opts);
+  leave(again);
+  REQUIRE(even.status.phase == status_phase::finished);
+  REQUIRE(r.weights);
+  REQUIRE(even.weights);
+  for (size_t l = 0; l < r.weights->layers.size(); ++l) {
+    for (size_t p = 0; p < r.weights->layers[l].params.size(); ++p) {
+      CHECK(salamander::testing::max_abs_diff(r.weights->layers[l].params[p].tensor,
+                                              even.weights->layers[l].params[p].tensor) ==
+            0.0);
+    }
+  }
+}
+
 TEST_CASE("virtual clients: two nodes of three clients train as six nodes of one",
           "[actor][federated]") {
   fed_system s;

@@ -175,3 +175,24 @@ TEST_CASE("a round's clients are a seeded sample of the available ones, at least
   CHECK_THROWS_WITH(sample_clients(7, 1, up, 0.0), Catch::Contains("(0, 1]"));
   CHECK_THROWS_WITH(sample_clients(7, 1, up, 1.5), Catch::Contains("got 1.5"));
 }
+
+TEST_CASE("stragglers among the clients are a seeded draw of the asked part of them",
+          "[unit][sampling]") {
+  auto count = [](const std::vector<bool>& m) { return std::count(m.begin(), m.end(), true); };
+  auto a = pick_stragglers(3, 1000, 0.2);
+  REQUIRE(a.size() == 1000);
+  CHECK(count(a) == 200);
+  CHECK(a == pick_stragglers(3, 1000, 0.2)); // the same on every run
+  CHECK(a != pick_stragglers(4, 1000, 0.2)); // another seed, others
+  // spread over the clients, not the first ones: some in each quarter
+  for (size_t q = 0; q < 4; ++q) {
+    CHECK(std::count(a.begin() + static_cast<long>(q * 250),
+                     a.begin() + static_cast<long>((q + 1) * 250), true) > 20);
+  }
+  CHECK(count(pick_stragglers(3, 7, 0.5)) == 4); // round(3.5)
+  CHECK(count(pick_stragglers(3, 10, 0.0)) == 0);
+  CHECK(count(pick_stragglers(3, 10, 1.0)) == 10);
+  CHECK(pick_stragglers(3, 0, 0.5).empty());
+  CHECK_THROWS_WITH(pick_stragglers(3, 10, 1.5), Catch::Contains("got 1.5"));
+  CHECK_THROWS_AS(pick_stragglers(3, 10, -0.1), std::invalid_argument);
+}
