@@ -521,22 +521,25 @@ def soak_text(d):
       f"{f(d['calibration_batches_per_s'], 1)} batches/s fault-free). Failures arrive with "
       f"exponential gaps (mean {f(d['mean_failure_s'], 0)} s, seed {d['seed']}); each is one "
       "of: kill -9 of a node and a restart on its port 3 s later, SIGSTOP for 6 s, the "
-      "node's emulated speed at 0.2 for 15 s, kill -9 of the supervisor and "
-      "`supervisor --resume` 2 s later. Node n1 is spared. Not done: link cuts (the node's "
-      "link emulation has no cut yet).\n")
+      "node's emulated speed at 0.2 for 15 s, its link cut for 8 s (`cut node`: the node's "
+      "network loop stalls, EMULATED; the process runs on), kill -9 of the supervisor and "
+      "`supervisor --resume` 2 s later. Node n1 is spared; a failure waits until its target "
+      "is healthy again.\n")
     by = d["failures_by_kind"]
     p("| figure | value |\n|---|---|")
     p(f"| failures | **{h['soak_train_failures']}** ({', '.join(f'{k} {v}' for k, v in sorted(by.items()))}) |")
     p(f"| weights against a fault-free replay on one device | max difference "
       f"{d['max_weight_diff']:.1e}: `soak_train_exact` **{h['soak_train_exact']}** |")
     p(f"| audit (every batch once) | {'ok' if d['audit_ok'] else 'FAILED'} |")
-    for kind in ("kill9", "stop", "supervisor"):
+    for kind in ("kill9", "stop", "cut", "supervisor"):
         xs = [x["next_batch_s"] for x in d["failures"]
-              if x["kind"] == kind and x["next_batch_s"] is not None]
+              if x["kind"] == kind and x.get("next_batch_s") is not None]
         if xs:
             p(f"| {kind}: failure to the next batch committed, median (max) of {len(xs)} (s) | "
               f"{f(statistics.median(xs), 2)} ({f(max(xs), 2)}) |")
-    p(f"| recovery p50 / p99 over kill -9, SIGSTOP and supervisor failures (s) | "
+    if d.get("failures_unrecovered"):
+        p(f"| failures not recovered from | **{d['failures_unrecovered']}** |")
+    p(f"| recovery p50 / p99 over every failure but slow (s) | "
       f"**{f(h['soak_recovery_p50_s'], 2)}** / **{f(h['soak_recovery_p99_s'], 2)}** |")
     growth = d["rss_growth"]
     p(f"| RSS growth from minute {f(d.get('rss_from_s', 300) / 60, 1)} to the end, nodes alive "
@@ -555,8 +558,100 @@ def soak_text(d):
     return "\n".join(lines)
 
 
+def memory_rows(d, p):
+    growth = d["rss_growth"]
+    p(f"| RSS growth from minute {f(d.get('rss_from_s', 300) / 60, 1)} to the end, nodes alive "
+      "throughout | "
+      + ", ".join(f"{n} {100 * g:+.1f}%" for n, g in growth.items() if n != "supervisor")
+      + " |")
+    if "supervisor" in growth:
+        p(f"| RSS growth of the supervisor's last process over its life | "
+          f"{100 * growth['supervisor']:+.1f}% |")
+    p("| open descriptors, first and last sample | "
+      + ", ".join(f"{n} {a} -> {b}" for n, (a, b) in d["fds_first_last"].items()) + " |\n")
+
+
+def failures_row(d, p):
+    by = d["failures_by_kind"]
+    p(f"| failures | **{len(d['failures'])}** "
+      f"({', '.join(f'{k} {v}' for k, v in sorted(by.items()))}); not recovered from: "
+      f"{d.get('failures_unrecovered', 0)} |")
+
+
+def soak_serve_text(d):
+    h = d["headlines"]
+    lines = []
+    p = lines.append
+    p("## Soak: serving under load through a failure every minute or so\n")
+    p(f"`bench/run.sh soak_serve --minutes {f(d['minutes'], 0)}` (bench/soak.py --mode serve, "
+      f"{f(d['wall_s'] / 60, 1)} min in all) — **EMULATED** devices: 4 `salamander node` "
+      "processes on one 2-core host, 0.45 of a core each by compute-time dilation, loopback; "
+      "`serve` of the CNN (the seed's weights, planned by profile) in its own process, `hey "
+      f"-c {d['connections']}` on the same host sending one 28x28 image a request as JSON over "
+      f"kept-alive connections, in back-to-back chunks of {f(d['chunk_s'], 0)} s with `-o csv`. "
+      f"First {f(d['baseline_minutes'], 0)} min without failures, then "
+      f"{f(d['minutes'], 0)} min with failures at exponential gaps (mean "
+      f"{f(d['mean_failure_s'], 0)} s, seed {d['seed']}): kill -9 of a node and a restart 3 s "
+      "later, SIGSTOP for 6 s, the node at 0.2 of its speed for 15 s, its link cut for 8 s. "
+      "The `serve` process itself is not killed: it is the HTTP server, and no request in "
+      "flight outlives it. hey's CSV has no row for a request that got no answer at all, so "
+      "each chunk is checked against the server's own count "
+      "(`/v2/models/cnn/stats`) read before and after it: a request is lost when it got "
+      "another status than 200, or the server answered it and hey never got the answer. A "
+      "failure window runs from the failure to 2 s after its node is healthy again.\n")
+    p("| figure | value |\n|---|---|")
+    failures_row(d, p)
+    p(f"| requests answered 200 | {h['soak_serve_requests']} (server's count, every chunk: "
+      f"{sum(c['server_success'] for c in d['soak_chunks'])}) |")
+    p(f"| requests lost | **{h['soak_serve_requests_lost']}** (fault-free phase: "
+      f"{d['baseline_lost']}) |")
+    p(f"| p99 latency, fault-free | {f(d['baseline_p99_s'] * 1e3, 1)} ms |")
+    p(f"| p99 latency outside the failure windows ({d['requests_outside_windows']} requests) | "
+      f"{f(d['soak_p99_outside_windows_s'] * 1e3, 1)} ms |")
+    if d.get("soak_p99_inside_windows_s"):
+        p(f"| p99 latency inside them ({d['requests_inside_windows']} requests) | "
+          f"{f(d['soak_p99_inside_windows_s'] * 1e3, 1)} ms |")
+    memory_rows(d, p)
+    r = h["soak_serve_p99_ratio"]
+    p(f"Headlines: `soak_serve_requests_lost` **{h['soak_serve_requests_lost']}** (goal 0), "
+      f"`soak_serve_p99_ratio` **{'n/a' if r is None else f(r, 3)}** (goal <= 1.2), "
+      f"`soak_node_rss_growth` **{f(h['soak_node_rss_growth'], 3)}**.\n")
+    return "\n".join(lines)
+
+
+def soak_rounds_text(d):
+    h = d["headlines"]
+    key = "fed" if d["benchmark"] == "soak_fed" else "split"
+    what = "federated learning (FedAvg)" if key == "fed" else "split learning (vanilla)"
+    lines = []
+    p = lines.append
+    p(f"## Soak: {what} through a failure every minute or so\n")
+    p(f"`bench/run.sh soak_{key} --minutes {f(d['minutes'], 0)}` (bench/soak.py, "
+      f"{f(d['wall_s'] / 60, 1)} min in all) — **EMULATED** devices: 4 `salamander node` "
+      "processes on one 2-core host, 0.45 of a core each by compute-time dilation, the "
+      f"supervisor in its own process, loopback. `{d['job']}`: {d['rounds']} rounds, sized by "
+      f"3 fault-free rounds ({f(d['calibration_s_per_round'], 2)} s a round). Failures at "
+      f"exponential gaps (mean {f(d['mean_failure_s'], 0)} s, seed {d['seed']}): kill -9 of "
+      "a node and a restart 3 s later, SIGSTOP for 6 s, the node at 0.2 of its speed for "
+      "15 s, its link cut for 8 s, kill -9 of the supervisor and the same command with "
+      "`--resume` 2 s later (its checkpoint is written every round). Node n1 is spared.\n")
+    p("| figure | value |\n|---|---|")
+    failures_row(d, p)
+    p(f"| rounds completed | **{h[f'soak_{key}_rounds']}** of {d['rounds']}; missing: "
+      f"{d['rounds_missing'] or 'none'}; void: {d['rounds_void']} |")
+    p(f"| supervisor starts (metrics logs) | {len(d['metrics_logs'])} |")
+    p(f"| the job's exit | {d['exit_code']} |")
+    memory_rows(d, p)
+    p(f"Headlines: `soak_{key}_rounds_missing` **{h[f'soak_{key}_rounds_missing']}**, "
+      f"`soak_{key}_job_ok` **{h[f'soak_{key}_job_ok']}**, `soak_node_rss_growth` "
+      f"**{f(h['soak_node_rss_growth'], 3)}**.\n")
+    return "\n".join(lines)
+
+
 SECTIONS = {"footprint": footprint_text, "continual": continual_text,
-            "dashboard": dashboard_text, "scale": scale_text, "soak": soak_text}
+            "dashboard": dashboard_text, "scale": scale_text, "soak": soak_text,
+            "soak_serve": soak_serve_text, "soak_fed": soak_rounds_text,
+            "soak_split": soak_rounds_text}
 
 
 def split_text(d):

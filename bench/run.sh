@@ -48,6 +48,15 @@ case "$name" in
     python3 "$root/bench/soak.py" "$root/build/apps/salamander" bench/results/soak_serve.json \
       --mode serve "$@"
     ;;
+  soak_fed | soak_split)
+    # A federated (FedAvg) or split-learning job through failures at a rate,
+    # the supervisor killed and resumed too (bench/soak.py --mode federate |
+    # split): --minutes M (default 20), --mean-s S, --seed N.
+    "$root/deploy/build.sh" "$root/build" >/dev/null
+    mode=$([ "$name" = soak_fed ] && echo federate || echo split)
+    python3 "$root/bench/soak.py" "$root/build/apps/salamander" "bench/results/$name.json" \
+      --mode "$mode" "$@"
+    ;;
   "")
     cat >&2 <<'USAGE'
 usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.json)
@@ -73,6 +82,8 @@ usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.js
   dashboard                the live page: /api/state with 32 nodes, CPU with 10 pages, training on/off
   soak                     training through a failure a minute (kill -9, SIGSTOP, slow, link cut, supervisor) for an hour
   soak_serve               serving under hey -c 16 through a failure a minute for 30 minutes: requests lost, p99 against fault-free
+  soak_fed                 a federated job (1,000 virtual clients, 10% a round) through a failure a minute for 20 minutes: every round completed
+  soak_split               a split-learning job (20 virtual clients) through a failure a minute for 20 minutes: every round completed
   fuzz                     the libFuzzer harnesses, 10^6 runs each
 USAGE
     exit 2

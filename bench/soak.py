@@ -48,7 +48,8 @@ Headlines: soak_serve_failures, soak_serve_requests, soak_serve_requests_lost,
 soak_serve_p99_ratio, soak_node_rss_growth, soak_supervisor_rss_growth.
 
 --mode federate | split: a federated (FedAvg) or split-learning job of the
-CNN on synthetic IID shards, 5 virtual clients on each of the 4 nodes, sized
+CNN on synthetic IID shards: federated, 250 virtual clients on each of the 4
+nodes (1,000) with 10% of them drawn each round; split, 5 on each node; sized
 by a fault-free calibration of 3 rounds to fill --minutes (default 20), with
 every failure kind; the supervisor is killed and started again with the same
 command and --resume (its checkpoint is written every round). At the end
@@ -529,9 +530,13 @@ def soak_train():
 
 # ---- federated and split learning
 
-ROUND_JOB = ["--model", "cnn", "--dataset", "synthetic", "--iid", "--clients-per-node", "5",
-             "--max-samples", "128", "--batch-size", "32", "--threads", "1",
-             "--hang-timeout", "3", "--test-samples", "500"]
+# federated: the 1,000 clients on 4 nodes, 10% of them drawn each
+# round; split: 5 clients a node, every one each round
+ROUND_JOB = (["--model", "cnn", "--dataset", "synthetic", "--iid", "--max-samples", "128",
+              "--batch-size", "32", "--threads", "1", "--hang-timeout", "3",
+              "--test-samples", "500"] +
+             (["--clients-per-node", "250", "--fraction-fit", "0.1"] if MODE == "federate"
+              else ["--clients-per-node", "5"]))
 ROUNDS_TOTAL = [0]
 
 

@@ -414,6 +414,11 @@
           if (!$('slow-node').value || !f) { say('slow: pick a node and give a factor (0 < f <= 1)', true); return; }
           args = ['node', $('slow-node').value, f];
         }
+        if (name === 'cut') {
+          const s = $('cut-seconds').value.trim();
+          if (!$('slow-node').value || !s) { say('cut: pick a node and give seconds (0 < s <= 600)', true); return; }
+          args = ['node', $('slow-node').value, s];
+        }
         if (name === 'checkpoint') {
           const path = $('checkpoint-path').value.trim();
           if (!path) { say('checkpoint: give a path under the run\'s directory', true); return; }
