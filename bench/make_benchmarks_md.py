@@ -541,16 +541,7 @@ def soak_text(d):
         p(f"| failures not recovered from | **{d['failures_unrecovered']}** |")
     p(f"| recovery p50 / p99 over every failure but slow (s) | "
       f"**{f(h['soak_recovery_p50_s'], 2)}** / **{f(h['soak_recovery_p99_s'], 2)}** |")
-    growth = d["rss_growth"]
-    p(f"| RSS growth from minute {f(d.get('rss_from_s', 300) / 60, 1)} to the end, nodes alive "
-      "throughout | "
-      + ", ".join(f"{n} {100 * g:+.1f}%" for n, g in growth.items() if n != "supervisor")
-      + " |")
-    if "supervisor" in growth:
-        p(f"| RSS growth of the supervisor's last process over its life | "
-          f"{100 * growth['supervisor']:+.1f}% |")
-    p("| open descriptors, first and last sample | "
-      + ", ".join(f"{n} {a} -> {b}" for n, (a, b) in d["fds_first_last"].items()) + " |\n")
+    memory_rows(d, p)
     g = h["soak_node_rss_growth"]
     p(f"Headlines: `soak_train_failures` **{h['soak_train_failures']}**, `soak_train_exact` "
       f"**{h['soak_train_exact']}**, `soak_node_rss_growth` "

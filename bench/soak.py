@@ -365,6 +365,18 @@ def failure_loop(started, duration, alive, before, recovered, settle):
     return failures
 
 
+def progress_after(mark, t0, what):
+    """From the failure (at t0) to the first PROGRESS event after `mark`, as a
+    record's next_{what}_s (or an error past 10 minutes)."""
+    done = wait_batch_after(mark[0], mark[1], 600)
+    key = f"next_{what}_s"
+    rec = {key: None if done is None else (time.monotonic() - t0)}
+    if done is None:
+        rec["error"] = f"no {what} completed within 10 minutes"
+    log(f"  next {what} {rec[key] and round(rec[key], 2)} s after the failure began")
+    return rec
+
+
 def memory_growth(samples, duration):
     """RSS growth and first/last descriptors of each process alive from the 5th
     minute (or the 12th of the run, if shorter) to the end."""
@@ -434,16 +446,6 @@ def soak_train():
     samples, stop_sampling = sampling(started)
     duration = MINUTES * 60
 
-    def recovered(mark, t0):
-        # from the failure to the first batch committed after it
-        done = wait_batch_after(mark[0], mark[1], 600)
-        rec = {"next_batch_s": None if done is None else (time.monotonic() - t0)}
-        if done is None:
-            rec["error"] = "no batch committed within 10 minutes"
-        log(f"  next batch {rec['next_batch_s'] and round(rec['next_batch_s'], 2)} s "
-            "after the failure began")
-        return rec
-
     def settle(kind, target, rec):
         # the next failure finds the job training with its node back
         wait_batch_after(metrics_file(), batches(metrics_file()), 600)
@@ -451,7 +453,7 @@ def soak_train():
     try:
         failures = failure_loop(started, duration, lambda: procs["supervisor"].poll() is None,
                                 lambda: (metrics_file(), batches(metrics_file())),
-                                recovered, settle)
+                                lambda mark, t0: progress_after(mark, t0, "batch"), settle)
     finally:
         stop_sampling()
     # no more failures: the job finishes by itself
@@ -577,15 +579,6 @@ def soak_rounds():
     samples, stop_sampling = sampling(started)
     duration = MINUTES * 60
 
-    def recovered(mark, t0):
-        done = wait_batch_after(mark[0], mark[1], 600)
-        rec = {"next_round_s": None if done is None else (time.monotonic() - t0)}
-        if done is None:
-            rec["error"] = "no round completed within 10 minutes"
-        log(f"  next round {rec['next_round_s'] and round(rec['next_round_s'], 2)} s "
-            "after the failure began")
-        return rec
-
     def settle(kind, target, rec):
         if target != "supervisor" and not wait_live(target):
             rec["error"] = "not back within 3 minutes"
@@ -593,7 +586,7 @@ def soak_rounds():
     try:
         failures = failure_loop(started, duration, lambda: procs["supervisor"].poll() is None,
                                 lambda: (metrics_file(), batches(metrics_file())),
-                                recovered, settle)
+                                lambda mark, t0: progress_after(mark, t0, "round"), settle)
     finally:
         stop_sampling()
     sup = procs["supervisor"]

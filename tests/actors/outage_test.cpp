@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <thread>
 
@@ -38,18 +39,20 @@ bool in_plan(const job_status& s, const std::string& node) {
   return s.plan.find(node + "[") != std::string::npos;
 }
 
-} // namespace
-
-TEST_CASE("a hung node that resumes (SIGCONT) is admitted again and planned back in, "
-          "exactly",
-          "[actor][outage][process]") {
+// n2 of three node processes goes silent (`silence`) once the job trains;
+// the job recovers without it, `on_recovered` runs (SIGCONT ends a stop, a
+// cut ends by itself), n2 is admitted again and planned back in, and the
+// test stops the job once it trained 5 batches with n2 again: no end the
+// job could reach first on a slow host (one epoch of 128 batches once ran
+// out before n2 was planned back in). The weights are a one-device run's.
+void silent_node_comes_back(
+    const std::function<void(caf::actor_system&, cluster_actor&, actors::process_cluster&)>&
+        silence,
+    const std::function<void(actors::process_cluster&)>& on_recovered) {
   torch::set_num_threads(1);
   salamander::testing::temp_dir dir;
   auto train = synthetic(1, 4096);
   actors::process_cluster procs(3, "n");
-  // The test stops the job itself once n2 trains again: no end the job
-  // could reach first on a slow host (one epoch of 128 batches ran out once
-  // before n2 was planned back in).
   auto jc = job(2000, 3);
   jc.epochs = 1'000'000;
   jc.metrics_path = dir.file("run.jsonl");
@@ -63,19 +66,20 @@ TEST_CASE("a hung node that resumes (SIGCONT) is admitted again and planned back
   auto opts = watched();
   cluster_actor sup;
   opts.on_start = [&](cluster_actor s) { sup = s; };
-  enum { running, stopped_node, resumed, back, asked } step = running;
+  enum { running, silent, recovered, back, asked } step = running;
   int64_t back_at = 0;
   opts.on_status = [&](const job_status& s) {
     if (step == running && s.training.committed >= 6 &&
         s.phase == status_phase::training) {
-      procs[1].signal(SIGSTOP);
-      step = stopped_node;
-    } else if (step == stopped_node && s.pipeline.recoveries >= 1 &&
+      silence(sys, sup, procs);
+      step = silent;
+    } else if (step == silent && s.pipeline.recoveries >= 1 &&
                s.phase == status_phase::training) {
       CHECK(!in_plan(s, "n2"));
-      procs[1].signal(SIGCONT);
-      step = resumed;
-    } else if (step == resumed && in_plan(s, "n2") && s.phase == status_phase::training) {
+      on_recovered(procs);
+      step = recovered;
+    }
+    if (step == recovered && in_plan(s, "n2") && s.phase == status_phase::training) {
       back_at = s.training.committed;
       step = back;
     } else if (step == back && s.training.committed >= back_at + 5) {
@@ -90,65 +94,40 @@ TEST_CASE("a hung node that resumes (SIGCONT) is admitted again and planned back
   CHECK(step == asked);
   CHECK(r.status.pipeline.recoveries >= 1);
   CHECK(r.status.dead_nodes.empty()); // n2 is back
+  CHECK(::waitpid(procs[1].pid(), nullptr, WNOHANG) == 0); // the same process
   CHECK(!events(jc.metrics_path, "node_back").empty());
   CHECK(r.status.stopped == "the test");
   check_exact(r, jc, *train, r.status.training.committed);
 }
 
+} // namespace
+
+TEST_CASE("a hung node that resumes (SIGCONT) is admitted again and planned back in, "
+          "exactly",
+          "[actor][outage][process]") {
+  silent_node_comes_back(
+      [](caf::actor_system&, cluster_actor&, actors::process_cluster& procs) {
+        procs[1].signal(SIGSTOP);
+      },
+      [](actors::process_cluster& procs) { procs[1].signal(SIGCONT); });
+}
+
 TEST_CASE("a node whose link is cut (console cut node) is left out while silent, admitted "
           "again when its link is back and planned back in, exactly",
           "[actor][outage][process]") {
-  torch::set_num_threads(1);
-  salamander::testing::temp_dir dir;
-  auto train = synthetic(1, 4096);
-  actors::process_cluster procs(3, "n");
-  auto jc = job(2000, 3);
-  jc.epochs = 1'000'000; // the test stops the job once n2 trains again
-  jc.metrics_path = dir.file("run.jsonl");
-  caf::actor_system_config cfg;
-  actors::system_options sopts;
-  sopts.connection_timeout = std::chrono::milliseconds(2500);
-  actors::configure(cfg, sopts);
-  caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, procs.nodes());
-  REQUIRE(static_cast<bool>(nodes));
-  auto opts = watched();
-  cluster_actor sup;
-  opts.on_start = [&](cluster_actor s) { sup = s; };
   // The cut outlasts the hang timeout several times over, so the node is
   // found silent however slow the host; unlike SIGSTOP its process and its
   // actors run on through it.
-  constexpr double cut_s = 15;
   std::string answer;
-  enum { running, cut, back, asked } step = running;
-  int64_t back_at = 0;
-  opts.on_status = [&](const job_status& s) {
-    if (step == running && s.training.committed >= 6 &&
-        s.phase == status_phase::training) {
-      caf::scoped_actor self{sys};
-      self->request(sup, std::chrono::seconds(10), cut_atom_v, std::string("n2"), cut_s)
-          .receive([&](std::string& text) { answer = text; },
-                   [&](caf::error& e) { answer = "error: " + sys.render(e); });
-      step = cut;
-    } else if (step == cut && s.pipeline.recoveries >= 1 && in_plan(s, "n2") &&
-               s.phase == status_phase::training) {
-      back_at = s.training.committed;
-      step = back;
-    } else if (step == back && s.training.committed >= back_at + 5) {
-      stop_job(sys, sup);
-      step = asked;
-    }
-  };
-  auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
-  INFO(r.status.error);
+  silent_node_comes_back(
+      [&](caf::actor_system& sys, cluster_actor& sup, actors::process_cluster&) {
+        caf::scoped_actor self{sys};
+        self->request(sup, std::chrono::seconds(10), cut_atom_v, std::string("n2"), 15.0)
+            .receive([&](std::string& text) { answer = text; },
+                     [&](caf::error& e) { answer = "error: " + sys.render(e); });
+      },
+      [](actors::process_cluster&) {});
   CHECK_THAT(answer, Catch::Contains("node n2 cuts its link for 15.0 s"));
-  REQUIRE(r.status.phase == status_phase::finished);
-  CHECK(step == asked);
-  CHECK(r.status.pipeline.recoveries >= 1);
-  CHECK(r.status.dead_nodes.empty()); // n2 is back
-  CHECK(::waitpid(procs[1].pid(), nullptr, WNOHANG) == 0); // the same process: no crash
-  CHECK(!events(jc.metrics_path, "node_back").empty());
-  check_exact(r, jc, *train, r.status.training.committed);
 }
 
 TEST_CASE("every node silent at once: the paused job resumes on the same processes, "
