@@ -137,7 +137,11 @@ TEST_CASE("every node silent at once: the paused job resumes on the same process
   salamander::testing::temp_dir dir;
   auto train = synthetic(1, 2048);
   actors::process_cluster procs(2, "n");
-  auto jc = job(30, 3);
+  // The test stops the job itself once both nodes are back: a job of 30
+  // batches once ended on the first node back before the second came (a
+  // loaded host).
+  auto jc = job(2000, 3);
+  jc.epochs = 1'000'000;
   jc.metrics_path = dir.file("run.jsonl");
   caf::actor_system_config cfg;
   actors::system_options sopts;
@@ -147,7 +151,10 @@ TEST_CASE("every node silent at once: the paused job resumes on the same process
   auto nodes = actors::connect_nodes(sys, procs.nodes());
   REQUIRE(static_cast<bool>(nodes));
   auto opts = watched();
-  bool stopped = false, resumed = false;
+  cluster_actor sup;
+  opts.on_start = [&](cluster_actor s) { sup = s; };
+  bool stopped = false, resumed = false, asked = false;
+  int64_t both_back_at = -1;
   std::string paused_why;
   opts.on_status = [&](const job_status& s) {
     if (!stopped && s.training.committed >= 7 && s.phase == status_phase::training) {
@@ -159,6 +166,12 @@ TEST_CASE("every node silent at once: the paused job resumes on the same process
       procs[0].signal(SIGCONT);
       procs[1].signal(SIGCONT);
       resumed = true;
+    } else if (resumed && both_back_at < 0 && s.phase == status_phase::training &&
+               in_plan(s, "n1") && in_plan(s, "n2")) {
+      both_back_at = s.training.committed;
+    } else if (both_back_at >= 0 && !asked && s.training.committed >= both_back_at + 3) {
+      stop_job(sys, sup); // enough: it trains on both again
+      asked = true;
     }
   };
   auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
@@ -167,10 +180,11 @@ TEST_CASE("every node silent at once: the paused job resumes on the same process
   INFO(r.status.error);
   REQUIRE(r.status.phase == status_phase::finished);
   CHECK(resumed);
+  CHECK(asked);
   CHECK_THAT(paused_why, Catch::Contains("no nodes are left"));
   CHECK(r.status.dead_nodes.empty());
   CHECK(events(jc.metrics_path, "node_back").size() == 2);
-  check_exact(r, jc, *train, 30);
+  check_exact(r, jc, *train, r.status.training.committed);
 }
 
 TEST_CASE("a paused job that no node rejoins gives up after the pause timeout, with the "
