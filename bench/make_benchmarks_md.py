@@ -549,6 +549,23 @@ def soak_text(d):
     return "\n".join(lines)
 
 
+def longest_lives(samples):
+    """Each process name's longest-lived process: (start s, end s, RSS growth
+    from its second minute to its end, first and last descriptors)."""
+    out = {}
+    for name in sorted({s["name"] for s in samples}):
+        lives = {}
+        for s in samples:
+            if s["name"] == name:
+                lives.setdefault(s["pid"], []).append(s)
+        life = max(lives.values(), key=len)
+        b = [s for s in life if s["t"] >= life[0]["t"] + 60]
+        if len(b) >= 2:
+            out[name] = (life[0]["t"], life[-1]["t"], b[-1]["rss_mb"] / b[0]["rss_mb"] - 1,
+                         b[0]["fds"], b[-1]["fds"], len(lives))
+    return out
+
+
 def memory_rows(d, p):
     growth = d["rss_growth"]
     p(f"| RSS growth from minute {f(d.get('rss_from_s', 300) / 60, 1)} to the end, nodes alive "
@@ -559,7 +576,14 @@ def memory_rows(d, p):
         p(f"| RSS growth of the supervisor's last process over its life | "
           f"{100 * growth['supervisor']:+.1f}% |")
     p("| open descriptors, first and last sample | "
-      + ", ".join(f"{n} {a} -> {b}" for n, (a, b) in d["fds_first_last"].items()) + " |\n")
+      + ", ".join(f"{n} {a} -> {b}" for n, (a, b) in d["fds_first_last"].items()) + " |")
+    lives = longest_lives(d.get("samples", []))
+    if lives:
+        p("| each process's longest life (of how many): RSS growth from its 2nd minute to its "
+          "end, descriptors | "
+          + "; ".join(f"{n} {f(a / 60, 0)}-{f(b / 60, 0)} min (of {k}): {100 * g:+.1f}%, "
+                      f"{x} -> {y}" for n, (a, b, g, x, y, k) in lives.items()) + " |")
+    p("")
 
 
 def failures_row(d, p):
