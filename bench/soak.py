@@ -6,7 +6,9 @@ A training job (the CNN on synthetic data, an even 4-stage pipeline) runs on
 4 `salamander node` processes on one host, EMULATED devices (each 0.45 of a
 core by compute-time dilation), for --minutes. A failure process draws
 inter-arrival times from an exponential distribution (mean --mean-s) and,
-at each arrival, picks one kind at random:
+at each arrival, draws one kind from a shuffled bag (every kind comes once in
+each turn of the bag: three kill -9s, two each of SIGSTOP, slow and cut, one
+supervisor kill):
 
   kill9       kill -9 of a node, started again on its port 3 s later
   stop        SIGSTOP of a node, SIGCONT 6 s later (past the 3 s hang timeout)
@@ -333,7 +335,9 @@ def failure_loop(started, duration, alive, before, recovered, settle):
     or until alive() is false, one at a time. For each: before() marks the job's
     state, recovered(mark, t0) measures the way back (a dict for the record),
     settle(kind, target, rec) waits until the next failure may come."""
-    kinds = [k for k, w in WEIGHTS.items() for _ in range(w)]
+    # kinds drawn from a shuffled bag of their weights, refilled when empty:
+    # every kind comes in each turn of the bag, however short the run
+    bag = []
     failures = []
     next_at = rng.expovariate(1 / MEAN_S)
     while alive():
@@ -343,7 +347,10 @@ def failure_loop(started, duration, alive, before, recovered, settle):
         if now < next_at:
             time.sleep(min(next_at - now, 1.0))
             continue
-        kind = rng.choice(kinds)
+        if not bag:
+            bag = [k for k, w in WEIGHTS.items() for _ in range(w)]
+            rng.shuffle(bag)
+        kind = bag.pop()
         target = "supervisor" if kind == "supervisor" else rng.choice(NODES[1:])
         if target != "supervisor" and not wait_live(target):
             log(f"  node {target} is not back 3 minutes after its last failure")
