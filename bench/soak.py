@@ -258,9 +258,13 @@ def console(cmd):
 
 
 def wait_live(name, limit=180):
-    """Waits until the supervisor counts node `name` healthy; False past `limit`."""
+    """Waits until the supervisor counts node `name` healthy; False past `limit`,
+    or at once when the supervisor has exited (the job ended)."""
     end = time.monotonic() + limit
     while time.monotonic() < end:
+        sup = procs.get("supervisor")
+        if sup and sup.poll() is not None:
+            return False
         for line in console("nodes").splitlines():
             words = line.split()
             if len(words) > 1 and words[0] == name and words[1] == "ok":
@@ -353,6 +357,8 @@ def failure_loop(started, duration, alive, before, recovered, settle):
         kind = bag.pop()
         target = "supervisor" if kind == "supervisor" else rng.choice(NODES[1:])
         if target != "supervisor" and not wait_live(target):
+            if not alive():
+                break  # the job ended meanwhile
             log(f"  node {target} is not back 3 minutes after its last failure")
             failures.append({"kind": kind, "target": target, "error": "not back"})
             break
@@ -417,6 +423,21 @@ def print_memory(growth, fds, from_t):
     print(f"RSS growth from minute {from_t / 60:g}: "
           + ", ".join(f"{n} {100 * g:+.1f}%" for n, g in growth.items())
           + "; descriptors " + ", ".join(f"{n} {a}->{b}" for n, (a, b) in fds.items()))
+
+
+def write_results(result, headlines, summary, growth, fds, from_t):
+    """The memory headlines added, the JSON written, the summary line and the
+    headlines printed (last, one `key: value` a line)."""
+    headlines["soak_node_rss_growth"] = max(
+        (g for n, g in growth.items() if n != "supervisor"), default=None)
+    headlines["soak_supervisor_rss_growth"] = growth.get("supervisor")
+    result["headlines"] = headlines
+    with open(OUT, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"results: {OUT}")
+    print(summary)
+    print_memory(growth, fds, from_t)
+    print_headlines(headlines)
 
 
 def print_headlines(headlines):
@@ -493,7 +514,6 @@ def soak_train():
     worst = float(diff.stdout.strip()) if diff.returncode == 0 else float("inf")
 
     growth, fds, from_t = memory_growth(samples, duration)
-    node_growth = max((g for n, g in growth.items() if n != "supervisor"), default=None)
     rec_s = sorted(f["next_batch_s"] for f in failures
                    if f.get("next_batch_s") is not None and f["kind"] != "slow")
     unrecovered = [f for f in failures if "error" in f]
@@ -520,21 +540,14 @@ def soak_train():
     headlines = {
         "soak_train_failures": len(failures),
         "soak_train_exact": 1 if worst <= 1e-5 and audit.returncode == 0 else 0,
-        "soak_node_rss_growth": node_growth,
-        "soak_supervisor_rss_growth": growth.get("supervisor"),
         "soak_recovery_p50_s": p50,
         "soak_recovery_p99_s": p99,
     }
-    result["headlines"] = headlines
-    with open(OUT, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"results: {OUT}")
-    print(f"{len(failures)} failures in {MINUTES:g} min ({by_kind}, {len(unrecovered)} not "
-          f"recovered from); {committed} batches; "
-          f"audit {'ok' if audit.returncode == 0 else 'FAILED'}; max |weight difference| "
-          f"against the fault-free replay {worst:.2e}")
-    print_memory(growth, fds, from_t)
-    print_headlines(headlines)
+    write_results(result, headlines,
+                  f"{len(failures)} failures in {MINUTES:g} min ({by_kind}, {len(unrecovered)} "
+                  f"not recovered from); {committed} batches; audit "
+                  f"{'ok' if audit.returncode == 0 else 'FAILED'}; max |weight difference| "
+                  f"against the fault-free replay {worst:.2e}", growth, fds, from_t)
 
 
 # ---- federated and split learning
@@ -587,7 +600,8 @@ def soak_rounds():
     duration = MINUTES * 60
 
     def settle(kind, target, rec):
-        if target != "supervisor" and not wait_live(target):
+        if (target != "supervisor" and not wait_live(target)
+                and procs["supervisor"].poll() is None):
             rec["error"] = "not back within 3 minutes"
 
     try:
@@ -612,7 +626,6 @@ def soak_rounds():
     missing = [r for r in range(1, ROUNDS_TOTAL[0] + 1) if r not in done]
     unrecovered = [f for f in failures if "error" in f]
     growth, fds, from_t = memory_growth(samples, duration)
-    node_growth = max((g for n, g in growth.items() if n != "supervisor"), default=None)
     by_kind = {k: sum(1 for f in failures if f["kind"] == k) for k in WEIGHTS}
     key = "fed" if MODE == "federate" else "split"
     result = {
@@ -635,19 +648,12 @@ def soak_rounds():
         f"soak_{key}_rounds": len(done),
         f"soak_{key}_rounds_missing": len(missing),
         f"soak_{key}_job_ok": 1 if sup.returncode == 0 else 0,
-        "soak_node_rss_growth": node_growth,
-        "soak_supervisor_rss_growth": growth.get("supervisor"),
     }
-    result["headlines"] = headlines
-    with open(OUT, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"results: {OUT}")
-    print(f"{len(failures)} failures in {MINUTES:g} min ({by_kind}, {len(unrecovered)} not "
-          f"recovered from); {MODE} job exit {sup.returncode}; rounds completed {len(done)} of "
-          f"{ROUNDS_TOTAL[0]} (missing {missing or 'none'}; {void} void) over "
-          f"{len(logs)} supervisor start(s)")
-    print_memory(growth, fds, from_t)
-    print_headlines(headlines)
+    write_results(result, headlines,
+                  f"{len(failures)} failures in {MINUTES:g} min ({by_kind}, {len(unrecovered)} "
+                  f"not recovered from); {MODE} job exit {sup.returncode}; rounds completed "
+                  f"{len(done)} of {ROUNDS_TOTAL[0]} (missing {missing or 'none'}; {void} void) "
+                  f"over {len(logs)} supervisor start(s)", growth, fds, from_t)
 
 
 # ---- serving
@@ -753,7 +759,7 @@ def soak_serve():
 
     def settle(kind, target, rec):
         # the window closes once the node is healthy again (and back to speed)
-        if not wait_live(target):
+        if not wait_live(target) and procs["supervisor"].poll() is None:
             rec["error"] = "not back within 3 minutes"
         rec["back_s"] = time.monotonic() - started - rec["at_s"]
         log(f"  node {target} healthy again {rec['back_s']:.1f} s after the failure began")
@@ -784,7 +790,6 @@ def soak_serve():
     lost = lost_in(soak_chunks)
     unrecovered = [f for f in failures if "error" in f]
     growth, fds, from_t = memory_growth(samples, duration)
-    node_growth = max((g for n, g in growth.items() if n != "supervisor"), default=None)
     by_kind = {k: sum(1 for f in failures if f["kind"] == k) for k in WEIGHTS}
     chunk_rows = lambda cs: [{k: v for k, v in c.items() if k not in ("starts", "latencies")}
                              for c in cs]
@@ -812,23 +817,20 @@ def soak_serve():
         "soak_serve_requests": answered,
         "soak_serve_requests_lost": lost,
         "soak_serve_p99_ratio": (soak_p99 / base_p99) if soak_p99 and base_p99 else None,
-        "soak_node_rss_growth": node_growth,
-        "soak_supervisor_rss_growth": growth.get("supervisor"),
     }
-    result["headlines"] = headlines
-    with open(OUT, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"results: {OUT}")
-    print(f"{len(failures)} failures in {MINUTES:g} min ({by_kind}, {len(unrecovered)} not "
-          f"recovered from); {answered} requests answered 200, {lost} lost; p99 outside the "
-          f"failure windows {soak_p99 and soak_p99 * 1e3:.1f} ms ({len(outside)} requests), "
-          f"inside {(p99(inside) or 0) * 1e3:.1f} ms ({len(inside)}), fault-free "
-          f"{base_p99 and base_p99 * 1e3:.1f} ms")
-    print_memory(growth, fds, from_t)
-    print_headlines(headlines)
+    ms = lambda x: "n/a" if x is None else f"{x * 1e3:.1f} ms"
+    write_results(result, headlines,
+                  f"{len(failures)} failures in {MINUTES:g} min ({by_kind}, {len(unrecovered)} "
+                  f"not recovered from); {answered} requests answered 200, {lost} lost; p99 "
+                  f"outside the failure windows {ms(soak_p99)} ({len(outside)} requests), inside "
+                  f"{ms(p99(inside))} ({len(inside)}), fault-free {ms(base_p99)}",
+                  growth, fds, from_t)
 
 
 if __name__ == "__main__":
+    # SIGTERM ends the run as Ctrl-C does: through the `finally` that stops
+    # every node and supervisor it started
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         soak_serve() if SERVE else soak_rounds() if ROUNDS else soak_train()
     finally:
