@@ -1,8 +1,8 @@
 #include "apps/cli_options.hpp"
+#include "apps/number_word.hpp"
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <exception>
 
 namespace salamander::apps {
@@ -60,16 +60,11 @@ CLI::Validator whole_number(int64_t min, long double max) {
 CLI::Validator number(double min, double max, bool above, const std::string& unit) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {
-        size_t used = 0;
-        double v = 0;
-        try {
-          v = std::stod(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used == 0 || used != text.size() || !std::isfinite(v)) {
+        auto read = finite_number(text);
+        if (!read) {
           return "must be a number, got '" + text + "'";
         }
+        double v = *read;
         auto u = unit.empty() ? std::string() : " " + unit;
         bool bounded = max < unbounded;
         if ((above && v <= min) || (!above && v < min) || v > max) {

@@ -5,13 +5,13 @@
 #include "actors/node/system.hpp"
 #include "actors/node/tls.hpp"
 #include "apps/commands.hpp"
+#include "apps/number_word.hpp"
 #include "apps/runtime_env.hpp"
 #include "apps/status_text.hpp"
 #include "messages/checkpoint.hpp"
 
 #include <caf/io/middleman.hpp>
 
-#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <mutex>
@@ -25,17 +25,12 @@ std::vector<double> parse_shares(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      double v = std::stod(item, &used);
-      if (used != item.size() || !(v > 0) || v > 1000) {
-        throw std::invalid_argument("");
-      }
-      out.push_back(v);
-    } catch (const std::exception&) {
+    auto v = finite_number(item);
+    if (!v || !(*v > 0) || *v > 1000) {
       throw std::invalid_argument("--client-shares: '" + item +
                                   "' is not a positive speed (e.g. 1,1,0.1)");
     }
+    out.push_back(*v);
   }
   return out;
 }
@@ -43,18 +38,12 @@ std::vector<double> parse_shares(const std::string& text) {
 std::pair<double, double> parse_stragglers(const std::string& text) {
   auto colon = text.find(':');
   auto number = [&](const std::string& part, const char* what) {
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (part.empty() || used != part.size() || !std::isfinite(v)) {
+    auto v = finite_number(part);
+    if (!v) {
       throw std::invalid_argument(std::string(what) + " '" + part + "' is not a number (" +
                                   "FRACTION:SPEED, e.g. 0.2:0.1)");
     }
-    return v;
+    return *v;
   };
   if (colon == std::string::npos) {
     throw std::invalid_argument("'" + text + "' is not FRACTION:SPEED (e.g. 0.2:0.1)");

@@ -1,8 +1,8 @@
 #include "apps/console_parse.hpp"
 #include "actors/tuning.hpp"
+#include "apps/number_word.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <sstream>
 #include <stdexcept>
@@ -61,14 +61,8 @@ static_assert(actors::tuning::cut_longest == std::chrono::seconds(600),
 
 // A whole word as a finite number in (0, most]; 0 when it is not one.
 double number_in(const std::string& word, double most) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(word, &used);
-  } catch (const std::exception&) {
-    return 0;
-  }
-  return used == word.size() && std::isfinite(v) && v > 0 && v <= most ? v : 0;
+  auto v = finite_number(word);
+  return v && *v > 0 && *v <= most ? *v : 0;
 }
 
 std::string bad(const std::string& text, const std::string& why, const std::string& word) {
