@@ -525,9 +525,8 @@ def soak_text(d):
       "network loop stalls, EMULATED; the process runs on), kill -9 of the supervisor and "
       "`supervisor --resume` 2 s later. Node n1 is spared; a failure waits until its target "
       "is healthy again.\n")
-    by = d["failures_by_kind"]
     p("| figure | value |\n|---|---|")
-    p(f"| failures | **{h['soak_train_failures']}** ({', '.join(f'{k} {v}' for k, v in sorted(by.items()))}) |")
+    failures_row(d, p)
     p(f"| weights against a fault-free replay on one device | max difference "
       f"{d['max_weight_diff']:.1e}: `soak_train_exact` **{h['soak_train_exact']}** |")
     p(f"| audit (every batch once) | {'ok' if d['audit_ok'] else 'FAILED'} |")
@@ -537,8 +536,6 @@ def soak_text(d):
         if xs:
             p(f"| {kind}: failure to the next batch committed, median (max) of {len(xs)} (s) | "
               f"{f(statistics.median(xs), 2)} ({f(max(xs), 2)}) |")
-    if d.get("failures_unrecovered"):
-        p(f"| failures not recovered from | **{d['failures_unrecovered']}** |")
     p(f"| recovery p50 / p99 over every failure but slow (s) | "
       f"**{f(h['soak_recovery_p50_s'], 2)}** / **{f(h['soak_recovery_p99_s'], 2)}** |")
     memory_rows(d, p)

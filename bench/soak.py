@@ -81,7 +81,7 @@ from array import array
 
 from benchprocs import stop
 
-BIN, OUT = sys.argv[1], sys.argv[2]
+BIN, OUT = os.path.abspath(sys.argv[1]), sys.argv[2]
 opts = sys.argv[3:]
 QUICK = "--quick" in opts
 MODE = (opts[opts.index("--mode") + 1:][:1] or ["train"])[0] if "--mode" in opts else "train"
@@ -207,7 +207,7 @@ def metrics_file():
 PROGRESS = '"event":"round"' if ROUNDS else '"event":"batch"'
 
 
-def batches(path):
+def progress_count(path):
     """How many PROGRESS events the metrics log at `path` holds."""
     if not path or not os.path.exists(path):
         return 0
@@ -215,12 +215,12 @@ def batches(path):
         return sum(1 for line in f if PROGRESS in line)
 
 
-def wait_batch_after(path_before, count_before, limit):
-    """Seconds until a batch is committed after (path, count); None past `limit`."""
+def wait_progress_after(path_before, count_before, limit):
+    """Seconds until a PROGRESS event comes after (path, count); None past `limit`."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < limit:
         path = metrics_file()
-        n = batches(path)
+        n = progress_count(path)
         if (path != path_before and n > 0) or (path == path_before and n > count_before):
             return time.monotonic() - t0
         sup = procs.get("supervisor")
@@ -381,7 +381,7 @@ def failure_loop(started, duration, alive, before, recovered, settle):
 def progress_after(mark, t0, what):
     """From the failure (at t0) to the first PROGRESS event after `mark`, as a
     record's next_{what}_s (or an error past 10 minutes)."""
-    done = wait_batch_after(mark[0], mark[1], 600)
+    done = wait_progress_after(mark[0], mark[1], 600)
     key = f"next_{what}_s"
     rec = {key: None if done is None else (time.monotonic() - t0)}
     if done is None:
@@ -468,7 +468,7 @@ def soak_train():
     start("supervisor", ["supervisor", "--cluster", "c.toml"] + JOB + ON_NODES +
           ["--epochs", str(epochs), "--save", "soak.ckpt", "--metrics",
            os.path.join(RUN, "metrics.jsonl"), "--listen", f"127.0.0.1:{SUP_PORT}"])
-    if wait_batch_after(None, 0, 600) is None:
+    if wait_progress_after(None, 0, 600) is None:
         raise RuntimeError("the job committed no batch in 10 minutes")
     started = time.monotonic()
     samples, stop_sampling = sampling(started)
@@ -476,11 +476,11 @@ def soak_train():
 
     def settle(kind, target, rec):
         # the next failure finds the job training with its node back
-        wait_batch_after(metrics_file(), batches(metrics_file()), 600)
+        wait_progress_after(metrics_file(), progress_count(metrics_file()), 600)
 
     try:
         failures = failure_loop(started, duration, lambda: procs["supervisor"].poll() is None,
-                                lambda: (metrics_file(), batches(metrics_file())),
+                                lambda: (metrics_file(), progress_count(metrics_file())),
                                 lambda mark, t0: progress_after(mark, t0, "batch"), settle)
     finally:
         stop_sampling()
@@ -593,7 +593,7 @@ def soak_rounds():
     log(f"calibration: {per_round:.1f} s a round fault-free; the soak job runs "
         f"{ROUNDS_TOTAL[0]} rounds")
     start("supervisor", rounds_command(0))
-    if wait_batch_after(None, 0, 600) is None:
+    if wait_progress_after(None, 0, 600) is None:
         raise RuntimeError("the job completed no round in 10 minutes")
     started = time.monotonic()
     samples, stop_sampling = sampling(started)
@@ -606,7 +606,7 @@ def soak_rounds():
 
     try:
         failures = failure_loop(started, duration, lambda: procs["supervisor"].poll() is None,
-                                lambda: (metrics_file(), batches(metrics_file())),
+                                lambda: (metrics_file(), progress_count(metrics_file())),
                                 lambda mark, t0: progress_after(mark, t0, "round"), settle)
     finally:
         stop_sampling()
