@@ -98,6 +98,15 @@ inline constexpr milliseconds pull_timeout = 30s;
 /// supervisor --hang-timeout, 3 s by default, at least 1.5 s). 256 KiB take
 /// 0.5 s at 4 Mbit/s.
 inline constexpr size_t snapshot_part_bytes = 256 * 1024;
+/// A snapshot's parts a courier has sent and the holder not yet taken
+/// (replica_holder.hpp, replica_courier): what one node-to-node connection
+/// holds of it at most. CAF 0.17's connection keeps its write buffer at the
+/// largest size it ever reached, so sending all parts at once left a node
+/// holding a whole snapshot (122 MiB for ViT-Small) after the job.
+inline constexpr size_t snapshot_window_parts = 8;
+/// A courier gives up on a holder that takes none of its parts for this
+/// long (a holder that died is noticed at once, by its down message).
+inline constexpr milliseconds part_ack_timeout = 60s;
 /// Unfinished transfers in parts a holder keeps (one per sending stage).
 inline constexpr size_t holder_pending_transfers = 32;
 /// Weights in parts a round job, or a client, keeps under way or arrived

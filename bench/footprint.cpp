@@ -203,6 +203,8 @@ int footprint(const bench_args& args) {
   auto idle = idle_over(nodes[0].pid(), window);
   auto alone_idle = idle_over(alone.pid(), window);
   r.detail("node_idle_rss_mb", node_rss);
+  r.detail("node_idle_rss_anon_mb", status_kb(nodes[0].pid(), "RssAnon") / 1024.0);
+  r.detail("node_idle_rss_file_mb", status_kb(nodes[0].pid(), "RssFile") / 1024.0);
   r.detail("libtorch_alone_rss_mb", alone_rss);
   r.detail("node_idle_cpu_percent", idle.cpu_percent);
   r.detail("libtorch_alone_wakeups_per_s", alone_idle.wakeups_per_s);
@@ -225,6 +227,8 @@ int footprint(const bench_args& args) {
   struct job {
     std::string key, model, balance;
   };
+  // the most a node holds above idle once a job is gone (goal: 20 MB)
+  double after_over_idle = 0;
   // ViT-Small: embed, 12 blocks, head
   for (auto& [key, model, balance] : {job{"cnn", "cnn", "2,2"},
                                       job{"vit_small", "vit:size=small", "7,7"}}) {
@@ -241,16 +245,29 @@ int footprint(const bench_args& args) {
                            status_kb(nodes[1].pid(), "VmHWM")) / 1024.0;
     double after = std::max(settled_rss_mb(nodes[0].pid(), 15),
                             settled_rss_mb(nodes[1].pid(), 15));
+    // what stays, by kind: anonymous (heap, buffers) and file-backed (code
+    // pages of the libraries the job touched)
+    double anon = 0;
+    double file = 0;
+    for (auto pid : {nodes[0].pid(), nodes[1].pid()}) {
+      anon = std::max(anon, status_kb(pid, "RssAnon") / 1024.0);
+      file = std::max(file, status_kb(pid, "RssFile") / 1024.0);
+    }
     r.detail("node_stage_peak_rss_mb_" + key, peak);
     r.detail("node_rss_after_job_mb_" + key, after);
-    std::printf("holding a stage of %s: peak %.1f MB; %.1f MB once the job is gone\n",
-                model.c_str(), peak, after);
+    r.detail("node_rss_anon_after_job_mb_" + key, anon);
+    r.detail("node_rss_file_after_job_mb_" + key, file);
+    after_over_idle = std::max(after_over_idle, after - node_rss);
+    std::printf("holding a stage of %s: peak %.1f MB; %.1f MB once the job is gone "
+                "(anonymous %.1f, file-backed %.1f)\n",
+                model.c_str(), peak, after, anon, file);
   }
   fs::remove_all(dir);
 
   r.headline("node_start_s", median(node_s));
   r.headline("node_idle_rss_over_libtorch", node_rss / alone_rss);
   r.headline("node_idle_wakeups_per_s", idle.wakeups_per_s);
+  r.headline("node_after_job_over_idle_mb", after_over_idle);
   r.headline("node_binary_mb", binary_mb);
   r.finish(args.out);
   return 0;

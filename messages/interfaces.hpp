@@ -59,7 +59,9 @@ constexpr uint64_t current_version = ~uint64_t{0};
 /// Holds replicas of other stages' layers (see actors/replica_holder.hpp).
 ///   replicate(snapshot)                        store these layers at its version
 ///   replicate(transfer, offset, total, bytes)  the same, from another process,
-///                                              in parts (replica_store.hpp)
+///                                              in parts (replica_store.hpp);
+///                                              a request answered when taken
+///                                              (replica_holder.hpp, courier)
 ///   snapshot(begin, end, version) -> weights   serve them during recovery
 ///   get -> replica_inventory                   what it holds
 using replica_holder_actor = caf::typed_actor<

@@ -16,6 +16,7 @@
 #include "actors/pipeline/stage.hpp"
 #include "algorithms/partitioner.hpp"
 
+#include <caf/io/basp_broker.hpp>
 #include <caf/io/middleman.hpp>
 
 #include "messages/errors.hpp"
@@ -91,19 +92,64 @@ caf::error unauthorized(const std::string& name) {
 
 // long enough for stages told to stop to have gone
 constexpr std::chrono::milliseconds trim_delay{500};
+// long enough for every connection to have written a heartbeat since
+constexpr std::chrono::milliseconds second_shrink_delay{3000};
+
+// CAF 0.17 keeps each connection's two write buffers at the largest size
+// they ever reached (caf::io::network::stream: the one being written and the
+// one filling, swapped). A job's bursts of activations grow them to several
+// messages: measured, two of 13 MB on each ViT-Small node after its job.
+// Frees the filling buffer of every idle connection, in the network loop
+// that owns them; once a heartbeat has been written since, the other one
+// is the filling buffer, so a second call frees it too.
+void shrink_write_buffers(caf::actor_system& sys) {
+  if (!sys.has_middleman()) {
+    return;
+  }
+  auto& mm = sys.middleman();
+  mm.backend().post([&mm] {
+    auto basp = mm.named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+    auto* broker =
+        dynamic_cast<caf::io::abstract_broker*>(caf::actor_cast<caf::abstract_actor*>(basp));
+    if (broker == nullptr) {
+      return;
+    }
+    size_t freed = 0;
+    size_t busy = 0;
+    for (auto& hdl : broker->connections()) {
+      auto& buf = broker->wr_buf(hdl);
+      if (!buf.empty()) {
+        ++busy;
+        continue;
+      }
+      freed += buf.capacity();
+      std::vector<char>{}.swap(buf);
+    }
+    subsystem_log("node")->debug("connection write buffers: {:.1f} MB freed, {} busy",
+                                 static_cast<double>(freed) / 1e6, busy);
+  });
+}
 
 // Gives freed memory back to the system once the stages and holders that
 // were told to stop have gone (they stop on their own threads): LibTorch
 // frees tensors to glibc, which keeps the pages in its arenas otherwise.
 template <class Self> void trim_later(Self self) {
   self->spawn([](caf::event_based_actor* t) -> caf::behavior {
-    return {caf::after(trim_delay) >> [t] {
-      // the receive buffers kept for reuse are as large as the job's
-      // replica snapshots: measured, 366 MB of ViT-Small's stayed resident
-      messages::release_frame_pool();
-      malloc_trim(0);
-      t->quit();
-    }};
+    t->delayed_send(t, trim_delay, caf::atom("trim"));
+    t->delayed_send(t, trim_delay + second_shrink_delay, caf::atom("shrink"));
+    return {
+        [t](caf::atom_value what) {
+          shrink_write_buffers(t->home_system());
+          if (what == caf::atom("shrink")) {
+            t->quit();
+            return;
+          }
+          // the receive buffers kept for reuse are as large as the job's
+          // replica snapshots: measured, 366 MB of ViT-Small's stayed resident
+          messages::release_frame_pool();
+          malloc_trim(0);
+        },
+    };
   });
 }
 

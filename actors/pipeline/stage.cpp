@@ -1,5 +1,6 @@
 #include "actors/pipeline/stage.hpp"
 #include "actors/logging.hpp"
+#include "actors/replication/replica_holder.hpp"
 #include "actors/tuning.hpp"
 
 #include "messages/errors.hpp"
@@ -41,23 +42,30 @@ void send_on_link(stage_actor::stateful_pointer<stage_state> self, const stage_a
 // without a copy); one in another process gets it in parts, encoded once
 // into `parts` for all such holders (replica_store.hpp: one message that
 // takes longer than the receiver's connection timeout to arrive has this
-// node dropped as hung).
-void send_snapshot(stage_actor::stateful_pointer<stage_state> self,
-                   const replica_holder_actor& holder, const snapshot_payload& snap,
-                   std::vector<torch::Tensor>& parts) {
+// node dropped as hung), taken there by a courier a window at a time
+// (replica_holder.hpp) after `previous`, this stage's last courier to that
+// holder, which it replaces: the courier, or none when the holder got the
+// snapshot at once.
+caf::actor send_snapshot(stage_actor::stateful_pointer<stage_state> self,
+                         const replica_holder_actor& holder, const snapshot_payload& snap,
+                         std::shared_ptr<std::vector<torch::Tensor>>& parts,
+                         caf::actor& previous) {
   if (holder.node() == self->node()) {
     self->send(holder, replicate_atom_v, snap);
-    return;
+    return caf::actor{};
   }
-  if (parts.empty()) {
-    parts = snapshot_parts(snap.snapshot, tuning::snapshot_part_bytes);
+  if (!parts) {
+    parts = std::make_shared<std::vector<torch::Tensor>>(
+        snapshot_parts(snap.snapshot, tuning::snapshot_part_bytes));
   }
-  send_parts(self, holder, replicate_atom_v, ++self->state.transfers, parts);
+  previous = self->spawn(replica_courier, holder, ++self->state.transfers,
+                         std::shared_ptr<const std::vector<torch::Tensor>>(parts), previous);
+  return previous;
 }
 
 // Sends the snapshot at the current version to the chain and global
-// holders. A copy now; sending (for a remote holder, CAF's middleman
-// writing the parts) happens off this actor while training goes on.
+// holders. A copy now; sending (for a remote holder, its courier and CAF's
+// middleman) happens off this actor while training goes on.
 void replicate(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
@@ -65,16 +73,24 @@ void replicate(stage_actor::stateful_pointer<stage_state> self) {
       models::capture(*st.model, st.opt.get(), spec.optimizer, st.version)};
   auto chain = caf::actor_cast<replica_holder_actor>(spec.chain_holder);
   auto global = caf::actor_cast<replica_holder_actor>(spec.global_holder);
-  std::vector<torch::Tensor> parts;
+  std::shared_ptr<std::vector<torch::Tensor>> parts;
+  // the couriers to the holders it has (others are done with)
+  std::map<caf::actor_addr, caf::actor> couriers;
+  for (const auto& h : {chain, global}) {
+    if (h) {
+      couriers[h.address()] = st.couriers[h.address()];
+    }
+  }
   if (chain) {
-    send_snapshot(self, chain, snap, parts);
+    send_snapshot(self, chain, snap, parts, couriers[chain.address()]);
   }
   bool global_turn = spec.replicate_every == 0 || spec.global_every <= 1 ||
                      (st.version / spec.replicate_every) % spec.global_every == 0 ||
                      st.version == st.replicate_at;
   if (global && global != chain && global_turn) {
-    send_snapshot(self, global, snap, parts);
+    send_snapshot(self, global, snap, parts, couriers[global.address()]);
   }
+  st.couriers = std::move(couriers);
   if (!st.infer) {
     st.kept.add(snap.snapshot); // a serving stage's weights never change
   }
@@ -672,16 +688,28 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
           }
         });
       },
+      // The weights as they are now, to `to`; answered once `to` has them
+      // all (the asker then takes them from it).
       [=](snapshot_atom,
           const caf::actor& to) -> caf::result<uint64_t, uint64_t, uint64_t> {
         auto& st = self->state;
         try {
           snapshot_payload snap{
               models::capture(*st.model, st.opt.get(), st.spec.optimizer, st.version)};
-          std::vector<torch::Tensor> parts;
-          send_snapshot(self, caf::actor_cast<replica_holder_actor>(to), snap, parts);
-          return caf::result<uint64_t, uint64_t, uint64_t>(st.version, st.spec.begin,
-                                                           st.spec.end);
+          std::shared_ptr<std::vector<torch::Tensor>> parts;
+          caf::actor courier;
+          send_snapshot(self, caf::actor_cast<replica_holder_actor>(to), snap, parts, courier);
+          uint64_t version = st.version;
+          uint64_t begin = st.spec.begin;
+          uint64_t end = st.spec.end;
+          if (!courier) {
+            return caf::result<uint64_t, uint64_t, uint64_t>(version, begin, end);
+          }
+          auto rp = self->make_response_promise<uint64_t, uint64_t, uint64_t>();
+          self->request(courier, caf::infinite, done_atom_v)
+              .then([=](uint64_t) mutable { rp.deliver(version, begin, end); },
+                    [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+          return rp;
         } catch (const std::exception& e) {
           return caf::make_error(errc::stage_failed, e.what());
         }

@@ -66,6 +66,9 @@ struct stage_state {
   replica_store kept{tuning::stage_kept_snapshots};
   /// snapshots sent in parts so far (each transfer's id, with the sender)
   uint64_t transfers = 0;
+  /// The courier of the last snapshot sent in parts, by holder: the next
+  /// one to that holder starts when it ends.
+  std::map<caf::actor_addr, caf::actor> couriers;
   /// A replication the console asked for: at this version (0: none).
   uint64_t replicate_at = 0;
   /// Recovery froze this stage: it computes nothing more.

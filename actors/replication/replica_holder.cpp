@@ -116,4 +116,106 @@ persistent_replica_holder(replica_holder_actor::stateful_pointer<replica_holder_
   return holder_behavior(self);
 }
 
+namespace {
+
+using courier_pointer = caf::stateful_actor<replica_courier_state>*;
+
+// Ends the courier, answering whoever waits for the transfer: the parts
+// taken, or why not all were.
+void finish(courier_pointer self, caf::error why = caf::error{}) {
+  auto& st = self->state;
+  for (auto& w : st.waiting) {
+    if (why) {
+      w.deliver(why);
+    } else {
+      w.deliver(static_cast<uint64_t>(st.taken));
+    }
+  }
+  st.waiting.clear();
+  self->quit(std::move(why));
+}
+
+// Sends parts until the window is full or none is left; each answer sends
+// the next. The last answer ends the courier.
+void send_window(courier_pointer self, const replica_holder_actor& holder,
+                 uint64_t transfer) {
+  auto& st = self->state;
+  while (st.sent < st.parts->size() && st.sent - st.taken < tuning::snapshot_window_parts) {
+    const auto& part = (*st.parts)[st.sent++];
+    self->request(holder, tuning::part_ack_timeout, replicate_atom_v, transfer, st.offset,
+                  st.total, tensor_payload{part})
+        .then(
+            [=] {
+              auto& s = self->state;
+              if (++s.taken == s.parts->size()) {
+                finish(self);
+              } else {
+                send_window(self, holder, transfer);
+              }
+            },
+            [=](caf::error& e) {
+              subsystem_log("replication")
+                  ->warn("snapshot transfer {} to {}: part {} of {} not taken ({}); the "
+                         "rest is dropped",
+                         transfer, caf::to_string(holder.node()), self->state.taken + 1,
+                         self->state.parts->size(), self->system().render(e));
+              finish(self, std::move(e));
+            });
+    st.offset += static_cast<uint64_t>(part.numel());
+  }
+}
+
+void start_transfer(courier_pointer self, const replica_holder_actor& holder,
+                    uint64_t transfer) {
+  auto& st = self->state;
+  if (st.started) {
+    return;
+  }
+  st.started = true;
+  if (st.parts->empty()) {
+    finish(self);
+    return;
+  }
+  send_window(self, holder, transfer);
+}
+
+} // namespace
+
+caf::behavior replica_courier(courier_pointer self, replica_holder_actor holder,
+                              uint64_t transfer,
+                              std::shared_ptr<const std::vector<torch::Tensor>> parts,
+                              caf::actor after) {
+  auto& st = self->state;
+  st.parts = std::move(parts);
+  for (const auto& p : *st.parts) {
+    st.total += static_cast<uint64_t>(p.numel());
+  }
+  self->monitor(holder);
+  self->set_down_handler([=](caf::down_msg& m) {
+    if (m.source == holder.address()) {
+      subsystem_log("replication")
+          ->debug("snapshot transfer {}: its holder went away; dropped", transfer);
+      finish(self, caf::make_error(caf::sec::request_receiver_down,
+                                   "the holder went away: " + self->system().render(m.reason)));
+      return;
+    }
+    start_transfer(self, holder, transfer); // the previous transfer has ended
+  });
+  if (after) {
+    self->monitor(after); // a down message at once if it has already ended
+  } else {
+    start_transfer(self, holder, transfer);
+  }
+  return {
+      // parts the holder has taken so far
+      [=](caf::get_atom) { return static_cast<uint64_t>(self->state.taken); },
+      // answered once the holder has taken every part: how many
+      [=](done_atom) {
+        auto rp = self->make_response_promise();
+        self->state.waiting.push_back(rp);
+        return rp;
+      },
+  };
+}
+
 } // namespace salamander::actors

@@ -19,7 +19,9 @@
 #include "messages/interfaces.hpp"
 
 #include <map>
+#include <memory>
 #include <optional>
+#include <vector>
 
 namespace salamander::actors {
 
@@ -52,5 +54,37 @@ replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self
 replica_holder_actor::behavior_type
 persistent_replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self,
                           std::string node, holder_persistence persist);
+
+/// Takes one snapshot's parts (snapshot_parts) to a holder in another
+/// process, at most tuning::snapshot_window_parts of them unanswered at a
+/// time: each part is a request, the holder's answer lets the next one go.
+/// Its transfer begins once `after` (the courier of the sender's previous
+/// transfer to the same holder, or none) has ended, so a holder gets one
+/// sender's snapshots whole and in order. It ends when the holder has taken
+/// the last part, when the holder goes down, or when the holder leaves a
+/// part unanswered for tuning::part_ack_timeout.
+///   done -> uint64_t   answered at the end: the parts the holder took, or
+///                      why it did not take them all
+///   get -> uint64_t    the parts taken so far
+///
+/// Why not the stage itself: a stage takes messages only between compute
+/// steps, so answers would wait behind them. Why a window at all: CAF 0.17's
+/// connection keeps the largest write buffer it ever needed, so parts sent
+/// all at once left a node holding the whole snapshot after the job ended.
+struct replica_courier_state {
+  static inline const char* name = "replica_courier";
+  std::shared_ptr<const std::vector<torch::Tensor>> parts;
+  uint64_t total = 0;  ///< bytes of all parts
+  uint64_t offset = 0; ///< of the next part to send
+  size_t sent = 0;
+  size_t taken = 0;
+  bool started = false;
+  std::vector<caf::response_promise> waiting; ///< done requests
+};
+
+caf::behavior replica_courier(caf::stateful_actor<replica_courier_state>* self,
+                              replica_holder_actor holder, uint64_t transfer,
+                              std::shared_ptr<const std::vector<torch::Tensor>> parts,
+                              caf::actor after);
 
 } // namespace salamander::actors

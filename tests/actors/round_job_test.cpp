@@ -4,6 +4,7 @@
 // the federated and split jobs' lifecycle is stepped here, in order.
 #include "deterministic.hpp"
 #include "actors/job/round_job.hpp"
+#include "actors/replication/replica_holder.hpp"
 #include "actors/node/system.hpp"
 #include "algorithms/job_phase.hpp"
 #include "algorithms/serve_phase.hpp"
@@ -390,6 +391,160 @@ TEST_CASE("weights in parts are taken by the message that names their sender and
   CHECK_FALSE(actors::take_weights(in, caf::strong_actor_ptr{}, u, &fed_update::delta));
   u.parts = 0; // weights in the message itself
   CHECK(actors::take_weights(in, caf::strong_actor_ptr{}, u, &fed_update::delta));
+}
+
+namespace {
+
+// What a holder that keeps its answers for the test got: each part's
+// transfer and bytes, and the answer it owes.
+struct held_parts {
+  std::vector<uint64_t> transfers;
+  std::vector<uint64_t> offsets;
+  std::vector<torch::Tensor> parts;
+  std::vector<caf::response_promise> answers;
+  size_t answered = 0;
+};
+
+replica_holder_actor answer_holder(caf::actor_system& sys, std::shared_ptr<held_parts> h) {
+  auto a = sys.spawn([h](caf::event_based_actor* self) -> caf::behavior {
+    return {[=](replicate_atom, uint64_t transfer, uint64_t offset, uint64_t,
+                tensor_payload& part) {
+      h->transfers.push_back(transfer);
+      h->offsets.push_back(offset);
+      h->parts.push_back(part.tensor);
+      auto rp = self->make_response_promise();
+      h->answers.push_back(rp);
+      return rp;
+    },
+            // the test's word: answer the oldest part not answered yet
+            [=](done_atom) { h->answers.at(h->answered++).deliver(caf::unit); }};
+  });
+  return caf::actor_cast<replica_holder_actor>(a);
+}
+
+// Has `holder` (an answer_holder) answer one more part.
+void answer_one(caf::actor_system& sys, const replica_holder_actor& holder) {
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  caf::anon_send(caf::actor_cast<caf::actor>(holder), done_atom_v);
+  sched.run();
+}
+
+// Asks `courier` for the end of its transfer: the parts taken, or the error
+// in words, once the test coordinator has run out of work.
+std::shared_ptr<std::string> ask_done(caf::actor_system& sys, const caf::actor& courier) {
+  auto out = std::make_shared<std::string>();
+  sys.spawn([=](caf::event_based_actor* self) {
+    self->request(courier, caf::infinite, done_atom_v)
+        .then([out](uint64_t taken) { *out = std::to_string(taken); },
+              [out, self](caf::error& e) { *out = "error: " + self->system().render(e); });
+  });
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a courier keeps at most a window of parts unanswered, starts after the "
+          "transfer before it, and ends when its holder goes away",
+          "[actor][parts][courier]") {
+  caf::actor_system_config sys_cfg;
+  caf::actor_system sys{deterministic(sys_cfg)};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  auto h = std::make_shared<held_parts>();
+  auto holder = answer_holder(sys, h);
+  auto a = weights_of(600, 1.5f); // 2.4 MB: 37 parts of 64 KiB
+  auto b = weights_of(30, -2.f);  // 2 parts
+  using parts_ptr = std::shared_ptr<const std::vector<torch::Tensor>>;
+  auto parts_a = std::make_shared<const std::vector<torch::Tensor>>(
+      actors::snapshot_parts(a, 64 * 1024));
+  auto parts_b = std::make_shared<const std::vector<torch::Tensor>>(
+      actors::snapshot_parts(b, 64 * 1024));
+  constexpr auto window = actors::tuning::snapshot_window_parts;
+  REQUIRE(parts_a->size() > 2 * window);
+
+  auto first = sys.spawn(actors::replica_courier, holder, uint64_t{1}, parts_ptr(parts_a),
+                         caf::actor{});
+  auto second = sys.spawn(actors::replica_courier, holder, uint64_t{2}, parts_ptr(parts_b),
+                          first);
+  auto second_done = ask_done(sys, second);
+  sched.run();
+  // a window's worth of the first transfer, nothing of the second
+  CHECK(h->parts.size() == window);
+  CHECK(std::count(h->transfers.begin(), h->transfers.end(), 1) == long(window));
+  // each answer lets exactly one more part go
+  for (int i = 0; i < 3; ++i) {
+    answer_one(sys, holder);
+    CHECK(h->parts.size() == window + h->answered);
+  }
+  // answered as they come, every part of both transfers arrives, the first
+  // transfer's whole before the second's
+  while (h->answered < h->answers.size()) {
+    answer_one(sys, holder);
+    CHECK(h->parts.size() - h->answered <= window);
+  }
+  REQUIRE(h->parts.size() == parts_a->size() + parts_b->size());
+  CHECK(std::is_sorted(h->transfers.begin(), h->transfers.end()));
+  actors::snapshot_assembler whole{4};
+  std::optional<models::weight_snapshot> got_a;
+  std::optional<models::weight_snapshot> got_b;
+  uint64_t total_a = 0;
+  uint64_t total_b = 0;
+  for (auto& p : *parts_a) {
+    total_a += static_cast<uint64_t>(p.numel());
+  }
+  for (auto& p : *parts_b) {
+    total_b += static_cast<uint64_t>(p.numel());
+  }
+  for (size_t i = 0; i < h->parts.size(); ++i) {
+    auto& got = h->transfers[i] == 1 ? got_a : got_b;
+    got = whole.add("courier", h->transfers[i], h->offsets[i],
+                    h->transfers[i] == 1 ? total_a : total_b, h->parts[i]);
+  }
+  REQUIRE(got_a);
+  REQUIRE(got_b);
+  CHECK(torch::equal(got_a->layers.at(0).params.at(0).tensor, a.layers[0].params[0].tensor));
+  CHECK(torch::equal(got_b->layers.at(0).params.at(0).tensor, b.layers[0].params[0].tensor));
+  CHECK(*second_done == std::to_string(parts_b->size()));
+
+  // a holder that goes away ends its courier, with the reason
+  auto third = sys.spawn(actors::replica_courier, holder, uint64_t{3}, parts_ptr(parts_a),
+                         caf::actor{});
+  auto third_done = ask_done(sys, third);
+  sched.run();
+  CHECK(h->parts.size() == parts_a->size() + parts_b->size() + window);
+  caf::anon_send_exit(holder, caf::exit_reason::kill);
+  sched.run();
+  CHECK(third_done->rfind("error: ", 0) == 0);
+  CHECK(third_done->find("holder went away") != std::string::npos);
+}
+
+TEST_CASE("a real replica holder answers a courier's parts and serves the snapshot",
+          "[actor][parts][courier]") {
+  caf::actor_system_config sys_cfg;
+  caf::actor_system sys{deterministic(sys_cfg)};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  auto holder = sys.spawn(actors::replica_holder, std::string("n1"));
+  auto snap = weights_of(600, 0.25f);
+  snap.version = 7;
+  auto parts = std::make_shared<const std::vector<torch::Tensor>>(
+      actors::snapshot_parts(snap, 64 * 1024));
+  auto courier = sys.spawn(actors::replica_courier, holder, uint64_t{1},
+                           std::shared_ptr<const std::vector<torch::Tensor>>(parts),
+                           caf::actor{});
+  auto done = ask_done(sys, courier);
+  sched.run();
+  CHECK(*done == std::to_string(parts->size()));
+  auto served = std::make_shared<std::optional<snapshot_payload>>();
+  sys.spawn([=](caf::event_based_actor* self) {
+    self->request(holder, caf::infinite, snapshot_atom_v, uint64_t{0}, uint64_t{1},
+                  uint64_t{7})
+        .then([served](snapshot_payload& p) { *served = std::move(p); });
+  });
+  sched.run();
+  REQUIRE(*served);
+  CHECK(torch::equal((*served)->snapshot.layers.at(0).params.at(0).tensor,
+                     snap.layers[0].params[0].tensor));
+  caf::anon_send_exit(holder, caf::exit_reason::user_shutdown);
+  sched.run();
 }
 
 TEST_CASE("every mode's phase has a status phase that reads as the same words",
