@@ -161,6 +161,28 @@ client_nodes(caf::actor_system& sys, const client_job_options& o,
   return std::move(*connected);
 }
 
+// The supervisor's console port (--listen), for `salamander console`.
+void listen_on(caf::actor_system& sys, const cluster_actor& c, const std::string& listen,
+               const std::shared_ptr<spdlog::logger>& log) {
+  auto [host, port] = actors::parse_address(listen);
+  auto bound = actors::publish(c, port, host);
+  if (!bound) {
+    throw std::runtime_error("cannot listen on " + listen + ": " + sys.render(bound.error()));
+  }
+  log->info("supervisor listening on {}:{} (salamander console {}:{})", host, *bound, host,
+            *bound);
+}
+
+// The nodes this command started itself (no --cluster) leave with it.
+void dismiss_own_nodes(const client_job_options& o,
+                       const std::vector<actors::remote_node>& handles) {
+  if (o.cluster.empty()) {
+    for (auto& n : handles) {
+      caf::anon_send(n.handle, leave_atom_v);
+    }
+  }
+}
+
 } // namespace
 
 actors::job_result run_client_job(
@@ -216,14 +238,7 @@ actors::job_result run_client_job(
       dash->attach(c);
     }
     if (!o.listen.empty()) {
-      auto [host, port] = actors::parse_address(o.listen);
-      auto bound = actors::publish(c, port, host);
-      if (!bound) {
-        throw std::runtime_error("cannot listen on " + o.listen + ": " +
-                                 sys.render(bound.error()));
-      }
-      log->info("supervisor listening on {}:{} (salamander console {}:{})", host, *bound,
-                host, *bound);
+      listen_on(sys, c, o.listen, log);
     }
   };
   int64_t shown_round = -1;
@@ -247,11 +262,7 @@ actors::job_result run_client_job(
         caf::anon_send(cluster, leave_atom_v);
       }
     }
-    if (o.cluster.empty()) {
-      for (auto& n : handles) {
-        caf::anon_send(n.handle, leave_atom_v);
-      }
-    }
+    dismiss_own_nodes(o, handles);
     end_stop_watch();
     watcher.join();
     throw;
@@ -262,11 +273,7 @@ actors::job_result run_client_job(
   end_stop_watch();
   watcher.join();
   progress.finish();
-  if (o.cluster.empty()) {
-    for (auto& n : handles) {
-      caf::anon_send(n.handle, leave_atom_v);
-    }
-  }
+  dismiss_own_nodes(o, handles);
   return result;
 }
 

@@ -334,6 +334,39 @@ std::unique_ptr<grpc_front> start_grpc(const serve_cli& cli, model_endpoint& mod
   return front;
 }
 
+// Logs the service's progress until a stop signal or its end: 1 when it
+// failed, else 0.
+int watch_service(actors::service& svc, const std::atomic<int>& stop_signal,
+                  progress_line& progress) {
+  auto log = logger("serve");
+  std::string shown_plan;
+  int64_t shown_recoveries = 0;
+  bool was_serving = false;
+  while (stop_signal == 0) {
+    auto st = svc.status();
+    log_status(st, shown_plan, shown_recoveries, progress);
+    if (st.phase == status_phase::serving && !was_serving) {
+      was_serving = true;
+      progress.finish();
+      log->info("ready: {}", st.plan);
+    }
+    if (was_serving) {
+      progress.update(status_fields(st));
+    }
+    if (st.phase == status_phase::failed) {
+      log->error("serving failed: {}", st.error);
+      return 1;
+    }
+    if (st.phase == status_phase::finished) {
+      log->warn("the serving job was stopped ({}): answering the requests accepted",
+                st.stopped.empty() ? "stop" : st.stopped);
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return 0;
+}
+
 int run_serve(const serve_cli& cli) {
   auto log = logger("serve");
   set_threads(cli.threads);
@@ -381,33 +414,8 @@ int run_serve(const serve_cli& cli) {
       int sig = next_stop_signal();
       stop_signal = sig;
     });
-    std::string shown_plan;
-    int64_t shown_recoveries = 0;
-    bool was_serving = false;
     progress_line progress(log);
-    while (stop_signal == 0) {
-      auto st = svc.status();
-      log_status(st, shown_plan, shown_recoveries, progress);
-      if (st.phase == status_phase::serving && !was_serving) {
-        was_serving = true;
-        progress.finish();
-        log->info("ready: {}", st.plan);
-      }
-      if (was_serving) {
-        progress.update(status_fields(st));
-      }
-      if (st.phase == status_phase::failed) {
-        log->error("serving failed: {}", st.error);
-        code = 1;
-        break;
-      }
-      if (st.phase == status_phase::finished) {
-        log->warn("the serving job was stopped ({}): answering the requests accepted",
-                  st.stopped.empty() ? "stop" : st.stopped);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
+    code = watch_service(svc, stop_signal, progress);
     end_stop_watch();
     watcher.join();
     progress.finish();

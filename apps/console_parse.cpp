@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -69,6 +70,57 @@ std::string bad(const std::string& text, const std::string& why, const std::stri
   return "'" + text + "': " + why + "; usage: " + console_usage(word);
 }
 
+// `kill stage N`, `kill client N` (a federated or split job's), `kill node NAME`.
+void parse_kill(const std::string& text, const std::vector<std::string>& w,
+                console_command& c) {
+  const auto& verb = w[0];
+  auto n = w.size();
+  if (n == 3 && (w[1] == "stage" || w[1] == "client")) {
+    c.op = console_op::kill_stage;
+    size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(w[2], &used);
+    } catch (const std::exception&) {
+    }
+    // (beyond 2^32 - 1 it would wrap round to another stage)
+    if (used != w[2].size() || v < 0 || v > static_cast<long>(UINT32_MAX)) {
+      throw std::invalid_argument(bad(text, "'" + w[2] + "' is not a " + w[1] + " number", verb));
+    }
+    c.stage = static_cast<unsigned>(v);
+    c.args = {w[2]};
+  } else if (n == 3 && w[1] == "node") {
+    c.op = console_op::kill_node;
+    c.args = {w[2]};
+  } else {
+    throw std::invalid_argument(bad(text, "kill what?", verb));
+  }
+}
+
+// A word that is no command, with the nearest command's name when one is near.
+std::invalid_argument unknown_command(const std::string& verb) {
+  std::string best;
+  size_t dist = 3;
+  for (auto& u : usages) {
+    auto d = edit_distance(verb, u.word);
+    if (d < dist) {
+      dist = d;
+      best = u.word;
+    }
+  }
+  return std::invalid_argument("unknown command '" + verb + "'" +
+                               (best.empty() ? "" : "; did you mean '" + best + "'?") +
+                               " (help lists the commands)");
+}
+
+// The commands that take no arguments.
+const std::map<std::string, console_op> bare_commands = {
+    {"status", console_op::status},       {"nodes", console_op::nodes},
+    {"plan", console_op::plan},           {"metrics", console_op::metrics},
+    {"replicate", console_op::replicate}, {"pause", console_op::pause},
+    {"resume", console_op::resume},       {"quit", console_op::quit},
+    {"exit", console_op::quit}};
+
 // Parses one command or throws std::invalid_argument with a helpful message.
 console_command parse_one(const std::string& text) {
   auto w = split_words(text);
@@ -76,28 +128,11 @@ console_command parse_one(const std::string& text) {
   c.text = text;
   const auto& verb = w[0];
   auto n = w.size();
-  auto none = [&](console_op op) {
+  if (auto bare = bare_commands.find(verb); bare != bare_commands.end()) {
     if (n != 1) {
       throw std::invalid_argument(bad(text, "takes no arguments", verb));
     }
-    c.op = op;
-  };
-  if (verb == "status") {
-    none(console_op::status);
-  } else if (verb == "nodes") {
-    none(console_op::nodes);
-  } else if (verb == "plan") {
-    none(console_op::plan);
-  } else if (verb == "metrics") {
-    none(console_op::metrics);
-  } else if (verb == "replicate") {
-    none(console_op::replicate);
-  } else if (verb == "pause") {
-    none(console_op::pause);
-  } else if (verb == "resume") {
-    none(console_op::resume);
-  } else if (verb == "quit" || verb == "exit") {
-    none(console_op::quit);
+    c.op = bare->second;
   } else if (verb == "help") {
     if (n > 2) {
       throw std::invalid_argument(bad(text, "takes at most one command name", verb));
@@ -105,26 +140,7 @@ console_command parse_one(const std::string& text) {
     c.op = console_op::help;
     c.args.assign(w.begin() + 1, w.end());
   } else if (verb == "kill") {
-    if (n == 3 && (w[1] == "stage" || w[1] == "client")) { // client: a federated or split job's
-      c.op = console_op::kill_stage;
-      size_t used = 0;
-      long v = -1;
-      try {
-        v = std::stol(w[2], &used);
-      } catch (const std::exception&) {
-      }
-      // (beyond 2^32 - 1 it would wrap round to another stage)
-      if (used != w[2].size() || v < 0 || v > static_cast<long>(UINT32_MAX)) {
-        throw std::invalid_argument(bad(text, "'" + w[2] + "' is not a " + w[1] + " number", verb));
-      }
-      c.stage = static_cast<unsigned>(v);
-      c.args = {w[2]};
-    } else if (n == 3 && w[1] == "node") {
-      c.op = console_op::kill_node;
-      c.args = {w[2]};
-    } else {
-      throw std::invalid_argument(bad(text, "kill what?", verb));
-    }
+    parse_kill(text, w, c);
   } else if (verb == "slow") {
     if (n != 4 || w[1] != "node") {
       throw std::invalid_argument(bad(text, "slow what?", verb));
@@ -160,18 +176,7 @@ console_command parse_one(const std::string& text) {
     c.op = console_op::checkpoint_save;
     c.args = {w[2]};
   } else {
-    std::string best;
-    size_t dist = 3;
-    for (auto& u : usages) {
-      auto d = edit_distance(verb, u.word);
-      if (d < dist) {
-        dist = d;
-        best = u.word;
-      }
-    }
-    throw std::invalid_argument("unknown command '" + verb + "'" +
-                                (best.empty() ? "" : "; did you mean '" + best + "'?") +
-                                " (help lists the commands)");
+    throw unknown_command(verb);
   }
   return c;
 }
