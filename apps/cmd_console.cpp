@@ -94,7 +94,7 @@ std::string show_split_status(const job_status& s) {
       "split learning, method {}{}: round {} of {} after {:.1f} s of "
       "training; test accuracy {}\n",
       s.rounds.strategy,
-      s.rounds.split_phase.empty() ? "" : " (" + s.rounds.split_phase + " phase)",
+      s.rounds.split_phase == adasplit_phase::none ? "" : " (" + to_string(s.rounds.split_phase) + " phase)",
       s.rounds.round, s.rounds.total, s.train_s,
       s.test_accuracy >= 0 ? fmt::format("{:.2f}%", 100 * s.test_accuracy)
                            : std::string("-"));
@@ -218,64 +218,55 @@ std::string show_plan(const job_status& s) {
   return out;
 }
 
-std::string show_metrics(const job_status& s) {
+std::string split_metrics(const job_status& s) {
   std::string out;
-  if (s.mode == job_mode::split) {
-    out += fmt::format("rounds         {} of {} ({})\n", s.rounds.round, s.rounds.total,
-                       s.rounds.strategy);
-    out += fmt::format(
-        "accuracy       {:.2f}% (test split{})\n", 100 * std::max(0.0, s.test_accuracy),
-        s.rounds.strategy == "adasplit" ? ", each client's model, averaged" : "");
-    out += fmt::format("bytes          {} up, {} down\n", bytes_text(s.rounds.bytes_up),
-                       bytes_text(s.rounds.bytes_down));
-    out += fmt::format(
-        "compute        {:.2f} GFLOP on clients, {:.2f} GFLOP on the server\n",
-        s.rounds.client_flops / 1e9, s.rounds.server_flops / 1e9);
-    if (!s.dead_nodes.empty()) {
-      out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
-    }
-    out += fmt::format("metrics log    {}\n",
-                       s.metrics_path.empty() ? "(none)" : s.metrics_path);
-    return out;
-  }
-  if (s.mode == job_mode::federate) {
-    out += fmt::format("rounds         {} of {} ({})\n", s.rounds.round, s.rounds.total,
-                       s.rounds.strategy);
-    out += fmt::format("accuracy       {:.2f}% (global model, test split)\n",
-                       100 * std::max(0.0, s.test_accuracy));
-    out += fmt::format("last round     {:.2f} s (pace {:.2f} s), {} clients took part\n",
-                       s.rounds.round_s, s.rounds.pace_s, s.rounds.contributed);
-    out += fmt::format("dropped        {} update(s), late or failed\n",
-                       s.rounds.dropped_updates);
-    if (!s.dead_nodes.empty()) {
-      out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
-    }
-    out += fmt::format("metrics log    {}\n",
-                       s.metrics_path.empty() ? "(none)" : s.metrics_path);
-    return out;
-  }
-  if (s.mode == job_mode::serve) {
-    out += fmt::format("requests       {} answered, {} failed, {} refused (queue full)\n",
-                       s.serving.requests, s.serving.failed_requests, s.serving.rejected);
-    out += fmt::format("rate           {:.1f} requests/s (last 5 s)\n",
-                       s.serving.requests_per_s);
-    out += fmt::format("latency        p50 {} p95 {} p99 {} (recent requests)\n",
-                       ms(s.serving.latency_p50_s), ms(s.serving.latency_p95_s),
-                       ms(s.serving.latency_p99_s));
-    out += fmt::format("queue          {} waiting, {} micro-batches in flight\n",
-                       s.serving.queue_depth, s.serving.in_flight);
-    out += fmt::format("failures       {} recoveries (last {:.3f} s), {} micro-batches "
-                       "sent again, {} late copies dropped\n",
-                       s.pipeline.recoveries, s.pipeline.last_recovery_s,
-                       s.serving.resent, s.serving.duplicates);
-    out += fmt::format("re-plans       {}\n", s.pipeline.replans);
-    if (!s.dead_nodes.empty()) {
-      out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
-    }
-    out += fmt::format("metrics log    {}\n",
-                       s.metrics_path.empty() ? "(none)" : s.metrics_path);
-    return out;
-  }
+  out += fmt::format("rounds         {} of {} ({})\n", s.rounds.round, s.rounds.total,
+                     s.rounds.strategy);
+  out += fmt::format(
+      "accuracy       {:.2f}% (test split{})\n", 100 * std::max(0.0, s.test_accuracy),
+      s.rounds.strategy == "adasplit" ? ", each client's model, averaged" : "");
+  out += fmt::format("bytes          {} up, {} down\n", bytes_text(s.rounds.bytes_up),
+                     bytes_text(s.rounds.bytes_down));
+  out += fmt::format(
+      "compute        {:.2f} GFLOP on clients, {:.2f} GFLOP on the server\n",
+      s.rounds.client_flops / 1e9, s.rounds.server_flops / 1e9);
+  return out;
+}
+
+std::string federated_metrics(const job_status& s) {
+  std::string out;
+  out += fmt::format("rounds         {} of {} ({})\n", s.rounds.round, s.rounds.total,
+                     s.rounds.strategy);
+  out += fmt::format("accuracy       {:.2f}% (global model, test split)\n",
+                     100 * std::max(0.0, s.test_accuracy));
+  out += fmt::format("last round     {:.2f} s (pace {:.2f} s), {} clients took part\n",
+                     s.rounds.round_s, s.rounds.pace_s, s.rounds.contributed);
+  out += fmt::format("dropped        {} update(s), late or failed\n",
+                     s.rounds.dropped_updates);
+  return out;
+}
+
+std::string serving_metrics(const job_status& s) {
+  std::string out;
+  out += fmt::format("requests       {} answered, {} failed, {} refused (queue full)\n",
+                     s.serving.requests, s.serving.failed_requests, s.serving.rejected);
+  out += fmt::format("rate           {:.1f} requests/s (last 5 s)\n",
+                     s.serving.requests_per_s);
+  out += fmt::format("latency        p50 {} p95 {} p99 {} (recent requests)\n",
+                     ms(s.serving.latency_p50_s), ms(s.serving.latency_p95_s),
+                     ms(s.serving.latency_p99_s));
+  out += fmt::format("queue          {} waiting, {} micro-batches in flight\n",
+                     s.serving.queue_depth, s.serving.in_flight);
+  out += fmt::format("failures       {} recoveries (last {:.3f} s), {} micro-batches "
+                     "sent again, {} late copies dropped\n",
+                     s.pipeline.recoveries, s.pipeline.last_recovery_s,
+                     s.serving.resent, s.serving.duplicates);
+  out += fmt::format("re-plans       {}\n", s.pipeline.replans);
+  return out;
+}
+
+std::string training_metrics(const job_status& s) {
+  std::string out;
   out += fmt::format("schedule       {}\n", s.pipeline.schedule);
   out += fmt::format("throughput     {:.0f} samples/s recent, {:.0f} this epoch\n",
                      s.training.recent_samples_per_s, s.training.samples_per_s);
@@ -312,11 +303,19 @@ std::string show_metrics(const job_status& s) {
     out += fmt::format("replicate      forced at version {}\n",
                        s.training.replicated_version);
   }
+  return out;
+}
+
+// `metrics`: the mode's figures, then the lost nodes and the metrics log.
+std::string show_metrics(const job_status& s) {
+  std::string out = s.mode == job_mode::split      ? split_metrics(s)
+                    : s.mode == job_mode::federate ? federated_metrics(s)
+                    : s.mode == job_mode::serve    ? serving_metrics(s)
+                                                   : training_metrics(s);
   if (!s.dead_nodes.empty()) {
     out += fmt::format("lost nodes     {}\n", fmt::join(s.dead_nodes, ", "));
   }
-  out += fmt::format("metrics log    {}\n",
-                     s.metrics_path.empty() ? "(none)" : s.metrics_path);
+  out += fmt::format("metrics log    {}\n", s.metrics_path.empty() ? "(none)" : s.metrics_path);
   return out;
 }
 

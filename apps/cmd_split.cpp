@@ -69,7 +69,7 @@ int run_split(const split_cli& cli) {
             "round {}/{}{}: accuracy {:.2f}%, {:.1f} s, {} up, {} down, {:.2f} GFLOP "
             "on clients so far ({})",
             s.rounds.round, s.rounds.total,
-            s.rounds.split_phase.empty() ? "" : " (" + s.rounds.split_phase + ")",
+            s.rounds.split_phase == adasplit_phase::none ? "" : " (" + to_string(s.rounds.split_phase) + ")",
             100 * s.test_accuracy, s.rounds.round_s,
             models::format_bytes(static_cast<double>(s.rounds.bytes_up)),
             models::format_bytes(static_cast<double>(s.rounds.bytes_down)),

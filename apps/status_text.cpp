@@ -51,7 +51,7 @@ std::vector<progress_field> fed_fields(const job_status& s) {
 std::vector<progress_field> split_fields(const job_status& s) {
   return {
       {"[" + to_string(s.phase) +
-           (s.rounds.split_phase.empty() ? "" : ", " + s.rounds.split_phase) + "]",
+           (s.rounds.split_phase == adasplit_phase::none ? "" : ", " + to_string(s.rounds.split_phase)) + "]",
        10},
       {fmt::format("round {}/{}", s.rounds.round, s.rounds.total), 9},
       {s.test_accuracy >= 0 ? fmt::format("acc {:.2f}%", 100 * s.test_accuracy)

@@ -57,6 +57,14 @@ inline status_phase status_phase_from_text(std::string_view text) {
   return status_phase::unknown;
 }
 
+/// AdaSplit's phase of a round (split learning's other methods have none):
+/// clients train on their local loss alone, or with the server.
+enum class adasplit_phase : uint8_t { none, local, global };
+
+inline std::string to_string(adasplit_phase p) {
+  return p == adasplit_phase::local ? "local" : p == adasplit_phase::global ? "global" : "";
+}
+
 inline std::string to_string(job_mode m) {
   static constexpr const char* names[] = {"train", "serve", "federate", "split"};
   auto i = static_cast<size_t>(m);
@@ -185,7 +193,7 @@ struct round_status {
   int64_t bytes_down = 0;
   double client_flops = 0;
   double server_flops = 0;
-  std::string split_phase; ///< adasplit: "local" or "global"
+  adasplit_phase split_phase = adasplit_phase::none;
 };
 
 template <class Inspector>

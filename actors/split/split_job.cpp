@@ -306,7 +306,7 @@ void round_complete(self_ptr self) {
     st.client_model = untagged(average(st.arrived));
   }
   if (ada(st) && st.cfg.average_clients &&
-      st.core.status.rounds.split_phase == "global" && !st.arrived.empty()) {
+      st.core.status.rounds.split_phase == adasplit_phase::global && !st.arrived.empty()) {
     // every client starts the next round from the average (heads included)
     auto avg = average(st.arrived);
     for (auto& c : st.info) {
@@ -350,7 +350,7 @@ void round_complete(self_ptr self) {
   st.core.log_event("round", {{"round", st.round},
                               {"accuracy", st.core.status.test_accuracy},
                               {"loss", st.core.status.loss},
-                              {"phase", st.core.status.rounds.split_phase},
+                              {"phase", to_string(st.core.status.rounds.split_phase)},
                               {"round_s", round_s},
                               {"train_s", st.core.train_time()},
                               {"bytes", st.total.bytes()},
@@ -445,7 +445,9 @@ void start_round(self_ptr self) {
   st.failed.clear();
   bool local = ada(st) && split::in_local_phase(static_cast<int64_t>(round),
                                                 st.cfg.rounds, st.cfg.local_fraction);
-  st.core.status.rounds.split_phase = !ada(st) ? "" : local ? "local" : "global";
+  st.core.status.rounds.split_phase = !ada(st) ? adasplit_phase::none
+                                      : local   ? adasplit_phase::local
+                                                : adasplit_phase::global;
   nlohmann::json sends = nlohmann::json::object();
   if (st.method == split::method::vanilla) {
     st.turns = ready;
@@ -474,7 +476,7 @@ void start_round(self_ptr self) {
   }
   st.core.log_event("round_start", {{"round", round},
                                     {"clients", ready},
-                                    {"phase", st.core.status.rounds.split_phase},
+                                    {"phase", to_string(st.core.status.rounds.split_phase)},
                                     {"sends", sends}});
 }
 

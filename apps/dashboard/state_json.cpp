@@ -125,7 +125,7 @@ json mode_json(const job_status& s) {
                      {"round_s", r.round_s},     {"pace_s", r.pace_s},
                      {"bytes_up", r.bytes_up},   {"bytes_down", r.bytes_down},
                      {"client_flops", r.client_flops}, {"server_flops", r.server_flops},
-                     {"split_phase", r.split_phase}};
+                     {"split_phase", to_string(r.split_phase)}};
   }
   return out;
 }
