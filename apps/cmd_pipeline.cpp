@@ -282,6 +282,11 @@ actors::job_config config_of(const train_cli& cli, const models::model_desc& des
   if (cli.replan_at > 0) {
     jc.replan_at[static_cast<uint64_t>(cli.replan_at)] = cli.replan_balance;
   }
+  if (jc.weight_aggregation > 0 && jc.schedule != "async" && jc.schedule != "auto") {
+    throw std::invalid_argument("--weight-aggregation averages the weight versions of the "
+                                "async schedule; --schedule " +
+                                jc.schedule + " keeps one version (use --schedule async)");
+  }
   jc.metrics_path = metrics_path_of(cli.metrics);
   jc.pause_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(cli.pause_timeout_s * 1000));
@@ -738,6 +743,11 @@ void add_planning_options(CLI::App& sub, train_cli& cli) {
   sub.add_option("--async-delay", job.async_delay,
                  "async schedule: the delay d in batches (each stage keeps d + 1 copies "
                  "of its weights); 0: ceil((stages-1)/micro-batches), at least 1")
+      ->capture_default_str();
+  sub.add_option("--weight-aggregation", job.weight_aggregation,
+                 "async schedule: every K updates a stage's newest weights become the mean "
+                 "of the versions its batches in flight use (FTPipeHD's weight "
+                 "aggregation; it uses 5); 0: off")
       ->capture_default_str();
   sub.add_option("--balance", cli.balance,
                  "layers per stage, e.g. 1,1,2 (default: an even split)");

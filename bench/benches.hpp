@@ -30,7 +30,8 @@ struct bench_args {
 
 /// The benchmarks whose figures vary with bench_args::seed.
 inline bool seeded_bench(const std::string& name) {
-  return name == "federated" || name == "federated_niid" || name == "split";
+  return name == "federated" || name == "federated_niid" || name == "split" ||
+         name == "async_accuracy";
 }
 
 inline int64_t algorithms_batches(int64_t n, int64_t batch_size) {
@@ -165,6 +166,7 @@ int split(const bench_args& args);
 int footprint(const bench_args& args);
 int continual(const bench_args& args);
 int train_scaling(const bench_args& args);
+int async_accuracy(const bench_args& args);
 int scale(const bench_args& args);
 
 } // namespace salamander::bench

@@ -34,6 +34,7 @@ const std::map<std::string, std::function<int(const bench_args&)>>& all_benches(
       {"footprint", footprint},
       {"continual", continual},
       {"train_scaling", train_scaling},
+      {"async_accuracy", async_accuracy},
       {"scale", scale},
   };
   return benches;

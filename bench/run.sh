@@ -72,6 +72,7 @@ usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.js
   recovery                 recovery time after crash, kill -9, hang, supervisor death
   failure_during_recovery  a second failure while recovering
   train_scaling            4 EMULATED devices vs 1 of the same share (pipeline, async, data parallel)
+  async_accuracy           the CNN's accuracy after an epoch: async vs 1f1b, with and without weight aggregation (--seeds N)
   scale                    32 EMULATED nodes vs 4: planning time, heartbeats, recovery after a kill -9
   serve                    serving: protocol ratios, latency, 4/8-device speedups, a kill under load
   federated                ELFISH vs FedAvg, deadline-drop and the rest (Dir(0.5); --seeds N)

@@ -72,6 +72,11 @@ struct stage_spec {
   uint32_t sync_every = 0;
   uint64_t epoch_batches = 0;
   uint64_t total_batches = 0;
+  /// Async: every `aggregate_every` updates (not at a segment's end) the
+  /// newest weights become the mean of themselves and the versions kept
+  /// for batches in flight, versions max(p, v - async_delay) .. v - 1
+  /// (FTPipeHD's weight aggregation); 0: never.
+  uint32_t aggregate_every = 0;
 };
 
 /// One stage's account of one batch.
@@ -106,7 +111,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
            x.source_begin, x.source_end, x.source_version, x.replicate_every,
            x.global_every, x.chain_holder, x.global_holder, x.member, x.members,
            x.micro_begin, x.micro_end, x.mode, x.async_delay, x.sync_every,
-           x.epoch_batches, x.total_batches);
+           x.epoch_batches, x.total_batches, x.aggregate_every);
 }
 
 template <class Inspector>

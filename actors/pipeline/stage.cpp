@@ -252,6 +252,40 @@ void begin_segment(stage_actor::stateful_pointer<stage_state> self) {
   keep_version(self, st.version);
 }
 
+// The async schedule's weight aggregation (FTPipeHD): every
+// `aggregate_every` updates, except at a segment's end (where replicas and
+// rollbacks are taken, so recovery restores what the fault-free run had),
+// the newest weights become the mean of themselves and the kept versions
+// that batches in flight use, max(p, v - d) .. v - 1, summed oldest first.
+// Parameters only: BatchNorm statistics, and the optimizer's state, stay.
+void aggregate_versions(stage_actor::stateful_pointer<stage_state> self) {
+  auto& st = self->state;
+  auto& spec = st.spec;
+  auto v = st.version;
+  if (spec.aggregate_every == 0 || v % spec.aggregate_every != 0 || v >= st.segment.second) {
+    return;
+  }
+  auto from = algorithms::async_version(v, st.segment.first, spec.async_delay);
+  std::vector<std::vector<torch::Tensor>> kept;
+  for (auto it = st.versions.lower_bound(from); it != st.versions.end() && it->first < v;
+       ++it) {
+    kept.push_back(it->second.model->all()->parameters());
+  }
+  if (kept.empty()) {
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  auto newest = st.model->all()->parameters();
+  auto n = static_cast<double>(kept.size() + 1);
+  for (size_t i = 0; i < newest.size(); ++i) {
+    auto sum = newest[i].clone();
+    for (auto& k : kept) {
+      sum.add_(k[i]);
+    }
+    newest[i].copy_(sum.div_(n));
+  }
+}
+
 // Steps the optimizer with the gradients of `batch` (the step's compute
 // time counted from `start`), replicates when it is time and reports the
 // batch to the supervisor. Both schedules end a batch here.
@@ -262,6 +296,9 @@ void step_and_report(stage_actor::stateful_pointer<stage_state> self, uint64_t b
   st.opt->step();
   st.opt->zero_grad();
   st.version = batch + 1;
+  if (st.async) {
+    aggregate_versions(self); // before its replica is taken
+  }
   st.stats.compute_s += emulated(self, clock::now() - start);
   if ((spec.replicate_every > 0 && st.version % spec.replicate_every == 0) ||
       st.version == st.replicate_at) {

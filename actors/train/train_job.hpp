@@ -111,6 +111,11 @@ struct job_config {
   /// at least 1. Fixed for the whole job (re-plans and recoveries keep it:
   /// the run stays exact).
   uint32_t async_delay = 0;
+  /// The async schedule's weight aggregation (FTPipeHD's
+  /// `weight_aggregation_interval`): every K updates a stage's newest
+  /// weights become the mean of the versions its batches in flight use; 0:
+  /// off.
+  uint32_t weight_aggregation = 0;
   std::string optimizer = "adam";
   double lr = 2e-3;
   double momentum = 0.9;

@@ -49,6 +49,7 @@ std::vector<stage_spec> make_specs(const train_job_state& st, const stage_plan& 
       spec.sync_every = static_cast<uint32_t>(sync_every(st.cfg));
       spec.epoch_batches = st.batches_per_epoch;
       spec.total_batches = total_batches(st);
+      spec.aggregate_every = st.cfg.weight_aggregation;
     }
     if (dp) {
       spec.members = static_cast<uint32_t>(n);

@@ -94,28 +94,35 @@ TEST_CASE("under the async schedule a crashed stage is recovered from, exactly",
   // segment's start, where no stashed version is needed, and the two
   // survivors replay with the job's delay (1) what the fault-free async run
   // computes
+  // (and again with weight aggregation every 3 updates: averages inside a
+  // segment are replayed, those on its end are never taken)
   torch::set_num_threads(1);
   auto train = synthetic(1, 2048);
-  auto jc = job(20, 4);
-  jc.schedule = "async";
-  caf::actor_system_config cfg;
-  actors::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto opts = watched();
-  stage_kill kill;
-  kill_stage_after(sys, opts, 7, 1, kill);
-  auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
-  INFO("phase " << r.status.phase << ", error '" << r.status.error << "', killed "
-                << kill.done << ": " << kill.reply);
-  REQUIRE(r.status.phase == status_phase::finished);
-  CHECK(r.status.pipeline.recoveries == 1);
-  CHECK(r.status.pipeline.rollback_version >= 4);
-  CHECK(r.status.pipeline.rollback_version % 4 == 0);
-  check_lineage(r.status, 20);
-  REQUIRE(r.weights);
-  CHECK(salamander::testing::max_weight_diff(
-            *r.weights, salamander::testing::single_device_async_weights(jc, *train, 1, 4)) <=
-        1e-5);
+  for (uint32_t aggregate : {0u, 3u}) {
+    INFO("weight aggregation every " << aggregate);
+    auto jc = job(20, 4);
+    jc.schedule = "async";
+    jc.weight_aggregation = aggregate;
+    caf::actor_system_config cfg;
+    actors::configure(cfg);
+    caf::actor_system sys{cfg};
+    auto opts = watched();
+    stage_kill kill;
+    kill_stage_after(sys, opts, 7, 1, kill);
+    auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
+    INFO("phase " << r.status.phase << ", error '" << r.status.error << "', killed "
+                  << kill.done << ": " << kill.reply);
+    REQUIRE(r.status.phase == status_phase::finished);
+    CHECK(r.status.pipeline.recoveries == 1);
+    CHECK(r.status.pipeline.rollback_version >= 4);
+    CHECK(r.status.pipeline.rollback_version % 4 == 0);
+    check_lineage(r.status, 20);
+    REQUIRE(r.weights);
+    CHECK(salamander::testing::max_weight_diff(
+              *r.weights,
+              salamander::testing::single_device_async_weights(jc, *train, 1, 4, 0, aggregate)) <=
+          1e-5);
+  }
 }
 
 TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",

@@ -50,11 +50,16 @@ inline models::weight_snapshot single_device_weights(const actors::job_config& j
 /// out on its own: batch g trains on the weights of version
 /// max(first batch of its segment, g - delay), segments ending at multiples
 /// of `every`; its gradients step the newest weights. BatchNorm statistics
-/// follow the forwards in order, whichever weights they run on.
+/// follow the forwards in order, whichever weights they run on. With
+/// `aggregate_every`, every that many updates except at a segment's end the
+/// newest weights become the mean of themselves and the versions the stages
+/// keep for batches in flight (FTPipeHD's weight aggregation; the stage's
+/// aggregate_versions, its rule for which versions are kept written out).
 inline models::weight_snapshot single_device_async_weights(const actors::job_config& jc,
                                                            const models::dataset& train,
                                                            uint64_t delay, uint64_t every,
-                                                           int64_t epoch_batches = 0) {
+                                                           int64_t epoch_batches = 0,
+                                                           uint64_t aggregate_every = 0) {
   auto desc = models::describe(models::model_spec::parse(jc.model));
   models::layered_model newest(desc, jc.seed), stashed(desc, jc.seed);
   models::range_executor exec(stashed.all(), true, true);
@@ -102,6 +107,28 @@ inline models::weight_snapshot single_device_async_weights(const actors::job_con
     }
     opt->step();
     opt->zero_grad();
+    auto after = v + 1;
+    if (aggregate_every > 0 && after % aggregate_every == 0 && after < segment.second) {
+      // a stage keeps a segment's first version, and each later one that a
+      // batch of the segment uses (u + delay before the segment's end)
+      std::vector<uint64_t> kept;
+      for (auto u = algorithms::async_version(after, segment.first, delay); u < after; ++u) {
+        if (u == segment.first || u + delay < segment.second) {
+          kept.push_back(u);
+        }
+      }
+      if (!kept.empty()) {
+        torch::NoGradGuard no_grad;
+        auto n = static_cast<double>(kept.size() + 1);
+        for (size_t i = 0; i < params.size(); ++i) {
+          auto sum = params[i].clone();
+          for (auto u : kept) {
+            sum.add_(versions.at(u)[i]);
+          }
+          params[i].copy_(sum.div_(n));
+        }
+      }
+    }
   }
   return models::capture(newest, nullptr, "", static_cast<uint64_t>(jc.max_batches));
 }
