@@ -57,6 +57,10 @@ void refresh_rows(self_ptr self) {
   if (is_async(st.cfg)) {
     s.pipeline.schedule += fmt::format(", delay {}, segments of {} batches",
                                        async_delay_now(st), sync_every(st.cfg));
+    if (st.cfg.weight_aggregation > 0) {
+      s.pipeline.schedule +=
+          fmt::format(", weights averaged every {} updates", st.cfg.weight_aggregation);
+    }
   }
 }
 

@@ -125,6 +125,8 @@ TEST_CASE("async pipelines with weight aggregation hold the weights of one devic
                                 data.test, salamander::testing::watched());
   REQUIRE(result.status.error == "");
   CHECK(result.status.training.committed == 26);
+  CHECK_THAT(result.status.pipeline.schedule,
+             Catch::Contains("weights averaged every 3 updates"));
   REQUIRE(result.weights);
   auto averaged =
       salamander::testing::single_device_async_weights(all, *data.train, 2, 10, 13, 3);
