@@ -46,10 +46,13 @@ void send_on_link(stage_actor::stateful_pointer<stage_state> self, const stage_a
 // (replica_holder.hpp) after `previous`, this stage's last courier to that
 // holder, which it replaces: the courier, or none when the holder got the
 // snapshot at once.
+// With `asked`, the courier starts at the first message it gets (the
+// asker's done request, sent at once): started eagerly, a small snapshot
+// could be all taken, and its courier gone, before that request arrived.
 caf::actor send_snapshot(stage_actor::stateful_pointer<stage_state> self,
                          const replica_holder_actor& holder, const snapshot_payload& snap,
                          std::shared_ptr<std::vector<torch::Tensor>>& parts,
-                         caf::actor& previous) {
+                         caf::actor& previous, bool asked = false) {
   if (holder.node() == self->node()) {
     self->send(holder, replicate_atom_v, snap);
     return caf::actor{};
@@ -58,8 +61,11 @@ caf::actor send_snapshot(stage_actor::stateful_pointer<stage_state> self,
     parts = std::make_shared<std::vector<torch::Tensor>>(
         snapshot_parts(snap.snapshot, tuning::snapshot_part_bytes));
   }
-  previous = self->spawn(replica_courier, holder, ++self->state.transfers,
-                         std::shared_ptr<const std::vector<torch::Tensor>>(parts), previous);
+  auto transfer = ++self->state.transfers;
+  std::shared_ptr<const std::vector<torch::Tensor>> sent = parts;
+  previous = asked ? self->spawn<caf::lazy_init>(replica_courier, holder, transfer, sent,
+                                                 previous)
+                   : self->spawn(replica_courier, holder, transfer, sent, previous);
   return previous;
 }
 
@@ -735,7 +741,8 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
               models::capture(*st.model, st.opt.get(), st.spec.optimizer, st.version)};
           std::shared_ptr<std::vector<torch::Tensor>> parts;
           caf::actor courier;
-          send_snapshot(self, caf::actor_cast<replica_holder_actor>(to), snap, parts, courier);
+          send_snapshot(self, caf::actor_cast<replica_holder_actor>(to), snap, parts, courier,
+                        true);
           uint64_t version = st.version;
           uint64_t begin = st.spec.begin;
           uint64_t end = st.spec.end;

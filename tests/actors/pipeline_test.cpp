@@ -37,6 +37,25 @@ actors::job_config small_job(const std::string& schedule, int64_t steps) {
   return jc;
 }
 
+// Two epochs of 13 batches under the async schedule, replicas every 10:
+// segments [0,10) [10,13) [13,20) [20,26) end at the replication interval,
+// at the epoch's end and at the job's, so every kind of drain is crossed.
+actors::job_config two_async_epochs() {
+  auto jc = small_job("async", 13);
+  jc.epochs = 2;
+  jc.replicate_every = 10;
+  return jc;
+}
+
+// `jc` run to its end on `stages` local nodes of one core each.
+actors::job_result run_on_local(const actors::job_config& jc, int stages, const data_pair& data) {
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  return actors::run_job(sys, jc, actors::local_nodes(sys, stages, 1), data.train, data.test,
+                         salamander::testing::watched());
+}
+
 } // namespace
 
 TEST_CASE("N-stage pipelines hold the single-device weights after K steps, both schedules",
@@ -68,14 +87,9 @@ TEST_CASE("N-stage pipelines hold the single-device weights after K steps, both 
 
 TEST_CASE("async pipelines hold the weights of one device training on delayed weights",
           "[actor][pipeline][async]") {
-  // two epochs of 13 batches: segments [0,10) [10,13) [13,20) [20,26) end at
-  // the replication interval (10), at the epoch's end and at the job's, so
-  // every kind of drain is crossed
   torch::set_num_threads(1);
   auto data = synthetic_for("cnn");
-  auto jc = small_job("async", 13);
-  jc.epochs = 2;
-  jc.replicate_every = 10;
+  auto jc = two_async_epochs();
   auto all = jc;
   all.max_batches = 26; // (the references count batches over epochs of 13)
   auto flushed = single_device_weights(all, *data.train, 13);
@@ -84,11 +98,7 @@ TEST_CASE("async pipelines hold the weights of one device training on delayed we
     jc.async_delay = delay;
     uint64_t d = delay > 0 ? delay : 1;
     INFO(stages << " stages, delay " << d);
-    caf::actor_system_config cfg;
-    actors::configure(cfg);
-    caf::actor_system sys{cfg};
-    auto result = actors::run_job(sys, jc, actors::local_nodes(sys, stages, 1), data.train,
-                                  data.test, salamander::testing::watched());
+    auto result = run_on_local(jc, stages, data);
     REQUIRE(result.status.error == "");
     CHECK(result.status.training.committed == 26);
     CHECK_THAT(result.status.pipeline.schedule, Catch::Contains("async, delay " +
@@ -111,18 +121,12 @@ TEST_CASE("async pipelines with weight aggregation hold the weights of one devic
   // 10 is not averaged there)
   torch::set_num_threads(1);
   auto data = synthetic_for("cnn");
-  auto jc = small_job("async", 13);
-  jc.epochs = 2;
-  jc.replicate_every = 10;
+  auto jc = two_async_epochs();
   jc.async_delay = 2;
   jc.weight_aggregation = 3;
   auto all = jc;
   all.max_batches = 26;
-  caf::actor_system_config cfg;
-  actors::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto result = actors::run_job(sys, jc, actors::local_nodes(sys, 4, 1), data.train,
-                                data.test, salamander::testing::watched());
+  auto result = run_on_local(jc, 4, data);
   REQUIRE(result.status.error == "");
   CHECK(result.status.training.committed == 26);
   CHECK_THAT(result.status.pipeline.schedule,
