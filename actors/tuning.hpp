@@ -107,7 +107,9 @@ inline constexpr size_t snapshot_window_parts = 8;
 /// A courier gives up on a holder that takes none of its parts for this
 /// long (a holder that died is noticed at once, by its down message).
 inline constexpr milliseconds part_ack_timeout = 60s;
-/// Unfinished transfers in parts a holder keeps (one per sending stage).
+/// Unfinished transfers in parts a holder keeps (one per courier under way;
+/// a courier that gave up leaves its part-filled buffer until this many
+/// newer ones push it out).
 inline constexpr size_t holder_pending_transfers = 32;
 /// Weights in parts a round job, or a client, keeps under way or arrived
 /// and not yet taken (actors/clients/weights_parts.hpp): one per sending

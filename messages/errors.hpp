@@ -26,6 +26,7 @@ enum class errc : uint8_t {
   no_such_worker,    ///< no stage, client or node of that number (name) is running
   not_ready,         ///< nothing to act on yet (no round has finished)
   io_failed,         ///< a file could not be read or written
+  bad_transfer,      ///< weights in parts that do not decode (damaged or foreign)
 };
 
 std::string to_string(errc x);

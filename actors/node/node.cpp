@@ -125,6 +125,7 @@ void shrink_write_buffers(caf::actor_system& sys) {
       freed += buf.capacity();
       std::vector<char>{}.swap(buf);
     }
+    malloc_trim(0); // (after the buffers above are gone)
     subsystem_log("node")->debug("connection write buffers: {:.1f} MB freed, {} busy",
                                  static_cast<double>(freed) / 1e6, busy);
   });

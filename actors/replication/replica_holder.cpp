@@ -58,7 +58,7 @@ holder_behavior(replica_holder_actor::stateful_pointer<replica_holder_state> sel
   return {
       [=](replicate_atom, snapshot_payload& p) { keep(self, p.snapshot); },
       [=](replicate_atom, uint64_t transfer, uint64_t offset, uint64_t total,
-          tensor_payload& part) {
+          tensor_payload& part) -> caf::result<void> {
         auto& st = self->state;
         auto from = caf::to_string(self->current_sender());
         try {
@@ -75,7 +75,11 @@ holder_behavior(replica_holder_actor::stateful_pointer<replica_holder_state> sel
           subsystem_log("replication")
               ->warn("holder on {}: dropped a snapshot from {}: {}", st.node, from,
                      e.what());
+          // the courier stops and says so, instead of counting the part taken
+          return caf::make_error(errc::bad_transfer, "replica holder on " + st.node +
+                                                         " dropped the snapshot: " + e.what());
         }
+        return {};
       },
       [=](snapshot_atom, uint64_t begin, uint64_t end,
           uint64_t version) -> caf::result<snapshot_payload> {
@@ -120,9 +124,9 @@ namespace {
 
 using courier_pointer = caf::stateful_actor<replica_courier_state>*;
 
-// Ends the courier, answering whoever waits for the transfer: the parts
-// taken, or why not all were.
-void finish(courier_pointer self, caf::error why = caf::error{}) {
+// Answers whoever waits for the transfer: the parts taken, or why not all
+// were.
+void answer_waiting(courier_pointer self, const caf::error& why) {
   auto& st = self->state;
   for (auto& w : st.waiting) {
     if (why) {
@@ -132,6 +136,11 @@ void finish(courier_pointer self, caf::error why = caf::error{}) {
     }
   }
   st.waiting.clear();
+}
+
+// Ends the courier, answering whoever waits.
+void finish(courier_pointer self, caf::error why = caf::error{}) {
+  answer_waiting(self, why);
   self->quit(std::move(why));
 }
 
@@ -190,6 +199,18 @@ caf::behavior replica_courier(courier_pointer self, replica_holder_actor holder,
   for (const auto& p : *st.parts) {
     st.total += static_cast<uint64_t>(p.numel());
   }
+  // however it ends, whoever waits for the transfer hears why
+  self->set_exception_handler([=](std::exception_ptr& e) -> caf::error {
+    auto why = caf::make_error(caf::sec::runtime_error, "snapshot courier failed");
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      why = caf::make_error(caf::sec::runtime_error, x.what());
+    } catch (...) {
+    }
+    answer_waiting(self, why);
+    return why; // (the courier quits with it)
+  });
   self->monitor(holder);
   self->set_down_handler([=](caf::down_msg& m) {
     if (m.source == holder.address()) {

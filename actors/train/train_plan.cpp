@@ -215,6 +215,11 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
         st.async_delay > 0 || (plan.split.empty() && plan.ranges.size() > 1) ? "async"
                                                                               : "1f1b";
   }
+  if (!is_async(st.cfg) && st.cfg.weight_aggregation > 0 && kind == launch_kind::first) {
+    subsystem_log("job")->warn("--weight-aggregation {} is not used: schedule auto chose {}, "
+                               "which keeps one weight version",
+                               st.cfg.weight_aggregation, st.cfg.schedule);
+  }
   if (is_async(st.cfg) && st.async_delay == 0) {
     // fixed for the job from here: every later plan keeps the same math
     st.async_delay = st.cfg.async_delay > 0

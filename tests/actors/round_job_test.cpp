@@ -517,7 +517,8 @@ TEST_CASE("a courier keeps at most a window of parts unanswered, starts after th
   CHECK(third_done->find("holder went away") != std::string::npos);
 }
 
-TEST_CASE("a real replica holder answers a courier's parts and serves the snapshot",
+TEST_CASE("a real replica holder answers a courier's parts, serves the snapshot, and "
+          "refuses bytes that are no snapshot",
           "[actor][parts][courier]") {
   caf::actor_system_config sys_cfg;
   caf::actor_system sys{deterministic(sys_cfg)};
@@ -543,6 +544,17 @@ TEST_CASE("a real replica holder answers a courier's parts and serves the snapsh
   REQUIRE(*served);
   CHECK(torch::equal((*served)->snapshot.layers.at(0).params.at(0).tensor,
                      snap.layers[0].params[0].tensor));
+  // bytes that are no snapshot frame (12 bytes: not whole 8-byte words): the
+  // holder says so, and the courier stops with its words
+  auto junk = std::make_shared<const std::vector<torch::Tensor>>(
+      std::vector<torch::Tensor>{torch::zeros({12}, torch::kUInt8)});
+  auto bad = sys.spawn(actors::replica_courier, holder, uint64_t{2},
+                       std::shared_ptr<const std::vector<torch::Tensor>>(junk), caf::actor{});
+  auto refused = ask_done(sys, bad);
+  sched.run();
+  CHECK(refused->rfind("error: ", 0) == 0);
+  CHECK(refused->find("dropped the snapshot") != std::string::npos);
+  CHECK(refused->find("no snapshot frame") != std::string::npos);
   caf::anon_send_exit(holder, caf::exit_reason::user_shutdown);
   sched.run();
 }
