@@ -44,18 +44,19 @@ void send_on_link(stage_actor::stateful_pointer<stage_state> self, const stage_a
 // takes longer than the receiver's connection timeout to arrive has this
 // node dropped as hung), taken there by a courier a window at a time
 // (replica_holder.hpp) after `previous`, this stage's last courier to that
-// holder, which it replaces: the courier, or none when the holder got the
-// snapshot at once.
+// holder, which it replaces (with none when the holder got the snapshot at
+// once).
 // With `asked`, the courier starts at the first message it gets (the
 // asker's done request, sent at once): started eagerly, a small snapshot
 // could be all taken, and its courier gone, before that request arrived.
-caf::actor send_snapshot(stage_actor::stateful_pointer<stage_state> self,
-                         const replica_holder_actor& holder, const snapshot_payload& snap,
-                         std::shared_ptr<std::vector<torch::Tensor>>& parts,
-                         caf::actor& previous, bool asked = false) {
+void send_snapshot(stage_actor::stateful_pointer<stage_state> self,
+                   const replica_holder_actor& holder, const snapshot_payload& snap,
+                   std::shared_ptr<std::vector<torch::Tensor>>& parts, caf::actor& previous,
+                   bool asked = false) {
   if (holder.node() == self->node()) {
     self->send(holder, replicate_atom_v, snap);
-    return caf::actor{};
+    previous = caf::actor{};
+    return;
   }
   if (!parts) {
     parts = std::make_shared<std::vector<torch::Tensor>>(
@@ -66,7 +67,6 @@ caf::actor send_snapshot(stage_actor::stateful_pointer<stage_state> self,
   previous = asked ? self->spawn<caf::lazy_init>(replica_courier, holder, transfer, sent,
                                                  previous)
                    : self->spawn(replica_courier, holder, transfer, sent, previous);
-  return previous;
 }
 
 // Sends the snapshot at the current version to the chain and global

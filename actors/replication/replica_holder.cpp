@@ -228,8 +228,6 @@ caf::behavior replica_courier(courier_pointer self, replica_holder_actor holder,
     start_transfer(self, holder, transfer);
   }
   return {
-      // parts the holder has taken so far
-      [=](caf::get_atom) { return static_cast<uint64_t>(self->state.taken); },
       // answered once the holder has taken every part: how many
       [=](done_atom) {
         auto rp = self->make_response_promise();

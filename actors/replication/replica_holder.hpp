@@ -65,7 +65,6 @@ persistent_replica_holder(replica_holder_actor::stateful_pointer<replica_holder_
 /// part unanswered for tuning::part_ack_timeout.
 ///   done -> uint64_t   answered at the end: the parts the holder took, or
 ///                      why it did not take them all
-///   get -> uint64_t    the parts taken so far
 ///
 /// Why not the stage itself: a stage takes messages only between compute
 /// steps, so answers would wait behind them. Why a window at all: CAF 0.17's
