@@ -4,6 +4,7 @@
 #include "models/model_desc.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace salamander::apps {
@@ -42,13 +43,18 @@ int run_describe(const describe_cli& cli) {
   }
   fmt::print("model {}  input {}  classes {}  fingerprint {}\n", desc.spec.canonical(),
              models::to_string(desc.input), desc.classes, desc.fingerprint);
-  fmt::print("{:>3}  {:<10} {:<10} {:>14} {:>12} {:>12} {:>14} {:>12}\n", "#", "layer", "kind",
-             "output", "params", "param MB", "act KB/sample", "MFLOP/sample");
+  size_t name_w = 10, kind_w = 10; // wider for longer names (block12_attn)
+  for (auto& l : desc.layers) {
+    name_w = std::max(name_w, l.name.size());
+    kind_w = std::max(kind_w, l.kind.size());
+  }
+  fmt::print("{:>3}  {:<{}} {:<{}} {:>14} {:>12} {:>12} {:>14} {:>12}\n", "#", "layer", name_w,
+             "kind", kind_w, "output", "params", "param MB", "act KB/sample", "MFLOP/sample");
   for (size_t i = 0; i < desc.layers.size(); ++i) {
     auto& l = desc.layers[i];
-    fmt::print("{:>3}  {:<10} {:<10} {:>14} {:>12} {:>12.2f} {:>14.1f} {:>12.2f}\n", i, l.name,
-               l.kind, models::to_string(l.output), l.params, l.param_bytes / 1e6,
-               l.activation_bytes / 1e3, l.flops / 1e6);
+    fmt::print("{:>3}  {:<{}} {:<{}} {:>14} {:>12} {:>12.2f} {:>14.1f} {:>12.2f}\n", i, l.name,
+               name_w, l.kind, kind_w, models::to_string(l.output), l.params,
+               l.param_bytes / 1e6, l.activation_bytes / 1e3, l.flops / 1e6);
   }
   fmt::print("total: {} parameters ({:.1f} MB float32), {:.1f} MFLOP forward per sample\n",
              desc.total_params(), desc.total_params() * 4 / 1e6, desc.total_flops() / 1e6);

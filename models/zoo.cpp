@@ -215,6 +215,7 @@ vit_config vit_size(const std::string& size) {
 model_desc describe_vit(const model_spec& spec, const shape& input, int64_t classes) {
   vit_config cfg = vit_size(spec.get("size", "tiny"));
   cfg.depth = positive(spec, "depth", cfg.depth, max_depth);
+  cfg.mlp = positive(spec, "mlp", cfg.mlp, max_width); // the MLP's hidden width
   int64_t patch = positive(spec, "patch", input[1] >= 224 ? 16 : 7, max_image);
   if (input.size() != 3 || input[1] % patch != 0 || input[2] % patch != 0) {
     bad("vit cuts its image into patch x patch squares: image=" +
@@ -242,27 +243,45 @@ model_desc describe_vit(const model_spec& spec, const shape& input, int64_t clas
   finish(embed);
   d.layers.push_back(embed);
 
+  // a block's costs by half: attention (ln1, qkv, scores, context, out) and
+  // MLP (ln2, fc1, GELU, fc2); each half adds its residual
+  auto td = static_cast<double>(t * dim);
+  int64_t attn_params = 2 * dim + (dim * 3 * dim + 3 * dim) + (dim * dim + dim);
+  int64_t mlp_params = 2 * dim + (dim * cfg.mlp + cfg.mlp) + (cfg.mlp * dim + dim);
+  double attn_flops = 2.0 * td * static_cast<double>(3 * dim) +
+                      4.0 * static_cast<double>(t) * td + 2.0 * td * static_cast<double>(dim) +
+                      5.0 * static_cast<double>(cfg.heads * t * t) + 10.0 * td;
+  double mlp_flops = 4.0 * td * static_cast<double>(cfg.mlp) + 10.0 * td;
+  // saved for backward: the norm, qkv, attention weights, context and the
+  // residual sum; the norm, the MLP hidden (pre and post GELU) and the sum
+  int64_t attn_bytes = (4 * t * dim + 3 * t * dim + 2 * cfg.heads * t * t) * float_bytes;
+  int64_t mlp_bytes = (4 * t * dim + 2 * t * cfg.mlp) * float_bytes;
+  int64_t sublayers = positive(spec, "sublayers", 1, 2);
   for (int64_t i = 0; i < cfg.depth; ++i) {
-    layer_info b;
-    b.name = "block" + std::to_string(i + 1);
-    b.kind = "vit_block";
-    b.input = {t, dim};
-    b.output = {t, dim};
-    b.params = 4 * dim + (dim * 3 * dim + 3 * dim) + (dim * dim + dim) +
-               (dim * cfg.mlp + cfg.mlp) + (cfg.mlp * dim + dim);
-    auto td = static_cast<double>(t * dim);
-    b.flops = 2.0 * td * static_cast<double>(3 * dim) +
-              4.0 * static_cast<double>(t) * td + 2.0 * td * static_cast<double>(dim) +
-              4.0 * td * static_cast<double>(cfg.mlp) +
-              5.0 * static_cast<double>(cfg.heads * t * t) + 20.0 * td;
-    // saved for backward: two norms, qkv, attention weights, context, MLP
-    // hidden (pre and post GELU), residual sums
-    b.activation_bytes =
-        (8 * t * dim + 3 * t * dim + 2 * cfg.heads * t * t + 2 * t * cfg.mlp) *
-        float_bytes;
-    b.attrs = {{"dim", dim}, {"heads", cfg.heads}, {"mlp", cfg.mlp}};
-    finish(b);
-    d.layers.push_back(b);
+    auto block = [&](const std::string& name, const std::string& kind, int64_t params,
+                     double flops, int64_t bytes, std::map<std::string, int64_t> attrs) {
+      layer_info b;
+      b.name = name;
+      b.kind = kind;
+      b.input = {t, dim};
+      b.output = {t, dim};
+      b.params = params;
+      b.flops = flops;
+      b.activation_bytes = bytes;
+      b.attrs = std::move(attrs);
+      finish(b);
+      d.layers.push_back(b);
+    };
+    auto name = "block" + std::to_string(i + 1);
+    if (sublayers == 2) { // two layers a plan may cut between
+      block(name + "_attn", "vit_attn", attn_params, attn_flops, attn_bytes,
+            {{"dim", dim}, {"heads", cfg.heads}});
+      block(name + "_mlp", "vit_mlp", mlp_params, mlp_flops, mlp_bytes,
+            {{"dim", dim}, {"mlp", cfg.mlp}});
+    } else {
+      block(name, "vit_block", attn_params + mlp_params, attn_flops + mlp_flops,
+            attn_bytes + mlp_bytes, {{"dim", dim}, {"heads", cfg.heads}, {"mlp", cfg.mlp}});
+    }
   }
 
   layer_info head;
@@ -496,7 +515,7 @@ model_desc describe_layers(const model_spec& spec) {
     known = {"width", "blocks"};
   } else if (spec.name == "vit") {
     d = describe_vit(spec, input, classes);
-    known = {"size", "depth", "patch"};
+    known = {"size", "depth", "patch", "mlp", "sublayers"};
   } else if (spec.name == "torchscript") {
     if (!torchscript_describer) {
       bad("model " + spec.canonical() + ": this program cannot load TorchScript files");

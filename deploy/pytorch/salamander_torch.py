@@ -117,6 +117,19 @@ class VitEmbed(nn.Module):
         return torch.cat([c, p], 1) + self.pos
 
 
+def _attention_half(x, heads, ln1, qkv, out):
+    b, t, d = x.shape
+    h = heads
+    q, k, v = qkv(ln1(x)).reshape(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+    att = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(float(d // h)), -1)
+    ctx = torch.matmul(att, v).transpose(1, 2).reshape(b, t, d)
+    return x + out(ctx)
+
+
+def _mlp_half(x, ln2, fc1, fc2):
+    return x + fc2(F.gelu(fc1(ln2(x))))
+
+
 class VitBlock(nn.Module):
     def __init__(self, a):
         super().__init__()
@@ -130,13 +143,37 @@ class VitBlock(nn.Module):
         self.fc2 = nn.Linear(a["mlp"], dim)
 
     def forward(self, x):
-        b, t, d = x.shape
-        h = self.heads
-        q, k, v = self.qkv(self.ln1(x)).reshape(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
-        att = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(float(d // h)), -1)
-        ctx = torch.matmul(att, v).transpose(1, 2).reshape(b, t, d)
-        x = x + self.out(ctx)
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        x = _attention_half(x, self.heads, self.ln1, self.qkv, self.out)
+        return _mlp_half(x, self.ln2, self.fc1, self.fc2)
+
+
+class VitAttn(nn.Module):
+    """The attention half of a block (`vit:...,sublayers=2`)."""
+
+    def __init__(self, a):
+        super().__init__()
+        dim = a["dim"]
+        self.heads = a["heads"]
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return _attention_half(x, self.heads, self.ln1, self.qkv, self.out)
+
+
+class VitMlp(nn.Module):
+    """The MLP half of a block (`vit:...,sublayers=2`)."""
+
+    def __init__(self, a):
+        super().__init__()
+        dim = a["dim"]
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, a["mlp"])
+        self.fc2 = nn.Linear(a["mlp"], dim)
+
+    def forward(self, x):
+        return _mlp_half(x, self.ln2, self.fc1, self.fc2)
 
 
 class VitHead(nn.Module):
@@ -157,6 +194,8 @@ LAYER_KINDS = {
     "pool_head": PoolHead,
     "vit_embed": VitEmbed,
     "vit_block": VitBlock,
+    "vit_attn": VitAttn,
+    "vit_mlp": VitMlp,
     "vit_head": VitHead,
 }
 

@@ -4,6 +4,8 @@
 #include "models/trainer.hpp"
 #include "models/weights.hpp"
 
+#include <regex>
+
 using namespace salamander::models;
 using salamander::testing::max_abs_diff;
 
@@ -12,6 +14,7 @@ namespace {
 // Small enough to run every cut quickly; every layer kind of the zoo appears.
 const std::vector<std::string> test_models = {
     "mlp", "cnn", "resnet:width=4,blocks=1", "vit:size=tiny,depth=2",
+    "vit:size=tiny,depth=2,sublayers=2,mlp=96",
 };
 
 torch::Tensor input_for(const model_desc& d, int64_t batch, uint64_t seed) {
@@ -136,6 +139,43 @@ TEST_CASE("every cut of every zoo model gives the whole model's output and gradi
       }
     }
   }
+}
+
+TEST_CASE("a ViT cut inside its blocks computes what the whole blocks compute",
+          "[unit][layered_model]") {
+  // sublayers=2 describes each block as its attention half and its MLP half;
+  // with the block's weights the halves give the block's output, and the
+  // description costs the same in all
+  auto blocks = describe(model_spec::parse("vit:size=tiny,depth=3"));
+  auto halves = describe(model_spec::parse("vit:size=tiny,depth=3,sublayers=2"));
+  REQUIRE(halves.layers.size() == blocks.layers.size() + 3);
+  CHECK(halves.layers[1].name == "block1_attn");
+  CHECK(halves.layers[2].name == "block1_mlp");
+  CHECK(halves.total_params() == blocks.total_params());
+  CHECK(halves.total_flops() == Approx(blocks.total_flops()));
+  CHECK(halves.fingerprint != blocks.fingerprint);
+  for (size_t b = 0; b < 3; ++b) {
+    auto& whole = blocks.layers[1 + b];
+    auto& attn = halves.layers[1 + 2 * b];
+    auto& mlp = halves.layers[2 + 2 * b];
+    CHECK(attn.activation_bytes + mlp.activation_bytes == whole.activation_bytes);
+    CHECK(attn.output_bytes == whole.output_bytes);
+  }
+
+  layered_model a(blocks, 4), h(halves, 9);
+  torch::NoGradGuard no_grad;
+  auto from = a.all()->named_parameters();
+  for (auto& p : h.all()->named_parameters()) {
+    // block2_attn.ln1.weight -> block2.ln1.weight
+    auto key = std::regex_replace(p.key(), std::regex("_(attn|mlp)\\."), ".");
+    INFO(p.key() << " from " << key);
+    REQUIRE(from.contains(key));
+    p.value().copy_(from[key]);
+  }
+  auto x = input_for(blocks, 3, 7);
+  CHECK(max_abs_diff(h.all()->forward(x), a.all()->forward(x)) <= 1e-5);
+  CHECK_THROWS_WITH(describe(model_spec::parse("vit:sublayers=3")),
+                    Catch::Contains("sublayers=3 is too large"));
 }
 
 TEST_CASE("backward without a forward in flight is an error, not a crash",
