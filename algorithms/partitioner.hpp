@@ -166,6 +166,15 @@ partition_plan plan_partition(const plan_request& req);
 partition_plan evaluate_plan(const plan_request& req,
                              std::vector<stage_assignment> stages);
 
+/// The planner PipeEdge compares with: PipeDream's (Narayanan et al. 2019),
+/// which takes every device to be alike. Every device is planned as if it
+/// were device `like` (its per-layer times and link), the layers are cut
+/// into one stage per device (as many as there are layers, if fewer) so
+/// that the stages' times on that device are as equal as they can be, and
+/// stage i runs on device i in the given order. Memory is not checked. The
+/// figures returned are what the real devices do (evaluate_plan).
+partition_plan plan_homogeneous(const plan_request& req, size_t like = 0);
+
 /// A data-parallel plan over `devices` (member order) with the given split
 /// (empty: the best split for their speeds), under the request's cost
 /// model. Throws plan_error when a member cannot hold the model.

@@ -114,6 +114,41 @@ TEST_CASE("FTPipeHD's 10x case: the fast device takes ten times the layers",
   CHECK(plan.samples_per_s == Approx(0.1));
 }
 
+TEST_CASE("PipeDream's planner takes the devices for alike; at 10:4:2:1 that costs it",
+          "[unit][partitioner]") {
+  // 20 equal layers on devices of relative speed 10:4:2:1 (per-layer times
+  // 1, 2.5, 5, 10); links free
+  std::vector<device_profile> ds;
+  for (double t : {1.0, 2.5, 5.0, 10.0}) {
+    ds.push_back(device("d" + std::to_string(ds.size()), std::vector<double>(20, t), 1e9));
+  }
+  auto req = inference(layers(20), ds);
+  auto alike = plan_homogeneous(req);
+  // five layers a stage (equal on device 0), stage i on device i, so the
+  // slowest device holds a quarter of the model
+  CHECK(of(alike) == ranges{{0, 0, 5}, {1, 5, 10}, {2, 10, 15}, {3, 15, 20}});
+  CHECK(alike.bottleneck_s == Approx(50.0));
+  auto planned = plan_partition(req);
+  CHECK(planned.bottleneck_s <= 12.5);
+  CHECK(alike.bottleneck_s / planned.bottleneck_s >= 4.0);
+
+  // unequal layers: the cuts balance the layers' times on the device it
+  // assumes, counting the transfer into a stage
+  auto uneven = inference(layers(4, 1, 0, 1), {device("a", {3, 1, 1, 1}, 1e9, 1.0),
+                                                device("b", {30, 10, 10, 10}, 1e9, 1.0)});
+  auto two = plan_homogeneous(uneven);
+  CHECK(of(two) == ranges{{0, 0, 1}, {1, 1, 4}});
+  CHECK(two.bottleneck_s == Approx(30.0)); // b's three layers, as the real devices do them
+  auto like_b = plan_homogeneous(uneven, 1);
+  CHECK(of(like_b) == of(two)); // the same cut: b is a, ten times slower
+  // on devices that are alike it is as good as the planner
+  auto same = inference(layers(9), {device("x", std::vector<double>(9, 2.0), 1e9),
+                                    device("y", std::vector<double>(9, 2.0), 1e9),
+                                    device("z", std::vector<double>(9, 2.0), 1e9)});
+  CHECK(plan_homogeneous(same).bottleneck_s == Approx(plan_partition(same).bottleneck_s));
+  CHECK_THROWS_AS(plan_homogeneous(same, 3), std::invalid_argument);
+}
+
 TEST_CASE("a device that only slows the pipeline is left out", "[unit][partitioner]") {
   auto req = inference(layers(3), {device("slow", {100, 100, 100}, 1e9),
                                    device("fast", {1, 1, 1}, 1e9)});
