@@ -168,5 +168,12 @@ int continual(const bench_args& args);
 int train_scaling(const bench_args& args);
 int async_accuracy(const bench_args& args);
 int scale(const bench_args& args);
+int serve_scale(const bench_args& args);
+
+/// PipeEdge's planning case: the median ms of plan_partition for inference
+/// over 16 devices of 4 types (4 of each, within 3% of their type) and
+/// `layers` layers, over `instances` random instances; `exact` counts the
+/// plans that were exact over the 4 types.
+double planner_16dev_4types_ms(size_t layers, int instances, int& exact);
 
 } // namespace salamander::bench

@@ -28,6 +28,7 @@ const std::map<std::string, std::function<int(const bench_args&)>>& all_benches(
       {"recovery", recovery},
       {"failure_during_recovery", failure_during_recovery},
       {"serve", serve},
+      {"serve_scale", serve_scale},
       {"federated", federated},
       {"federated_niid", federated_niid},
       {"split", split},

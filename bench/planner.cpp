@@ -64,11 +64,13 @@ double median_ms(size_t layers, size_t devices, int instances, int& infeasible) 
   return ms[ms.size() / 2];
 }
 
+} // namespace
+
 // PipeEdge's setting: inference over 16 devices of 4 types (4 of each, the
 // figures of each within 3% of its type's), a model of ViT-Large's depth
-// (24 blocks, with the embedding and the head: 26 layers); median of
-// `instances`, and how many plans were exact.
-double typed_16_ms(int instances, int& exact) {
+// (24 blocks, with the embedding and the head: 26 layers; 50 when each
+// block is two); median of `instances`, and how many plans were exact.
+double planner_16dev_4types_ms(size_t layers, int instances, int& exact) {
   std::vector<double> ms;
   exact = 0;
   for (int i = 0; i < instances; ++i) {
@@ -76,13 +78,13 @@ double typed_16_ms(int instances, int& exact) {
     algorithms::plan_request req;
     req.mode = algorithms::plan_mode::inference;
     req.micro_batch_size = 8;
-    for (size_t l = 0; l < 26; ++l) {
+    for (size_t l = 0; l < layers; ++l) {
       req.layers.push_back({"l" + std::to_string(l), 1.2e7 * (0.5 + g.unit()),
                             2e5 * (1 + g.unit()), 2e5});
     }
     const double speed[4] = {1, 2, 4, 10};
     const double memory[4] = {4e9, 2e9, 1e9, 5e8};
-    std::vector<double> base(26);
+    std::vector<double> base(layers);
     for (auto& b : base) {
       b = 2e-3 * (0.5 + g.unit());
     }
@@ -90,7 +92,7 @@ double typed_16_ms(int instances, int& exact) {
       algorithms::device_profile p;
       p.name = "d" + std::to_string(d);
       auto type = d % 4;
-      for (size_t l = 0; l < 26; ++l) {
+      for (size_t l = 0; l < layers; ++l) {
         double noise = 1 + 0.03 * (g.unit() - 0.5);
         p.forward_s.push_back(base[l] * speed[type] * noise);
         p.backward_s.push_back(0);
@@ -110,8 +112,6 @@ double typed_16_ms(int instances, int& exact) {
   return ms[ms.size() / 2];
 }
 
-} // namespace
-
 int planner_speed(const bench_args& args) {
   int instances = args.quick ? 5 : 41;
   report rep("planner_speed");
@@ -123,7 +123,7 @@ int planner_speed(const bench_args& args) {
   rep.detail("plan_ms_24x6_exact", small);
   rep.detail("infeasible_24x6", infeasible_small);
   int exact16 = 0;
-  double typed16 = typed_16_ms(instances, exact16);
+  double typed16 = planner_16dev_4types_ms(26, instances, exact16);
   rep.detail("planner_16dev_4types_ms", typed16);
   rep.detail("planner_16dev_4types_exact", static_cast<double>(exact16) / instances);
   std::fprintf(stderr,

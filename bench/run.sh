@@ -75,6 +75,7 @@ usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.js
   async_accuracy           the CNN's accuracy after an epoch: async vs 1f1b, with and without weight aggregation (--seeds N)
   scale                    32 EMULATED nodes vs 4: planning time, heartbeats, recovery after a kill -9
   serve                    serving: protocol ratios, latency, 4/8-device speedups, a kill under load
+  serve_scale              serving at PipeEdge's scale: 16 EMULATED devices vs 1, the plan vs PipeDream's at 10:4:2:1, planning 16 devices of 4 types
   federated                ELFISH vs FedAvg, deadline-drop and the rest (Dir(0.5); --seeds N)
   federated_niid           FedAvg under NIID-Bench's protocol (Dir(0.5), 10 clients, 50 rounds)
   split                    AdaSplit vs vanilla split learning and SplitFed (--seeds N)

@@ -32,6 +32,7 @@
 #include "bench/benches.hpp"
 #include "bench/load.hpp"
 #include "bench/report.hpp"
+#include "bench/serving.hpp"
 
 #include <fmt/format.h>
 
@@ -46,57 +47,6 @@ namespace salamander::bench {
 namespace {
 
 const std::string vit = "vit:size=tiny,depth=16,image=32,patch=8,channels=3";
-
-struct measured {
-  double rate = 0; ///< rows per second
-  std::string plan;
-  std::string error;
-};
-
-std::vector<std::vector<std::string>> quotas(const std::vector<double>& shares) {
-  std::vector<std::vector<std::string>> out;
-  for (auto s : shares) {
-    out.push_back({"--cpu-share", fmt::format("{}", s)});
-  }
-  return out;
-}
-
-// Serves `inputs` on node processes with these CPU shares: a warm-up of
-// `warm` rows, then enough rows for about `seconds` at the warm-up's rate.
-measured serve_rate(caf::actor_system& sys, const std::vector<double>& shares,
-                    actors::serve_config sc, const torch::Tensor& inputs, int64_t warm,
-                    double seconds, const std::string& prefix) {
-  measured m;
-  actors::process_cluster procs(static_cast<int>(shares.size()), prefix, quotas(shares));
-  auto nodes = connected_nodes(sys, procs.nodes());
-  actors::service svc(sys, sc, nodes);
-  actors::inference_options o;
-  o.request_rows = sc.max_batch;
-  auto w = actors::infer_all(svc, inputs.narrow(0, 0, warm), o);
-  if (!w.error.empty()) {
-    m.error = w.error;
-    return m;
-  }
-  double warm_rate = static_cast<double>(warm) / std::max(w.seconds, 1e-6);
-  // at least eight windows' worth of micro-batches: the steady state must
-  // outlast the fill and the drain
-  auto window = sc.in_flight > 0 ? sc.in_flight : static_cast<int>(2 * shares.size());
-  int64_t windows = shares.size() > 1 ? 8 : 4; // one device has no fill to outlast
-  auto rows = std::max(static_cast<int64_t>(warm_rate * seconds),
-                       windows * static_cast<int64_t>(window) * sc.max_batch);
-  rows = std::min<int64_t>(rows, inputs.size(0));
-  auto r = actors::infer_all(svc, inputs.narrow(0, 0, rows), o);
-  if (!r.error.empty()) {
-    m.error = r.error;
-    return m;
-  }
-  m.rate = r.steady_rate();
-  m.plan = r.status.plan;
-  svc.stop("benchmark");
-  std::fprintf(stderr, "  %-40s %8.2f rows/s  %s\n", prefix.c_str(), m.rate,
-               m.plan.c_str());
-  return m;
-}
 
 // ---- HTTP load with hey against `salamander serve` and the PyTorch baseline
 
