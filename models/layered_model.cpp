@@ -110,63 +110,59 @@ TORCH_MODULE_IMPL(vit_embed, vit_embed_impl);
 // A transformer block's two residual halves, x + attention(ln1(x)) and
 // x + mlp(ln2(x)): one layer (vit_block), or two (vit_attn, vit_mlp) that a
 // plan may cut between. The halves name their parameters as the block does.
-torch::Tensor attention_half(const torch::Tensor& x, int64_t heads, nn::LayerNorm& ln1,
-                             nn::Linear& qkv, nn::Linear& out) {
-  auto b = x.size(0), t = x.size(1), d = x.size(2);
-  auto q_k_v = qkv(ln1(x)).reshape({b, t, 3, heads, d / heads}).permute({2, 0, 3, 1, 4});
-  auto q = q_k_v[0], k = q_k_v[1], v = q_k_v[2];
-  auto att = torch::softmax(
-      torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d / heads)), -1);
-  auto ctx = torch::matmul(att, v).transpose(1, 2).reshape({b, t, d});
-  return x + out(ctx);
-}
-
-torch::Tensor mlp_half(const torch::Tensor& x, nn::LayerNorm& ln2, nn::Linear& fc1,
-                       nn::Linear& fc2) {
-  return x + fc2(torch::gelu(fc1(ln2(x))));
-}
-
-struct vit_block_impl : nn::Module {
-  vit_block_impl(int64_t dim, int64_t heads, int64_t mlp)
+struct attention_half {
+  attention_half(nn::Module& m, int64_t dim, int64_t heads)
       : heads(heads),
-        ln1(register_module("ln1", nn::LayerNorm(nn::LayerNormOptions({dim})))),
-        qkv(register_module("qkv", nn::Linear(dim, 3 * dim))),
-        out(register_module("out", nn::Linear(dim, dim))),
-        ln2(register_module("ln2", nn::LayerNorm(nn::LayerNormOptions({dim})))),
-        fc1(register_module("fc1", nn::Linear(dim, mlp))),
-        fc2(register_module("fc2", nn::Linear(mlp, dim))) {}
-  torch::Tensor forward(torch::Tensor x) {
-    return mlp_half(attention_half(x, heads, ln1, qkv, out), ln2, fc1, fc2);
+        ln1(m.register_module("ln1", nn::LayerNorm(nn::LayerNormOptions({dim})))),
+        qkv(m.register_module("qkv", nn::Linear(dim, 3 * dim))),
+        out(m.register_module("out", nn::Linear(dim, dim))) {}
+  torch::Tensor operator()(const torch::Tensor& x) {
+    auto b = x.size(0), t = x.size(1), d = x.size(2);
+    auto q_k_v = qkv(ln1(x)).reshape({b, t, 3, heads, d / heads}).permute({2, 0, 3, 1, 4});
+    auto q = q_k_v[0], k = q_k_v[1], v = q_k_v[2];
+    auto att = torch::softmax(
+        torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d / heads)),
+        -1);
+    auto ctx = torch::matmul(att, v).transpose(1, 2).reshape({b, t, d});
+    return x + out(ctx);
   }
   int64_t heads;
   nn::LayerNorm ln1;
   nn::Linear qkv, out;
+};
+
+struct mlp_half {
+  mlp_half(nn::Module& m, int64_t dim, int64_t mlp)
+      : ln2(m.register_module("ln2", nn::LayerNorm(nn::LayerNormOptions({dim})))),
+        fc1(m.register_module("fc1", nn::Linear(dim, mlp))),
+        fc2(m.register_module("fc2", nn::Linear(mlp, dim))) {}
+  torch::Tensor operator()(const torch::Tensor& x) {
+    return x + fc2(torch::gelu(fc1(ln2(x))));
+  }
   nn::LayerNorm ln2;
   nn::Linear fc1, fc2;
+};
+
+struct vit_block_impl : nn::Module {
+  vit_block_impl(int64_t dim, int64_t heads, int64_t mlp)
+      : attention(*this, dim, heads), feed_forward(*this, dim, mlp) {}
+  torch::Tensor forward(torch::Tensor x) { return feed_forward(attention(x)); }
+  attention_half attention;
+  mlp_half feed_forward;
 };
 TORCH_MODULE_IMPL(vit_block, vit_block_impl);
 
 struct vit_attn_impl : nn::Module {
-  vit_attn_impl(int64_t dim, int64_t heads)
-      : heads(heads),
-        ln1(register_module("ln1", nn::LayerNorm(nn::LayerNormOptions({dim})))),
-        qkv(register_module("qkv", nn::Linear(dim, 3 * dim))),
-        out(register_module("out", nn::Linear(dim, dim))) {}
-  torch::Tensor forward(torch::Tensor x) { return attention_half(x, heads, ln1, qkv, out); }
-  int64_t heads;
-  nn::LayerNorm ln1;
-  nn::Linear qkv, out;
+  vit_attn_impl(int64_t dim, int64_t heads) : attention(*this, dim, heads) {}
+  torch::Tensor forward(torch::Tensor x) { return attention(x); }
+  attention_half attention;
 };
 TORCH_MODULE_IMPL(vit_attn, vit_attn_impl);
 
 struct vit_mlp_impl : nn::Module {
-  vit_mlp_impl(int64_t dim, int64_t mlp)
-      : ln2(register_module("ln2", nn::LayerNorm(nn::LayerNormOptions({dim})))),
-        fc1(register_module("fc1", nn::Linear(dim, mlp))),
-        fc2(register_module("fc2", nn::Linear(mlp, dim))) {}
-  torch::Tensor forward(torch::Tensor x) { return mlp_half(x, ln2, fc1, fc2); }
-  nn::LayerNorm ln2;
-  nn::Linear fc1, fc2;
+  vit_mlp_impl(int64_t dim, int64_t mlp) : feed_forward(*this, dim, mlp) {}
+  torch::Tensor forward(torch::Tensor x) { return feed_forward(x); }
+  mlp_half feed_forward;
 };
 TORCH_MODULE_IMPL(vit_mlp, vit_mlp_impl);
 

@@ -117,34 +117,44 @@ class VitEmbed(nn.Module):
         return torch.cat([c, p], 1) + self.pos
 
 
-def _attention_half(x, heads, ln1, qkv, out):
+# A block's two residual halves, x + attention(ln1(x)) and x + mlp(ln2(x)):
+# one layer (vit_block), or two (vit_attn, vit_mlp) that a plan may cut
+# between. The halves name their parameters as the block does.
+def _attention_parts(m, a):
+    dim = a["dim"]
+    m.heads = a["heads"]
+    m.ln1 = nn.LayerNorm(dim)
+    m.qkv = nn.Linear(dim, 3 * dim)
+    m.out = nn.Linear(dim, dim)
+
+
+def _attention_half(m, x):
     b, t, d = x.shape
-    h = heads
-    q, k, v = qkv(ln1(x)).reshape(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+    h = m.heads
+    q, k, v = m.qkv(m.ln1(x)).reshape(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
     att = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(float(d // h)), -1)
     ctx = torch.matmul(att, v).transpose(1, 2).reshape(b, t, d)
-    return x + out(ctx)
+    return x + m.out(ctx)
 
 
-def _mlp_half(x, ln2, fc1, fc2):
-    return x + fc2(F.gelu(fc1(ln2(x))))
+def _mlp_parts(m, a):
+    m.ln2 = nn.LayerNorm(a["dim"])
+    m.fc1 = nn.Linear(a["dim"], a["mlp"])
+    m.fc2 = nn.Linear(a["mlp"], a["dim"])
+
+
+def _mlp_half(m, x):
+    return x + m.fc2(F.gelu(m.fc1(m.ln2(x))))
 
 
 class VitBlock(nn.Module):
     def __init__(self, a):
         super().__init__()
-        dim = a["dim"]
-        self.heads = a["heads"]
-        self.ln1 = nn.LayerNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.out = nn.Linear(dim, dim)
-        self.ln2 = nn.LayerNorm(dim)
-        self.fc1 = nn.Linear(dim, a["mlp"])
-        self.fc2 = nn.Linear(a["mlp"], dim)
+        _attention_parts(self, a)
+        _mlp_parts(self, a)
 
     def forward(self, x):
-        x = _attention_half(x, self.heads, self.ln1, self.qkv, self.out)
-        return _mlp_half(x, self.ln2, self.fc1, self.fc2)
+        return _mlp_half(self, _attention_half(self, x))
 
 
 class VitAttn(nn.Module):
@@ -152,14 +162,10 @@ class VitAttn(nn.Module):
 
     def __init__(self, a):
         super().__init__()
-        dim = a["dim"]
-        self.heads = a["heads"]
-        self.ln1 = nn.LayerNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.out = nn.Linear(dim, dim)
+        _attention_parts(self, a)
 
     def forward(self, x):
-        return _attention_half(x, self.heads, self.ln1, self.qkv, self.out)
+        return _attention_half(self, x)
 
 
 class VitMlp(nn.Module):
@@ -167,13 +173,10 @@ class VitMlp(nn.Module):
 
     def __init__(self, a):
         super().__init__()
-        dim = a["dim"]
-        self.ln2 = nn.LayerNorm(dim)
-        self.fc1 = nn.Linear(dim, a["mlp"])
-        self.fc2 = nn.Linear(a["mlp"], dim)
+        _mlp_parts(self, a)
 
     def forward(self, x):
-        return _mlp_half(x, self.ln2, self.fc1, self.fc2)
+        return _mlp_half(self, x)
 
 
 class VitHead(nn.Module):
