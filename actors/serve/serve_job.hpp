@@ -73,7 +73,11 @@ struct serve_config {
   /// else an even split over the nodes (or `balance`).
   bool auto_plan = true;
   std::vector<size_t> balance;
-  /// The planner must make exactly this many stages; 0: the fastest count.
+  /// At most this many stages. An even split makes this many (fewer when
+  /// fewer nodes are live); the planner, which plans inference by its
+  /// bottleneck alone, may use fewer, leaving out a node that would only
+  /// slow the pipeline. 0: every live node (even split), or the fastest
+  /// count (planner).
   size_t stages = 0;
   int32_t threads = 1;
   /// Requests accepted and not yet answered, at most.
