@@ -897,45 +897,25 @@ partition_plan plan_homogeneous(const plan_request& req, size_t like) {
     throw std::invalid_argument("plan_homogeneous: device " + std::to_string(like) +
                                 " of " + std::to_string(req.devices.size()));
   }
-  // the planner's view: every device is `like`
+  // the planner's view: every device is `like`, with room for any stage
+  // (memory is not checked), and no stage count of the request's
   auto same = req;
+  same.stages = 0;
   for (auto& d : same.devices) {
     d = req.devices[like];
+    d.memory_bytes = inf;
   }
   cost_model cm(same);
-  size_t n = std::min(req.devices.size(), req.layers.size());
-  size_t L = req.layers.size();
-  // best[k][p]: the smallest bottleneck of layers [p, L) in k stages, each
-  // stage's time its compute and the transfer into it
-  std::vector<std::vector<double>> best(n + 1, std::vector<double>(L + 1, inf));
-  std::vector<std::vector<size_t>> cut(n + 1, std::vector<size_t>(L + 1, L));
-  best[0][L] = 0;
-  for (size_t k = 1; k <= n; ++k) {
-    for (size_t p = 0; p + k <= L; ++p) {
-      for (size_t q = p + 1; q + (k - 1) <= L; ++q) {
-        if (best[k - 1][q] == inf) {
-          continue;
-        }
-        double stage = cm.compute(0, p, q);
-        double in = p > 0 ? cm.link(0, 0, p) : 0.0;
-        double b = std::max({best[k - 1][q], stage, in});
-        if (b < best[k][p]) {
-          best[k][p] = b;
-          cut[k][p] = q;
-        }
-      }
-    }
+  // one stage per device, stage i on device i, in the order given: the
+  // best split over that chain, as the local search takes it
+  std::vector<size_t> chain(std::min(req.devices.size(), req.layers.size()));
+  std::iota(chain.begin(), chain.end(), size_t{0});
+  auto split = chain_search(cm).split(chain, inf);
+  if (split.stages.empty()) {
+    throw plan_error("plan_homogeneous: no split of the layers over " +
+                     std::to_string(chain.size()) + " stages");
   }
-  std::vector<stage_assignment> stages;
-  for (size_t k = n, p = 0; k > 0; --k) {
-    stage_assignment a;
-    a.device = n - k; // stage i on device i, in the order given
-    a.begin = p;
-    a.end = cut[k][p];
-    stages.push_back(a);
-    p = a.end;
-  }
-  return evaluate_plan(req, std::move(stages)); // what the real devices do
+  return evaluate_plan(req, std::move(split.stages)); // what the real devices do
 }
 
 std::vector<int> split_micro_batches(const std::vector<double>& per_micro_s,

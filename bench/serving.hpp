@@ -119,16 +119,20 @@ public:
     // what the nodes used: a quota that throttles at the kernel's tick can
     // give a process more or less than its share, and the per-row CPU
     // shows what each row cost them
-    used_share_ =
+    double used_share =
         cpu / std::max(r.seconds, 1e-9) / static_cast<double>(procs_.nodes().size());
     std::fprintf(
         stderr,
         "  %-16s %8.2f rows/s over %lld rows; nodes used %.3f core each, %.1f ms "
         "CPU a row  %s\n",
-        prefix_.c_str(), rate, static_cast<long long>(rows.size(0)), used_share_,
+        prefix_.c_str(), rate, static_cast<long long>(rows.size(0)), used_share,
         1e3 * cpu / static_cast<double>(rows.size(0)), plan_.c_str());
     return rate;
   }
+  const std::string& plan() const { return plan_; }
+  const std::string& error() const { return error_; }
+
+private:
   /// The nodes' CPU seconds so far, summed.
   double cpu_s() {
     double total = 0;
@@ -137,17 +141,11 @@ public:
     }
     return total;
   }
-  /// Over the last round: the nodes' CPU time per wall second, per node.
-  double used_share() const { return used_share_; }
-  const std::string& plan() const { return plan_; }
-  const std::string& error() const { return error_; }
 
-private:
   std::string prefix_;
   actors::process_cluster procs_;
   std::unique_ptr<actors::service> svc_;
   std::string plan_, error_;
-  double used_share_ = 0;
 };
 
 } // namespace salamander::bench

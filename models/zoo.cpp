@@ -257,21 +257,21 @@ model_desc describe_vit(const model_spec& spec, const shape& input, int64_t clas
   int64_t attn_bytes = (4 * t * dim + 3 * t * dim + 2 * cfg.heads * t * t) * float_bytes;
   int64_t mlp_bytes = (4 * t * dim + 2 * t * cfg.mlp) * float_bytes;
   int64_t sublayers = positive(spec, "sublayers", 1, 2);
+  auto block = [&](const std::string& name, const std::string& kind, int64_t params,
+                   double flops, int64_t bytes, std::map<std::string, int64_t> attrs) {
+    layer_info b;
+    b.name = name;
+    b.kind = kind;
+    b.input = {t, dim};
+    b.output = {t, dim};
+    b.params = params;
+    b.flops = flops;
+    b.activation_bytes = bytes;
+    b.attrs = std::move(attrs);
+    finish(b);
+    d.layers.push_back(b);
+  };
   for (int64_t i = 0; i < cfg.depth; ++i) {
-    auto block = [&](const std::string& name, const std::string& kind, int64_t params,
-                     double flops, int64_t bytes, std::map<std::string, int64_t> attrs) {
-      layer_info b;
-      b.name = name;
-      b.kind = kind;
-      b.input = {t, dim};
-      b.output = {t, dim};
-      b.params = params;
-      b.flops = flops;
-      b.activation_bytes = bytes;
-      b.attrs = std::move(attrs);
-      finish(b);
-      d.layers.push_back(b);
-    };
     auto name = "block" + std::to_string(i + 1);
     if (sublayers == 2) { // two layers a plan may cut between
       block(name + "_attn", "vit_attn", attn_params, attn_flops, attn_bytes,
