@@ -379,6 +379,30 @@ double time_model::at(double fraction) const {
   return t * scale;
 }
 
+std::vector<double> nondecreasing(std::vector<double> y) {
+  // blocks of (mean, count); a block below the one before it merges into it
+  std::vector<std::pair<double, size_t>> blocks;
+  for (double v : y) {
+    blocks.emplace_back(v, 1);
+    while (blocks.size() > 1 && blocks[blocks.size() - 2].first > blocks.back().first) {
+      auto [m, n] = blocks.back();
+      blocks.pop_back();
+      auto& prev = blocks.back();
+      prev.first =
+          (prev.first * static_cast<double>(prev.second) + m * static_cast<double>(n)) /
+          static_cast<double>(prev.second + n);
+      prev.second += n;
+    }
+  }
+  size_t i = 0;
+  for (auto [m, n] : blocks) {
+    for (size_t k = 0; k < n; ++k) {
+      y[i++] = m;
+    }
+  }
+  return y;
+}
+
 double time_model::keep_for(double budget, double min_keep) const {
   if (!(min_keep > 0 && min_keep <= 1)) {
     throw std::invalid_argument("keep_for: min_keep must be in (0, 1], got " +
@@ -583,14 +607,23 @@ public:
 
   flat_params aggregate(const model_layout& layout, const flat_params& global,
                         const std::vector<update>& updates, uint64_t) const override {
+    auto how = s_.weighting;
+    if (how == aggregation::own) {
+      // ELFISH balances soft-trained contributions by the kept fraction
+      how = rule_ == width_rule::random ? aggregation::kept : aggregation::samples;
+    }
     std::vector<double> w;
     w.reserve(updates.size());
+    double all = 0;
     for (const auto& u : updates) {
-      // ELFISH balances soft-trained contributions by the kept fraction
-      double f = rule_ == width_rule::random ? u.keep : 1.0;
+      double f = how == aggregation::kept ? u.keep : 1.0;
       w.push_back(static_cast<double>(u.samples) * f);
+      all += w.back();
     }
-    return weighted_merge(layout, global, updates, w);
+    // naive: divided by every client's weight, so a masked element's
+    // missing delta counts as 0
+    return weighted_merge(layout, global, updates, w,
+                          how == aggregation::naive && all > 0 ? all : 0);
   }
 
 private:
@@ -679,6 +712,35 @@ private:
   settings s_;
 };
 
+} // namespace
+
+std::string to_string(aggregation a) {
+  switch (a) {
+  case aggregation::own:
+    return "own";
+  case aggregation::kept:
+    return "kept";
+  case aggregation::samples:
+    return "samples";
+  case aggregation::naive:
+    return "naive";
+  }
+  return "?";
+}
+
+aggregation parse_aggregation(const std::string& name) {
+  for (auto a :
+       {aggregation::own, aggregation::kept, aggregation::samples, aggregation::naive}) {
+    if (to_string(a) == name) {
+      return a;
+    }
+  }
+  throw std::invalid_argument("unknown aggregation '" + name +
+                              "'; known: own, kept, samples, naive");
+}
+
+namespace {
+
 void check_settings(const std::string& name, const settings& s) {
   auto bad = [&](const std::string& what) {
     throw std::invalid_argument("strategy " + name + ": " + what);
@@ -706,6 +768,10 @@ void check_settings(const std::string& name, const settings& s) {
   }
   if (s.buffer < 1) {
     bad("buffer must be >= 1, got " + std::to_string(s.buffer));
+  }
+  if (s.weighting != aggregation::own && name == "fedbuff") {
+    bad("fedbuff steps by staleness; aggregation " + to_string(s.weighting) +
+        " is for the synchronous strategies");
   }
   if (!(s.server_lr > 0)) {
     bad("server_lr must be > 0, got " + str(s.server_lr));

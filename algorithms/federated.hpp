@@ -140,6 +140,12 @@ struct time_model {
   void observe(double fraction, int64_t epochs, double measured);
 };
 
+/// The non-decreasing sequence closest to `y` in least squares (pool
+/// adjacent violators): a profile's times made monotone in the kept
+/// fraction, so that a narrower sub-model is never predicted slower than a
+/// wider one because one timing was noisy.
+std::vector<double> nondecreasing(std::vector<double> y);
+
 // ---- clients, tasks, rounds
 
 struct client_view {
@@ -165,8 +171,26 @@ struct round_plan {
   double pace_s = 0; ///< the round time the plan aims at (0: none)
 };
 
+/// How a synchronous round's updates are weighted (the ablation of ELFISH's
+/// aggregation; the synchronous strategies only):
+///   own      the strategy's: kept for elfish, samples for the others
+///   kept     each element: the average over the clients that trained it,
+///            weighted samples x kept fraction (ELFISH's)
+///   samples  each element: the average over the clients that trained it,
+///            weighted by samples
+///   naive    each element: the sample-weighted average over every client
+///            of the round, a masked element counted as unchanged (its
+///            delta 0), as plain FedAvg over sub-models would
+enum class aggregation { own, kept, samples, naive };
+
+/// own, kept, samples, naive.
+std::string to_string(aggregation a);
+/// Throws std::invalid_argument naming the known ones.
+aggregation parse_aggregation(const std::string& name);
+
 struct settings {
   int64_t local_epochs = 1;
+  aggregation weighting = aggregation::own;
   /// Of the available clients, this fraction (at least one) takes part in a
   /// round: a seeded draw per round.
   double fraction = 1.0;

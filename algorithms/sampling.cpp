@@ -193,6 +193,56 @@ std::vector<std::vector<int64_t>> partition_dirichlet(uint64_t seed,
   return shards;
 }
 
+std::vector<std::vector<int64_t>> partition_apart(uint64_t seed,
+                                                  const std::vector<int64_t>& labels,
+                                                  int clients, int apart, double alpha) {
+  if (!(apart > 0 && apart < clients)) {
+    throw std::invalid_argument("classes apart: the clients apart must be from 1 to " +
+                                std::to_string(clients - 1) + " (of " +
+                                std::to_string(clients) + " clients), got " +
+                                std::to_string(apart));
+  }
+  std::vector<int64_t> classes(labels.begin(), labels.end());
+  std::sort(classes.begin(), classes.end());
+  classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+  const auto n_classes = static_cast<int64_t>(classes.size());
+  if (n_classes < 2) {
+    throw std::invalid_argument(
+        "classes apart needs at least two classes, the data has " +
+        std::to_string(n_classes));
+  }
+  auto k = std::clamp<int64_t>(
+      std::llround(static_cast<double>(n_classes * apart) / static_cast<double>(clients)),
+      1, n_classes - 1);
+  const int64_t first_apart = classes[static_cast<size_t>(n_classes - k)];
+  // The two groups are split on their own, each over its own clients.
+  std::vector<std::vector<int64_t>> shards(static_cast<size_t>(clients));
+  for (int group = 0; group < 2; ++group) {
+    std::vector<int64_t> members; // indices into labels
+    std::vector<int64_t> member_labels;
+    for (size_t i = 0; i < labels.size(); ++i) {
+      if ((labels[i] >= first_apart) == (group == 1)) {
+        members.push_back(static_cast<int64_t>(i));
+        member_labels.push_back(labels[i]);
+      }
+    }
+    const int first = group == 0 ? 0 : clients - apart;
+    const int count = group == 0 ? clients - apart : apart;
+    auto sub_seed = mix_seed(seed, 0xa9a7, static_cast<uint64_t>(group));
+    auto parts =
+        alpha > 0 ? partition_dirichlet(sub_seed, member_labels, count, alpha)
+                  : partition_iid(sub_seed, static_cast<int64_t>(members.size()), count);
+    for (int c = 0; c < count; ++c) {
+      auto& shard = shards[static_cast<size_t>(first + c)];
+      for (auto m : parts[static_cast<size_t>(c)]) {
+        shard.push_back(members[static_cast<size_t>(m)]);
+      }
+      std::sort(shard.begin(), shard.end());
+    }
+  }
+  return shards;
+}
+
 std::vector<uint32_t> sample_clients(uint64_t seed, uint64_t round,
                                      const std::vector<uint32_t>& available,
                                      double fraction) {

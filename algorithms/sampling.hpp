@@ -61,6 +61,19 @@ std::vector<std::vector<int64_t>> partition_dirichlet(uint64_t seed,
                                                       const std::vector<int64_t>& labels,
                                                       int clients, double alpha);
 
+/// A split where the last `apart` clients hold classes that no other client
+/// holds: of the C classes present (in increasing order), the last
+/// max(1, round(C x apart / clients)) go only to those clients, the rest
+/// only to the others; within each group every class is split by
+/// Dirichlet(alpha) (alpha <= 0: evenly at random). Where stragglers are
+/// the last clients this is the regime where leaving them out loses
+/// whole classes. Every example goes to exactly one client. Throws
+/// std::invalid_argument unless 0 < apart < clients and there are at least
+/// two classes.
+std::vector<std::vector<int64_t>> partition_apart(uint64_t seed,
+                                                  const std::vector<int64_t>& labels,
+                                                  int clients, int apart, double alpha);
+
 /// The clients that take part in round `round`: a uniform sample of
 /// `available` (client ids) of max(1, ceil(fraction * n)) of them, the same
 /// for the same seed and round, in increasing order (FedAvg's C, Flower's

@@ -99,7 +99,7 @@ orchestrator::orchestrator(size_t clients)
 
 std::vector<std::vector<uint8_t>> plan_sends(const std::vector<int64_t>& batches,
                                              double fraction, double explore,
-                                             orchestrator& o) {
+                                             orchestrator& o, double floor) {
   if (!(fraction > 0.0 && fraction <= 1.0)) {
     throw std::invalid_argument("split: send fraction must be in (0, 1], got " +
                                 str(fraction));
@@ -107,6 +107,10 @@ std::vector<std::vector<uint8_t>> plan_sends(const std::vector<int64_t>& batches
   if (!(explore >= 0.0 && std::isfinite(explore))) {
     throw std::invalid_argument("split: explore must be finite and >= 0, got " +
                                 str(explore));
+  }
+  if (!(floor >= 0.0 && floor <= 1.0)) {
+    throw std::invalid_argument("split: the send floor must be in [0, 1], got " +
+                                str(floor));
   }
   const size_t n = batches.size();
   if (o.loss.size() != n || o.picks.size() != n) {
@@ -131,11 +135,16 @@ std::vector<std::vector<uint8_t>> plan_sends(const std::vector<int64_t>& batches
   }
   std::vector<size_t> eligible;
   std::vector<double> priority(n, 0.0);
+  std::vector<int64_t> round_picks(n, 0);
+  std::vector<uint8_t> starved(n, 0);
   for (int64_t t = 0; t < iterations; ++t) {
     eligible.clear();
     for (size_t i = 0; i < n; ++i) {
       if (batches[i] > t) {
         eligible.push_back(i);
+        // eligible at t = 0 .. t: t + 1 iterations this round
+        starved[i] = floor > 0 && static_cast<double>(round_picks[i] + 1) <=
+                                      floor * fraction * static_cast<double>(t + 1);
       }
     }
     const double log_total = std::log1p(static_cast<double>(o.total_picks));
@@ -152,6 +161,12 @@ std::vector<std::vector<uint8_t>> plan_sends(const std::vector<int64_t>& batches
     // Highest priority first; unseen clients (all +infinity) rotate: the
     // least picked first. Other ties keep index order, eligible being sorted.
     std::stable_sort(eligible.begin(), eligible.end(), [&](size_t a, size_t b) {
+      if (starved[a] != starved[b]) {
+        return starved[a] > starved[b];
+      }
+      if (starved[a]) { // both: the fewer picks this round first (same eligibility)
+        return round_picks[a] < round_picks[b];
+      }
       if (std::isinf(priority[a]) && std::isinf(priority[b])) {
         return o.picks[a] < o.picks[b];
       }
@@ -160,6 +175,7 @@ std::vector<std::vector<uint8_t>> plan_sends(const std::vector<int64_t>& batches
     for (size_t j = 0; j < k; ++j) {
       const auto i = eligible[j];
       send[i][static_cast<size_t>(t)] = 1;
+      ++round_picks[i];
       ++o.picks[i];
       ++o.total_picks;
     }

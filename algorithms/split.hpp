@@ -94,12 +94,18 @@ struct orchestrator {
 /// and total_picks are incremented (so the plan rotates within a round).
 /// Returns send[i][t] = 1 if client i sends at iteration t (send[i].size()
 /// == batches[i]).
+///
+/// A floor keeps every client's mask trained: with floor f > 0, a client
+/// whose picks this round + 1 <= f x fraction x (t + 1) at iteration t is
+/// starved and goes before every other (the fewest picks this round first,
+/// then the lower index). So each client sends at least about f x fraction
+/// of its batches in a round, whatever its loss. f = 0: the bandit alone.
 /// Throws std::invalid_argument (leaving `o` unchanged) unless fraction is
-/// in (0,1] and explore is finite and >= 0, batches has one entry per
-/// client of `o` and none is negative.
+/// in (0,1], explore is finite and >= 0, floor is in [0, 1], batches has
+/// one entry per client of `o` and none is negative.
 std::vector<std::vector<uint8_t>> plan_sends(const std::vector<int64_t>& batches,
                                              double fraction, double explore,
-                                             orchestrator& o);
+                                             orchestrator& o, double floor = 0);
 
 /// After a round: client i's mean server loss on what it sent (not called
 /// when it sent nothing): loss_i = loss_i is NaN ? value : decay*loss_i +

@@ -11,6 +11,7 @@
 #include "apps/progress.hpp"
 
 #include <caf/all.hpp>
+#include <fmt/format.h>
 
 #include "apps/dashboard/dashboard_cli.hpp"
 
@@ -94,6 +95,22 @@ template <class Config> void add_alpha(CLI::App& sub, Config& job) {
          "--iid", [&job] { job.alpha = 0; },
          "IID shards: every client gets the labels in proportion (instead of --alpha)")
       ->excludes(alpha);
+  sub.add_option(
+         "--classes-apart", job.classes_apart,
+         "the last N clients hold classes no other client holds (their share of the "
+         "classes, split among them by --alpha, the other classes among the rest): "
+         "leaving those clients out loses whole classes; 0: off")
+      ->check(CLI::Range(int64_t{0}, int64_t{1 << 20}))
+      ->capture_default_str();
+}
+
+/// How the data is split over the clients, for the job's first log line.
+template <class Config> std::string data_split_text(const Config& cfg) {
+  auto split =
+      cfg.alpha > 0 ? fmt::format("dirichlet({})", cfg.alpha) : std::string("iid");
+  return cfg.classes_apart > 0 ? fmt::format("{}, the last {} clients' classes apart",
+                                             split, cfg.classes_apart)
+                               : split;
 }
 
 template <class Config> void add_fraction_fit(CLI::App& sub, Config& job) {

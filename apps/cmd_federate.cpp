@@ -46,8 +46,7 @@ int run_federate(const fed_cli& cli) {
             "federated learning: strategy {}, model {}, {} clients ({}), {} rounds of "
             "{} local epoch(s), {} data{}",
             cfg.strategy, cfg.model, nodes.size(), where_clients_run(cli.common),
-            cfg.rounds, cfg.settings.local_epochs,
-            cfg.alpha > 0 ? fmt::format("dirichlet({})", cfg.alpha) : std::string("iid"),
+            cfg.rounds, cfg.settings.local_epochs, data_split_text(cfg),
             cfg.time_budget_s > 0 ? fmt::format(", at most {:.0f} s", cfg.time_budget_s)
                                   : std::string());
         return actors::run_fed_job(sys, cfg, std::move(nodes), opts);
@@ -128,6 +127,18 @@ command add_federate(CLI::App& app) {
   sub->add_option("--buffer", cli->buffer, "fedbuff: updates per server step")
       ->check(whole<int>(1))
       ->capture_default_str();
+  sub->add_option_function<std::string>(
+         "--aggregation",
+         [&job](const std::string& a) {
+           job.settings.weighting = algorithms::fed::parse_aggregation(a);
+         },
+         "how a round's updates are weighted: own (the strategy's), kept (each element "
+         "over "
+         "the clients that trained it, samples x kept fraction: ELFISH's), samples (over "
+         "those clients, by samples), naive (over every client, a masked element counted "
+         "as unchanged)")
+      ->check(CLI::IsMember({"own", "kept", "samples", "naive"}))
+      ->default_str("own");
   sub->add_option("--min-keep", job.settings.min_keep,
                   "the smallest part of each layer a straggler trains (elfish, heterofl, "
                   "fedrolex)")

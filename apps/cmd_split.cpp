@@ -54,8 +54,7 @@ int run_split(const split_cli& cli) {
             "cut), {} clients ({}), {} rounds, {} data{}",
             cfg.method, cfg.model, desc.layers[static_cast<size_t>(cfg.cut)].name,
             models::format_bytes(static_cast<double>(costs.activation_bytes)),
-            nodes.size(), where_clients_run(cli.common), cfg.rounds,
-            cfg.alpha > 0 ? fmt::format("dirichlet({})", cfg.alpha) : std::string("iid"),
+            nodes.size(), where_clients_run(cli.common), cfg.rounds, data_split_text(cfg),
             cfg.method == "adasplit"
                 ? fmt::format("; local phase {} of {} rounds, {:.0f}% of the clients "
                               "send per iteration after it",
@@ -153,6 +152,12 @@ command add_split(CLI::App& app) {
          "--explore", job.explore,
          "adasplit: the orchestrator's exploration weight (0: highest loss only)")
       ->check(number(0, 100, false, ""))
+      ->capture_default_str();
+  sub->add_option("--send-floor", job.send_floor,
+                  "adasplit: every client sends at least this share of its fair part "
+                  "(client fraction x its batches) each round, so every client's server "
+                  "mask trains; 0: the orchestrator's bandit alone")
+      ->check(number(0, 1, false, ""))
       ->capture_default_str();
   sub->add_option("--mask-lr", job.mask_lr, "adasplit: learning rate of the server masks")
       ->check(number(0, 100, false, ""))

@@ -26,6 +26,8 @@ struct fed_client_spec {
   std::string data_dir;
   /// Dirichlet(alpha) label skew over the clients; <= 0: IID shards.
   double alpha = 0.5;
+  /// Not 0: the last this many clients hold classes no other client holds.
+  uint32_t classes_apart = 0;
   uint64_t seed = 1;
   int64_t batch_size = 64;
   std::string optimizer = "sgd";
@@ -88,9 +90,9 @@ struct fed_update {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fed_client_spec& x) {
   return f(caf::meta::type_name("fed_client_spec"), x.client, x.clients, x.model,
-           x.fingerprint, x.dataset, x.data_dir, x.alpha, x.seed, x.batch_size, x.optimizer, x.lr,
-           x.momentum, x.threads, x.profile_keeps, x.profile_batches, x.max_samples,
-           x.speed);
+           x.fingerprint, x.dataset, x.data_dir, x.alpha, x.classes_apart, x.seed,
+           x.batch_size, x.optimizer, x.lr, x.momentum, x.threads, x.profile_keeps,
+           x.profile_batches, x.max_samples, x.speed);
 }
 
 template <class Inspector>

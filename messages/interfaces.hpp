@@ -260,8 +260,10 @@ using fed_job_actor = job_actor::extend<
 /// holds the layers before the cut and its shard of the data (computed on
 /// its node).
 ///
-///   get -> samples         how many examples its shard has (an error if it
-///                          could not start: no data, a bad cut)
+///   get -> (samples, labels)  how many examples its shard has and how many
+///                          of them carry each label (the personalised
+///                          accuracy weighs the test split by them); an
+///                          error if it could not start: no data, a bad cut
 ///   round(task)            train one local epoch from the task's weights
 ///                          (or its own): forward, activations across the
 ///                          cut to the task's server, and either its
@@ -272,11 +274,11 @@ using fed_job_actor = job_actor::extend<
 ///   tick(work)             its own: the next batch of work `work`
 ///   part(transfer, offset, total, bytes)
 ///                          a task's weights in parts, before the task
-using split_client_actor =
-    caf::typed_actor<caf::replies_to<caf::get_atom>::with<int64_t>,
-                     caf::reacts_to<round_atom, split_task>, caf::reacts_to<stop_atom>,
-                     caf::reacts_to<tick_atom, uint64_t>,
-                     caf::reacts_to<part_atom, uint64_t, uint64_t, uint64_t, tensor_payload>>;
+using split_client_actor = caf::typed_actor<
+    caf::replies_to<caf::get_atom>::with<int64_t, std::vector<int64_t>>,
+    caf::reacts_to<round_atom, split_task>, caf::reacts_to<stop_atom>,
+    caf::reacts_to<tick_atom, uint64_t>,
+    caf::reacts_to<part_atom, uint64_t, uint64_t, uint64_t, tensor_payload>>;
 
 /// The split-learning server (actors/split/split_client.hpp), beside the
 /// job: the layers after the cut (adasplit: with a sparse mask over them

@@ -28,7 +28,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 16;
+constexpr uint32_t protocol_version = 17;
 
 } // namespace salamander
 
@@ -63,6 +63,7 @@ CAF_ADD_TYPE_ID(salamander, (salamander::split_task))
 CAF_ADD_TYPE_ID(salamander, (salamander::split_smash))
 CAF_ADD_TYPE_ID(salamander, (salamander::split_reply))
 CAF_ADD_TYPE_ID(salamander, (salamander::split_result))
+CAF_ADD_TYPE_ID(salamander, (std::vector<int64_t>))
 CAF_ADD_ATOM(salamander, salamander, forward_atom, "forward")
 CAF_ADD_ATOM(salamander, salamander, backward_atom, "backward")
 CAF_ADD_ATOM(salamander, salamander, labels_atom, "labels")

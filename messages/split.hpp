@@ -27,6 +27,8 @@ struct split_client_spec {
   std::string dataset = "fashion-mnist";
   std::string data_dir; ///< where to read it ("": the usual places)
   double alpha = 0.5;   ///< Dirichlet(alpha) label skew; <= 0: IID shards
+  uint32_t classes_apart =
+      0; ///< not 0: the last this many clients' classes are theirs alone
   uint64_t seed = 1;
   int64_t batch_size = 64;
   std::string optimizer = "sgd";
@@ -99,9 +101,9 @@ struct split_result {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, split_client_spec& x) {
   return f(caf::meta::type_name("split_client_spec"), x.client, x.clients, x.model,
-           x.fingerprint, x.cut, x.method, x.dataset, x.data_dir, x.alpha, x.seed,
-           x.batch_size, x.optimizer, x.lr, x.momentum, x.threads, x.max_samples,
-           x.speed);
+           x.fingerprint, x.cut, x.method, x.dataset, x.data_dir, x.alpha,
+           x.classes_apart, x.seed, x.batch_size, x.optimizer, x.lr, x.momentum,
+           x.threads, x.max_samples, x.speed);
 }
 
 template <class Inspector>

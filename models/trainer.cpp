@@ -78,6 +78,19 @@ epoch_stats train_epoch(range_executor& exec, torch::optim::Optimizer& opt,
   return s;
 }
 
+double eval_stats::weighted_accuracy(const std::vector<int64_t>& histogram) const {
+  double acc = 0, weight = 0;
+  for (size_t k = 0; k < histogram.size() && k < class_samples.size(); ++k) {
+    if (class_samples[k] > 0 && histogram[k] > 0) {
+      auto w = static_cast<double>(histogram[k]);
+      acc += w * static_cast<double>(class_correct[k]) /
+             static_cast<double>(class_samples[k]);
+      weight += w;
+    }
+  }
+  return weight > 0 ? acc / weight : 0.0;
+}
+
 eval_stats evaluate(torch::nn::Sequential& net, const dataset& data, int64_t batch_size) {
   torch::NoGradGuard no_grad;
   bool was_training = net->is_training();
@@ -93,6 +106,18 @@ eval_stats evaluate(torch::nn::Sequential& net, const dataset& data, int64_t bat
                     .item<double>();
     s.correct += count_correct(logits, b.y);
     s.samples += b.x.size(0);
+    auto right = logits.argmax(1).eq(b.y).to(torch::kInt64);
+    auto seen = torch::bincount(b.y).contiguous();
+    auto hits = torch::bincount(b.y, right).to(torch::kInt64).contiguous();
+    auto n = static_cast<size_t>(seen.size(0));
+    if (s.class_samples.size() < n) {
+      s.class_samples.resize(n, 0);
+      s.class_correct.resize(n, 0);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      s.class_samples[k] += seen.data_ptr<int64_t>()[k];
+      s.class_correct[k] += hits.data_ptr<int64_t>()[k];
+    }
   }
   s.mean_loss = s.samples ? loss_sum / static_cast<double>(s.samples) : 0.0;
   net->train(was_training);

@@ -42,7 +42,16 @@ struct eval_stats {
   int64_t samples = 0;
   int64_t correct = 0;
   double mean_loss = 0.0;
+  /// By label: examples and correct answers (as many entries as the largest
+  /// label seen + 1).
+  std::vector<int64_t> class_samples;
+  std::vector<int64_t> class_correct;
   double accuracy() const { return samples ? static_cast<double>(correct) / samples : 0.0; }
+  /// The accuracy on a test set whose labels followed `histogram` (counts by
+  /// label, e.g. one client's shard): each class's accuracy weighted by its
+  /// count. Classes absent from the evaluated data carry no weight. 0 when no
+  /// weight is left.
+  double weighted_accuracy(const std::vector<int64_t>& histogram) const;
 };
 
 /// Splits a batch into `m` near-equal micro-batches along dimension 0 (the

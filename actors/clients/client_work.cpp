@@ -41,8 +41,8 @@ std::pair<double, std::chrono::microseconds> device_time(const node_emulation& e
 
 client_shard load_shard(const std::string& dataset, const models::model_desc& desc,
                         const std::string& data_dir, const std::string& node_dir,
-                        uint32_t client, uint32_t clients, double alpha, uint64_t seed,
-                        int64_t max_samples) {
+                        uint32_t client, uint32_t clients, double alpha,
+                        uint32_t classes_apart, uint64_t seed, int64_t max_samples) {
   client_shard out;
   out.data = shared_training_set(dataset, desc, node_dir.empty() ? data_dir : node_dir);
   if (!node_dir.empty()) {
@@ -51,7 +51,14 @@ client_shard load_shard(const std::string& dataset, const models::model_desc& de
                            out.data->size());
   } else {
     std::vector<int64_t> mine;
-    if (alpha > 0) {
+    if (classes_apart > 0) {
+      mine = algorithms::partition_apart(seed, out.data->label_vector(),
+                                         static_cast<int>(clients),
+                                         static_cast<int>(classes_apart), alpha)[client];
+      out.note = fmt::format("shard {} of {}, the last {} clients' classes apart, {}",
+                             client, clients, classes_apart,
+                             alpha > 0 ? fmt::format("dirichlet({})", alpha) : "iid");
+    } else if (alpha > 0) {
       mine = algorithms::partition_dirichlet(seed, out.data->label_vector(),
                                              static_cast<int>(clients), alpha)[client];
       out.note = fmt::format("shard {} of {}, dirichlet({})", client, clients, alpha);
@@ -67,6 +74,16 @@ client_shard load_shard(const std::string& dataset, const models::model_desc& de
   }
   out.note += fmt::format(", {} examples", out.shard.size(0));
   return out;
+}
+
+std::vector<int64_t> label_counts(const models::dataset& data,
+                                  const torch::Tensor& shard) {
+  if (!shard.defined() || shard.numel() == 0) {
+    return {};
+  }
+  auto counts = torch::bincount(data.labels.index_select(0, shard)).contiguous();
+  auto* p = counts.data_ptr<int64_t>();
+  return {p, p + counts.numel()};
 }
 
 std::shared_ptr<const models::dataset> shared_training_set(const std::string& name,

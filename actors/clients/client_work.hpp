@@ -64,12 +64,17 @@ struct client_shard {
 };
 
 /// Client `client`'s shard of `dataset` among `clients` (Dirichlet(alpha)
-/// label skew, IID for alpha <= 0; at most max_samples when > 0), or, with
+/// label skew, IID for alpha <= 0; with classes_apart, the last that many
+/// clients' classes are theirs alone; at most max_samples when > 0), or, with
 /// `node_dir` set, the whole training split found there (a node's own
 /// data). The federated and split-learning clients both shard this way.
 client_shard load_shard(const std::string& dataset, const models::model_desc& desc,
                         const std::string& data_dir, const std::string& node_dir,
-                        uint32_t client, uint32_t clients, double alpha, uint64_t seed,
-                        int64_t max_samples);
+                        uint32_t client, uint32_t clients, double alpha,
+                        uint32_t classes_apart, uint64_t seed, int64_t max_samples);
+
+/// How many of the shard's examples carry each label (index: the label).
+std::vector<int64_t> label_counts(const models::dataset& data,
+                                  const torch::Tensor& shard);
 
 } // namespace salamander::actors

@@ -288,7 +288,8 @@ void load_data(client_ptr self, const std::string& node_dir) {
   auto& st = self->state;
   auto& spec = st.spec;
   auto shard = load_shard(spec.dataset, st.desc, spec.data_dir, node_dir, spec.client,
-                          spec.clients, spec.alpha, spec.seed, spec.max_samples);
+                          spec.clients, spec.alpha, spec.classes_apart, spec.seed,
+                          spec.max_samples);
   st.data = std::move(shard.data);
   st.shard = std::move(shard.shard);
   st.data_note = std::move(shard.note);

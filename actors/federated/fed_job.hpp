@@ -48,7 +48,9 @@ struct fed_config : round_job_config {
   std::string strategy = "fedavg";
   fed::settings settings;
   std::vector<double> profile_keeps = {0.0625, 0.125, 0.25, 0.5, 1.0};
-  int64_t profile_batches = 3;
+  /// Timed batches at each kept fraction (their median is the time; a
+  /// warm-up batch before them is not timed).
+  int64_t profile_batches = 5;
 };
 
 /// What the federated job keeps of client i beside its slot in the roster.

@@ -34,6 +34,10 @@ void check_round_config(const round_job_config& c) {
   if (c.resume && c.checkpoint_path.empty()) {
     throw std::invalid_argument("--resume needs --checkpoint PATH");
   }
+  if (c.classes_apart < 0) {
+    throw std::invalid_argument("--classes-apart must not be negative, got " +
+                                std::to_string(c.classes_apart));
+  }
   if (c.clients_per_node < 1 || c.clients_per_node > 1024) {
     throw std::invalid_argument("--clients-per-node must be in [1, 1024], got " +
                                 std::to_string(c.clients_per_node));
@@ -139,6 +143,7 @@ void round_job::start(const std::vector<cluster_member>& members,
   start_fields["nodes"] = names;
   start_fields["rounds"] = cfg_->rounds;
   start_fields["alpha"] = cfg_->alpha;
+  start_fields["classes_apart"] = cfg_->classes_apart;
   start_fields["seed"] = cfg_->seed;
   start_fields["resumed_at"] = mode_->rounds_done();
   start_fields["accuracy"] = status.test_accuracy;
@@ -149,6 +154,11 @@ void round_job::start(const std::vector<cluster_member>& members,
   // clients_per_node on each node of the start, node by node: the data is
   // sharded over them
   clients.resize(clients_for(nodes.size()));
+  if (cfg_->classes_apart >= static_cast<int64_t>(clients.size())) {
+    fail(fmt::format("--classes-apart {} needs more clients than that; the job has {}",
+                     cfg_->classes_apart, clients.size()));
+    return;
+  }
   auto per_node = static_cast<uint32_t>(cfg_->clients_per_node);
   for (uint32_t i = 0; i < clients.size(); ++i) {
     clients[i].node = i / per_node;

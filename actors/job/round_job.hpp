@@ -66,6 +66,9 @@ struct round_job_config {
   /// training split (a node started with --data uses its own instead).
   std::string data_dir;
   double alpha = 0.5; ///< Dirichlet label skew; <= 0: IID
+  /// Not 0: the last this many clients hold classes no other client holds
+  /// (algorithms::partition_apart), each group split by `alpha`.
+  int64_t classes_apart = 0;
   uint64_t seed = 1;
   int64_t batch_size = 64;
   std::string optimizer = "sgd";
@@ -113,6 +116,7 @@ void fill_client_spec(Spec& s, const round_job_config& cfg, uint32_t client,
   s.dataset = cfg.dataset;
   s.data_dir = cfg.data_dir;
   s.alpha = cfg.alpha;
+  s.classes_apart = static_cast<uint32_t>(cfg.classes_apart);
   s.seed = cfg.seed;
   s.batch_size = cfg.batch_size;
   s.optimizer = cfg.optimizer;

@@ -329,7 +329,8 @@ void init_client(client_ptr self, const std::string& data_dir) {
   check_cut(st.desc, spec.cut);
   st.costs = costs_of(st.desc, spec.cut);
   auto shard = load_shard(spec.dataset, st.desc, spec.data_dir, data_dir, spec.client,
-                          spec.clients, spec.alpha, spec.seed, spec.max_samples);
+                          spec.clients, spec.alpha, spec.classes_apart, spec.seed,
+                          spec.max_samples);
   st.data = std::move(shard.data);
   st.shard = std::move(shard.shard);
   st.data_note = std::move(shard.note);
@@ -370,13 +371,14 @@ split_client(split_client_actor::stateful_pointer<split_client_state> self,
     log()->debug("client {} on {}: {}", st.spec.client, st.node, st.data_note);
   }
   return {
-      [=](caf::get_atom) -> caf::result<int64_t> {
+      [=](caf::get_atom) -> caf::result<int64_t, std::vector<int64_t>> {
         auto& st = self->state;
         if (!st.error.empty()) {
           return caf::make_error(errc::bad_config,
                                  "client on " + st.node + ": " + st.error);
         }
-        return samples(st);
+        auto labels = st.data ? label_counts(*st.data, st.shard) : std::vector<int64_t>{};
+        return {samples(st), std::move(labels)};
       },
       [=](round_atom, split_task& task) {
         auto& st = self->state;

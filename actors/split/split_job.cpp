@@ -62,9 +62,77 @@ models::weight_snapshot whole_model(const split_job_state& st, uint32_t c) {
   return snap;
 }
 
-// Accuracy of what the clients end up with on the test split: the one
-// model of vanilla and splitfed; in adasplit each client's own (its client
-// side and its mask), averaged weighted by the clients' examples.
+// Snapshots of one shape averaged weighted by examples (FedAvg); every
+// entry, tagged ones (adasplit's heads) included.
+models::weight_snapshot average(const std::vector<const models::weight_snapshot*>& snaps,
+                                const std::vector<int64_t>& samples) {
+  auto w = split::sample_weights(samples);
+  auto avg = *snaps[0];
+  for (size_t l = 0; l < avg.layers.size(); ++l) {
+    for (size_t p = 0; p < avg.layers[l].params.size(); ++p) {
+      torch::Tensor sum;
+      for (size_t k = 0; k < snaps.size(); ++k) {
+        auto& t = snaps[k]->layers.at(l).params.at(p).tensor;
+        sum = k == 0 ? t * w[k] : sum + t * w[k];
+      }
+      avg.layers[l].params[p].tensor = sum;
+    }
+    for (size_t b = 0; b < avg.layers[l].buffers.size(); ++b) {
+      if (!avg.layers[l].buffers[b].tensor.is_floating_point()) {
+        continue; // BatchNorm's batch counter: the first client's
+      }
+      torch::Tensor sum;
+      for (size_t k = 0; k < snaps.size(); ++k) {
+        auto& t = snaps[k]->layers.at(l).buffers.at(b).tensor;
+        sum = k == 0 ? t * w[k] : sum + t * w[k];
+      }
+      avg.layers[l].buffers[b].tensor = sum;
+    }
+  }
+  return avg;
+}
+
+// The shared model of adasplit: the clients' sides averaged by examples
+// and the server's layers unmasked; what compares like for like with the
+// one model of vanilla and splitfed.
+models::weight_snapshot shared_model(const split_job_state& st,
+                                     const std::vector<uint32_t>& who) {
+  std::vector<models::weight_snapshot> sides;
+  std::vector<int64_t> samples;
+  for (auto c : who) {
+    sides.push_back(untagged(client_side(st, c)));
+    samples.push_back(std::max<int64_t>(1, st.info[c].samples));
+  }
+  std::vector<const models::weight_snapshot*> snaps;
+  for (auto& s : sides) {
+    snaps.push_back(&s);
+  }
+  auto snap = average(snaps, samples);
+  for (auto& lw : untagged(st.server_snap).layers) {
+    if (lw.index >= static_cast<uint32_t>(st.cfg.cut)) {
+      snap.layers.push_back(lw);
+    }
+  }
+  snap.version = st.round;
+  return snap;
+}
+
+models::eval_stats evaluate_snapshot(split_job_state& st,
+                                     const models::weight_snapshot& snap) {
+  models::restore(*st.eval_model, nullptr, snap);
+  auto net = st.eval_model->all();
+  return models::evaluate(net, *st.test, 1000);
+}
+
+// Accuracy of what the clients end up with on the test split, three ways
+// (issue 29):
+//   test_accuracy  the one model of vanilla and splitfed; in adasplit each
+//                  client's own (its client side and its mask), averaged
+//                  weighted by the clients' examples
+//   shared         the one model; in adasplit shared_model()
+//   personal[c]    client c's model (the one model, or its own) on the test
+//                  split weighed to c's labels: the accuracy on its own
+//                  distribution
 void evaluate(self_ptr self) {
   auto& st = self->state;
   if (st.server_snap.layers.empty()) {
@@ -86,18 +154,27 @@ void evaluate(self_ptr self) {
   }
   double acc = 0, loss = 0, weight = 0;
   st.client_accuracy.assign(st.info.size(), -1);
+  st.personal_accuracy.assign(st.info.size(), -1);
   for (auto c : who) {
-    models::restore(*st.eval_model, nullptr, whole_model(st, c));
-    auto net = st.eval_model->all();
-    auto r = models::evaluate(net, *st.test, 1000);
+    auto r = evaluate_snapshot(st, whole_model(st, c));
     double w =
         ada(st) ? static_cast<double>(std::max<int64_t>(1, st.info[c].samples)) : 1;
     acc += w * r.accuracy();
     loss += w * r.mean_loss;
     weight += w;
-    if (c < st.client_accuracy.size()) {
+    if (ada(st)) {
       st.client_accuracy[c] = r.accuracy();
+      st.personal_accuracy[c] = r.weighted_accuracy(st.info[c].labels);
+    } else {
+      // the one model, on each client's distribution
+      for (uint32_t k = 0; k < st.info.size(); ++k) {
+        st.personal_accuracy[k] = r.weighted_accuracy(st.info[k].labels);
+      }
+      st.shared_accuracy = r.accuracy();
     }
+  }
+  if (ada(st) && !who.empty()) {
+    st.shared_accuracy = evaluate_snapshot(st, shared_model(st, who)).accuracy();
   }
   if (weight > 0) {
     st.core.status.test_accuracy = acc / weight;
@@ -247,37 +324,15 @@ split_task make_task(self_ptr self, uint32_t c, uint64_t round,
 
 void start_round(self_ptr self);
 
-// The clients' weights, averaged weighted by their examples (FedAvg); every
-// entry of the snapshots, tagged ones (adasplit's heads) included.
+// The clients' weights, averaged weighted by their examples (FedAvg).
 models::weight_snapshot average(const std::vector<split_result>& results) {
+  std::vector<const models::weight_snapshot*> snaps;
   std::vector<int64_t> samples;
   for (auto& r : results) {
+    snaps.push_back(&r.weights.snapshot);
     samples.push_back(r.samples);
   }
-  auto w = split::sample_weights(samples);
-  auto avg = results[0].weights.snapshot;
-  for (size_t l = 0; l < avg.layers.size(); ++l) {
-    for (size_t p = 0; p < avg.layers[l].params.size(); ++p) {
-      torch::Tensor sum;
-      for (size_t k = 0; k < results.size(); ++k) {
-        auto& t = results[k].weights.snapshot.layers.at(l).params.at(p).tensor;
-        sum = k == 0 ? t * w[k] : sum + t * w[k];
-      }
-      avg.layers[l].params[p].tensor = sum;
-    }
-    for (size_t b = 0; b < avg.layers[l].buffers.size(); ++b) {
-      if (!avg.layers[l].buffers[b].tensor.is_floating_point()) {
-        continue; // BatchNorm's batch counter: the first client's
-      }
-      torch::Tensor sum;
-      for (size_t k = 0; k < results.size(); ++k) {
-        auto& t = results[k].weights.snapshot.layers.at(l).buffers.at(b).tensor;
-        sum = k == 0 ? t * w[k] : sum + t * w[k];
-      }
-      avg.layers[l].buffers[b].tensor = sum;
-    }
-  }
-  return avg;
+  return average(snaps, samples);
 }
 
 // The round's results are in and the server's state fetched: average or
@@ -361,6 +416,8 @@ void round_complete(self_ptr self) {
                               {"c3", c3_of(st.core.status, st.cfg.budget)},
                               {"clients", clients},
                               {"client_accuracy", st.client_accuracy},
+                              {"shared_accuracy", st.shared_accuracy},
+                              {"personal_accuracy", st.personal_accuracy},
                               {"mask_density", density},
                               {"failed", failed}});
   log()->info("round {}/{}: accuracy {:.2f}%, {} across the cut so far", st.round,
@@ -463,7 +520,8 @@ void start_round(self_ptr self) {
       batches[c] =
           algorithms::batches_per_epoch(st.info[c].samples, st.cfg.batch_size, false);
     }
-    plan = split::plan_sends(batches, st.cfg.client_fraction, st.cfg.explore, st.orch);
+    plan = split::plan_sends(batches, st.cfg.client_fraction, st.cfg.explore, st.orch,
+                             st.cfg.send_floor);
     for (auto c : ready) {
       sends[std::to_string(c)] = std::count(plan[c].begin(), plan[c].end(), uint8_t{1});
     }
@@ -568,6 +626,10 @@ void check_config(const split_config& c) {
     throw std::invalid_argument("--client-fraction must be in (0, 1], got " +
                                 fmt::format("{}", c.client_fraction));
   }
+  if (!(c.send_floor >= 0 && c.send_floor <= 1)) {
+    throw std::invalid_argument("--send-floor must be in [0, 1], got " +
+                                fmt::format("{}", c.send_floor));
+  }
   if (c.stall_s <= 0) {
     throw std::invalid_argument("--stall must be positive");
   }
@@ -661,14 +723,16 @@ public:
   void spawned(uint32_t c) override {
     auto self = self_;
     auto attempt = self->state.core.clients[c].attempt;
-    self->request(client(self->state, c), self->state.cfg.profile_timeout, caf::get_atom_v)
+    self->request(client(self->state, c), self->state.cfg.profile_timeout,
+                  caf::get_atom_v)
         .then(
-            [=](int64_t samples) {
+            [=](int64_t samples, std::vector<int64_t>& labels) {
               auto& st = self->state;
               if (!st.core.answered(c, attempt)) {
                 return;
               }
               st.info[c].samples = samples;
+              st.info[c].labels = std::move(labels);
               log()->info("client {} on {}: {} examples", c, node_name(st, c), samples);
               st.core.ready(c);
             },
@@ -804,6 +868,7 @@ void on_members(self_ptr self, const std::vector<cluster_member>& members) {
                           {"activation_bytes", st.costs.activation_bytes},
                           {"local_fraction", st.cfg.local_fraction},
                           {"client_fraction", st.cfg.client_fraction},
+                          {"send_floor", st.cfg.send_floor},
                           {"average_clients", st.cfg.average_clients},
                           {"budget_bytes", st.cfg.budget.bytes},
                           {"budget_flops", st.cfg.budget.client_flops}});

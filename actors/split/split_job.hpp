@@ -59,6 +59,10 @@ struct split_config : round_job_config {
   double local_fraction = 0.3;  ///< kappa: share of the rounds in the local phase
   double client_fraction = 0.6; ///< eta: share of the clients sending per iteration
   double explore = 0.5;         ///< the orchestrator's exploration weight
+  /// Every client sends at least about this share of its fair part
+  /// (client_fraction x its batches) in a round: its mask trains even when
+  /// the bandit favours others (split::plan_sends). 0: the bandit alone.
+  double send_floor = 0.5;
   double loss_decay = 0.5;      ///< of its per-client loss average
   /// After each global-phase round, average the client-side models (and
   /// heads), weighted by examples, and start every client from the average;
@@ -75,6 +79,7 @@ struct split_config : round_job_config {
 struct split_client_info {
   bool holds_weights = false; ///< adasplit: the live actor has its own weights
   int64_t samples = 0;
+  std::vector<int64_t> labels; ///< its shard's examples by label
   std::chrono::steady_clock::time_point last_heard{};
   int64_t weights_sent_bytes = 0;  ///< of the task in hand
   models::weight_snapshot weights; ///< adasplit: its client-side model, as last reported
@@ -116,6 +121,11 @@ struct split_job_state {
   std::shared_ptr<const models::dataset> test;
   std::unique_ptr<models::layered_model> eval_model;
   std::vector<double> client_accuracy; ///< adasplit: per client, last evaluation
+  /// By client, last evaluation: its model on the test split weighed to its
+  /// labels (-1: not evaluated)
+  std::vector<double> personal_accuracy;
+  double shared_accuracy =
+      -1; ///< the one model; adasplit: sides averaged, server unmasked
 };
 
 split_job_actor::behavior_type

@@ -14,6 +14,7 @@
 #include "messages/checkpoint.hpp"
 #include "models/data.hpp"
 #include "models/layered_model.hpp"
+#include "models/trainer.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -239,6 +240,78 @@ TEST_CASE("each method's bytes and client FLOPs are what its protocol sends and 
       }
       CHECK(r.status.test_accuracy > 0.3);
     }
+  }
+}
+
+TEST_CASE(
+    "a split job scores the shared model, and each client's model on its own labels",
+    "[actor][split]") {
+  split_system s;
+  temp_dir dir;
+  auto cfg = config("vanilla", 2);
+  cfg.metrics_path = dir.file("m.jsonl");
+  cfg.classes_apart = 1; // client 2's classes are its own
+  auto nodes = actors::local_nodes(*s.sys, 3, 1);
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  auto r = actors::run_split_job(*s.sys, cfg, nodes, opts);
+  leave(nodes);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == status_phase::finished);
+  REQUIRE(r.weights);
+  // the final model on the test split, per class, by hand
+  auto desc = models::describe(models::model_spec::parse(cfg.model));
+  models::layered_model m(desc, cfg.seed);
+  models::restore(m, nullptr, *r.weights);
+  auto net = m.all();
+  auto test = models::load_dataset(cfg.dataset, false, desc);
+  auto stats = models::evaluate(net, test, 1000);
+  auto train = models::load_dataset(cfg.dataset, true, desc);
+  auto labels = train.label_vector();
+  auto last = events(cfg.metrics_path, "round").back();
+  CHECK(last["shared_accuracy"].get<double>() == Approx(stats.accuracy()).margin(1e-9));
+  CHECK(last["accuracy"].get<double>() == Approx(stats.accuracy()).margin(1e-9));
+  auto personal = last["personal_accuracy"].get<std::vector<double>>();
+  REQUIRE(personal.size() == 3);
+  auto shards = algorithms::partition_apart(cfg.seed, labels, 3, 1, cfg.alpha);
+  std::vector<std::vector<int64_t>> counts(3, std::vector<int64_t>(desc.classes, 0));
+  for (size_t c = 0; c < 3; ++c) {
+    auto& shard = shards[c];
+    shard.resize(static_cast<size_t>(cfg.max_samples));
+    for (auto i : shard) {
+      counts[c][static_cast<size_t>(labels[static_cast<size_t>(i)])]++;
+    }
+    INFO("client " << c);
+    CHECK(personal[c] == Approx(stats.weighted_accuracy(counts[c])).margin(1e-9));
+  }
+  // the apart client holds classes the others lack, and none of theirs
+  int64_t own = 0;
+  for (size_t k = 0; k < counts[2].size(); ++k) {
+    CHECK_FALSE((counts[2][k] > 0 && counts[0][k] + counts[1][k] > 0));
+    own += counts[2][k];
+  }
+  CHECK(own == cfg.max_samples);
+}
+
+TEST_CASE("an AdaSplit job scores the clients' averaged sides with the server unmasked",
+          "[actor][split]") {
+  split_system s;
+  temp_dir dir;
+  auto cfg = config("adasplit", 2);
+  cfg.metrics_path = dir.file("m.jsonl");
+  auto nodes = actors::local_nodes(*s.sys, 3, 1);
+  auto r = actors::run_split_job(*s.sys, cfg, nodes);
+  leave(nodes);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == status_phase::finished);
+  auto last = events(cfg.metrics_path, "round").back();
+  auto shared = last["shared_accuracy"].get<double>();
+  CHECK(shared > 0.3); // the synthetic classes are well apart
+  CHECK(shared <= 1.0);
+  auto personal = last["personal_accuracy"].get<std::vector<double>>();
+  REQUIRE(personal.size() == 3);
+  for (auto a : personal) {
+    CHECK(a > 0.3);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "../support.hpp"
 
 #include "models/data.hpp"
+#include "models/trainer.hpp"
 
 #include <zlib.h>
 
@@ -157,4 +158,34 @@ TEST_CASE("a model that does not fit Fashion-MNIST is refused before any data is
   // synthetic data is drawn in the model's shape
   CHECK_NOTHROW(fits("synthetic", "cnn:classes=3,image=32,channels=3"));
   CHECK_THROWS_WITH(fits("cifar", "cnn"), Catch::Contains("unknown data set 'cifar'"));
+}
+
+TEST_CASE("evaluation counts each class, and weighs them to a client's labels",
+          "[unit][data]") {
+  // three classes; a model that always answers class 0
+  models::dataset d;
+  d.name = "three";
+  d.classes = 3;
+  d.images = torch::zeros({6, 2});
+  d.labels = torch::tensor(std::vector<int64_t>{0, 0, 0, 1, 1, 2}, torch::kInt64);
+  torch::nn::Sequential net(torch::nn::Linear(2, 3));
+  {
+    torch::NoGradGuard no_grad;
+    auto* lin = net[0]->as<torch::nn::Linear>();
+    lin->weight.zero_();
+    lin->bias.copy_(torch::tensor({1.0F, 0.0F, 0.0F}));
+  }
+  auto s = models::evaluate(net, d, 4); // two batches: counts add up across them
+  CHECK(s.samples == 6);
+  CHECK(s.correct == 3);
+  CHECK(s.class_samples == std::vector<int64_t>{3, 2, 1});
+  CHECK(s.class_correct == std::vector<int64_t>{3, 0, 0});
+  // a client holding only class 0 sees a perfect model; one holding 1 and 2
+  // sees a useless one; the balanced test split, the mean
+  CHECK(s.weighted_accuracy({5, 0, 0}) == Approx(1.0));
+  CHECK(s.weighted_accuracy({0, 4, 4}) == Approx(0.0));
+  CHECK(s.weighted_accuracy({1, 1, 0}) == Approx(0.5));
+  // a label the test split lacks carries no weight; no weight at all gives 0
+  CHECK(s.weighted_accuracy({1, 0, 0, 7}) == Approx(1.0));
+  CHECK(s.weighted_accuracy({}) == 0.0);
 }

@@ -662,6 +662,60 @@ TEST_CASE("synchronous aggregation weights by samples, elfish by samples x keep"
             ->aggregate(m, merge_global(), {update_a(), update_b()}, 4) == by_keep);
 }
 
+TEST_CASE("the aggregation setting weighs by kept fraction, by samples, or naively",
+          "[unit][federated]") {
+  auto m = merge_layout();
+  auto with = [](aggregation a) {
+    settings s;
+    s.weighting = a;
+    return s;
+  };
+  const flat_params by_samples = {
+      {2, 4, 7, 8.5, 12, 13, 7, 8}, {1, 1.5, 2, 0}, {4, 6, 8, 1}, {5}};
+  const flat_params by_keep = {
+      {2, 4, 7.5, 8.75, 12, 13, 7, 8}, {1, 1.75, 2, 0}, {4, 7, 8, 1}, {6}};
+  // naive: every delta over both clients, a unit one of them did not train
+  // counted as unchanged by it (unit 0: A's delta halved; unit 3: nobody's)
+  const flat_params naive = {
+      {1.5, 3, 7, 8.5, 8.5, 9.5, 7, 8}, {0.5, 1.5, 1, 0}, {2.5, 6, 4.5, 1}, {5}};
+  auto merged = [&](const std::string& strategy, aggregation a) {
+    return make_strategy(strategy, with(a))
+        ->aggregate(m, merge_global(), {update_a(), update_b()}, 4);
+  };
+  CHECK(merged("elfish", aggregation::own) == by_keep);
+  CHECK(merged("elfish", aggregation::kept) == by_keep);
+  CHECK(merged("elfish", aggregation::samples) == by_samples);
+  CHECK(merged("elfish", aggregation::naive) == naive);
+  CHECK(merged("heterofl", aggregation::own) == by_samples);
+  CHECK(merged("heterofl", aggregation::kept) == by_keep);
+  CHECK(merged("fedrolex", aggregation::naive) == naive);
+  CHECK_THROWS_WITH(make_strategy("fedbuff", with(aggregation::samples)),
+                    Catch::Contains("synchronous"));
+  for (auto a :
+       {aggregation::own, aggregation::kept, aggregation::samples, aggregation::naive}) {
+    CHECK(parse_aggregation(to_string(a)) == a);
+  }
+  CHECK_THROWS_WITH(parse_aggregation("mean"), Catch::Contains("naive"));
+}
+
+TEST_CASE("a profile made monotone pools the timings that run backwards",
+          "[unit][federated]") {
+  CHECK(nondecreasing({}).empty());
+  CHECK(nondecreasing({1, 2, 3}) == std::vector<double>{1, 2, 3});
+  // client 7 of the issue: 8.56 s at 1/8, 5.60 s at 1/4
+  auto fit = nondecreasing({2, 8.5, 5.5, 9, 12});
+  CHECK(fit == std::vector<double>{2, 7, 7, 9, 12});
+  // a violation that reaches back over several blocks
+  CHECK(nondecreasing({3, 4, 5, 0}) == std::vector<double>{3, 3, 3, 3});
+  // the fitted model never predicts a narrower model slower than a wider one
+  time_model t;
+  t.keep = {0.125, 0.25, 0.5, 1};
+  t.seconds = nondecreasing({8.56, 5.60, 6, 10});
+  for (double k = 0.01; k < 1; k += 0.01) {
+    CHECK(t.at(k) <= t.at(k + 0.01) + 1e-12);
+  }
+}
+
 TEST_CASE("fedbuff trains from the newest global and discounts stale updates",
           "[unit][federated]") {
   auto m = merge_layout();

@@ -152,6 +152,43 @@ TEST_CASE("Dirichlet partition places every example once and alpha controls skew
   CHECK_THROWS_AS(partition_dirichlet(1, labels, 0, 1.0), std::invalid_argument);
 }
 
+TEST_CASE(
+    "classes apart: the last clients alone hold the last classes, every example once",
+    "[unit][sampling][federated]") {
+  std::vector<int64_t> labels;
+  for (int i = 0; i < 5000; ++i) {
+    labels.push_back(i % 10);
+  }
+  for (double alpha : {0.5, 0.0}) {
+    auto shards = partition_apart(3, labels, 10, 3, alpha);
+    REQUIRE(shards.size() == 10);
+    std::vector<int64_t> all;
+    for (size_t c = 0; c < shards.size(); ++c) {
+      all.insert(all.end(), shards[c].begin(), shards[c].end());
+      for (auto i : shards[c]) {
+        // 3 of 10 clients apart: 3 of the 10 classes (7, 8, 9) are theirs alone
+        CHECK((labels[static_cast<size_t>(i)] >= 7) == (c >= 7));
+      }
+    }
+    CHECK(is_permutation_of_range(all, 5000));
+    CHECK(partition_apart(3, labels, 10, 3, alpha) == shards);
+    CHECK(partition_apart(4, labels, 10, 3, alpha) != shards);
+  }
+  // IID within the groups: the 1,500 examples of classes 7-9 split evenly
+  auto even = partition_apart(3, labels, 10, 3, 0.0);
+  CHECK(even[9].size() == 500);
+  // one client apart of four: round(10 x 1 / 4) = 3 classes, all of them its own
+  auto one = partition_apart(1, labels, 4, 1, 0.5);
+  CHECK(one[3].size() == 1500);
+  for (auto i : one[3]) {
+    CHECK(labels[static_cast<size_t>(i)] >= 7);
+  }
+  CHECK_THROWS_AS(partition_apart(1, labels, 10, 0, 0.5), std::invalid_argument);
+  CHECK_THROWS_AS(partition_apart(1, labels, 10, 10, 0.5), std::invalid_argument);
+  CHECK_THROWS_AS(partition_apart(1, std::vector<int64_t>(10, 4), 10, 3, 0.5),
+                  std::invalid_argument);
+}
+
 TEST_CASE("a round's clients are a seeded sample of the available ones, at least one",
           "[unit][sampling]") {
   std::vector<uint32_t> up = {0, 2, 3, 5, 7, 8, 9, 11, 12, 14};

@@ -138,6 +138,37 @@ TEST_CASE("without exploration the highest losses send at every iteration",
   CHECK(o.loss == std::vector<double>{0.1, 0.5, 0.3, 0.9, 0.2});
 }
 
+TEST_CASE("a send floor lets every client send a share of its batches", "[unit][split]") {
+  // The losses favour 3 and 1 as above; floor 0.5 x fraction 0.4: a client
+  // is starved at iteration t when its picks this round + 1 <= 0.2 (t + 1).
+  // t4: 0, 2 and 4 starved (0 picks, 1 <= 1.0), the first two by index go;
+  // t5: 4 still starved (1 <= 1.2), then 3 by loss; t9: 0, 2, 4 at one
+  // pick (2 <= 2.0), 0 and 2 go.
+  auto o = with_losses({0.1, 0.5, 0.3, 0.9, 0.2});
+  const auto send = plan_sends(std::vector<int64_t>(5, 10), 0.4, 0.0, o, 0.5);
+  const plan expected = {{0, 0, 0, 0, 1, 0, 0, 0, 0, 1},
+                         {1, 1, 1, 1, 0, 0, 1, 1, 1, 0},
+                         {0, 0, 0, 0, 1, 0, 0, 0, 0, 1},
+                         {1, 1, 1, 1, 0, 1, 1, 1, 1, 0},
+                         {0, 0, 0, 0, 0, 1, 0, 0, 0, 0}};
+  CHECK(send == expected);
+  for (size_t t = 0; t < 10; ++t) {
+    CHECK(senders_at(send, t) == 2); // the floor moves sends, never adds any
+  }
+  // without it the bandit alone never lets 0, 2 and 4 send
+  auto bandit = with_losses({0.1, 0.5, 0.3, 0.9, 0.2});
+  const auto alone = plan_sends(std::vector<int64_t>(5, 10), 0.4, 0.0, bandit, 0.0);
+  CHECK(sends_of(alone, 0) + sends_of(alone, 2) + sends_of(alone, 4) == 0);
+  // a floor of 1 gives every client its fair part, fraction x batches, to one
+  auto fair = with_losses({0.1, 0.5, 0.3, 0.9, 0.2});
+  const auto even = plan_sends(std::vector<int64_t>(5, 10), 0.4, 0.0, fair, 1.0);
+  for (size_t c = 0; c < 5; ++c) {
+    CHECK(sends_of(even, c) >= 3);
+  }
+  CHECK_THROWS_AS(plan_sends({2, 2}, 0.5, 0.0, o, -0.1), std::invalid_argument);
+  CHECK_THROWS_AS(plan_sends({2, 2}, 0.5, 0.0, o, 1.5), std::invalid_argument);
+}
+
 TEST_CASE("unseen clients are picked before any seen one", "[unit][split]") {
   auto o = with_losses({0.9, not_a_number, 0.5, not_a_number, 0.7});
   const auto send = plan_sends({2, 2, 2, 2, 2}, 0.4, 1.0, o);
