@@ -1,17 +1,31 @@
 // Federated learning (ELFISH mode) on EMULATED devices: ten clients in one
 // process, each paced to its share of a core by compute-time dilation
-// (its CPU time over its share), Fashion-MNIST in Dirichlet(0.5) shards,
-// three clients at a tenth of the others' speed. Every strategy runs in the
-// same benchmark, one after the other, with the same seeds, the same shards
-// and the same budget of training time; the global model is evaluated on
-// the whole test split after every round.
+// (its CPU time over its share), Fashion-MNIST, three of the clients
+// stragglers. Every cell runs one after the other with the same seed, the
+// same shards and the same budget of training time; the global model is
+// evaluated on the whole test split after every round.
 //
-//   time to target   the target is the accuracy FedAvg reaches at the end
-//                    of the budget; a strategy's time to it is the training
-//                    time of its first round at or above it. Speedup:
-//                    FedAvg's time over the strategy's.
-//   final accuracy   the last round's accuracy within the budget, minus
-//                    FedAvg's and minus the deadline strategy's (points).
+// Regimes (issue 29, item 2):
+//   apart   stragglers at a tenth of the others' speed (severe) that hold
+//           three classes no fast client has (--classes-apart 3, each group
+//           split Dirichlet(0.5)): the headline, where dropping them must
+//           hurt; every strategy, ELFISH's aggregation ablated, and an oracle
+//           (every client at the fast clients' speed, FedAvg)
+//   dir     the same stragglers, Dirichlet(0.5) over every class
+//   mild    stragglers at 1/2, 1/2.5 and 1/3 of the fast speed (the paper's
+//           range), classes apart
+// With --seeds N every seed runs the headline contrasts (apart: FedAvg-wait,
+// deadline-drop, ELFISH, ELFISH with sample weights; dir: deadline, ELFISH);
+// the other cells run at seed 1 only.
+//
+//   accuracy         the mean of the last 5 evaluations within the budget
+//                    (all of them when there are fewer), never one point
+//   time to target   the target is FedAvg-wait's accuracy at the end of the
+//                    budget; a strategy's time to it is the training time of
+//                    its first round at or above it. Speedup: FedAvg's time
+//                    over the strategy's.
+//   past the pace    the share of ELFISH's rounds whose slowest client took
+//                    more than 1.5 x the round's pace
 //
 // federated_niid: the protocol of Flower's NIID-Bench FedAvg baseline
 // (Fashion-MNIST, Dirichlet(0.5), 10 clients, 50 rounds of 10 local epochs,
@@ -24,9 +38,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 
 namespace salamander::bench {
 
@@ -36,6 +53,8 @@ struct curve {
   std::vector<std::pair<double, double>> points; ///< (training s, accuracy)
   int64_t rounds = 0;
   int64_t dropped = 0;
+  int64_t past_pace = 0; ///< rounds whose slowest client took > 1.5 x the pace
+  int64_t paced = 0;     ///< rounds with a pace
   std::string error;
 
   double final_within(double budget) const {
@@ -46,6 +65,21 @@ struct curve {
       }
     }
     return acc;
+  }
+  /// The mean of the last `n` evaluations within the budget (all, if fewer).
+  double last_within(double budget, size_t n = 5) const {
+    std::vector<double> in;
+    for (auto& [t, a] : points) {
+      if (t <= budget) {
+        in.push_back(a);
+      }
+    }
+    size_t k = std::min(n, in.size());
+    double sum = 0;
+    for (size_t i = in.size() - k; i < in.size(); ++i) {
+      sum += in[i];
+    }
+    return k ? sum / static_cast<double>(k) : 0;
   }
   double time_to(double target) const {
     for (auto& [t, a] : points) {
@@ -68,29 +102,73 @@ curve read_curve(const std::string& path) {
   curve c;
   std::ifstream in(path);
   std::string line;
+  std::map<int64_t, double> pace; // by round
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("event", "") == "round") {
+    if (j.is_discarded()) {
+      continue;
+    }
+    auto event = j.value("event", "");
+    if (event == "round_start") {
+      pace[j.value("round", int64_t{0})] = j.value("pace_s", 0.0);
+    } else if (event == "round") {
       c.points.emplace_back(j.value("train_s", 0.0), j.value("accuracy", 0.0));
+      double p = pace[j.value("round", int64_t{0})];
+      double slowest = 0;
+      for (auto& x : j.value("contributions", nlohmann::json::array())) {
+        slowest = std::max(slowest, x.value("train_s", 0.0));
+      }
+      if (p > 0) {
+        ++c.paced;
+        c.past_pace += slowest > 1.5 * p ? 1 : 0;
+      }
     }
   }
   return c;
 }
 
-curve run_strategy(const actors::fed_config& base, const std::string& strategy,
-                   const std::vector<double>& shares, const std::string& log_path) {
+// One cell of the benchmark: a strategy in a regime.
+struct cell {
+  std::string name;     ///< "apart/elfish_samples"
+  std::string strategy; ///< fedavg, deadline, elfish, ...
+  algorithms::fed::aggregation weighting = algorithms::fed::aggregation::own;
+  std::vector<double> shares; ///< each client's share of a core
+  int64_t apart = 0;          ///< classes apart for the last this many clients
+  bool every_seed = false;    ///< a headline contrast: run at every seed
+};
+
+// Each client's share of a core: the fast clients' share is what the severe
+// regime gives them (the ten adding up to 90% of two cores), so a cell's
+// fast clients are alike in every regime and only the stragglers differ.
+std::vector<double> shares_of(const std::vector<double>& rel) {
+  const std::vector<double> severe = {1, 1, 1, 1, 1, 1, 1, 0.1, 0.1, 0.1};
+  double sum = 0;
+  for (auto x : severe) {
+    sum += x;
+  }
+  std::vector<double> shares;
+  for (auto x : rel) {
+    shares.push_back(x * 0.9 * 2 / sum);
+  }
+  return shares;
+}
+
+curve run_cell(const actors::fed_config& base, const cell& c,
+               const std::string& log_path) {
   caf::actor_system_config cfg;
   actors::configure(cfg, {});
   caf::actor_system sys{cfg};
   std::vector<actors::emulation_config> emu;
-  for (auto s : shares) {
+  for (auto s : c.shares) {
     actors::emulation_config e;
     e.cpu_share = s;
     emu.push_back(e);
   }
-  auto nodes = actors::local_nodes(sys, static_cast<int>(shares.size()), 1, emu);
+  auto nodes = actors::local_nodes(sys, static_cast<int>(c.shares.size()), 1, emu);
   auto fc = base;
-  fc.strategy = strategy;
+  fc.strategy = c.strategy;
+  fc.settings.weighting = c.weighting;
+  fc.classes_apart = c.apart;
   fc.metrics_path = log_path;
   actors::job_options opts;
   opts.poll = std::chrono::milliseconds(500);
@@ -98,7 +176,7 @@ curve run_strategy(const actors::fed_config& base, const std::string& strategy,
   opts.on_status = [&](const job_status& s) {
     if (s.rounds.round != shown) {
       shown = s.rounds.round;
-      std::fprintf(stderr, "  %s round %lld: %.2f%% at %.1f s\n", strategy.c_str(),
+      std::fprintf(stderr, "  %s round %lld: %.2f%% at %.1f s\n", c.name.c_str(),
                    static_cast<long long>(s.rounds.round), 100 * s.test_accuracy,
                    s.train_s);
     }
@@ -107,30 +185,53 @@ curve run_strategy(const actors::fed_config& base, const std::string& strategy,
   for (auto& n : nodes) {
     caf::anon_send(n.handle, leave_atom_v);
   }
-  auto c = read_curve(log_path);
-  c.rounds = r.status.rounds.round;
-  c.dropped = r.status.rounds.dropped_updates;
+  auto out = read_curve(log_path);
+  out.rounds = r.status.rounds.round;
+  out.dropped = r.status.rounds.dropped_updates;
   if (r.status.phase != status_phase::finished) {
-    c.error = r.status.error;
+    out.error = r.status.error;
   }
-  return c;
+  return out;
+}
+
+curve run_strategy(const actors::fed_config& base, const std::string& strategy,
+                   const std::vector<double>& shares, const std::string& log_path) {
+  cell c;
+  c.name = strategy;
+  c.strategy = strategy;
+  c.shares = shares;
+  return run_cell(base, c, log_path);
+}
+
+std::vector<cell> cells() {
+  using algorithms::fed::aggregation;
+  const auto severe = shares_of({1, 1, 1, 1, 1, 1, 1, 0.1, 0.1, 0.1});
+  const auto mild = shares_of({1, 1, 1, 1, 1, 1, 1, 0.5, 0.4, 1.0 / 3});
+  const auto oracle = shares_of(std::vector<double>(10, 1.0));
+  return {
+      {"apart/fedavg", "fedavg", aggregation::own, severe, 3, true},
+      {"apart/deadline", "deadline", aggregation::own, severe, 3, true},
+      {"apart/elfish", "elfish", aggregation::own, severe, 3, true},
+      {"apart/elfish_samples", "elfish", aggregation::samples, severe, 3, true},
+      {"dir/deadline", "deadline", aggregation::own, severe, 0, true},
+      {"dir/elfish", "elfish", aggregation::own, severe, 0, true},
+      {"apart/elfish_naive", "elfish", aggregation::naive, severe, 3, false},
+      {"apart/heterofl", "heterofl", aggregation::own, severe, 3, false},
+      {"apart/fedrolex", "fedrolex", aggregation::own, severe, 3, false},
+      {"apart/fedbuff", "fedbuff", aggregation::own, severe, 3, false},
+      {"apart/oracle", "fedavg", aggregation::own, oracle, 3, false},
+      {"dir/fedavg", "fedavg", aggregation::own, severe, 0, false},
+      {"mild/fedavg", "fedavg", aggregation::own, mild, 3, false},
+      {"mild/deadline", "deadline", aggregation::own, mild, 3, false},
+      {"mild/elfish", "elfish", aggregation::own, mild, 3, false},
+  };
 }
 
 } // namespace
 
 int federated(const bench_args& args) {
   report rep("federated");
-  // Relative speeds 1 x 7 and 0.1 x 3, scaled so that the ten add up to 90%
-  // of two cores (a fast client is 0.25 of a core, a slow one 0.025).
-  std::vector<double> rel = {1, 1, 1, 1, 1, 1, 1, 0.1, 0.1, 0.1};
-  double sum = 0;
-  for (auto x : rel) {
-    sum += x;
-  }
-  std::vector<double> shares;
-  for (auto x : rel) {
-    shares.push_back(x * 0.9 * 2 / sum);
-  }
+  auto started = std::chrono::steady_clock::now();
   actors::fed_config base;
   // A model whose cost is its width: ELFISH's masks save in proportion
   // (a CNN on 28x28 inputs has a floor of per-pixel work that no mask of
@@ -139,64 +240,102 @@ int federated(const bench_args& args) {
   base.rounds = 100000; // the budget ends each run
   // --quick: long enough for FedAvg's first round (about 40 s here, waiting
   // for a tenth-speed client), so it still has a target to compare against
-  base.time_budget_s = args.quick ? 60 : 150;
+  base.time_budget_s = args.quick ? 60 : 90;
   base.alpha = 0.5;
   base.seed = args.seed;
   base.settings.local_epochs = 1;
   base.batch_size = 64;
   base.lr = 0.01;
   base.momentum = 0.9;
+  const double budget = base.time_budget_s;
   // each seed's logs apart (seed 1's where they always were)
   auto dir = std::filesystem::path(args.out).parent_path() /
              (args.seed == 1 ? std::string("federated")
                              : "federated-seed" + std::to_string(args.seed));
-  std::filesystem::create_directories(dir);
   rep.detail("emulation", "EMULATED devices, compute-time dilation, one 2-core host");
   rep.detail("model", base.model);
   rep.detail("clients", 10.0);
-  rep.detail("fast_share", shares.front());
-  rep.detail("slow_share", shares.back());
-  rep.detail("budget_s", base.time_budget_s);
+  rep.detail("fast_share", shares_of({1}).front());
+  rep.detail("slow_share", shares_of({0.1}).front());
+  rep.detail("budget_s", budget);
   rep.detail("alpha", base.alpha);
+  rep.detail("classes_apart", 3.0);
   rep.detail("local_epochs", 1.0);
+  rep.detail("seed", static_cast<double>(args.seed));
   std::map<std::string, curve> curves;
-  for (std::string s : {"fedavg", "deadline", "elfish", "heterofl", "fedrolex", "fedbuff"}) {
-    std::fprintf(stderr, "%s: %g s of training\n", s.c_str(), base.time_budget_s);
-    auto c = run_strategy(base, s, shares, (dir / (s + ".jsonl")).string());
-    if (!c.error.empty()) {
-      std::fprintf(stderr, "%s failed: %s\n", s.c_str(), c.error.c_str());
+  for (auto& c : cells()) {
+    // the other cells at seed 1 only; --quick runs the contrasts alone
+    if (!c.every_seed && (args.seed != 1 || args.quick)) {
+      continue;
+    }
+    auto key = c.name;
+    std::replace(key.begin(), key.end(), '/', '_');
+    std::filesystem::create_directories(dir / c.name.substr(0, c.name.find('/')));
+    std::fprintf(stderr, "%s: %g s of training\n", c.name.c_str(), budget);
+    auto got = run_cell(base, c, (dir / (c.name + ".jsonl")).string());
+    if (!got.error.empty()) {
+      std::fprintf(stderr, "%s failed: %s\n", c.name.c_str(), got.error.c_str());
       return 1;
     }
-    rep.detail(s + "_curve", c.text());
-    rep.detail(s + "_rounds", static_cast<double>(c.rounds));
-    rep.detail(s + "_dropped_updates", static_cast<double>(c.dropped));
-    rep.detail(s + "_final_acc", c.final_within(base.time_budget_s));
-    curves[s] = c;
+    rep.detail(key + "_curve", got.text());
+    rep.detail(key + "_rounds", static_cast<double>(got.rounds));
+    rep.detail(key + "_dropped_updates", static_cast<double>(got.dropped));
+    rep.detail(key + "_final_acc", got.final_within(budget));
+    rep.detail(key + "_last5_acc", got.last_within(budget));
+    rep.detail(key + "_rounds_past_pace", static_cast<double>(got.past_pace));
+    rep.detail(key + "_rounds_paced", static_cast<double>(got.paced));
+    curves[c.name] = got;
   }
-  if (curves["fedavg"].points.empty()) {
+  auto& fedavg = curves["apart/fedavg"];
+  if (fedavg.points.empty()) {
     std::fprintf(stderr, "FedAvg finished no round within the budget: no target accuracy\n");
     return 1;
   }
-  double target = curves["fedavg"].final_within(base.time_budget_s);
-  double fedavg_t = curves["fedavg"].time_to(target);
+  // the target: FedAvg-wait's accuracy at the end of its budget
+  double target = fedavg.final_within(budget);
+  double fedavg_t = fedavg.time_to(target);
   rep.detail("target_acc", target);
   rep.detail("fedavg_time_to_target_s", fedavg_t);
-  for (std::string s : {"deadline", "elfish", "heterofl", "fedrolex", "fedbuff"}) {
-    double t = curves[s].time_to(target);
-    rep.detail(s + "_time_to_target_s", std::isfinite(t) ? t : -1.0);
+  auto pp = [&](const std::string& a, const std::string& b) {
+    return 100 * (curves[a].last_within(budget) - curves[b].last_within(budget));
+  };
+  for (auto& [name, c] : curves) {
+    auto key = name;
+    std::replace(key.begin(), key.end(), '/', '_');
+    double t = c.time_to(target);
+    rep.detail(key + "_time_to_target_s", std::isfinite(t) ? t : -1.0);
+    if (name.rfind("apart/", 0) == 0 && name != "apart/fedavg") {
+      rep.detail(key + "_speedup", std::isfinite(t) && t > 0 ? fedavg_t / t : 0.0);
+      rep.detail(key + "_minus_fedavg_pp", pp(name, "apart/fedavg"));
+      rep.detail(key + "_minus_deadline_pp", pp(name, "apart/deadline"));
+    }
   }
-  for (std::string s : {"elfish", "heterofl", "fedrolex", "fedbuff"}) {
-    double t = curves[s].time_to(target);
-    double fin = curves[s].final_within(base.time_budget_s);
-    rep.headline(s + "_time_to_target_speedup", std::isfinite(t) && t > 0 ? fedavg_t / t : 0);
-    rep.headline(s + "_minus_fedavg_final_acc", 100 * (fin - target));
-    rep.headline(s + "_minus_deadline_final_acc",
-                 100 * (fin - curves["deadline"].final_within(base.time_budget_s)));
-  }
-  // ELFISH's claims (issue 29): +2 points over dropping the stragglers, and
-  // at least twice as fast as waiting for them to FedAvg's accuracy
-  rep.goal("elfish_minus_deadline_final_acc", true, 2);
+  // ELFISH's claims (issue 29): +2 points over dropping the stragglers where
+  // that loses classes, twice as fast as waiting for them to FedAvg's
+  // accuracy, and how much of it is the aggregation (same masks)
+  rep.headline("elfish_over_deadline_pp", pp("apart/elfish", "apart/deadline"));
+  rep.goal("elfish_over_deadline_pp", true, 2);
+  rep.ci_low_name("elfish_over_deadline_pp", "elfish_over_deadline_ci_low");
+  rep.headline("elfish_over_deadline_dir_pp", pp("dir/elfish", "dir/deadline"));
+  double t = curves["apart/elfish"].time_to(target);
+  rep.headline("elfish_time_to_target_speedup",
+               std::isfinite(t) && t > 0 ? fedavg_t / t : 0);
   rep.goal("elfish_time_to_target_speedup", true, 2);
+  rep.headline("elfish_aggregation_gain_pp", pp("apart/elfish", "apart/elfish_samples"));
+  auto& e = curves["apart/elfish"];
+  rep.headline("elfish_rounds_past_pace",
+               e.paced ? static_cast<double>(e.past_pace) / static_cast<double>(e.paced)
+                       : 0);
+  rep.goal("elfish_rounds_past_pace", false, 0.1);
+  if (curves.count("apart/elfish_naive")) {
+    rep.detail("elfish_aggregation_gain_over_naive_pp",
+               pp("apart/elfish", "apart/elfish_naive"));
+    rep.detail("elfish_minus_oracle_pp", pp("apart/elfish", "apart/oracle"));
+    rep.detail("elfish_over_deadline_mild_pp", pp("mild/elfish", "mild/deadline"));
+  }
+  rep.detail(
+      "wall_s",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   rep.finish(args.out);
   return 0;
 }

@@ -57,7 +57,7 @@ def main():
       "split; other benchmarks repeat) and reports each headline figure as a mean with its "
       "95% interval (Student t) and n (`KEY_n`, `KEY_ci_low`, `KEY_ci_high`), judged "
       "against the benchmark's goal where it states one (`KEY_verdict`: clears, misses, "
-      "undecided). The federated and split figures below are still single runs (seed 1).\n")
+      "undecided).\n")
 
     b = load("build_time")
     p("## Build\n")
@@ -795,121 +795,217 @@ SECTIONS = {"async_accuracy": async_accuracy_text, "serve_scale": serve_scale_te
 
 
 def split_text(d):
-    """The split benchmark's section; the reading of this run's figures is
-    hand-written beside its results (bench/results/split_reading.md)."""
+    """The split benchmark's section over seeds; the reading of this run's
+    figures is hand-written beside its results (bench/results/split_reading.md)."""
     lines = []
     p = lines.append
-    mb = lambda k: f(d.get(k, 0) / 1e6, 0) if d.get(k) is not None else "-"
-    pct = lambda k: f(100 * d[k], 2) + "%" if d.get(k) is not None else "-"
-    p("`bench/run.sh split` — five clients on **EMULATED** devices in one process "
+    runs = seed_runs(d)
+    first = runs[0]
+    mb = lambda k: f(first.get(k, 0) / 1e6, 0) if first.get(k) is not None else "-"
+    p("`bench/run.sh split --seeds 5` — five clients on **EMULATED** devices in one process "
       "(compute-time dilation: a client's time is its CPU time over its share; three at one "
       "core, two at half of one), Fashion-MNIST in Dirichlet(0.5) shards, the zoo `cnn` cut "
       "before `fc1` (the clients hold conv1 and conv2, 3.1 KB of activations per example), "
-      f"{f(d.get('rounds'), 0)} rounds of one local epoch, SGD 0.01 momentum 0.9, batch 64, "
-      "seed 1. vanilla, splitfed and adasplit run one after the other in the same benchmark "
-      "with the same shards, seeds and rounds; every model is evaluated on the whole test "
-      "split after every round. Bytes are what each protocol sends (activations, labels, "
-      "gradients, client-side weights, up and down, counted from the tensors); FLOPs are "
-      "the zoo's per-layer forward figures x 3 per training step. The C3-style score is "
-      "ours (the published formula is not available): accuracy x 2^(-bytes / 1 GB) x "
-      "2^(-client FLOPs / 10 TFLOP).\n")
-    p("| run | final accuracy | mean of last 3 rounds | bytes up / down | client GFLOP | "
-      "server GFLOP | C3-style | training s |")
-    p("|---|---|---|---|---|---|---|---|")
+      f"{f(d.get('rounds'), 0)} rounds of one local epoch, SGD 0.01 momentum 0.9, batch 64. "
+      "The seed sets the shards, the initialisation and the batch order; every seed runs "
+      "vanilla, splitfed and adasplit one after the other with the same shards; seed 1 also "
+      "runs the sensitivity sweep. Every model is evaluated on the whole test split after "
+      "every round, three ways: **shared** (vanilla's and splitfed's one model; AdaSplit's "
+      "clients' sides averaged by examples with the server unmasked: like for like), "
+      "**personal** (each client's model on the test split weighed to that client's own "
+      "labels; vanilla's and splitfed's one model weighed the same way) and **own-model** "
+      "(AdaSplit: each client's side with its mask on the whole test split, averaged by "
+      "examples; what earlier runs reported). Each accuracy is the mean of the last 5 rounds. "
+      "Bytes are what each protocol sends (activations, labels, gradients, client-side "
+      "weights, up and down, counted from the tensors). AdaSplit's orchestrator has a send "
+      f"floor of {f(d.get('send_floor'), 1)}: each client sends at least about that share "
+      "of its fair part each round. "
+      f"Wall time of the whole series: {f(d.get('wall_s', 0) / 60, 0)} min.\n")
+    p("| run | n | shared, last 5 (%) | 95% interval | own-model, last 5 (%) | bytes up / down "
+      "(seed 1) | batches sent per client (seed 1) |")
+    p("|---|---|---|---|---|---|---|")
     for k, name in [("vanilla", "vanilla"), ("splitfed", "splitfed (v2)"),
                     ("adasplit", f"adasplit (kappa {d.get('local_fraction')}, eta "
                                  f"{d.get('client_fraction')})")]:
-        p(f"| {name} | {pct(k + '_acc')} | {pct(k + '_acc_last3')} | {mb(k + '_bytes_up')} MB / "
-          f"{f(d.get(k + '_bytes_down', 0) / 1e6, 1 if d.get(k + '_bytes_down', 0) < 1e7 else 0)} MB | {f(d.get(k + '_client_gflop'), 0)} | "
-          f"{f(d.get(k + '_server_gflop'), 0)} | {f(d.get(k + '_c3'), 4)} | "
-          f"{f(d.get(k + '_train_s'), 1)} |")
+        m, band, n = mean_ci([r.get(k + "_shared_last5") for r in runs], 100)
+        own, _, _ = mean_ci([r.get(k + "_last5") for r in runs], 100)
+        down = first.get(k + "_bytes_down", 0)
+        p(f"| {name} | {n} | {m} | {band} | {own} | {mb(k + '_bytes_up')} MB / "
+          f"{f(down / 1e6, 1 if down < 1e7 else 0)} MB | {first.get(k + '_sends', '-')} |")
     p("")
-    p("Headlines (goals: bytes saved >= 0.70; accuracy minus vanilla >= -1 point):\n")
-    for k in ["adasplit_bytes_saved_vs_vanilla", "adasplit_minus_vanilla_acc",
-              "adasplit_c3_over_vanilla", "splitfed_minus_vanilla_acc"]:
-        p(f"- `{k}` **{f(d.get(k), 3 if 'saved' in k else 2)}**")
-    p("")
-    p("Sensitivity (adasplit, one setting changed at a time, same run):\n")
-    p("| setting | final accuracy | last 3 | bytes | C3-style | masks keep |")
+    clients = len((first.get("adasplit_personal_last5") or "").split())
+    if clients:
+        p("Personalised accuracy, each client's model on its own label distribution (mean "
+          "of the last 5 rounds, over the seeds; %):\n")
+        p("| client | vanilla | adasplit | adasplit - vanilla (points) | 95% interval |")
+        p("|---|---|---|---|---|")
+        for c in range(clients):
+            van = [float(r["vanilla_personal_last5"].split()[c]) for r in runs
+                   if r.get("vanilla_personal_last5")]
+            ada = [float(r["adasplit_personal_last5"].split()[c]) for r in runs
+                   if r.get("adasplit_personal_last5")]
+            diff = [100 * (a - v) for a, v in zip(ada, van)]
+            dm, dband, _ = mean_ci(diff)
+            p(f"| {c} | {mean_ci(van, 100)[0]} | {mean_ci(ada, 100)[0]} | {dm} | {dband} |")
+        p("")
+    p("Headlines, each a mean over the seeds with its 95% interval (Student t), judged "
+      "against its goal (`adasplit_personal_minus_vanilla_pp` is the minimum over the "
+      "clients of each seed's difference, the mean over the clients beside it):\n")
+    p(headline_rows(d, ["adasplit_bytes_saved", "adasplit_shared_minus_vanilla_pp",
+                        "adasplit_personal_minus_vanilla_pp",
+                        "adasplit_personal_minus_vanilla_mean_pp",
+                        "splitfed_shared_minus_vanilla_pp", "adasplit_c3_over_vanilla"], 3))
+    p("Sensitivity (adasplit, one setting changed at a time, seed 1):\n")
+    p("| setting | shared, last 5 | own-model, last 5 | bytes | masks keep | batches sent per "
+      "client |")
     p("|---|---|---|---|---|---|")
-    for k, name in [("adasplit_kappa0.1", "kappa 0.1"), ("adasplit", "kappa 0.3, eta 0.6 (default)"),
+    pct = lambda k: f(100 * first[k], 2) + "%" if first.get(k) is not None else "-"
+    for k, name in [("adasplit_kappa0.1", "kappa 0.1"),
+                    ("adasplit", "kappa 0.3, eta 0.6, send floor 0.5 (default)"),
                     ("adasplit_kappa0.5", "kappa 0.5"), ("adasplit_eta0.4", "eta 0.4"),
                     ("adasplit_eta0.8", "eta 0.8"),
                     ("adasplit_l1_0.01", "mask L1 0.01 (default 0.001)"),
-                    ("adasplit_own_models", "--own-models (no averaging)")]:
-        if d.get(k + "_acc") is None:
+                    ("adasplit_own_models", "--own-models (no averaging)"),
+                    ("adasplit_no_floor", "send floor 0 (the bandit alone)")]:
+        if first.get(k + "_acc") is None:
             continue
-        p(f"| {name} | {pct(k + '_acc')} | {pct(k + '_acc_last3')} | {mb(k + '_bytes')} MB | "
-          f"{f(d.get(k + '_c3'), 4)} | {f(float(d.get(k + '_mask_density', 1)), 3)} |")
+        p(f"| {name} | {pct(k + '_shared_last5')} | {pct(k + '_last5')} | "
+          f"{mb(k + '_bytes')} MB | {f(float(first.get(k + '_mask_density', 1)), 3)} | "
+          f"{first.get(k + '_sends', '-')} |")
     p("")
-    p("Accuracy against the bytes across the cut (top) and against training time (bottom), "
-      "one point per round (`salamander plot bench/results/split/{vanilla,splitfed,adasplit,"
-      "adasplit_kappa0.5,adasplit_own_models}.jsonl -o split.png`):\n")
-    p("![accuracy against bytes and training time](bench/results/split.png)\n")
-    try:
-        with open(os.path.join(HERE, "results", "split_reading.md")) as fh:
-            p(fh.read().rstrip("\n") + "\n")
-    except OSError:
-        pass
+    p("Shared-model accuracy against rounds, the mean of the seeds with its 95% band "
+      "(`python3 bench/bands.py bench/results/split.json bench/results/split.png "
+      "vanilla_shared splitfed_shared adasplit_shared --xlabel round`):\n")
+    p("![shared accuracy against rounds over seeds](bench/results/split.png)\n")
+    p(reading("split"))
     return "\n".join(lines)
 
 
-STRATEGIES = ["fedavg", "deadline", "elfish", "heterofl", "fedrolex", "fedbuff"]
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+       2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+       2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def seed_runs(d):
+    """The per-seed results a --seeds run lists (bench/results/NAME.seedK.json),
+    or the one run itself."""
+    runs = []
+    for path in d.get("seed_results") or []:
+        full = os.path.join(HERE, "results", os.path.basename(path))
+        if os.path.exists(full):
+            with open(full) as fh:
+                runs.append(json.load(fh))
+    return runs or [d]
+
+
+def interval(values):
+    """(n, mean, low, high) with Student t's 95% interval; low = high = mean for n < 2."""
+    values = [v for v in values if v is not None]
+    n = len(values)
+    if n == 0:
+        return 0, None, None, None
+    mean = sum(values) / n
+    if n < 2:
+        return n, mean, mean, mean
+    sd = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
+    half = (T95[n - 2] if n - 1 <= len(T95) else 1.96) * sd / n ** 0.5
+    return n, mean, mean - half, mean + half
+
+
+def mean_ci(values, scale=1.0, digits=2):
+    n, m, lo, hi = interval(values)
+    if n == 0:
+        return "-", "-", 0
+    if n == 1:
+        return f(scale * m, digits), "(one seed)", 1
+    return f(scale * m, digits), f"[{f(scale * lo, digits)}, {f(scale * hi, digits)}]", n
+
+
+def headline_rows(d, keys, digits=2):
+    """| key | n | mean | 95% interval | goal | verdict | rows from a --seeds result."""
+    rows = ["| figure | n | mean | 95% interval | goal | verdict |", "|---|---|---|---|---|---|"]
+    for k in keys:
+        n = d.get(k + "_n", 1)
+        lo, hi = d.get(k + "_ci_low"), d.get(k + "_ci_high")
+        band = f"[{f(lo, digits)}, {f(hi, digits)}]" if lo is not None else "(one run)"
+        rows.append(f"| `{k}` | {f(n, 0)} | **{f(d.get(k), digits)}** | {band} | "
+                    f"{d.get(k + '_goal', '-')} | {d.get(k + '_verdict', '-')} |")
+    return "\n".join(rows) + "\n"
+
+
+def reading(name):
+    """The hand-written reading of a run (bench/results/NAME_reading.md)."""
+    try:
+        with open(os.path.join(HERE, "results", name + "_reading.md")) as fh:
+            return fh.read().rstrip("\n") + "\n"
+    except OSError:
+        return ""
+
+
+FED_CELLS = [("apart/fedavg", "FedAvg-wait"), ("apart/deadline", "deadline-drop"),
+             ("apart/elfish", "ELFISH"), ("apart/elfish_samples", "ELFISH, sample weights"),
+             ("apart/elfish_naive", "ELFISH, naive averaging"),
+             ("apart/heterofl", "HeteroFL"), ("apart/fedrolex", "FedRolex"),
+             ("apart/fedbuff", "FedBuff"), ("apart/oracle", "oracle (all at full speed)"),
+             ("dir/fedavg", "FedAvg-wait"), ("dir/deadline", "deadline-drop"),
+             ("dir/elfish", "ELFISH"),
+             ("mild/fedavg", "FedAvg-wait"), ("mild/deadline", "deadline-drop"),
+             ("mild/elfish", "ELFISH")]
 
 
 def federated_text(fd, nd):
     lines = []
     p = lines.append
     if fd:
-        p("`bench/run.sh federated` — ten clients on **EMULATED** devices in one process "
-          "(compute-time dilation: a client's time is its CPU time over its share), "
-          f"`{fd.get('model')}`, Fashion-MNIST in Dirichlet({f(fd.get('alpha'), 1)}) shards, "
-          f"one local epoch a round, SGD 0.01 momentum 0.9, batch 64. Seven clients at "
-          f"{f(fd.get('fast_share'), 3)} of a core, three at {f(fd.get('slow_share'), 3)} (a "
-          f"tenth). Every strategy runs in the same benchmark, one after the other, with the "
-          f"same seeds and shards and {f(fd.get('budget_s'), 0)} s of training each; the global "
-          "model is evaluated on the whole test split after every round. The target is "
-          "FedAvg's accuracy at the end of its budget.\n")
-        p("| strategy | rounds | final accuracy | time to FedAvg's final (s) | speedup | "
-          "dropped updates |")
-        p("|---|---|---|---|---|---|")
-        fedavg_t = fd.get("fedavg_time_to_target_s")
-        for s in STRATEGIES:
-            t = fedavg_t if s == "fedavg" else fd.get(s + "_time_to_target_s")
-            reached = t is not None and t >= 0
-            sp = fedavg_t / t if reached and t > 0 and fedavg_t else None
-            p(f"| {s} | {f(fd.get(s + '_rounds'), 0)} | {f(100 * fd.get(s + '_final_acc', 0), 2)}% "
-              f"| {f(t, 1) if reached else 'not reached'} | {f(sp) if sp else '-'} | "
-              f"{f(fd.get(s + '_dropped_updates'), 0)} |")
+        runs = seed_runs(fd)
+        p("`bench/run.sh federated --seeds 5` — ten clients on **EMULATED** devices in one "
+          "process (compute-time dilation: a client's time is its CPU time over its share), "
+          f"`{fd.get('model')}`, Fashion-MNIST, one local epoch a round, SGD 0.01 momentum "
+          f"0.9, batch 64, {f(fd.get('budget_s'), 0)} s of training per run. Seven fast "
+          f"clients at {f(fd.get('fast_share'), 3)} of a core; three stragglers. Regimes: "
+          "**apart** (the headline): stragglers at a tenth of the fast speed "
+          f"({f(fd.get('slow_share'), 3)} of a core) that hold three classes no fast client "
+          "has (`--classes-apart 3`: classes 7-9 only on clients 7-9, each group split "
+          "Dirichlet(0.5)); **dir**: the same stragglers, Dirichlet(0.5) over every class; "
+          "**mild**: stragglers at 1/2, 1/2.5 and 1/3 of the fast speed, classes apart. "
+          "The seed sets the shards, the initialisation and the masks. Every seed runs the "
+          "headline contrasts; the other cells run at seed 1 only (n = 1 below). Accuracy is "
+          "the mean of the last 5 evaluations within the budget (all of them when a run has "
+          "fewer: FedAvg-wait's rounds are long), on the whole test split. The target of "
+          "time-to-target is FedAvg-wait's accuracy at the end of its budget (apart). "
+          f"Wall time of the whole series: {f(fd.get('wall_s', 0) / 60, 0)} min.\n")
+        p("| regime | strategy | n | accuracy, last 5 (%) | 95% interval | rounds (seed 1) | "
+          "updates dropped (seed 1) |")
+        p("|---|---|---|---|---|---|---|")
+        for cell, name in FED_CELLS:
+            key = cell.replace("/", "_")
+            values = [r.get(key + "_last5_acc") for r in runs if key + "_last5_acc" in r]
+            if not values:
+                continue
+            m, band, n = mean_ci(values, 100)
+            p(f"| {cell.split('/')[0]} | {name} | {n} | {m} | {band} | "
+              f"{f(runs[0].get(key + '_rounds'), 0)} | "
+              f"{f(runs[0].get(key + '_dropped_updates'), 0)} |")
         p("")
-        p("Headlines (goals: speedup >= 2; minus FedAvg >= 0 points; minus deadline >= +2 "
-          "points):\n")
-        for s in ["elfish", "heterofl", "fedrolex", "fedbuff"]:
-            p(f"- `{s}_time_to_target_speedup` **{f(fd.get(s + '_time_to_target_speedup'))}**, "
-              f"`{s}_minus_fedavg_final_acc` **{f(fd.get(s + '_minus_fedavg_final_acc'))}**, "
-              f"`{s}_minus_deadline_final_acc` **{f(fd.get(s + '_minus_deadline_final_acc'))}**")
-        p("")
-        p("Accuracy against training time, one point per round (the curves are in "
-          "bench/results/federated.json; `salamander plot bench/results/federated/*.jsonl "
-          "-o acc.png` draws them):\n")
-        p("![accuracy against training time](bench/results/federated.png)\n")
-        p("Reading it. FedAvg waits for the slowest client every round (about 40 s: a "
-          "tenth-speed device with a large shard), so it finishes three rounds; every other "
-          "strategy keeps the pace of the fast clients (4-7 s rounds; fedbuff steps every "
-          "1-2 s) and passes FedAvg's final accuracy within 17-26 s. Deadline drops the three "
-          "stragglers' updates (101 dropped) and so never learns from their label-skewed "
-          "shards; ELFISH keeps them at 11-25% of each hidden layer and ends 1.1 points above "
-          "it in this run (2.4 in the run before the review fixes, same settings: "
-          "`elfish_minus_deadline_final_acc` 2.41, speedup 5.71). From one round to the next "
-          "the test accuracy moves by about a point either way (the plot), so the "
-          "deadline comparison at one budget is within that noise; the +2 points goal is not "
-          "met reliably here. The server's evaluations are not counted as training time "
-          "(fedbuff's clients go on training while the server evaluates, which favours it "
-          "slightly). The model is an MLP because a CNN on 28x28 inputs has a floor of "
-          "per-pixel work no channel mask removes (profiled: the zoo's cnn costs 4.8 ms a "
-          "batch at 1/16 of its channels and 12.5 ms at full width, while mlp:hidden=400 "
-          "costs 0.75 ms at 1/8 and 7.1 ms at full width), so soft-training could not bring "
-          "a tenth-speed device to the pace.\n")
+        p("Headlines, each a mean over the seeds with its 95% interval (Student t), judged "
+          "against its goal: `clears` when the whole interval is on the goal's side:\n")
+        keys = ["elfish_over_deadline_pp", "elfish_over_deadline_dir_pp",
+                "elfish_time_to_target_speedup", "elfish_aggregation_gain_pp",
+                "elfish_rounds_past_pace"]
+        p(headline_rows(fd, keys))
+        p(f"`elfish_over_deadline_ci_low` **{f(fd.get('elfish_over_deadline_ci_low'))}** (the "
+          "interval's lower bound of the first row; goal: above 0). Seed 1 only: ELFISH's "
+          "aggregation over naive averaging "
+          f"{f(runs[0].get('elfish_aggregation_gain_over_naive_pp'))} points, ELFISH minus "
+          f"the oracle {f(runs[0].get('elfish_minus_oracle_pp'))} points, ELFISH over "
+          f"deadline in the mild regime {f(runs[0].get('elfish_over_deadline_mild_pp'))} "
+          "points.\n")
+        p("Accuracy against training time, the mean of the seeds with its 95% band "
+          "(`python3 bench/bands.py bench/results/federated.json bench/results/federated.png "
+          "apart_fedavg apart_deadline apart_elfish apart_elfish_samples dir_deadline "
+          "dir_elfish`):\n")
+        p("![accuracy against training time over seeds](bench/results/federated.png)\n")
+        p(reading("federated"))
     if nd:
         p("`bench/run.sh federated_niid` — the protocol of Flower's NIID-Bench FedAvg "
           "baseline (Fashion-MNIST, Dirichlet(0.5), 10 clients, all in every round, 50 rounds "

@@ -38,6 +38,12 @@ public:
     goals_.emplace_back(key, std::make_pair(at_least, bound));
   }
 
+  /// Over several seeds, the interval's lower bound of headline `key` is
+  /// also written and printed as `name` (an issue's own key for it).
+  void ci_low_name(const std::string& key, const std::string& name) {
+    ci_low_names_.emplace_back(key, name);
+  }
+
   /// Writes the JSON file and prints the headline figures.
   void finish(const std::string& path) const {
     std::ofstream out(path);
@@ -54,6 +60,11 @@ public:
       auto& [k, g] = goals_[i];
       out << (i ? ", " : "") << quote(k) << ": {" << quote(g.first ? "at_least" : "at_most")
           << ": " << fmt(g.second) << "}";
+    }
+    out << "},\n  \"ci_low_names\": {";
+    for (size_t i = 0; i < ci_low_names_.size(); ++i) {
+      out << (i ? ", " : "") << quote(ci_low_names_[i].first) << ": "
+          << quote(ci_low_names_[i].second);
     }
     out << "}\n}\n";
     std::printf("results: %s\n", path.c_str());
@@ -86,6 +97,7 @@ private:
   std::vector<std::pair<std::string, std::string>> details_;
   std::vector<std::pair<std::string, double>> headlines_;
   std::vector<std::pair<std::string, std::pair<bool, double>>> goals_;
+  std::vector<std::pair<std::string, std::string>> ci_low_names_;
 };
 
 } // namespace salamander::bench

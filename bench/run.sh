@@ -76,9 +76,9 @@ usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.js
   scale                    32 EMULATED nodes vs 4: planning time, heartbeats, recovery after a kill -9
   serve                    serving: protocol ratios, latency, 4/8-device speedups, a kill under load
   serve_scale              serving at PipeEdge's scale: 16 EMULATED devices vs 1, the plan vs PipeDream's at 10:4:2:1, planning 16 devices of 4 types
-  federated                ELFISH vs FedAvg, deadline-drop and the rest (Dir(0.5); --seeds N)
+  federated                ELFISH vs FedAvg-wait, deadline-drop and the rest: stragglers holding classes of their own, Dir(0.5), mild (--seeds N)
   federated_niid           FedAvg under NIID-Bench's protocol (Dir(0.5), 10 clients, 50 rounds)
-  split                    AdaSplit vs vanilla split learning and SplitFed (--seeds N)
+  split                    AdaSplit vs vanilla split learning and SplitFed: bytes, shared and personalised accuracy (--seeds N)
   footprint                node RSS and start-up, idle and with a job
   continual                training from a stream through a node kill
   dashboard                the live page: /api/state with 32 nodes, CPU with 10 pages, training on/off
@@ -94,5 +94,16 @@ USAGE
     "$root/deploy/build.sh" "$root/build" >/dev/null
     SALAMANDER_BIN="$root/build/apps/salamander" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
       "$root/build/bench/salamander_bench" "$name" --out "bench/results/$name.json" "$@"
+    # accuracy over the seeds, mean and 95% band (bench/bands.py); the
+    # headline figures stay last
+    case "$name" in
+      federated)
+        python3 "$root/bench/bands.py" bench/results/federated.json bench/results/federated.png \
+          apart_fedavg apart_deadline apart_elfish apart_elfish_samples dir_deadline \
+          dir_elfish >&2 ;;
+      split)
+        python3 "$root/bench/bands.py" bench/results/split.json bench/results/split.png \
+          vanilla_shared splitfed_shared adasplit_shared --xlabel round >&2 ;;
+    esac
     ;;
 esac

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -78,6 +79,7 @@ int run_seeds(const std::string& name, const std::function<int(const bench_args&
                  name.c_str(), seeds);
   }
   std::vector<json> runs;
+  auto started = std::chrono::steady_clock::now();
   for (int seed = 1; seed <= seeds; ++seed) {
     auto one = args;
     one.seed = static_cast<uint64_t>(seed);
@@ -96,11 +98,19 @@ int run_seeds(const std::string& name, const std::function<int(const bench_args&
     files.push_back(seeds_file(args.out, seed));
   }
   out["seed_results"] = files;
+  out["wall_s"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::fprintf(stderr, "%s over %d seeds (mean and 95%% interval, Student t):\n", name.c_str(),
                seeds);
   auto keys = runs.front().value("headlines", json::array());
   for (auto& k : keys) {
     seeds_aggregate(k.get<std::string>(), runs, out);
+  }
+  auto low_names = runs.front().value("ci_low_names", json::object());
+  for (auto& [key, name] : low_names.items()) {
+    if (out.contains(key + "_ci_low")) {
+      out[name.get<std::string>()] = out[key + "_ci_low"];
+    }
   }
   std::ofstream(args.out) << out.dump(2) << "\n";
   std::printf("results: %s\n", args.out.c_str());
@@ -115,6 +125,9 @@ int run_seeds(const std::string& name, const std::function<int(const bench_args&
     if (out.contains(key + "_ci_low")) {
       show(key + "_ci_low");
       show(key + "_ci_high");
+      if (auto n = low_names.find(key); n != low_names.end()) {
+        show(n->get<std::string>());
+      }
     }
   }
   return 0;
