@@ -58,6 +58,20 @@ void leave(std::vector<actors::remote_node>& nodes) {
   }
 }
 
+// Runs a split job over n local nodes to its end, which must be a finish.
+actors::job_result finished_job(split_system& s, const actors::split_config& cfg, int n,
+                                bool fetch_weights = false) {
+  auto nodes = actors::local_nodes(*s.sys, n, 1);
+  actors::job_options opts;
+  opts.fetch_weights = fetch_weights;
+  auto r = actors::run_split_job(*s.sys, cfg, nodes, opts);
+  leave(nodes);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == status_phase::finished);
+  REQUIRE((!fetch_weights || r.weights));
+  return r;
+}
+
 std::vector<int64_t> shard_of(const actors::split_config& cfg,
                               const models::dataset& data, uint32_t c, uint32_t n) {
   auto shard = algorithms::partition_iid(cfg.seed, data.size(), static_cast<int>(n))[c];
@@ -167,14 +181,7 @@ TEST_CASE("vanilla split learning equals training the whole model on the clients
           "[actor][split]") {
   split_system s;
   auto cfg = config("vanilla", 1);
-  auto nodes = actors::local_nodes(*s.sys, 2, 1);
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  auto r = actors::run_split_job(*s.sys, cfg, nodes, opts);
-  leave(nodes);
-  INFO(r.status.error);
-  REQUIRE(r.status.phase == status_phase::finished);
-  REQUIRE(r.weights);
+  auto r = finished_job(s, cfg, 2, true);
   CHECK(max_diff(*r.weights, sequential_reference(cfg, 2)) < 1e-5);
   CHECK(r.status.test_accuracy > 0.5); // the synthetic classes are well apart
 }
@@ -251,14 +258,7 @@ TEST_CASE(
   auto cfg = config("vanilla", 2);
   cfg.metrics_path = dir.file("m.jsonl");
   cfg.classes_apart = 1; // client 2's classes are its own
-  auto nodes = actors::local_nodes(*s.sys, 3, 1);
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  auto r = actors::run_split_job(*s.sys, cfg, nodes, opts);
-  leave(nodes);
-  INFO(r.status.error);
-  REQUIRE(r.status.phase == status_phase::finished);
-  REQUIRE(r.weights);
+  auto r = finished_job(s, cfg, 3, true);
   // the final model on the test split, per class, by hand
   auto desc = models::describe(models::model_spec::parse(cfg.model));
   models::layered_model m(desc, cfg.seed);
@@ -299,11 +299,7 @@ TEST_CASE("an AdaSplit job scores the clients' averaged sides with the server un
   temp_dir dir;
   auto cfg = config("adasplit", 2);
   cfg.metrics_path = dir.file("m.jsonl");
-  auto nodes = actors::local_nodes(*s.sys, 3, 1);
-  auto r = actors::run_split_job(*s.sys, cfg, nodes);
-  leave(nodes);
-  INFO(r.status.error);
-  REQUIRE(r.status.phase == status_phase::finished);
+  finished_job(s, cfg, 3);
   auto last = events(cfg.metrics_path, "round").back();
   auto shared = last["shared_accuracy"].get<double>();
   CHECK(shared > 0.3); // the synthetic classes are well apart
