@@ -34,6 +34,11 @@ inline constexpr milliseconds profile_timeout = 120s;
 inline constexpr milliseconds link_probe_timeout = 30s;
 /// The job's status, relayed to a console.
 inline constexpr milliseconds status_timeout = 10s;
+/// A job in this process that answers no status request for this long is
+/// taken for broken. A federated or split job evaluates every client's model
+/// on the whole test split between rounds, in its own handler: six CNN
+/// evaluations of 10,000 images took over 30 s on a loaded 2-core host.
+inline constexpr milliseconds job_silence_limit = 120s;
 
 // ---- training job
 /// Requests to nodes and stages (spawn, snapshots).

@@ -13,19 +13,20 @@ job_result run_to_end(caf::actor_system& sys, const caf::actor& job,
   }
   {
     caf::scoped_actor self{sys};
-    int silent_polls = 0;
+    auto answered = std::chrono::steady_clock::now();
     while (!result.status.finished()) {
       std::this_thread::sleep_for(opts.poll);
       self->request(job, timeout, caf::get_atom_v)
           .receive(
               [&](job_status& s) {
                 result.status = std::move(s);
-                silent_polls = 0;
+                answered = std::chrono::steady_clock::now();
               },
               [&](caf::error& err) {
                 // the job lives in this process: if it does not answer for
-                // several request timeouts, something is badly wrong
-                if (++silent_polls >= 3) {
+                // this long, something is badly wrong (a long evaluation
+                // between rounds is not)
+                if (std::chrono::steady_clock::now() - answered >= tuning::job_silence_limit) {
                   result.status.phase = status_phase::failed;
                   result.status.error =
                       "the supervisor stopped answering: " + sys.render(err);
