@@ -9,7 +9,8 @@ Reads the per-seed results that `bench/run.sh NAME --seeds N` lists in
 ("t:acc t:acc ..." in training seconds, or "acc acc ..." one per round) and,
 for each curve named on the command line (default: every curve that all
 seeds have), steps it on a common grid: the accuracy at time t is the last
-evaluation at or before t. A seed with no evaluation yet at t leaves t out.
+evaluation at or before t. A time before every seed has an evaluation is
+left out, so each point of a curve is the mean of all its seeds.
 """
 import json
 import math
@@ -86,7 +87,8 @@ def series(runs, names, grid_points=200):
         for i in range(grid_points + 1):
             x = end * i / grid_points
             values = [v for v in (at(c, x) for c in curves) if v is not None]
-            if values:
+            # a band over fewer seeds than the rest would be another figure
+            if len(values) == len(curves):
                 rows.append((x, *band(values), len(values)))
         out[name] = rows
     return out
@@ -128,6 +130,7 @@ def main(argv):
             f"set output '{png}'",
             f"set xlabel '{xlabel}'",
             "set ylabel 'test accuracy (%)'",
+            "set yrange [*:100]",
             f"set title 'mean of {seeds} seed(s) with its 95% band (Student t)'",
             "set key bottom right",
             "set grid",

@@ -928,8 +928,12 @@ def headline_rows(d, keys, digits=2):
         n = d.get(k + "_n", 1)
         lo, hi = d.get(k + "_ci_low"), d.get(k + "_ci_high")
         band = f"[{f(lo, digits)}, {f(hi, digits)}]" if lo is not None else "(one run)"
+        goal = d.get(k + "_goal", "-")
+        if goal != "-":  # ">= 2.000000" -> ">= 2"
+            op, bound = goal.split()
+            goal = f"{op} {float(bound):g}"
         rows.append(f"| `{k}` | {f(n, 0)} | **{f(d.get(k), digits)}** | {band} | "
-                    f"{d.get(k + '_goal', '-')} | {d.get(k + '_verdict', '-')} |")
+                    f"{goal} | {d.get(k + '_verdict', '-')} |")
     return "\n".join(rows) + "\n"
 
 
@@ -1112,8 +1116,14 @@ def serve_tables(sv):
 
 if __name__ == "__main__":
     import sys
+    ALONE = {
+        "federated": lambda: "## Federated learning (ELFISH mode)\n\n" + federated_text(
+            load("federated"), load("federated_niid")),
+        "split": lambda: "## Split learning (AdaSplit mode)\n\n" + split_text(load("split") or {}),
+    }
     if len(sys.argv) == 3 and sys.argv[1] == "--section":
         # one section alone, from its results (to add to BENCHMARKS.md by hand)
-        print(SECTIONS[sys.argv[2]](load(sys.argv[2]) or {}))
+        name = sys.argv[2]
+        print(ALONE[name]() if name in ALONE else SECTIONS[name](load(name) or {}))
     else:
         main()

@@ -60,7 +60,7 @@ void seeds_aggregate(const std::string& key, const std::vector<json>& runs, json
     bool at_least = g->contains("at_least");
     double bound = at_least ? (*g)["at_least"].get<double>() : (*g)["at_most"].get<double>();
     auto v = algorithms::verdict(m, {at_least, bound});
-    out[key + "_goal"] = std::string(at_least ? ">= " : "<= ") + std::to_string(bound);
+    out[key + "_goal"] = std::string(at_least ? ">= " : "<= ") + json(bound).dump();
     out[key + "_verdict"] = v;
     judged = "  goal " + std::string(at_least ? ">= " : "<= ") + json(bound).dump() + ": " + v;
   }
