@@ -34,6 +34,17 @@ inline bool seeded_bench(const std::string& name) {
          name == "async_accuracy";
 }
 
+/// The mean of the last `n` values (all of them, if fewer; 0 if none): an
+/// accuracy over several evaluations, never one point.
+inline double mean_of_last(const std::vector<double>& values, size_t n = 5) {
+  size_t k = std::min(n, values.size());
+  double sum = 0;
+  for (size_t i = values.size() - k; i < values.size(); ++i) {
+    sum += values[i];
+  }
+  return k ? sum / static_cast<double>(k) : 0;
+}
+
 inline int64_t algorithms_batches(int64_t n, int64_t batch_size) {
   return algorithms::batches_per_epoch(n, batch_size, false);
 }

@@ -74,12 +74,7 @@ struct curve {
         in.push_back(a);
       }
     }
-    size_t k = std::min(n, in.size());
-    double sum = 0;
-    for (size_t i = in.size() - k; i < in.size(); ++i) {
-      sum += in[i];
-    }
-    return k ? sum / static_cast<double>(k) : 0;
+    return mean_of_last(in, n);
   }
   double time_to(double target) const {
     for (auto& [t, a] : points) {

@@ -59,15 +59,6 @@ struct outcome {
     return static_cast<double>(status.rounds.bytes_up + status.rounds.bytes_down);
   }
   double final_acc() const { return accuracy.empty() ? 0 : accuracy.back(); }
-  /// The mean of the last n entries (all, if fewer).
-  static double last(const std::vector<double>& v, size_t n = 5) {
-    size_t k = std::min(n, v.size());
-    double sum = 0;
-    for (size_t i = v.size() - k; i < v.size(); ++i) {
-      sum += v[i];
-    }
-    return k ? sum / static_cast<double>(k) : 0;
-  }
   /// Client c's personalised accuracy, the mean of the last n rounds.
   double personal_last(size_t c, size_t n = 5) const {
     std::vector<double> v;
@@ -76,22 +67,7 @@ struct outcome {
         v.push_back(round[c]);
       }
     }
-    return last(v, n);
-  }
-  double last3() const {
-    double sum = 0;
-    size_t n = std::min<size_t>(3, accuracy.size());
-    for (size_t i = accuracy.size() - n; i < accuracy.size(); ++i) {
-      sum += accuracy[i];
-    }
-    return n ? sum / static_cast<double>(n) : 0;
-  }
-  std::string curve() const {
-    std::string out;
-    for (auto a : accuracy) {
-      out += fmt::format("{}{:.4f}", out.empty() ? "" : " ", a);
-    }
-    return out;
+    return mean_of_last(v, n);
   }
 };
 
@@ -162,10 +138,19 @@ outcome run_method(const actors::split_config& base, const std::string& method,
   return o;
 }
 
+// Accuracies (or any fractions) as "0.8123 0.8456 ...".
+std::string accuracy_text(const std::vector<double>& values) {
+  std::string out;
+  for (auto a : values) {
+    out += fmt::format("{}{:.4f}", out.empty() ? "" : " ", a);
+  }
+  return out;
+}
+
 void record(report& rep, const std::string& key, const outcome& o) {
   rep.detail(key + "_acc", o.final_acc());
-  rep.detail(key + "_acc_last3", o.last3());
-  rep.detail(key + "_curve", o.curve());
+  rep.detail(key + "_acc_last3", mean_of_last(o.accuracy, 3));
+  rep.detail(key + "_curve", accuracy_text(o.accuracy));
   rep.detail(key + "_bytes", o.bytes());
   rep.detail(key + "_bytes_up", static_cast<double>(o.status.rounds.bytes_up));
   rep.detail(key + "_bytes_down", static_cast<double>(o.status.rounds.bytes_down));
@@ -174,22 +159,19 @@ void record(report& rep, const std::string& key, const outcome& o) {
   rep.detail(key + "_train_s", o.status.train_s);
   rep.detail(key + "_c3", o.c3);
   rep.detail(key + "_mask_density", o.mask_density);
-  rep.detail(key + "_shared_last5", outcome::last(o.shared));
-  rep.detail(key + "_last5", outcome::last(o.accuracy));
-  std::string sends, personal;
+  rep.detail(key + "_shared_last5", mean_of_last(o.shared));
+  rep.detail(key + "_last5", mean_of_last(o.accuracy));
+  std::string sends;
   for (size_t c = 0; c < o.sent.size(); ++c) {
     sends += fmt::format("{}{}/{}", c ? " " : "", o.sent[c], o.batches[c]);
   }
+  std::vector<double> personal;
   for (size_t c = 0; c < (o.personal.empty() ? 0 : o.personal.back().size()); ++c) {
-    personal += fmt::format("{}{:.4f}", c ? " " : "", o.personal_last(c));
+    personal.push_back(o.personal_last(c));
   }
   rep.detail(key + "_sends", sends);
-  rep.detail(key + "_personal_last5", personal);
-  std::string shared;
-  for (auto a : o.shared) {
-    shared += fmt::format("{}{:.4f}", shared.empty() ? "" : " ", a);
-  }
-  rep.detail(key + "_shared_curve", shared);
+  rep.detail(key + "_personal_last5", accuracy_text(personal));
+  rep.detail(key + "_shared_curve", accuracy_text(o.shared));
 }
 
 } // namespace
@@ -277,7 +259,7 @@ int split(const bench_args& args) {
   rep.headline("adasplit_bytes_saved", 1 - a.bytes() / v.bytes());
   rep.goal("adasplit_bytes_saved", true, 0.70);
   rep.headline("adasplit_shared_minus_vanilla_pp",
-               100 * (outcome::last(a.shared) - outcome::last(v.shared)));
+               100 * (mean_of_last(a.shared) - mean_of_last(v.shared)));
   rep.goal("adasplit_shared_minus_vanilla_pp", true, -1);
   double worst = std::numeric_limits<double>::infinity(), sum = 0;
   size_t clients = a.personal.empty() ? 0 : a.personal.back().size();
@@ -291,7 +273,7 @@ int split(const bench_args& args) {
   rep.headline("adasplit_personal_minus_vanilla_mean_pp",
                clients ? sum / static_cast<double>(clients) : 0);
   rep.headline("splitfed_shared_minus_vanilla_pp",
-               100 * (outcome::last(runs["splitfed"].shared) - outcome::last(v.shared)));
+               100 * (mean_of_last(runs["splitfed"].shared) - mean_of_last(v.shared)));
   rep.headline("adasplit_c3_over_vanilla", v.c3 > 0 ? a.c3 / v.c3 : 0);
   // the earlier keys: final round only, own-model accuracy
   rep.detail("adasplit_bytes_saved_vs_vanilla", 1 - a.bytes() / v.bytes());
