@@ -59,19 +59,23 @@ def at(points, x):
     return last
 
 
-def runs_of(results_path):
-    with open(results_path) as f:
-        top = json.load(f)
-    base = os.path.dirname(os.path.abspath(results_path))
-    files = top.get("seed_results") or []
+def seed_runs(top, results_dir):
+    """The per-seed results a --seeds run lists in `seed_results` (as written,
+    or by name in `results_dir`), or the one run `top` itself."""
     runs = []
-    for path in files:
-        for candidate in (path, os.path.join(base, os.path.basename(path))):
+    for path in top.get("seed_results") or []:
+        for candidate in (path, os.path.join(results_dir, os.path.basename(path))):
             if os.path.exists(candidate):
                 with open(candidate) as f:
                     runs.append(json.load(f))
                 break
     return runs or [top]
+
+
+def runs_of(results_path):
+    with open(results_path) as f:
+        top = json.load(f)
+    return seed_runs(top, os.path.dirname(os.path.abspath(results_path)))
 
 
 def series(runs, names, grid_points=200):

@@ -11,6 +11,8 @@ import os
 import platform
 import subprocess
 
+import bands  # the Student t interval and the per-seed results, shared with the plots
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -881,35 +883,19 @@ def split_text(d):
     return "\n".join(lines)
 
 
-T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-       2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-       2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
-
 def seed_runs(d):
     """The per-seed results a --seeds run lists (bench/results/NAME.seedK.json),
     or the one run itself."""
-    runs = []
-    for path in d.get("seed_results") or []:
-        full = os.path.join(HERE, "results", os.path.basename(path))
-        if os.path.exists(full):
-            with open(full) as fh:
-                runs.append(json.load(fh))
-    return runs or [d]
+    return bands.seed_runs(d, os.path.join(HERE, "results"))
 
 
 def interval(values):
-    """(n, mean, low, high) with Student t's 95% interval; low = high = mean for n < 2."""
+    """(n, mean, low, high) with Student t's 95% interval (bench/bands.py's);
+    low = high = mean for n < 2."""
     values = [v for v in values if v is not None]
-    n = len(values)
-    if n == 0:
+    if not values:
         return 0, None, None, None
-    mean = sum(values) / n
-    if n < 2:
-        return n, mean, mean, mean
-    sd = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
-    half = (T95[n - 2] if n - 1 <= len(T95) else 1.96) * sd / n ** 0.5
-    return n, mean, mean - half, mean + half
+    return (len(values), *bands.band(values))
 
 
 def mean_ci(values, scale=1.0, digits=2):
