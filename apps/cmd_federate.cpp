@@ -133,10 +133,9 @@ command add_federate(CLI::App& app) {
            job.settings.weighting = algorithms::fed::parse_aggregation(a);
          },
          "how a round's updates are weighted: own (the strategy's), kept (each element "
-         "over "
-         "the clients that trained it, samples x kept fraction: ELFISH's), samples (over "
-         "those clients, by samples), naive (over every client, a masked element counted "
-         "as unchanged)")
+         "over the clients that trained it, samples x kept fraction: ELFISH's), samples "
+         "(over those clients, by samples), naive (over every client, a masked element "
+         "counted as unchanged)")
       ->check(CLI::IsMember({"own", "kept", "samples", "naive"}))
       ->default_str("own");
   sub->add_option("--min-keep", job.settings.min_keep,

@@ -51,22 +51,22 @@ client_shard load_shard(const std::string& dataset, const models::model_desc& de
                            out.data->size());
   } else {
     std::vector<int64_t> mine;
+    auto n = static_cast<int>(clients);
     if (classes_apart > 0) {
-      mine = algorithms::partition_apart(seed, out.data->label_vector(),
-                                         static_cast<int>(clients),
+      mine = algorithms::partition_apart(seed, out.data->label_vector(), n,
                                          static_cast<int>(classes_apart), alpha)[client];
-      out.note = fmt::format("shard {} of {}, the last {} clients' classes apart, {}",
-                             client, clients, classes_apart,
-                             alpha > 0 ? fmt::format("dirichlet({})", alpha) : "iid");
     } else if (alpha > 0) {
-      mine = algorithms::partition_dirichlet(seed, out.data->label_vector(),
-                                             static_cast<int>(clients), alpha)[client];
-      out.note = fmt::format("shard {} of {}, dirichlet({})", client, clients, alpha);
+      mine = algorithms::partition_dirichlet(seed, out.data->label_vector(), n,
+                                             alpha)[client];
     } else {
-      mine = algorithms::partition_iid(seed, out.data->size(),
-                                       static_cast<int>(clients))[client];
-      out.note = fmt::format("shard {} of {}, iid", client, clients);
+      mine = algorithms::partition_iid(seed, out.data->size(), n)[client];
     }
+    out.note = fmt::format(
+        "shard {} of {}, {}{}", client, clients,
+        classes_apart > 0
+            ? fmt::format("the last {} clients' classes apart, ", classes_apart)
+            : std::string(),
+        alpha > 0 ? fmt::format("dirichlet({})", alpha) : "iid");
     if (max_samples > 0 && static_cast<int64_t>(mine.size()) > max_samples) {
       mine.resize(static_cast<size_t>(max_samples));
     }
