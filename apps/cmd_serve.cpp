@@ -35,7 +35,9 @@ namespace {
 
 /// `salamander infer` and `salamander serve`: a forward-only pipeline.
 struct serve_cli {
-  std::string load;          ///< checkpoint from train --save ("": the seed's weights)
+  /// checkpoints from train --save, as [NAME=]PATH (none: the seed's weights)
+  std::vector<std::string> loads;
+  std::string repository;    ///< serve: Triton's NAME/VERSION/model.ckpt layout
   std::string model = "cnn"; ///< without --load
   uint64_t seed = 1;
   int stages = 0;            ///< embedded: this many local nodes
@@ -79,32 +81,25 @@ struct setup {
   models::model_desc desc;
   actors::serve_config cfg;
   std::vector<actors::cluster_node> listed;
+  std::string secret; ///< the cluster secret, embedded too (the repository API's)
 };
 
-setup prepare(const serve_cli& cli) {
+// One model's description and job settings: its checkpoint (`src.path`),
+// else `cli.model` at `cli.seed`'s weights; the rest from the command line.
+setup model_setup(const serve_cli& cli, const model_source& src) {
   auto log = logger("serve");
   setup out;
   auto& cfg = out.cfg;
-  if (cli.stages <= 0 && cli.cluster.empty()) {
-    throw std::invalid_argument("say where to run: --stages N (N local nodes, one "
-                                "process) or --cluster FILE (node processes)");
-  }
-  if (cli.stages > 0 && !cli.cluster.empty()) {
-    throw std::invalid_argument("--stages and --cluster exclude each other");
-  }
-  if (cli.plan != "auto" && cli.plan != "even") {
-    throw std::invalid_argument("--plan must be auto or even, got '" + cli.plan + "'");
-  }
-  if (!cli.load.empty()) {
-    auto ckpt = messages::load_checkpoint(cli.load);
+  if (!src.path.empty()) {
+    auto ckpt = messages::load_checkpoint(src.path);
     try {
       out.desc = models::describe(models::model_spec::parse(ckpt.snapshot.model));
     } catch (const std::exception& e) {
-      throw std::invalid_argument("checkpoint " + cli.load + ": " + e.what());
+      throw std::invalid_argument("checkpoint " + src.path + ": " + e.what());
     }
     cfg.weights = std::make_shared<models::weight_snapshot>(std::move(ckpt.snapshot));
     cfg.seed = ckpt.seed;
-    log->info("serving checkpoint {}: model {}, {} batches trained", cli.load,
+    log->info("serving checkpoint {}: model {}, {} batches trained", src.path,
               out.desc.spec.canonical(), cfg.weights->version);
   } else {
     out.desc = models::describe(models::model_spec::parse(cli.model));
@@ -129,15 +124,52 @@ setup prepare(const serve_cli& cli) {
   cfg.max_queue = static_cast<size_t>(cli.max_queue);
   cfg.request_timeout = ms(cli.request_timeout_s);
   cfg.metrics_path = metrics_path_of(cli.metrics);
-  if (!cli.cluster.empty()) {
-    out.listed = actors::read_cluster_file(cli.cluster);
-    if (auto secret = actors::load_secret(cli.secret_file)) {
-      cfg.secret = *secret;
-      if (auto w = actors::secret_file_warning(cli.secret_file); !w.empty()) {
-        log->warn("{}", w);
-      }
+  return out;
+}
+
+// The checks of the command line, where the nodes are and the secret.
+setup prepare_cluster(const serve_cli& cli) {
+  auto log = logger("serve");
+  setup out;
+  if (cli.stages <= 0 && cli.cluster.empty()) {
+    throw std::invalid_argument("say where to run: --stages N (N local nodes, one "
+                                "process) or --cluster FILE (node processes)");
+  }
+  if (cli.stages > 0 && !cli.cluster.empty()) {
+    throw std::invalid_argument("--stages and --cluster exclude each other");
+  }
+  if (cli.plan != "auto" && cli.plan != "even") {
+    throw std::invalid_argument("--plan must be auto or even, got '" + cli.plan + "'");
+  }
+  if (auto secret = actors::load_secret(cli.secret_file)) {
+    out.secret = *secret;
+    if (auto w = actors::secret_file_warning(cli.secret_file); !w.empty()) {
+      log->warn("{}", w);
     }
   }
+  if (!cli.cluster.empty()) {
+    out.listed = actors::read_cluster_file(cli.cluster);
+    // (local nodes prove no secret: it is the repository API's alone then)
+    out.cfg.secret = out.secret;
+  }
+  out.cfg.node_timeout = actors::serve_config{}.node_timeout;
+  return out;
+}
+
+// `infer`'s one model: the command line's checks and its settings.
+setup prepare(const serve_cli& cli) {
+  if (cli.loads.size() > 1) {
+    throw std::invalid_argument("infer runs one model: give --load once");
+  }
+  auto base = prepare_cluster(cli);
+  model_source src;
+  if (!cli.loads.empty()) {
+    src = parse_load(cli.loads.front());
+  }
+  auto out = model_setup(cli, src);
+  out.listed = std::move(base.listed);
+  out.secret = base.secret;
+  out.cfg.secret = base.cfg.secret;
   return out;
 }
 
@@ -162,13 +194,14 @@ caf::actor_system_config& system_config(caf::actor_system_config& cfg,
   return cfg;
 }
 
-void publish(caf::actor_system& sys, const actors::service& svc, const serve_cli& cli) {
+// The cluster supervisor at --supervisor-listen (console, node --join).
+void publish(caf::actor_system& sys, const cluster_actor& cluster, const serve_cli& cli) {
   if (cli.supervisor_listen.empty()) {
     return;
   }
   auto log = logger("serve");
   auto [host, port] = actors::parse_address(cli.supervisor_listen);
-  auto bound = actors::publish(svc.cluster(), port, host);
+  auto bound = actors::publish(cluster, port, host);
   if (!bound) {
     throw std::runtime_error("cannot listen on " + cli.supervisor_listen + ": " +
                              sys.render(bound.error()));
@@ -180,20 +213,20 @@ void publish(caf::actor_system& sys, const actors::service& svc, const serve_cli
 
 // Plan changes and recoveries as log lines (above the progress line).
 void log_status(const job_status& s, std::string& shown_plan, int64_t& shown_recoveries,
-                progress_line& progress) {
+                progress_line& progress, const std::string& model = "") {
   auto log = logger("serve");
   if (s.plan != shown_plan && !s.plan.empty()) {
     shown_plan = s.plan;
     progress.finish();
-    log->info("plan v{}: {}", s.pipeline.plan_version, s.plan);
+    log->info("{}plan v{}: {}", model, s.pipeline.plan_version, s.plan);
   }
   if (s.pipeline.recoveries != shown_recoveries) {
     shown_recoveries = s.pipeline.recoveries;
     progress.finish();
-    log->warn("FAILURE: {}", s.error);
+    log->warn("{}FAILURE: {}", model, s.error);
     log->info(
-        "RECOVERED in {:.3f} s: serving on {}; {} micro-batch(es) sent again so far",
-        s.pipeline.last_recovery_s, s.plan, s.serving.resent);
+        "{}RECOVERED in {:.3f} s: serving on {}; {} micro-batch(es) sent again so far",
+        model, s.pipeline.last_recovery_s, s.plan, s.serving.resent);
   }
 }
 
@@ -227,7 +260,7 @@ int run_infer(const serve_cli& cli) {
   actors::inference_result r;
   {
     actors::service svc(sys, s.cfg, nodes);
-    publish(sys, svc, cli);
+    publish(sys, svc.cluster(), cli);
     std::string shown_plan;
     int64_t shown_recoveries = 0;
     progress_line progress(log);
@@ -320,51 +353,113 @@ front_options front_options_for(const serve_cli& cli, const std::string& address
 
 // The gRPC endpoint when --grpc-listen asks for one (its address printed as
 // "grpc listening: HOST:PORT"), with the HTTP front's TLS and limits.
-std::unique_ptr<grpc_front> start_grpc(const serve_cli& cli, model_endpoint& model,
+std::unique_ptr<grpc_front> start_grpc(const serve_cli& cli, model_registry& models,
                                        const actors::tls_options& https) {
   if (cli.grpc_listen.empty()) {
     return nullptr;
   }
   auto o = front_options_for(cli, cli.grpc_listen, https);
-  auto front = std::make_unique<grpc_front>(model, o);
+  auto front = std::make_unique<grpc_front>(models, o);
   auto bound = front->start();
-  logger("serve")->info("KServe v2 over gRPC{} on {}:{} (model '{}')",
-                        https.enabled() ? " with TLS" : "", o.host, bound, model.model().name);
+  logger("serve")->info("KServe v2 over gRPC{} on {}:{}",
+                        https.enabled() ? " with TLS" : "", o.host, bound);
   std::printf("grpc listening: %s:%d\n", o.host.c_str(), bound);
   return front;
 }
 
-// Logs the service's progress until a stop signal or its end: 1 when it
-// failed, else 0.
-int watch_service(actors::service& svc, const std::atomic<int>& stop_signal,
-                  progress_line& progress) {
-  auto log = logger("serve");
+// What a model's log lines last said.
+struct model_watch {
   std::string shown_plan;
   int64_t shown_recoveries = 0;
   bool was_serving = false;
+  bool ended = false;
+};
+
+// Logs the models' progress until a stop signal, an operator's stop of a
+// model (console or dashboard: the server stops, as on SIGTERM), or until
+// every model loaded has failed (1). The progress line follows the first
+// model loaded.
+int watch_models(const model_registry& models, const std::atomic<int>& stop_signal,
+                 progress_line& progress) {
+  auto log = logger("serve");
+  std::map<std::string, model_watch> seen;
   while (stop_signal == 0) {
-    auto st = svc.status();
-    log_status(st, shown_plan, shown_recoveries, progress);
-    if (st.phase == status_phase::serving && !was_serving) {
-      was_serving = true;
-      progress.finish();
-      log->info("ready: {}", st.plan);
+    auto loaded = models.loaded();
+    bool any_alive = false;
+    for (auto& m : loaded) {
+      auto st = m->status();
+      auto& w = seen[m->model().name];
+      auto name = loaded.size() > 1 ? m->model().name + ": " : std::string();
+      log_status(st, w.shown_plan, w.shown_recoveries, progress, name);
+      if (st.phase == status_phase::serving && !w.was_serving) {
+        w.was_serving = true;
+        progress.finish();
+        log->info("{}ready: {}", name, st.plan);
+      }
+      if (st.finished() && !w.ended) {
+        w.ended = true;
+        progress.finish();
+        if (st.phase == status_phase::failed) {
+          log->error("{}serving failed: {}", name, st.error);
+        } else if (!model_registry::stopped_here(st.stopped)) {
+          log->warn(
+              "{}the serving job was stopped ({}): answering the requests accepted{}",
+              name, st.stopped.empty() ? "stop" : st.stopped,
+              loaded.size() > 1 ? ", and stopping the other models" : "");
+          return 0;
+        }
+      }
+      any_alive = any_alive || st.phase != status_phase::failed;
     }
-    if (was_serving) {
-      progress.update(status_fields(st));
-    }
-    if (st.phase == status_phase::failed) {
-      log->error("serving failed: {}", st.error);
+    if (!loaded.empty() && !any_alive) {
       return 1;
     }
-    if (st.phase == status_phase::finished) {
-      log->warn("the serving job was stopped ({}): answering the requests accepted",
-                st.stopped.empty() ? "stop" : st.stopped);
-      return 0;
+    if (!loaded.empty() && seen[loaded.front()->model().name].was_serving) {
+      progress.update(status_fields(loaded.front()->status()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return 0;
+}
+
+// Tells its actors to leave when it goes: a serve that throws half-way
+// would otherwise wait forever for them in the actor system's end.
+struct leave_guard {
+  std::vector<caf::actor> actors;
+  ~leave_guard() {
+    for (auto& a : actors) {
+      caf::anon_send(a, leave_atom_v);
+    }
+  }
+};
+
+// The models the command line names: --load's, or --model's when neither
+// --load nor --repository is given (the repository's come from the registry).
+std::vector<model_source> sources_of(const serve_cli& cli) {
+  std::vector<model_source> out;
+  for (auto& text : cli.loads) {
+    out.push_back(parse_load(text));
+  }
+  if (!cli.name.empty() && out.size() + (cli.repository.empty() ? 0 : 1) > 1) {
+    throw std::invalid_argument(
+        "--name names the one model served; with several, name each as --load NAME=PATH");
+  }
+  if (out.empty() && cli.repository.empty()) {
+    out.emplace_back(); // --model at --seed's weights
+    out.back().spec = cli.model;
+  }
+  for (auto& src : out) {
+    if (src.name.empty()) {
+      src.name = cli.name;
+    }
+    if (src.name.empty()) {
+      // its family (cnn, vit, ...)
+      auto spec = src.path.empty() ? src.spec
+                                   : messages::load_checkpoint(src.path).snapshot.model;
+      src.name = models::model_spec::parse(spec).name;
+    }
+  }
+  return out;
 }
 
 int run_serve(const serve_cli& cli) {
@@ -372,26 +467,51 @@ int run_serve(const serve_cli& cli) {
   set_threads(cli.threads);
   check_blas();
   auto https = https_material(cli);
-  auto s = prepare(cli);
-  auto name = cli.name.empty() ? s.desc.spec.name : cli.name;
+  auto base = prepare_cluster(cli);
+  auto sources = sources_of(cli);
   auto host = actors::parse_address(cli.listen).first;
   caf::actor_system_config cfg;
   caf::actor_system sys{system_config(cfg, cli)};
-  auto nodes = nodes_for(sys, cli, s);
+  auto nodes = nodes_for(sys, cli, base);
+  // local nodes leave however this ends (the actor system waits for them)
+  leave_guard local_nodes;
+  if (cli.cluster.empty()) {
+    for (auto& n : nodes) {
+      local_nodes.actors.push_back(caf::actor_cast<caf::actor>(n.handle));
+    }
+  }
   int code = 0;
   {
-    actors::service svc(sys, s.cfg, nodes);
-    publish(sys, svc, cli);
-    auto dash = open_dashboard(sys, cli.dashboard,
-                               {cli.secret_file, cli.tls, s.cfg.metrics_path, cli.https, {name}});
+    // one cluster under every model: the nodes admitted and watched once
+    auto cluster = sys.spawn(actors::cluster_supervisor,
+                             actors::cluster_config_for(base.cfg), nodes);
+    leave_guard cluster_leaves{{caf::actor_cast<caf::actor>(cluster)}};
+    std::atomic<bool> chain_taken{false};
+    model_registry models(
+        sources, cli.repository, base.secret, [&](const model_source& src) {
+          auto m = model_setup(cli, src);
+          // one job keeps chain copies on the nodes' holders, which know
+          // layers by index, not by model (serve_config::chain_copies)
+          m.cfg.chain_copies = !chain_taken.exchange(true);
+          m.cfg.secret = base.cfg.secret;
+          auto svc = std::make_shared<actors::service>(sys, m.cfg, cluster);
+          return std::make_shared<model_endpoint>(svc, m.desc, src.name, src.version);
+        });
+    models.start_all();
+    auto names = models.names();
+    publish(sys, cluster, cli);
+    auto dash = open_dashboard(
+        sys, cli.dashboard,
+        {cli.secret_file, cli.tls, metrics_path_of(cli.metrics), cli.https, names});
     if (dash) {
-      dash->attach(svc.cluster());
+      dash->attach(cluster);
+      models.on_change(
+          [d = dash.get()](const std::vector<std::string>& now) { d->set_models(now); });
     }
-    model_endpoint model(svc, s.desc, name);
     http_front_options hopts;
     static_cast<front_options&>(hopts) = front_options_for(cli, cli.listen, https);
-    http_front front(model, hopts);
-    // the endpoint answers health checks (not ready) while the pipeline starts
+    http_front front(models, hopts);
+    // the endpoint answers health checks (not ready) while the pipelines start
     auto bound = front.start();
     const char* scheme = https.enabled() ? "https" : "http";
     if (https.enabled()) {
@@ -400,13 +520,18 @@ int run_serve(const serve_cli& cli) {
                     ? "no client certificate asked"
                     : "clients must present a certificate of " + cli.https_client_ca);
     }
-    log->info("serving model '{}' on {}://{}:{}/v2/models/{} (ready once the pipeline "
-              "is up; curl {}{}://{}:{}/v2/health/ready)",
-              name, scheme, host, bound, name,
-              https.enabled() ? "--cacert " + https.ca_file() + " " : "", scheme, host,
-              bound);
+    for (auto& name : names) {
+      log->info("serving model '{}' on {}://{}:{}/v2/models/{} (ready once the pipeline "
+                "is up; curl {}{}://{}:{}/v2/health/ready)",
+                name, scheme, host, bound, name,
+                https.enabled() ? "--cacert " + https.ca_file() + " " : "", scheme, host,
+                bound);
+    }
+    log->info("model repository: POST /v2/repository/index; {}",
+              base.secret.empty() ? "load and unload are off (no cluster secret)"
+                                  : "load and unload with Authorization: Bearer SECRET");
     std::printf("listening: %s://%s:%d\n", scheme, host.c_str(), bound);
-    auto grpc = start_grpc(cli, model, https);
+    auto grpc = start_grpc(cli, models, https);
     std::fflush(stdout);
     watch_stop_signals();
     std::atomic<int> stop_signal{0};
@@ -415,7 +540,7 @@ int run_serve(const serve_cli& cli) {
       stop_signal = sig;
     });
     progress_line progress(log);
-    code = watch_service(svc, stop_signal, progress);
+    code = watch_models(models, stop_signal, progress);
     end_stop_watch();
     watcher.join();
     progress.finish();
@@ -423,25 +548,22 @@ int run_serve(const serve_cli& cli) {
       log->warn("{}: answering the requests accepted, refusing new ones",
                 stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
     }
-    auto last = svc.stop("signal");
-    if (dash) {
-      dash->show_final(last);
+    auto last = models.stop_all("signal");
+    if (dash && !last.empty()) {
+      dash->show_final(last.begin()->second);
     }
     if (grpc) {
       grpc->stop();
     }
     front.stop();
-    log->info("stopped: {} requests answered, {} failed, {} refused (queue full), {} "
-              "recoveries",
-              last.serving.requests, last.serving.failed_requests, last.serving.rejected,
-              last.pipeline.recoveries);
-    if (!last.metrics_path.empty()) {
-      std::printf("metrics: %s\n", last.metrics_path.c_str());
-    }
-  }
-  if (cli.cluster.empty()) {
-    for (auto& n : nodes) {
-      caf::anon_send(n.handle, leave_atom_v);
+    for (auto& [name, st] : last) {
+      log->info("stopped{}: {} requests answered, {} failed, {} refused (queue full), {} "
+                "recoveries",
+                last.size() > 1 ? " " + name : "", st.serving.requests,
+                st.serving.failed_requests, st.serving.rejected, st.pipeline.recoveries);
+      if (!st.metrics_path.empty()) {
+        std::printf("metrics: %s\n", st.metrics_path.c_str());
+      }
     }
   }
   return code;
@@ -449,10 +571,14 @@ int run_serve(const serve_cli& cli) {
 
 // What infer and serve share: the model, where it runs, how requests are
 // batched, and the cluster's settings.
-void add_serving_options(CLI::App& sub, serve_cli& cli) {
-  sub.add_option(
-      "--load", cli.load,
-      "checkpoint written by train --save (default: the model's seed weights)");
+void add_serving_options(CLI::App& sub, serve_cli& cli, bool several) {
+  sub.add_option("--load", cli.loads,
+                 several
+                     ? "checkpoint written by train --save, as [NAME=]PATH (NAME: in "
+                       "URLs, default its family, e.g. cnn); repeatable, one model each "
+                       "(default: --model's seed weights)"
+                     : "checkpoint written by train --save (default: the model's seed "
+                       "weights)");
   sub.add_option("--model", cli.model, std::string("without --load: ") + model_help)
       ->capture_default_str();
   sub.add_option("--seed", cli.seed, "without --load: the weights' seed")
@@ -509,7 +635,7 @@ command add_infer(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "infer", "run a data set through a forward-only pipeline (EdgePipe): throughput, "
                "latency and, with labels, accuracy");
-  add_serving_options(*sub, *cli);
+  add_serving_options(*sub, *cli, false);
   add_dataset(*sub, cli->dataset, "fashion-mnist (its test split) or synthetic");
   add_data_dir(*sub, cli->data_dir);
   sub->add_option("--samples", cli->samples,
@@ -527,7 +653,7 @@ command add_serve(CLI::App& app) {
                "as Triton's clients speak it: /v2/models/NAME/infer, health, metadata, "
                "statistics, configuration, /metrics) through a pipeline that survives "
                "node failures");
-  add_serving_options(*sub, *cli);
+  add_serving_options(*sub, *cli, true);
   sub->add_option("--listen", cli->listen,
                   "HOST:PORT for HTTP (loopback unless told otherwise; port 0: any)")
       ->capture_default_str();
@@ -535,7 +661,11 @@ command add_serve(CLI::App& app) {
                   "HOST:PORT for KServe v2 over gRPC as well (off by default; loopback "
                   "unless told otherwise; TLS with --https, the same limits)");
   sub->add_option("--name", cli->name,
-                  "the model's name in URLs (default: its family, e.g. cnn)");
+                  "the one model's name in URLs (default: its family, e.g. cnn)");
+  sub->add_option("--repository", cli->repository,
+                  "serve every model of DIR, laid out as Triton's: DIR/NAME/VERSION/"
+                  "model.ckpt (the highest VERSION); POST /v2/repository/models/NAME/"
+                  "load and unload take effect with the cluster secret");
   sub->add_option("--max-body-mb", cli->max_body_mb,
                   "largest request body (HTTP 413 above)")
       ->check(number(0, 4096, true, "MB"))

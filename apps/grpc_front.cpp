@@ -166,7 +166,8 @@ void tensor_meta(pb::ModelMetadataResponse::TensorMetadata* t, const std::string
 
 class grpc_service final : public pb::GRPCInferenceService::Service {
 public:
-  explicit grpc_service(model_endpoint& m) : model_(m) {}
+  using endpoint_ptr = model_registry::endpoint_ptr;
+  explicit grpc_service(model_registry& m) : models_(m) {}
 
   grpc::Status ServerLive(grpc::ServerContext*, const pb::ServerLiveRequest*,
                           pb::ServerLiveResponse* res) override {
@@ -176,16 +177,18 @@ public:
 
   grpc::Status ServerReady(grpc::ServerContext*, const pb::ServerReadyRequest*,
                            pb::ServerReadyResponse* res) override {
-    res->set_ready(model_.ready());
+    res->set_ready(models_.all_ready());
     return grpc::Status::OK;
   }
 
   grpc::Status ModelReady(grpc::ServerContext*, const pb::ModelReadyRequest* req,
                           pb::ModelReadyResponse* res) override {
-    if (auto why = model_.unknown(req->name(), req->version())) {
-      return status_of(404, *why);
+    std::string why;
+    auto m = models_.find(req->name(), req->version(), why);
+    if (!m) {
+      return status_of(404, why);
     }
-    res->set_ready(model_.ready());
+    res->set_ready(m->ready());
     return grpc::Status::OK;
   }
 
@@ -201,83 +204,115 @@ public:
 
   grpc::Status ModelMetadata(grpc::ServerContext*, const pb::ModelMetadataRequest* req,
                              pb::ModelMetadataResponse* res) override {
-    if (auto why = model_.unknown(req->name(), req->version())) {
-      return status_of(404, *why);
+    std::string why;
+    auto model = models_.find(req->name(), req->version(), why);
+    if (!model) {
+      return status_of(404, why);
     }
-    auto& m = model_.model();
+    auto& m = model->model();
     res->set_name(m.name);
     res->add_versions(m.version);
     res->set_platform("salamander");
-    tensor_meta(res->add_inputs(), model_.io().input, model_.io().input_shape);
-    tensor_meta(res->add_outputs(), model_.io().output, model_.output_shape());
+    tensor_meta(res->add_inputs(), model->io().input, model->io().input_shape);
+    tensor_meta(res->add_outputs(), model->io().output, model->output_shape());
     return grpc::Status::OK;
   }
 
   grpc::Status ModelInfer(grpc::ServerContext*, const pb::ModelInferRequest* req,
                           pb::ModelInferResponse* res) override {
     auto start = model_endpoint::clock::now();
-    model_.arrived();
-    if (auto why = model_.unknown(req->model_name(), req->model_version())) {
-      model_.finished(404, start);
-      return status_of(404, *why);
+    // a request for a model not served counts to none (as over HTTP)
+    std::string why;
+    auto model = models_.find(req->model_name(), "", why);
+    if (!model) {
+      return status_of(404, why);
+    }
+    model->arrived();
+    if (auto unknown = model->unknown(req->model_name(), req->model_version())) {
+      model->finished(404, start);
+      return status_of(404, *unknown);
     }
     infer_request request;
     try {
-      request = read_grpc_request(*req, model_.io());
+      request = read_grpc_request(*req, model->io());
     } catch (const request_error& e) {
-      model_.finished(400, start);
+      model->finished(400, start);
       return status_of(400, e.what());
     }
-    auto out = model_.infer(request, start);
+    auto out = model->infer(request, start);
     if (out.status != 200) {
-      model_.finished(out.status, start);
+      model->finished(out.status, start);
       return status_of(out.status, out.error);
     }
     auto output_start = model_endpoint::clock::now();
-    res->set_model_name(model_.model().name);
-    res->set_model_version(model_.model().version);
+    res->set_model_name(model->model().name);
+    res->set_model_version(out.version.empty() ? model->model().version : out.version);
     res->set_id(req->id());
     auto* o = res->add_outputs();
-    o->set_name(model_.io().output);
+    o->set_name(model->io().output);
     o->set_datatype("FP32");
     for (auto d : out.shape) {
       o->add_shape(d);
     }
     res->add_raw_output_contents(reinterpret_cast<const char*>(out.values.data()),
                                  out.values.size() * sizeof(float));
-    model_.finished(200, start, output_start);
+    model->finished(200, start, output_start);
     return grpc::Status::OK;
   }
 
   grpc::Status ModelStatistics(grpc::ServerContext*, const pb::ModelStatisticsRequest* req,
                                pb::ModelStatisticsResponse* res) override {
     if (!req->name().empty()) {
-      if (auto why = model_.unknown(req->name(), req->version())) {
-        return status_of(404, *why);
+      std::string why;
+      auto m = models_.find(req->name(), req->version(), why);
+      if (!m) {
+        return status_of(404, why);
       }
+      fill(res->add_model_stats(), m->stats());
+      return grpc::Status::OK;
     }
-    fill(res->add_model_stats(), model_.stats());
+    for (auto& m : models_.loaded()) {
+      fill(res->add_model_stats(), m->stats());
+    }
     return grpc::Status::OK;
   }
 
   grpc::Status RepositoryIndex(grpc::ServerContext*, const pb::RepositoryIndexRequest* req,
                                pb::RepositoryIndexResponse* res) override {
-    auto ready = model_.ready();
-    if (req->ready() && !ready) {
-      return grpc::Status::OK;
-    }
-    auto* m = res->add_models();
-    m->set_name(model_.model().name);
-    m->set_version(model_.model().version);
-    m->set_state(ready ? "READY" : "UNAVAILABLE");
-    if (!ready) {
-      m->set_reason("the pipeline is " + to_string(model_.status().phase));
+    for (auto& e : models_.index(req->ready())) {
+      auto* m = res->add_models();
+      m->set_name(e["name"].get<std::string>());
+      m->set_version(e.value("version", ""));
+      m->set_state(e["state"].get<std::string>());
+      m->set_reason(e.value("reason", ""));
     }
     return grpc::Status::OK;
   }
 
+  grpc::Status RepositoryModelLoad(grpc::ServerContext* ctx,
+                                   const pb::RepositoryModelLoadRequest* req,
+                                   pb::RepositoryModelLoadResponse*) override {
+    auto a = models_.load(req->model_name(), authorization(*ctx));
+    return a.status == 200 ? grpc::Status::OK : status_of(a.status, a.message);
+  }
+
+  grpc::Status RepositoryModelUnload(grpc::ServerContext* ctx,
+                                     const pb::RepositoryModelUnloadRequest* req,
+                                     pb::RepositoryModelUnloadResponse*) override {
+    auto a = models_.unload(req->model_name(), authorization(*ctx));
+    return a.status == 200 ? grpc::Status::OK : status_of(a.status, a.message);
+  }
+
 private:
-  model_endpoint& model_;
+  // The "authorization" metadata ("Bearer SECRET"), or "".
+  static std::string authorization(const grpc::ServerContext& ctx) {
+    auto& md = ctx.client_metadata();
+    auto it = md.find("authorization");
+    return it == md.end() ? std::string()
+                          : std::string(it->second.data(), it->second.size());
+  }
+
+  model_registry& models_;
 };
 
 struct grpc_front::impl {
@@ -285,7 +320,7 @@ struct grpc_front::impl {
   grpc_service service;
   std::unique_ptr<grpc::Server> server;
 
-  impl(model_endpoint& m, grpc_front_options o) : opts(std::move(o)), service(m) {}
+  impl(model_registry& m, grpc_front_options o) : opts(std::move(o)), service(m) {}
 
   std::shared_ptr<grpc::ServerCredentials> credentials() const {
     if (opts.tls_cert.empty()) {
@@ -303,8 +338,8 @@ struct grpc_front::impl {
   }
 };
 
-grpc_front::grpc_front(model_endpoint& model, grpc_front_options opts)
-    : impl_(std::make_unique<impl>(model, std::move(opts))) {}
+grpc_front::grpc_front(model_registry& models, grpc_front_options opts)
+    : impl_(std::make_unique<impl>(models, std::move(opts))) {}
 
 grpc_front::~grpc_front() {
   stop();

@@ -30,32 +30,60 @@ std::string version_in(const httplib::Request& req) {
 } // namespace
 
 struct http_front::impl {
-  model_endpoint& model;
+  using endpoint_ptr = model_registry::endpoint_ptr;
+  model_registry& models;
   http_front_options opts;
   http_server server;
 
-  impl(model_endpoint& m, http_front_options o)
-      : model(m), opts(std::move(o)),
+  impl(model_registry& m, http_front_options o)
+      : models(m), opts(with_bodiless(std::move(o))),
         server(opts, [this](httplib::Response& res, int code, const std::string& why) {
-          model.refused(code);
+          refused_count(code);
           error(res, code, why);
         }) {}
+
+  static http_front_options with_bodiless(http_front_options o) {
+    o.bodiless_posts.push_back("/v2/repository/");
+    return o;
+  }
+
+  /// A refusal of the transport's (no request read): counted to the first
+  /// model loaded, as the server's.
+  void refused_count(int code) {
+    auto loaded = models.loaded();
+    if (!loaded.empty()) {
+      loaded.front()->refused(code);
+    }
+  }
 
   json tensor_meta(const std::string& name, const std::vector<int64_t>& shape) const {
     return json{{"name", name}, {"datatype", "FP32"}, {"shape", shape}};
   }
 
-  /// The served model's name and version in the path, or a 404 naming them.
-  bool known(const httplib::Request& req, httplib::Response& res) const {
-    if (auto why = model.unknown(req.matches[1].str(), version_in(req))) {
-      error(res, 404, *why);
-      return false;
+  /// The model named in the path, or null with a 404 naming what is served.
+  endpoint_ptr model_named(const httplib::Request& req, httplib::Response& res) const {
+    std::string why;
+    auto m = models.find(req.matches[1].str(), "", why);
+    if (!m) {
+      error(res, 404, why);
     }
-    return true;
+    return m;
+  }
+
+  /// The model and version in the path, or null with a 404 naming them.
+  endpoint_ptr known(const httplib::Request& req, httplib::Response& res) const {
+    auto m = model_named(req, res);
+    if (m) {
+      if (auto why = m->unknown(req.matches[1].str(), version_in(req))) {
+        error(res, 404, *why);
+        return nullptr;
+      }
+    }
+    return m;
   }
 
   /// The request's model input, read (binary or JSON); throws request_error.
-  infer_request read_request(const httplib::Request& req) {
+  infer_request read_request(const httplib::Request& req, const model_endpoint& model) {
     std::optional<size_t> json_length;
     if (req.has_header("Inference-Header-Content-Length")) {
       json_length = parse_json_length(req.get_header_value("Inference-Header-Content-Length"));
@@ -69,28 +97,36 @@ struct http_front::impl {
 
   void infer(const httplib::Request& req, httplib::Response& res) {
     auto start = model_endpoint::clock::now();
-    model.arrived();
-    if (!known(req, res)) {
-      return model.finished(404, start);
+    // a request for a model not served counts to none (as Triton's)
+    auto model = model_named(req, res);
+    if (!model) {
+      return;
+    }
+    model->arrived();
+    if (auto why = model->unknown(req.matches[1].str(), version_in(req))) {
+      error(res, 404, *why);
+      return model->finished(404, start);
     }
     infer_request request;
     try {
-      request = read_request(req);
+      request = read_request(req, *model);
     } catch (const request_error& e) {
       error(res, 400, e.what());
-      return model.finished(400, start);
+      return model->finished(400, start);
     }
-    auto out = model.infer(request, start);
+    auto out = model->infer(request, start);
     if (out.status != 200) {
       if (out.status == 503) {
         res.set_header("Retry-After", "1");
       }
       error(res, out.status, out.error);
-      return model.finished(out.status, start);
+      return model->finished(out.status, start);
     }
     auto output_start = model_endpoint::clock::now();
-    auto answer = write_infer_response(request, model.io(), model.model().name,
-                                       model.model().version, out.shape, out.values.data());
+    auto answer =
+        write_infer_response(request, model->io(), model->model().name,
+                             out.version.empty() ? model->model().version : out.version,
+                             out.shape, out.values.data());
     res.status = 200;
     if (answer.json_length) {
       res.set_header("Inference-Header-Content-Length", std::to_string(*answer.json_length));
@@ -98,16 +134,35 @@ struct http_front::impl {
     } else {
       res.set_content(std::move(answer.body), "application/json");
     }
-    model.finished(200, start, output_start);
+    model->finished(200, start, output_start);
   }
 
+  /// A repository call: load or unload the model in the path.
+  void control(const httplib::Request& req, httplib::Response& res, bool load) {
+    auto name = req.matches[1].str();
+    auto auth = req.get_header_value("Authorization");
+    auto a = load ? models.load(name, auth) : models.unload(name, auth);
+    if (a.status != 200) {
+      error(res, a.status, a.message);
+      return;
+    }
+    reply(res, 200, json::object());
+  }
+
+  /// Every model's series, each family's HELP and TYPE once (Prometheus'
+  /// text format), then the transport's.
   std::string metrics() {
-    auto s = model.status();
-    return request_metrics() + pipeline_metrics(s) + model.triton_metrics(s);
+    std::vector<std::string> parts;
+    for (auto& m : models.loaded()) {
+      auto s = m->status();
+      parts.push_back(request_metrics(*m) + pipeline_metrics(*m, s) +
+                      m->triton_metrics(s));
+    }
+    return merge_metric_families(parts) + transport_metrics();
   }
 
   // salamander_*: the requests as the model was asked them (HTTP and gRPC)
-  std::string request_metrics() {
+  static std::string request_metrics(const model_endpoint& model) {
     auto c = model.counters();
     auto& m = model.model().name;
     std::string out =
@@ -138,8 +193,8 @@ struct http_front::impl {
     return out;
   }
 
-  // salamander_*: the queue, the pipeline and the transport
-  std::string pipeline_metrics(const job_status& s) {
+  // salamander_*: the model's queue and pipeline
+  static std::string pipeline_metrics(const model_endpoint& model, const job_status& s) {
     std::string out;
     auto& m = model.model().name;
     out +=
@@ -182,21 +237,26 @@ struct http_front::impl {
         "# TYPE salamander_rejected_total counter\n";
     out += fmt::format("salamander_rejected_total{{model=\"{}\"}} {}\n", m,
                        s.serving.rejected);
+    return out;
+  }
+
+  // salamander_*: the server's connections (no model: every model's requests
+  // come through the same sockets)
+  std::string transport_metrics() {
+    std::string out;
     out += "# HELP salamander_http_connections_refused_total Connections answered 503 at "
            "once: the server held as many as it takes.\n"
            "# TYPE salamander_http_connections_refused_total counter\n";
-    out += fmt::format("salamander_http_connections_refused_total{{model=\"{}\"}} {}\n",
-                       m, server.connections_turned_away());
+    out += fmt::format("salamander_http_connections_refused_total {}\n",
+                       server.connections_turned_away());
     out += "# HELP salamander_http_too_slow_total Requests cut off: stalled, or too slow.\n"
            "# TYPE salamander_http_too_slow_total counter\n";
-    out += fmt::format("salamander_http_too_slow_total{{model=\"{}\"}} {}\n", m,
-                       server.too_slow());
+    out += fmt::format("salamander_http_too_slow_total {}\n", server.too_slow());
     if (auto refused = server.handshakes_refused()) {
       out += "# HELP salamander_https_handshakes_refused_total TLS handshakes failed or cut "
              "off (plaintext, silent or unverified clients).\n"
              "# TYPE salamander_https_handshakes_refused_total counter\n";
-      out += fmt::format("salamander_https_handshakes_refused_total{{model=\"{}\"}} {}\n",
-                         m, *refused);
+      out += fmt::format("salamander_https_handshakes_refused_total {}\n", *refused);
     }
     return out;
   }
@@ -210,7 +270,7 @@ struct http_front::impl {
     if (refusal_of_request() == refusal::too_large) {
       res.status = 413; // a chunked body past the limit
     } else if (refusal_of_request() == refusal::too_slow) {
-      model.refused(408);
+      refused_count(408);
       auto& lim = server.limits();
       error(res, 408,
             fmt::format("the request did not arrive in time: nothing for {} s, or slower "
@@ -219,7 +279,7 @@ struct http_front::impl {
                         lim.grace.count() / 1000, lim.longest.count() / 1000));
       return;
     } else if (refusal_of_request() == refusal::over_budget) {
-      model.refused(503);
+      refused_count(503);
       res.set_header("Retry-After", "1");
       error(res, 503,
             "the server is receiving too many large requests at once; try again");
@@ -231,23 +291,32 @@ struct http_front::impl {
         req.get_header_value("Content-Type")
                 .rfind("application/x-www-form-urlencoded", 0) == 0) {
       // httplib parses such a body as a form and takes at most 8 KiB of it
-      model.refused(413);
+      refused_count(413);
       error(res, 413,
             "a body sent as application/x-www-form-urlencoded (curl -d without -H) is "
             "limited to 8 KiB: send Content-Type: application/json");
       return;
     }
     if (res.status == 413) {
-      model.refused(413);
+      refused_count(413);
       error(res, 413,
             fmt::format("the body is larger than the limit of {} bytes (--max-body-mb)",
                         opts.max_body_bytes));
       return;
     }
     error(res, res.status,
-          res.status == 404 ? "no such path: " + req.method + " " + req.path +
-                                  " (see /v2/models/" + model.model().name + ")"
+          res.status == 404 ? "no such path: " + req.method + " " + req.path + " (" +
+                                  served_paths() + ")"
                             : "HTTP " + std::to_string(res.status));
+  }
+
+  /// Where the models are, for a 404 of a path that is none.
+  std::string served_paths() const {
+    std::string out;
+    for (auto& n : models.names()) {
+      out += (out.empty() ? "see " : ", ") + std::string("/v2/models/") + n;
+    }
+    return out.empty() ? "no model is loaded: POST /v2/repository/index" : out;
   }
 
   void routes() {
@@ -256,9 +325,16 @@ struct http_front::impl {
       reply(res, 200, json{{"live", true}});
     });
     http.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
-      auto s = model.status();
-      reply(res, s.phase == status_phase::serving ? 200 : 503,
-            json{{"ready", s.phase == status_phase::serving}, {"phase", to_string(s.phase)}});
+      json phases = json::object();
+      for (auto& m : models.loaded()) {
+        phases[m->model().name] = to_string(m->status().phase);
+      }
+      bool ready = models.all_ready();
+      json body{{"ready", ready}, {"models", phases}};
+      if (phases.size() == 1) {
+        body["phase"] = phases.begin().value();
+      }
+      reply(res, ready ? 200 : 503, body);
     });
     http.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
       reply(res, 200,
@@ -268,41 +344,74 @@ struct http_front::impl {
     });
     // before the model's own routes: "stats" is no model's name here
     http.Get("/v2/models/stats", [this](const httplib::Request&, httplib::Response& res) {
-      reply(res, 200, json{{"model_stats", json::array({model.stats()})}});
-    });
-    http.Get(model_route(""), [this](const httplib::Request& req, httplib::Response& res) {
-      if (known(req, res)) {
-        reply(res, 200,
-              json{{"name", model.model().name},
-                   {"versions", json::array({model.model().version})},
-                   {"platform", "salamander"},
-                   {"spec", model.model().spec},
-                   {"inputs", json::array({tensor_meta(model.io().input, model.io().input_shape)})},
-                   {"outputs",
-                    json::array({tensor_meta(model.io().output, model.output_shape())})}});
+      json all = json::array();
+      for (auto& m : models.loaded()) {
+        all.push_back(m->stats());
       }
+      reply(res, 200, json{{"model_stats", all}});
     });
+    http.Get(
+        model_route(""), [this](const httplib::Request& req, httplib::Response& res) {
+          if (auto m = known(req, res)) {
+            reply(res, 200,
+                  json{{"name", m->model().name},
+                       {"versions", json::array({m->model().version})},
+                       {"platform", "salamander"},
+                       {"spec", m->model().spec},
+                       {"inputs",
+                        json::array({tensor_meta(m->io().input, m->io().input_shape)})},
+                       {"outputs",
+                        json::array({tensor_meta(m->io().output, m->output_shape())})}});
+          }
+        });
     http.Get(model_route("/ready"), [this](const httplib::Request& req,
                                            httplib::Response& res) {
-      if (known(req, res)) {
-        auto ready = model.ready();
-        reply(res, ready ? 200 : 503, json{{"name", model.model().name}, {"ready", ready}});
+      if (auto m = known(req, res)) {
+        auto ready = m->ready();
+        reply(res, ready ? 200 : 503, json{{"name", m->model().name}, {"ready", ready}});
       }
     });
-    http.Get(model_route("/stats"), [this](const httplib::Request& req,
-                                           httplib::Response& res) {
-      if (known(req, res)) {
-        reply(res, 200, json{{"model_stats", json::array({model.stats()})}});
-      }
-    });
-    http.Get(model_route("/config"), [this](const httplib::Request& req,
-                                            httplib::Response& res) {
-      if (known(req, res)) {
-        reply(res, 200, model.config());
-      }
-    });
+    http.Get(model_route("/stats"),
+             [this](const httplib::Request& req, httplib::Response& res) {
+               if (auto m = known(req, res)) {
+                 reply(res, 200, json{{"model_stats", json::array({m->stats()})}});
+               }
+             });
+    http.Get(model_route("/config"),
+             [this](const httplib::Request& req, httplib::Response& res) {
+               if (auto m = known(req, res)) {
+                 reply(res, 200, m->config());
+               }
+             });
     http.Post(model_route("/infer"), [this](const httplib::Request& req,
                                             httplib::Response& res) { infer(req, res); });
+    // Triton's model repository extension: the index is open, load and
+    // unload need the cluster secret
+    http.Post("/v2/repository/index",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                bool ready_only = false;
+                if (!req.body.empty()) {
+                  auto body = json::parse(req.body, nullptr, false);
+                  if (body.is_discarded() || !body.is_object()) {
+                    return error(res, 400,
+                                 "the index request's body must be a JSON object, e.g. "
+                                 "{\"ready\": true}");
+                  }
+                  if (body.contains("ready") && !body["ready"].is_boolean()) {
+                    return error(res, 400, "\"ready\" must be true or false");
+                  }
+                  ready_only = body.value("ready", false);
+                }
+                reply(res, 200, models.index(ready_only));
+              });
+    http.Post(R"(/v2/repository/models/([^/]+)/load)",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                control(req, res, true);
+              });
+    http.Post(R"(/v2/repository/models/([^/]+)/unload)",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                control(req, res, false);
+              });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics(), "text/plain; version=0.0.4");
     });
@@ -313,8 +422,8 @@ struct http_front::impl {
   }
 };
 
-http_front::http_front(model_endpoint& model, http_front_options opts)
-    : impl_(std::make_unique<impl>(model, std::move(opts))) {
+http_front::http_front(model_registry& models, http_front_options opts)
+    : impl_(std::make_unique<impl>(models, std::move(opts))) {
   impl_->routes();
 }
 

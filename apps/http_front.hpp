@@ -4,10 +4,13 @@
 // and the answer-once guarantee are the serving job's (actors/serve/).
 //
 //   GET  /v2/health/live            200 while the process runs
-//   GET  /v2/health/ready           200 once the pipeline serves, else 503
+//   GET  /v2/health/ready           200 once every model's pipeline serves, else 503
 //   GET  /v2                        server metadata and the extensions served
 //   GET  /v2/models/stats           Triton's statistics of every model
-// and for the model, each path also under /v2/models/NAME/versions/1/...:
+//   POST /v2/repository/index       every model known: READY, LOADING, UNAVAILABLE
+//   POST /v2/repository/models/NAME/load     (re)load a model (Authorization:
+//   POST /v2/repository/models/NAME/unload    Bearer SECRET, else 403)
+// and for each model, each path also under /v2/models/NAME/versions/V/...:
 //   GET  /v2/models/NAME            model metadata: inputs, outputs, shapes
 //   GET  /v2/models/NAME/ready
 //   GET  /v2/models/NAME/stats      Triton's statistics extension
@@ -29,7 +32,7 @@
 #pragma once
 
 #include "apps/http_transport.hpp"
-#include "apps/model_endpoint.hpp"
+#include "apps/model_registry.hpp"
 
 #include <memory>
 #include <string>
@@ -41,7 +44,7 @@ struct http_front_options : http_transport_options {};
 
 class http_front {
 public:
-  http_front(model_endpoint& model, http_front_options opts);
+  http_front(model_registry& models, http_front_options opts);
   ~http_front();
   http_front(const http_front&) = delete;
   http_front& operator=(const http_front&) = delete;

@@ -636,8 +636,10 @@ http_server::http_server(http_transport_options opts, refuse_fn refuse)
         }
         return 100;
       });
-  server.set_pre_routing_handler([too_large, refuse = std::move(refuse)](
-                                     const httplib::Request& req, httplib::Response& res) {
+  server.set_pre_routing_handler([too_large, refuse = std::move(refuse),
+                                  bodiless =
+                                      opts_.bodiless_posts](const httplib::Request& req,
+                                                            httplib::Response& res) {
     auto chunked =
         ::strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") == 0;
     if (too_large(req)) {
@@ -650,6 +652,15 @@ http_server::http_server(http_transport_options opts, refuse_fn refuse)
     bool has_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
     if (has_body && !chunked && !req.has_header("Content-Length")) {
       must_close = true;
+      auto empty =
+          std::any_of(bodiless.begin(), bodiless.end(), [&](const std::string& p) {
+            return req.method == "POST" && req.path.rfind(p, 0) == 0;
+          });
+      if (empty) {
+        // RFC 9112 6.3: no length and no chunks is an empty request body
+        const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
       refuse(res, 411, "a request body needs a Content-Length (or chunked encoding)");
       return httplib::Server::HandlerResponse::Handled;
     }

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace httplib {
 class Server;
@@ -55,14 +56,20 @@ refusal refusal_of_request();
 
 struct http_transport_options : front_options {
   bool https() const { return tls(); }
+  /// POSTs to paths that start with one of these carry no body of note
+  /// (Triton's repository calls, which `curl -X POST` sends without a
+  /// length): without a length they are read as empty, and the connection
+  /// closes after the answer, so bytes after the header are never read as
+  /// the next request.
+  std::vector<std::string> bodiless_posts;
 };
 
 class guarded_server;
 
 /// The bounded server. A body is refused before it is read: one over
 /// max_body_bytes gets status 413 (the protocol's error handler words it),
-/// a POST whose length is not announced goes to `refuse(res, 411, why)`; the
-/// connection then closes, the body unread.
+/// a POST whose length is not announced goes to `refuse(res, 411, why)`
+/// (but see bodiless_posts); the connection then closes, the body unread.
 class http_server {
 public:
   using refuse_fn =

@@ -41,6 +41,11 @@ infer_outcome refusal_outcome(const caf::actor_system& sys, const caf::error& er
 
 } // namespace
 
+struct model_endpoint::answer {
+  caf::expected<torch::Tensor> y;
+  const model_endpoint* by;
+};
+
 model_endpoint::model_endpoint(const actors::service& svc, const models::model_desc& desc,
                                std::string name)
     : svc_(svc) {
@@ -55,6 +60,14 @@ model_endpoint::model_endpoint(const actors::service& svc, const models::model_d
   model_.max_batch = cfg.max_batch;
   model_.batching = cfg.batching;
   model_.batch_delay_us = cfg.batch_delay.count() * 1000;
+}
+
+model_endpoint::model_endpoint(std::shared_ptr<actors::service> svc,
+                               const models::model_desc& desc, std::string name,
+                               std::string version)
+    : model_endpoint(*svc, desc, std::move(name)) {
+  owned_ = std::move(svc);
+  model_.version = std::move(version);
 }
 
 model_endpoint::~model_endpoint() = default;
@@ -89,15 +102,38 @@ infer_outcome model_endpoint::infer(infer_request& request, clock::time_point st
     std::lock_guard<std::mutex> lock(mutex_);
     counters_.triton.compute_input.add(ns_between(start, clock::now()));
   }
-  auto y = svc_.infer(x);
-  if (!y) {
-    return refusal_outcome(svc_.system(), y.error());
+  auto a = run(x);
+  if (!a.y) {
+    return refusal_outcome(svc_.system(), a.y.error());
   }
-  auto out = y->contiguous();
+  auto out = a.y->contiguous();
   infer_outcome r;
   r.shape = out.sizes().vec();
   r.values.assign(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+  r.version = a.by->model_.version;
   return r;
+}
+
+model_endpoint::answer model_endpoint::run(const torch::Tensor& x) const {
+  answer a{svc_.infer(x), this};
+  if (!a.y) {
+    std::shared_ptr<model_endpoint> next;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      next = successor_;
+    }
+    if (next) {
+      // this version's job stopped for a reload while the request was on
+      // its way: the version that replaced it answers
+      return next->run(x);
+    }
+  }
+  return a;
+}
+
+void model_endpoint::replaced_by(std::shared_ptr<model_endpoint> next) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  successor_ = std::move(next);
 }
 
 void model_endpoint::finished(int status, clock::time_point start,
@@ -136,6 +172,13 @@ job_status model_endpoint::status() const {
 
 bool model_endpoint::ready() const {
   return status().phase == status_phase::serving;
+}
+
+job_status model_endpoint::stop(const std::string& why) {
+  if (!owned_) {
+    throw std::logic_error("model_endpoint::stop: the endpoint does not own its service");
+  }
+  return owned_->stop(why);
 }
 
 request_counters model_endpoint::counters() const {

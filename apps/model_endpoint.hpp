@@ -19,6 +19,10 @@
 #include <string>
 #include <vector>
 
+namespace at {
+class Tensor;
+} // namespace at
+
 namespace salamander::actors {
 class service;
 } // namespace salamander::actors
@@ -40,6 +44,9 @@ struct infer_outcome {
   std::string error;
   std::vector<int64_t> shape;
   std::vector<float> values;
+  /// The version that answered ("": this endpoint's; another when a
+  /// reload replaced it while the request was on its way).
+  std::string version;
 };
 
 /// Every request the model was asked, through any front.
@@ -58,6 +65,10 @@ public:
 
   model_endpoint(const actors::service& svc, const models::model_desc& desc,
                  std::string name);
+  /// One of a server's models: the endpoint keeps its service alive for as
+  /// long as a request holds the endpoint (an unloaded model's last answers).
+  model_endpoint(std::shared_ptr<actors::service> svc, const models::model_desc& desc,
+                 std::string name, std::string version);
   ~model_endpoint();
   model_endpoint(const model_endpoint&) = delete;
   model_endpoint& operator=(const model_endpoint&) = delete;
@@ -86,6 +97,12 @@ public:
 
   job_status status() const;
   bool ready() const;
+  /// Stops the model's serving job once it answered what it accepted (an
+  /// endpoint that owns its service); its last status.
+  job_status stop(const std::string& why);
+  /// A reload replaced this endpoint with `next`: a request that reached
+  /// this one as its job stopped is answered by `next` instead of refused.
+  void replaced_by(std::shared_ptr<model_endpoint> next);
   request_counters counters() const;
   nlohmann::json stats() const;
   nlohmann::json config() const;
@@ -93,6 +110,13 @@ public:
   std::string triton_metrics(const job_status& s) const;
 
 private:
+  struct answer;
+  /// The outputs of `x` from this endpoint's job, or from its successor's
+  /// when this one stopped meanwhile.
+  answer run(const at::Tensor& x) const;
+
+  std::shared_ptr<actors::service> owned_;
+  std::shared_ptr<model_endpoint> successor_; ///< guarded by mutex_
   const actors::service& svc_;
   served_model model_;
   model_io io_;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 namespace salamander::apps {
 
 namespace {
@@ -25,7 +27,7 @@ json tensor_config(const std::string& name, const std::vector<int64_t>& dims) {
 } // namespace
 
 std::vector<std::string> protocol_extensions() {
-  return {"binary_tensor_data", "statistics", "model_configuration"};
+  return {"binary_tensor_data", "statistics", "model_configuration", "model_repository"};
 }
 
 json model_stats(const served_model& m, const serving_status& s, const front_counters& front) {
@@ -106,6 +108,53 @@ std::string triton_metrics(const served_model& m, const serving_status& s,
          us(front.compute_output.ns));
   series("nv_inference_pending_request_count", "gauge",
          "Instantaneous number of pending requests awaiting execution", front.pending);
+  return out;
+}
+
+std::string merge_metric_families(const std::vector<std::string>& texts) {
+  struct family {
+    std::string help, type, samples;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, family> families;
+  for (auto& text : texts) {
+    std::string current;
+    size_t at = 0;
+    while (at < text.size()) {
+      auto end = text.find('\n', at);
+      if (end == std::string::npos) {
+        end = text.size();
+      }
+      auto line = text.substr(at, end - at);
+      at = end + 1;
+      if (line.empty()) {
+        continue;
+      }
+      bool help = line.rfind("# HELP ", 0) == 0;
+      if (help || line.rfind("# TYPE ", 0) == 0) {
+        auto rest = line.substr(7);
+        current = rest.substr(0, rest.find(' '));
+        if (!families.count(current)) {
+          order.push_back(current);
+        }
+        auto& f = families[current];
+        auto& slot = help ? f.help : f.type;
+        if (slot.empty()) {
+          slot = line + "\n";
+        }
+        continue;
+      }
+      if (!families.count(current)) {
+        order.push_back(current);
+      }
+      families[current].samples += line + "\n";
+    }
+  }
+  std::string out;
+  for (auto& name : order) {
+    auto& f = families[name];
+    out += f.help + f.type + f.samples;
+  }
   return out;
 }
 

@@ -63,4 +63,9 @@ nlohmann::json model_config(const served_model& m, const job_status& s);
 std::string triton_metrics(const served_model& m, const serving_status& s,
                            const front_counters& front);
 
+/// Several Prometheus texts as one: each family's HELP and TYPE once, its
+/// samples from every text under them, families in the order first seen
+/// (a sample belongs to the family of the HELP or TYPE above it).
+std::string merge_metric_families(const std::vector<std::string>& texts);
+
 } // namespace salamander::apps

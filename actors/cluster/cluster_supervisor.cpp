@@ -32,11 +32,41 @@ bool live(const cluster_entry& e) {
   return e.answered && !e.refused && !e.lost;
 }
 
-// The cluster's own events go to the job's metrics log.
+cluster_member member_of(const cluster_state& st, size_t n);
+
+// The job consoles talk to: the first attached (null: none).
+caf::actor main_job(const cluster_state& st) {
+  return st.jobs.empty() ? caf::actor{} : st.jobs.front();
+}
+
+// The cluster's own events go to every job's metrics log.
 void tell_job(self_ptr self, const std::string& kind, const nlohmann::json& fields) {
-  if (self->state.job) {
-    self->send(caf::actor_cast<job_actor>(self->state.job), event_atom_v, kind,
-               fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  auto text = fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  for (auto& job : self->state.jobs) {
+    self->send(caf::actor_cast<job_actor>(job), event_atom_v, kind, text);
+  }
+}
+
+// A node joined or came back: every job is told; `answer` gets the main
+// job's reply (the others' are logged).
+void tell_joined(self_ptr self, size_t n,
+                 caf::typed_response_promise<std::string>* answer) {
+  auto& st = self->state;
+  auto member = member_of(st, n);
+  auto name = member.name;
+  for (size_t j = 0; j < st.jobs.size(); ++j) {
+    auto job = caf::actor_cast<job_actor>(st.jobs[j]);
+    if (j == 0 && answer != nullptr) {
+      answer->delegate(job, join_atom_v, static_cast<uint32_t>(n), member);
+      continue;
+    }
+    self->request(job, st.cfg.hello_timeout, join_atom_v, static_cast<uint32_t>(n),
+                  member)
+        .then([=](const std::string& said) { log()->info("{}", said); },
+              [=](caf::error& err) {
+                log()->warn("a job did not take node {} in: {}", name,
+                            self->system().render(err));
+              });
   }
 }
 
@@ -326,7 +356,7 @@ caf::error no_job() {
 }
 
 train_job_actor job_of(self_ptr self) {
-  return caf::actor_cast<train_job_actor>(self->state.job);
+  return caf::actor_cast<train_job_actor>(main_job(self->state));
 }
 
 // A job command from a console: refused unless the console may give it,
@@ -335,7 +365,7 @@ template <class R, class... Ts> caf::result<R> pass_on(self_ptr self, Ts... xs) 
   if (auto refused = console_refused(self)) {
     return *refused;
   }
-  if (!self->state.job) {
+  if (self->state.jobs.empty()) {
     return no_job();
   }
   return self->delegate(job_of(self), std::move(xs)...);
@@ -427,7 +457,7 @@ caf::result<std::string> console_proves(self_ptr self, const std::string& proof)
 
 // The job's status, with the node rows only the cluster can fill.
 caf::result<job_status> status_with_rows(self_ptr self) {
-  if (!self->state.job) {
+  if (self->state.jobs.empty()) {
     return no_job();
   }
   auto rp = self->make_response_promise<job_status>();
@@ -497,12 +527,11 @@ void on_join(self_ptr self, node_actor handle, const std::string& name,
     auto host = info->host == "0.0.0.0" ? "" : info->host;
     welcome(self, n, name, handle, std::move(*info), host);
     log()->info("node {} joined the cluster", name);
-    if (!st.job) {
+    if (st.jobs.empty()) {
       rp.deliver("node " + name + " joined the cluster");
       return;
     }
-    rp.delegate(caf::actor_cast<job_actor>(st.job), join_atom_v, static_cast<uint32_t>(n),
-                member_of(st, n));
+    tell_joined(self, n, &rp);
   });
 }
 
@@ -541,15 +570,7 @@ void dial(self_ptr self, size_t n, std::function<void(const std::string&)> retry
               tell_job(self, "node_back",
                        {{"node", name}, {"after_attempts", e.redials}});
               e.redials = 0;
-              if (st.job) {
-                self->request(caf::actor_cast<job_actor>(st.job), st.cfg.hello_timeout,
-                              join_atom_v, static_cast<uint32_t>(n), member_of(st, n))
-                    .then([=](const std::string& said) { log()->info("{}", said); },
-                          [=](caf::error& err) {
-                            log()->warn("the job did not take node {} back: {}", name,
-                                        self->system().render(err));
-                          });
-              }
+              tell_joined(self, n, nullptr);
             });
           },
           [=](caf::error& err) { retry_later(self->system().render(err)); });
@@ -621,8 +642,10 @@ void redial_lost(self_ptr self) {
 // job ended.
 void on_down(self_ptr self, const caf::down_msg& dm) {
   auto& st = self->state;
-  if (st.job && dm.source == st.job.address()) {
-    st.job = caf::actor{};
+  auto job = std::find_if(st.jobs.begin(), st.jobs.end(),
+                          [&](const caf::actor& j) { return j.address() == dm.source; });
+  if (job != st.jobs.end()) {
+    st.jobs.erase(job);
     return;
   }
   for (size_t n = 0; n < st.nodes.size(); ++n) {
@@ -647,9 +670,9 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
       }
       return;
     }
-    if (st.job) {
-      self->send(caf::actor_cast<job_actor>(st.job), lost_atom_v,
-                 static_cast<uint32_t>(n), e.why);
+    for (auto& j : st.jobs) {
+      self->send(caf::actor_cast<job_actor>(j), lost_atom_v, static_cast<uint32_t>(n),
+                 e.why);
     }
     return;
   }
@@ -658,11 +681,10 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
 // A job attaches: it gets the members once admission is done.
 caf::result<std::vector<cluster_member>> on_submit(self_ptr self, caf::actor job) {
   auto& st = self->state;
-  if (st.job && st.job != job) {
-    return caf::make_error(errc::busy, "another job runs on this cluster");
+  if (std::find(st.jobs.begin(), st.jobs.end(), job) == st.jobs.end()) {
+    st.jobs.push_back(job);
+    self->monitor(job);
   }
-  st.job = job;
-  self->monitor(job);
   if (st.admitted) {
     auto answer = members(st);
     if (answer) {
@@ -733,13 +755,13 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
       },
       [=](auth_atom, const std::string& proof) { return console_proves(self, proof); },
       [=](capacity_atom, std::string& name, double factor) {
-        if (self->state.job) {
+        if (!self->state.jobs.empty()) {
           self->send(job_of(self), capacity_atom_v, std::move(name), factor);
         }
       },
       [=](caf::get_atom) { return status_with_rows(self); },
       [=](events_atom a, uint64_t since) -> caf::result<std::vector<std::string>> {
-        if (!self->state.job) {
+        if (self->state.jobs.empty()) {
           return no_job();
         }
         return self->delegate(job_of(self), a, since);
@@ -759,7 +781,7 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
       },
       [=](replicate_atom a) { return pass_on<std::string>(self, a); },
       [=](snapshot_atom a) -> caf::result<snapshot_payload> {
-        if (!self->state.job) {
+        if (self->state.jobs.empty()) {
           return no_job();
         }
         return self->delegate(job_of(self), a);
@@ -770,8 +792,8 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
         self->delayed_send(self, self->state.cfg.heartbeat_period, tick_atom_v);
       },
       [=](leave_atom) {
-        if (self->state.job) {
-          self->send(job_of(self), leave_atom_v);
+        for (auto& j : self->state.jobs) {
+          self->send(caf::actor_cast<job_actor>(j), leave_atom_v);
         }
         self->quit();
       },

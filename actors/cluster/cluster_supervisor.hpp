@@ -19,11 +19,13 @@
 // lost from the start, and dialled again like any other.
 //
 // Jobs attach with submit(job) and get the admitted members once admission
-// is done; a job asks it for profiling rounds (every live node profiles
-// the model, then their links are measured pair by pair). Consoles prove
-// the secret here (auth); the node commands (kill node, slow node) are
-// its own, the job commands are passed on to the job once the console is
-// allowed to give them.
+// is done. Several jobs may share the cluster (a server's models, each its
+// own serving job): every one hears of each loss, join and cluster event;
+// the first attached is the one consoles command and read; a job asks it for profiling
+// rounds (every live node profiles the model, then their links are measured pair by
+// pair). Consoles prove the secret here (auth); the node commands (kill node, slow node)
+// are its own, the job commands are passed on to the job once the console is allowed to
+// give them.
 //
 // Why a separate actor: every mode (training, serving, federated, split)
 // needs membership, admission, heartbeats, profiling and the console; the
@@ -102,7 +104,9 @@ struct cluster_state {
   bool admitted = false;
   /// A problem that ends every job (another protocol, no answer to hello).
   std::string fatal;
-  caf::actor job; ///< the job attached (one at a time for now)
+  /// The jobs attached, in the order they came: each hears of every loss
+  /// and join; the first is the one consoles talk to (status, commands).
+  std::vector<caf::actor> jobs;
   std::vector<caf::typed_response_promise<std::vector<cluster_member>>> submits;
   /// consoles that proved the cluster secret, and challenges handed out
   std::set<caf::actor_addr> consoles;

@@ -13,10 +13,17 @@ service::service(caf::actor_system& sys, serve_config cfg, std::vector<remote_no
   job_ = sys.spawn(serve_job, std::move(cfg), cluster_);
 }
 
+service::service(caf::actor_system& sys, serve_config cfg, cluster_actor shared)
+    : sys_(sys), cfg_(cfg), cluster_(std::move(shared)), owns_cluster_(false) {
+  job_ = sys.spawn(serve_job, std::move(cfg), cluster_);
+}
+
 service::~service() {
   caf::scoped_actor self{sys_};
   self->send(job_, leave_atom_v);
-  self->send(cluster_, leave_atom_v);
+  if (owns_cluster_) {
+    self->send(cluster_, leave_atom_v);
+  }
 }
 
 job_status service::status() const {

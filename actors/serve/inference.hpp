@@ -14,6 +14,9 @@ namespace salamander::actors {
 class service {
 public:
   service(caf::actor_system& sys, serve_config cfg, std::vector<remote_node> nodes);
+  /// A serving job on a cluster another owner runs (a server's further
+  /// models): the cluster outlives this service.
+  service(caf::actor_system& sys, serve_config cfg, cluster_actor shared);
   ~service();
   service(const service&) = delete;
   service& operator=(const service&) = delete;
@@ -43,6 +46,7 @@ private:
   serve_config cfg_;
   cluster_actor cluster_;
   serve_job_actor job_;
+  bool owns_cluster_ = true;
   bool stopped_ = false;
 };
 

@@ -95,6 +95,12 @@ struct serve_config {
   /// A serve line (rate, latency, queue) in the metrics log this often.
   std::chrono::milliseconds stats_period = std::chrono::seconds(1);
   double default_link_bytes_per_s = 1e9;
+  /// Each stage's layers also on the next stage's node holder (FTPipeHD's
+  /// chain replication). Off when several serving jobs share the cluster:
+  /// a node's holder keeps layers by index, not by model, so two models'
+  /// copies would overwrite each other; recovery then pulls from live
+  /// stages and the job's central holder.
+  bool chain_copies = true;
   std::string secret;
   std::string metrics_path;
 };

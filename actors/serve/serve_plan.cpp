@@ -246,7 +246,7 @@ void launch(self_ptr self, stage_plan plan, const std::string& reason) {
     spec.schedule = "gpipe";
     spec.optimizer = "sgd";
     spec.threads = st.cfg.threads;
-    if (i + 1 < plan.ranges.size()) {
+    if (st.cfg.chain_copies && i + 1 < plan.ranges.size()) {
       // the chain copy of this stage's layers: on the next stage's node
       spec.chain_holder = caf::actor_cast<caf::actor>(st.nodes[plan.nodes[i + 1]].holder);
     }
@@ -295,7 +295,7 @@ void become_ready(self_ptr self) {
   auto p = std::move(*st.next);
   st.next.reset();
   // chain replication: each stage's layers also on the next stage's node
-  for (size_t i = 0; i + 1 < p.stages.size(); ++i) {
+  for (size_t i = 0; st.cfg.chain_copies && i + 1 < p.stages.size(); ++i) {
     self->send(p.stages[i], replicate_atom_v, uint64_t{0});
     auto [b, e] = p.plan.ranges[i];
     for (auto l = b; l < e; ++l) {

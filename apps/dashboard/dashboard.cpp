@@ -195,6 +195,7 @@ struct dashboard::impl {
   std::string state_text = R"({"job": null, "nodes": [], "waiting": "for the job to start"})";
   std::deque<json> history;
   std::deque<json> events;
+  std::vector<std::string> models; ///< what a server holds now (opts.models at first)
   uint64_t events_next = 0; ///< the job's number of the next event to read
   std::deque<std::function<void(caf::scoped_actor&)>> tasks;
   std::map<std::string, clock::time_point> sessions;
@@ -204,7 +205,7 @@ struct dashboard::impl {
 
   impl(caf::actor_system& s, dashboard_options o)
       : sys(s), opts(std::move(o)), server(transport_options(opts), refuse),
-        reads_need_secret(!is_loopback(opts.host)) {
+        reads_need_secret(!is_loopback(opts.host)), models(opts.models) {
     if (reads_need_secret && opts.secret.empty()) {
       throw std::invalid_argument(
           "--dashboard on " + opts.host +
@@ -285,12 +286,17 @@ struct dashboard::impl {
     }
   }
 
+  std::vector<std::string> models_now() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return models;
+  }
+
   /// The job's last status (its command has it when the job ended and its
   /// cluster is gone): the page shows it, and the streams send it before
   /// they close.
   void show_final(const job_status& s) {
     auto state = state_json(s);
-    state["models"] = opts.models;
+    state["models"] = models_now();
     auto text = state.dump(-1, ' ', false, json::error_handler_t::replace);
     std::lock_guard<std::mutex> lock(mutex);
     history.push_back(std::move(state["sample"]));
@@ -352,7 +358,7 @@ struct dashboard::impl {
     std::string text;
     if (status) {
       state = state_json(*status);
-      state["models"] = opts.models;
+      state["models"] = models_now();
       text = state.dump(-1, ' ', false, json::error_handler_t::replace);
     }
     std::lock_guard<std::mutex> lock(mutex);
@@ -895,6 +901,11 @@ void dashboard::attach(const cluster_actor& cluster) {
 
 void dashboard::show_final(const job_status& s) {
   impl_->show_final(s);
+}
+
+void dashboard::set_models(std::vector<std::string> models) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->models = std::move(models);
 }
 
 int dashboard::start() {

@@ -89,6 +89,9 @@ public:
   /// cluster are gone): the page and its streams show it before the end.
   void show_final(const job_status& s);
 
+  /// The models a server holds now (after a repository load or unload).
+  void set_models(std::vector<std::string> models);
+
   /// Binds, serves and starts polling; the port bound. Throws when it
   /// cannot bind or (HTTPS) load the certificate.
   int start();

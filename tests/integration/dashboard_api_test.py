@@ -332,14 +332,27 @@ expect(200, srequest(wport, "GET", "/api/state", headers={"Cookie": cookie}),
 os.killpg(wide.pid, signal.SIGTERM)
 wide.wait()
 
-# ---- a serving job stopped from its dashboard ends as SIGTERM would
+# ---- a server of two models: its page names every model it holds, as
+# they are unloaded and loaded; stopped from the dashboard it ends as
+# SIGTERM would
+ckpt = os.path.join(WORK, "run", "saved.ckpt")
 srv = start("serve", ["serve", "--stages", "1", "--listen", "127.0.0.1:0", "--dashboard",
-                      "127.0.0.1:0", "--metrics", "none"])
+                      "127.0.0.1:0", "--metrics", "none", "--load", ckpt,
+                      "--load", "second=" + ckpt])
 sport = int(printed(srv, r"dashboard: http://127\.0\.0\.1:(\d+)/").group(1))
+hport = int(printed(srv, r"listening: http://127\.0\.0\.1:(\d+)").group(1))
 until("the serving job to serve", lambda: (state(sport) or {}).get("job") and
       state(sport)["job"]["phase"] == "serving")
-if state(sport).get("models") != ["cnn"]:
+if state(sport).get("models") != ["cnn", "second"]:
     fail(f"the serving page names models {state(sport).get('models')}")
+bearer = {"Authorization": "Bearer " + SECRET}
+expect(200, request(hport, "POST", "/v2/repository/models/second/unload", body="",
+                    headers=bearer), "unload a model")
+until("the page to drop the unloaded model", lambda: state(sport).get("models") == ["cnn"])
+expect(200, request(hport, "POST", "/v2/repository/models/second/load", body="",
+                    headers=bearer), "load it again")
+until("the page to name it again",
+      lambda: state(sport).get("models") == ["cnn", "second"])
 stoken = jbody(request(sport, "GET", "/api/session")[1])["csrf"]
 got = request(sport, "POST", "/api/actions/stop", body="{}", headers={
     "Authorization": "Bearer " + SECRET, "X-Salamander-Token": stoken})

@@ -87,6 +87,8 @@ expect 400 "needs far more" -XPOST "$url/v2/models/cnn/infer" \
 expect 400 "input datatype '5'" -XPOST "$url/v2/models/cnn/infer" \
   -d '{"inputs":[{"name":"input","shape":[1,1,28,28],"datatype":5,"data":[1]}]}'
 expect 404 "unknown model 'resnet'" -XPOST "$url/v2/models/resnet/infer" -d "$body"
+# (that one counts to no model; a version the model does not have counts to it)
+expect 404 "unknown version '9'" -XPOST "$url/v2/models/cnn/versions/9/infer" -d "$body"
 expect 404 "no such path" "$url/v2/elsewhere"
 # a PUT without a length is refused at once, not read until the timeout
 expect 411 "needs a Content-Length" -X PUT "$url/v2"

@@ -31,17 +31,9 @@ fail() {
 command -v curl >/dev/null || { echo "SKIP: curl is not installed (deploy/install-deps.sh)"; exit 77; }
 "$py" -c 'import torch, numpy' 2>/dev/null ||
   { echo "SKIP: $py cannot import torch and numpy (python3-torch, deploy/install-deps.sh)"; exit 77; }
-"$py" -c 'import grpc' 2>/dev/null ||
-  { echo "SKIP: $py cannot import grpc (python3-grpcio, deploy/install-deps.sh)"; exit 77; }
-for tool in protoc grpc_python_plugin; do
-  command -v "$tool" >/dev/null ||
-    { echo "SKIP: $tool is not installed (protobuf-compiler-grpc, deploy/install-deps.sh)"; exit 77; }
-done
-# the client's stubs, from the proto the server was built from (Debian's
-# protoc matches Debian's python3-protobuf; python3-grpc-tools' does not)
-mkdir stubs
-protoc --python_out=stubs --grpc_out=stubs --plugin=protoc-gen-grpc="$(command -v grpc_python_plugin)" \
-  -I "$here/../../apps" "$here/../../apps/kserve.proto" || fail "protoc kserve.proto"
+# shellcheck source=kserve_stubs.sh
+. "$here/kserve_stubs.sh"
+kserve_stubs stubs
 
 "$bin" train --model cnn --dataset synthetic --epochs 1 --max-batches 30 --save c.ckpt \
   --metrics none >train.log 2>&1 || fail "train: $(tail -3 train.log)"
