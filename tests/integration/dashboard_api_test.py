@@ -11,6 +11,7 @@ with one every route behind it (Bearer or the login cookie).
 
 Usage: dashboard_api_test.py PATH/TO/salamander
 """
+import atexit
 import http.client
 import json
 import os
@@ -48,6 +49,10 @@ def stop_all():
             except ProcessLookupError:
                 pass
             p.wait()
+
+
+# (an unexpected exception too: no process outlives the test)
+atexit.register(stop_all)
 
 
 def start(name, args, secret=True):
