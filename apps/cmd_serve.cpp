@@ -621,7 +621,13 @@ void add_serving_options(CLI::App& sub, serve_cli& cli, bool several) {
                    "seconds of silence after which a node counts as lost (nodes beat "
                    "every second)");
   add_threads(sub, cli.threads, "compute threads per node (0: LibTorch's default)");
-  add_secret_file(sub, cli.secret_file);
+  add_secret_file(sub, cli.secret_file,
+                  several
+                      ? "cluster secret: the nodes must prove it, and the model "
+                        "repository's load and unload need it as Authorization: Bearer "
+                        "(default: $SALAMANDER_SECRET)"
+                      : "cluster secret the nodes must prove (default: "
+                        "$SALAMANDER_SECRET)");
   add_tls(sub, cli.tls);
   add_metrics(sub, cli.metrics);
   sub.add_option("--supervisor-listen", cli.supervisor_listen,
