@@ -152,7 +152,6 @@ setup prepare_cluster(const serve_cli& cli) {
     // (local nodes prove no secret: it is the repository API's alone then)
     out.cfg.secret = out.secret;
   }
-  out.cfg.node_timeout = actors::serve_config{}.node_timeout;
   return out;
 }
 
@@ -168,7 +167,6 @@ setup prepare(const serve_cli& cli) {
   }
   auto out = model_setup(cli, src);
   out.listed = std::move(base.listed);
-  out.secret = base.secret;
   out.cfg.secret = base.cfg.secret;
   return out;
 }
@@ -435,7 +433,10 @@ struct leave_guard {
 
 // The models the command line names: --load's, or --model's when neither
 // --load nor --repository is given (the repository's come from the registry).
-std::vector<model_source> sources_of(const serve_cli& cli) {
+// A checkpoint without a name is read here for its family; its setup goes
+// into `read`, for its first start, so that it is read once.
+std::vector<model_source> sources_of(const serve_cli& cli,
+                                     std::map<std::string, setup>& read) {
   std::vector<model_source> out;
   for (auto& text : cli.loads) {
     out.push_back(parse_load(text));
@@ -452,11 +453,12 @@ std::vector<model_source> sources_of(const serve_cli& cli) {
     if (src.name.empty()) {
       src.name = cli.name;
     }
-    if (src.name.empty()) {
-      // its family (cnn, vit, ...)
-      auto spec = src.path.empty() ? src.spec
-                                   : messages::load_checkpoint(src.path).snapshot.model;
-      src.name = models::model_spec::parse(spec).name;
+    if (src.name.empty() && src.path.empty()) {
+      src.name = models::model_spec::parse(src.spec).name; // its family: cnn, vit, ...
+    } else if (src.name.empty()) {
+      auto m = model_setup(cli, src);
+      src.name = m.desc.spec.name;
+      read.emplace(src.name, std::move(m));
     }
   }
   return out;
@@ -468,7 +470,8 @@ int run_serve(const serve_cli& cli) {
   check_blas();
   auto https = https_material(cli);
   auto base = prepare_cluster(cli);
-  auto sources = sources_of(cli);
+  std::map<std::string, setup> read; // checkpoints read for their names
+  auto sources = sources_of(cli, read);
   auto host = actors::parse_address(cli.listen).first;
   caf::actor_system_config cfg;
   caf::actor_system sys{system_config(cfg, cli)};
@@ -489,7 +492,12 @@ int run_serve(const serve_cli& cli) {
     std::atomic<bool> chain_taken{false};
     model_registry models(
         sources, cli.repository, base.secret, [&](const model_source& src) {
-          auto m = model_setup(cli, src);
+          // (a later load reads the checkpoint again: it may have changed)
+          auto first = read.find(src.name);
+          auto m = first != read.end() ? std::move(first->second) : model_setup(cli, src);
+          if (first != read.end()) {
+            read.erase(first);
+          }
           // one job keeps chain copies on the nodes' holders, which know
           // layers by index, not by model (serve_config::chain_copies)
           m.cfg.chain_copies = !chain_taken.exchange(true);

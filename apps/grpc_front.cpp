@@ -221,16 +221,10 @@ public:
   grpc::Status ModelInfer(grpc::ServerContext*, const pb::ModelInferRequest* req,
                           pb::ModelInferResponse* res) override {
     auto start = model_endpoint::clock::now();
-    // a request for a model not served counts to none (as over HTTP)
     std::string why;
-    auto model = models_.find(req->model_name(), "", why);
+    auto model = models_.accept(req->model_name(), req->model_version(), start, why);
     if (!model) {
       return status_of(404, why);
-    }
-    model->arrived();
-    if (auto unknown = model->unknown(req->model_name(), req->model_version())) {
-      model->finished(404, start);
-      return status_of(404, *unknown);
     }
     infer_request request;
     try {

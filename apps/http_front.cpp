@@ -60,24 +60,12 @@ struct http_front::impl {
     return json{{"name", name}, {"datatype", "FP32"}, {"shape", shape}};
   }
 
-  /// The model named in the path, or null with a 404 naming what is served.
-  endpoint_ptr model_named(const httplib::Request& req, httplib::Response& res) const {
-    std::string why;
-    auto m = models.find(req.matches[1].str(), "", why);
-    if (!m) {
-      error(res, 404, why);
-    }
-    return m;
-  }
-
   /// The model and version in the path, or null with a 404 naming them.
   endpoint_ptr known(const httplib::Request& req, httplib::Response& res) const {
-    auto m = model_named(req, res);
-    if (m) {
-      if (auto why = m->unknown(req.matches[1].str(), version_in(req))) {
-        error(res, 404, *why);
-        return nullptr;
-      }
+    std::string why;
+    auto m = models.find(req.matches[1].str(), version_in(req), why);
+    if (!m) {
+      error(res, 404, why);
     }
     return m;
   }
@@ -97,15 +85,10 @@ struct http_front::impl {
 
   void infer(const httplib::Request& req, httplib::Response& res) {
     auto start = model_endpoint::clock::now();
-    // a request for a model not served counts to none (as Triton's)
-    auto model = model_named(req, res);
+    std::string why;
+    auto model = models.accept(req.matches[1].str(), version_in(req), start, why);
     if (!model) {
-      return;
-    }
-    model->arrived();
-    if (auto why = model->unknown(req.matches[1].str(), version_in(req))) {
-      error(res, 404, *why);
-      return model->finished(404, start);
+      return error(res, 404, why);
     }
     infer_request request;
     try {

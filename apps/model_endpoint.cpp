@@ -174,6 +174,10 @@ bool model_endpoint::ready() const {
   return status().phase == status_phase::serving;
 }
 
+bool model_endpoint::wait_serving(std::chrono::milliseconds limit) const {
+  return svc_.wait_serving(limit);
+}
+
 job_status model_endpoint::stop(const std::string& why) {
   if (!owned_) {
     throw std::logic_error("model_endpoint::stop: the endpoint does not own its service");

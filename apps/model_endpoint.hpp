@@ -97,6 +97,9 @@ public:
 
   job_status status() const;
   bool ready() const;
+  /// Waits until the model's job serves (true), or has failed or is not
+  /// serving after `limit` (false; status() says why).
+  bool wait_serving(std::chrono::milliseconds limit) const;
   /// Stops the model's serving job once it answered what it accepted (an
   /// endpoint that owns its service); its last status.
   job_status stop(const std::string& why);

@@ -1,12 +1,12 @@
 // A server's models and the repository extension, see model_registry.hpp.
 #include "apps/model_registry.hpp"
 
+#include "actors/cluster/auth.hpp"
+
 #include <algorithm>
-#include <thread>
 
 namespace salamander::apps {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
@@ -15,15 +15,6 @@ namespace {
 constexpr const char* unloaded_why = "unloaded";
 constexpr const char* reloaded_why = "reloaded";
 constexpr const char* failed_why = "load failed";
-
-// A constant-time comparison (the secret against what a caller sent).
-bool same(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  }
-  return diff == 0;
-}
 
 } // namespace
 
@@ -75,10 +66,7 @@ void model_registry::start_all() {
     }
     auto endpoint = start_(src);
     std::lock_guard<std::mutex> lock(mutex_);
-    auto& e = entries_.at(name);
-    e.endpoint = std::move(endpoint);
-    e.state = "LOADING";
-    e.reason.clear();
+    entries_.at(name).endpoint = std::move(endpoint);
   }
   changed();
 }
@@ -105,6 +93,24 @@ model_registry::endpoint_ptr model_registry::find(const std::string& name,
         (it != entries_.end() ? " (not loaded: " + it->second.reason + ")" : "") +
         "; this server serves " + (served.empty() ? "no model now" : served);
   return nullptr;
+}
+
+model_registry::endpoint_ptr
+model_registry::accept(const std::string& name, const std::string& version,
+                       model_endpoint::clock::time_point start, std::string& why) const {
+  // a request for a model not served counts to none (as Triton's); an
+  // unknown version of one served counts to it
+  auto m = find(name, "", why);
+  if (!m) {
+    return nullptr;
+  }
+  m->arrived();
+  if (auto unknown = m->unknown(name, version)) {
+    why = *unknown;
+    m->finished(404, start);
+    return nullptr;
+  }
+  return m;
 }
 
 std::vector<model_registry::endpoint_ptr> model_registry::loaded() const {
@@ -176,11 +182,8 @@ json model_registry::index(bool ready_only) const {
 }
 
 bool model_registry::authorized(const std::string& authorization) const {
-  const std::string scheme = "Bearer ";
-  if (secret_.empty() || authorization.rfind(scheme, 0) != 0) {
-    return false;
-  }
-  return same(authorization.substr(scheme.size()), secret_);
+  return !secret_.empty() &&
+         actors::same_secret(actors::bearer_token(authorization), secret_);
 }
 
 std::optional<model_registry::answer>
@@ -251,17 +254,8 @@ model_registry::answer model_registry::load(const std::string& name,
     }
   }
   // the new pipeline starts beside the one that serves (if any)
-  auto until = std::chrono::steady_clock::now() + load_timeout_;
-  job_status s;
-  for (;;) {
-    s = fresh->status();
-    if (s.phase == status_phase::serving || s.finished() ||
-        std::chrono::steady_clock::now() > until) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  if (s.phase != status_phase::serving) {
+  if (!fresh->wait_serving(load_timeout_)) {
+    auto s = fresh->status();
     auto why = s.error.empty() ? "not serving after " +
                                      std::to_string(load_timeout_.count() / 1000) + " s"
                                : s.error;
@@ -281,8 +275,6 @@ model_registry::answer model_registry::load(const std::string& name,
     before = std::move(ent.endpoint);
     ent.source = *src;
     ent.endpoint = fresh;
-    ent.state = "READY";
-    ent.reason.clear();
   }
   changed();
   if (before) {

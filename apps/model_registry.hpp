@@ -57,6 +57,12 @@ public:
   /// with the 404's message in `why` (the models or versions there are).
   endpoint_ptr find(const std::string& name, const std::string& version,
                     std::string& why) const;
+  /// An inference request for `name` (and `version`, if not empty) that
+  /// arrived at `start`: its model's endpoint, the request counted there as
+  /// pending; or null with the 404's message. A model not served counts
+  /// none; an unknown version of one served counts its 404.
+  endpoint_ptr accept(const std::string& name, const std::string& version,
+                      model_endpoint::clock::time_point start, std::string& why) const;
   /// The models loaded now, by name.
   std::vector<endpoint_ptr> loaded() const;
   std::vector<std::string> names() const;
@@ -91,6 +97,8 @@ private:
   struct entry {
     model_source source;
     endpoint_ptr endpoint; ///< null: not loaded
+    /// Without an endpoint: UNAVAILABLE, or LOADING while its first
+    /// pipeline starts, and why. With one, its job's phase says.
     std::string state = "UNAVAILABLE";
     std::string reason = "not loaded";
   };

@@ -102,4 +102,14 @@ std::string secret_file_warning(const std::string& file) {
   return "";
 }
 
+bool same_secret(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string bearer_token(const std::string& authorization) {
+  const std::string prefix = "Bearer ";
+  return authorization.rfind(prefix, 0) == 0 ? authorization.substr(prefix.size())
+                                             : std::string{};
+}
+
 } // namespace salamander::actors

@@ -35,6 +35,14 @@ std::string prove(const std::string& secret, const std::string& role, const std:
 bool verify(const std::string& secret, const std::string& role, const std::string& name,
             const std::string& challenge, const std::string& proof);
 
+/// Whether two secrets (or tokens) are equal, in a time that does not depend
+/// on where they differ.
+bool same_secret(const std::string& a, const std::string& b);
+
+/// The token of an `Authorization` header's value `Bearer TOKEN` ("" when it
+/// is not one).
+std::string bearer_token(const std::string& authorization);
+
 /// The cluster secret: the file's content (trailing newline stripped) when
 /// `file` is given, else $SALAMANDER_SECRET, else none. Throws when the file
 /// cannot be read or is empty.

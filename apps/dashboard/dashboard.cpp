@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
-#include <openssl/crypto.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -56,14 +55,10 @@ auto log() {
 constexpr auto reply = json_reply;
 constexpr auto error = json_error;
 
-bool same_secret(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
+using actors::same_secret;
 
 std::string bearer_of(const httplib::Request& req) {
-  auto h = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  return h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : std::string{};
+  return actors::bearer_token(req.get_header_value("Authorization"));
 }
 
 std::string cookie_of(const httplib::Request& req, const std::string& name) {

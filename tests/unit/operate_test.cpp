@@ -120,6 +120,21 @@ TEST_CASE("proofs verify only with the same secret, role, name and challenge",
   CHECK(actors::verify("", "node", "pi", c, actors::prove("", "node", "pi", c)));
 }
 
+TEST_CASE("a Bearer header carries a secret that must match byte for byte",
+          "[unit][auth]") {
+  using salamander::actors::bearer_token;
+  using salamander::actors::same_secret;
+  CHECK(bearer_token("Bearer s3cret") == "s3cret");
+  CHECK(bearer_token("bearer s3cret")
+            .empty()); // the scheme as the dashboard and repository read it
+  CHECK(bearer_token("s3cret").empty());
+  CHECK(bearer_token("").empty());
+  CHECK(same_secret("s3cret", "s3cret"));
+  CHECK_FALSE(same_secret("s3cret", "s3creT"));
+  CHECK_FALSE(same_secret("s3cret", "s3cre"));
+  CHECK_FALSE(same_secret("", "s3cret"));
+}
+
 TEST_CASE("the cluster secret comes from a file or the environment", "[unit][auth]") {
   auto dir = std::filesystem::temp_directory_path() / "salamander-secret-test";
   std::filesystem::create_directories(dir);
