@@ -55,8 +55,11 @@ struct cost_model {
     }
   }
 
+  /// A stage's time on the device: its layers, plus the other work the
+  /// device carries (device_profile::busy_s) when it runs any.
   double compute(size_t device, size_t p, size_t q) const {
-    return time_prefix[device][q] - time_prefix[device][p];
+    return time_prefix[device][q] - time_prefix[device][p] +
+           (q > p ? req.devices[device].busy_s : 0.0);
   }
 
   double memory(size_t p, size_t q, int in_flight) const {
@@ -167,6 +170,10 @@ void validate(const plan_request& req) {
     }
     if (!(d.link_bytes_per_s > 0)) {
       throw std::invalid_argument("device " + d.name + " has no positive link rate");
+    }
+    if (!(d.busy_s >= 0)) {
+      throw std::invalid_argument("device " + d.name +
+                                  " has a negative or missing busy time");
     }
     for (size_t l = 0; l < req.layers.size(); ++l) {
       if (!(d.forward_s[l] >= 0) || !(d.backward_s[l] >= 0)) {
@@ -660,7 +667,8 @@ bool close_to(double a, double b, double tolerance) {
 bool same_type(const device_profile& a, const device_profile& b, double tolerance) {
   if (!close_to(a.memory_bytes, b.memory_bytes, tolerance) ||
       !close_to(a.link_bytes_per_s, b.link_bytes_per_s, tolerance) ||
-      !close_to(a.link_latency_s, b.link_latency_s, tolerance)) {
+      !close_to(a.link_latency_s, b.link_latency_s, tolerance) ||
+      !close_to(a.busy_s, b.busy_s, tolerance)) {
     return false;
   }
   for (size_t l = 0; l < a.forward_s.size(); ++l) {
@@ -706,6 +714,7 @@ device_types group_devices(const plan_request& req, const cost_model& cm) {
       worst.memory_bytes = std::min(worst.memory_bytes, dev.memory_bytes);
       worst.link_bytes_per_s = std::min(worst.link_bytes_per_s, dev.link_bytes_per_s);
       worst.link_latency_s = std::max(worst.link_latency_s, dev.link_latency_s);
+      worst.busy_s = std::max(worst.busy_s, dev.busy_s);
       for (size_t l = 0; l < cm.layers; ++l) {
         worst.forward_s[l] = std::max(worst.forward_s[l], dev.forward_s[l]);
         worst.backward_s[l] = std::max(worst.backward_s[l], dev.backward_s[l]);

@@ -75,6 +75,13 @@ struct device_profile {
   /// at the slower of their two links.
   double link_bytes_per_s = 0;
   double link_latency_s = 0;
+  /// Seconds per micro-batch the device already spends on work planned
+  /// beside this plan (another served model's stages, at the same request
+  /// rate as this one): added to any stage it runs, so that the plan's
+  /// bottleneck is that of the device's whole load and several models are
+  /// planned over the cluster together. Its memory_bytes is then what that
+  /// work leaves free.
+  double busy_s = 0;
 };
 
 struct plan_request {

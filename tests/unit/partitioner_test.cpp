@@ -181,6 +181,41 @@ TEST_CASE("a slow link keeps the model on one device", "[unit][partitioner]") {
   CHECK(plan_partition(req).bottleneck_s == Approx(2.0));
 }
 
+TEST_CASE("a device's other work (another model's stages) counts in every stage it runs",
+          "[unit][partitioner]") {
+  // two like devices, four layers of 1 s, a link so slow that a cut costs
+  // 10 s (one stage); device a already spends 3 s a micro-batch on another
+  // model: the stage goes to b
+  auto req = inference(layers(4, 1, 0, 1000), {device("a", {1, 1, 1, 1}, 1e9, 100),
+                                               device("b", {1, 1, 1, 1}, 1e9, 100)});
+  req.devices[0].busy_s = 3;
+  auto alone = plan_partition(req);
+  CHECK(of(alone) == ranges{{1, 0, 4}});
+  CHECK(alone.bottleneck_s == Approx(4.0));
+  req.devices[0].busy_s = 0;
+  req.devices[1].busy_s = 3;
+  CHECK(of(plan_partition(req)) == ranges{{0, 0, 4}});
+  // with fast links: a takes k layers at 2 + k, b 4 - k; k = 1 evens them
+  // at 3 (b alone: 4; half each: 4)
+  req.devices[0].link_bytes_per_s = req.devices[1].link_bytes_per_s = 1e12;
+  req.devices[0].busy_s = 2;
+  req.devices[1].busy_s = 0;
+  auto shared = plan_partition(req);
+  CHECK(shared.bottleneck_s == Approx(3.0));
+  REQUIRE(shared.stages.size() == 2);
+  for (auto& st : shared.stages) {
+    CHECK(st.end - st.begin == (st.device == 0 ? 1u : 3u));
+    CHECK(st.compute_s == Approx(3.0)); // a: its layer and the other work
+  }
+  // what evaluate_plan says of a given plan counts it too
+  CHECK(evaluate_plan(req, {{0, 0, 4, 0, 0, 0}}).bottleneck_s == Approx(6.0));
+  // a device with no stage of this plan adds nothing, however busy
+  req.devices[0].busy_s = 100;
+  CHECK(plan_partition(req).bottleneck_s == Approx(4.0));
+  req.devices[0].busy_s = -1;
+  CHECK_THROWS_AS(plan_partition(req), std::invalid_argument);
+}
+
 TEST_CASE("training counts backward time, gradients, optimizer state and 1F1B activations",
           "[unit][partitioner]") {
   plan_request req;
