@@ -9,6 +9,7 @@
 #include "actors/node/system.hpp"
 #include "actors/node/tls.hpp"
 #include "actors/serve/inference.hpp"
+#include "actors/serve/served_load.hpp"
 #include "apps/cli_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/dashboard/dashboard_cli.hpp"
@@ -490,6 +491,8 @@ int run_serve(const serve_cli& cli) {
                              actors::cluster_config_for(base.cfg), nodes);
     leave_guard cluster_leaves{{caf::actor_cast<caf::actor>(cluster)}};
     std::atomic<bool> chain_taken{false};
+    // the models are planned around each other's work on the nodes
+    auto load = std::make_shared<actors::served_load>();
     model_registry models(
         sources, cli.repository, base.secret, [&](const model_source& src) {
           // (a later load reads the checkpoint again: it may have changed)
@@ -502,6 +505,7 @@ int run_serve(const serve_cli& cli) {
           // layers by index, not by model (serve_config::chain_copies)
           m.cfg.chain_copies = !chain_taken.exchange(true);
           m.cfg.secret = base.cfg.secret;
+          m.cfg.shared_load = load;
           auto svc = std::make_shared<actors::service>(sys, m.cfg, cluster);
           return std::make_shared<model_endpoint>(svc, m.desc, src.name, src.version);
         });

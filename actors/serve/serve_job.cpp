@@ -2,13 +2,14 @@
 // out to the pipeline, answers cut back into requests (each once), status,
 // stats and the console's commands. Plans, launches and failures are in
 // serve_plan.cpp.
-#include "actors/job/ended.hpp"
-#include "actors/job/running.hpp"
-#include "actors/job/metrics.hpp"
 #include "actors/elapsed.hpp"
+#include "actors/job/ended.hpp"
+#include "actors/job/metrics.hpp"
+#include "actors/job/running.hpp"
 #include "actors/logging.hpp"
 #include "actors/replication/replica_holder.hpp"
 #include "actors/serve/serve_job_impl.hpp"
+#include "actors/serve/served_load.hpp"
 #include "messages/checkpoint.hpp"
 #include "messages/errors.hpp"
 #include "models/layered_model.hpp"
@@ -82,6 +83,9 @@ void stop_all(self_ptr self) {
   st.current.reset();
   st.next.reset();
   st.old.clear();
+  if (st.cfg.shared_load) {
+    st.cfg.shared_load->clear(self->id());
+  }
 }
 
 namespace {
@@ -773,6 +777,11 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
   st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
   st.central_holder = self->spawn(replica_holder, std::string("central"));
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
+  if (st.cfg.shared_load) {
+    // however the job goes, the others stop planning around it
+    self->attach_functor(
+        [load = st.cfg.shared_load, id = self->id()] { load->clear(id); });
+  }
   bool ok = true;
   try {
     prepare(self);

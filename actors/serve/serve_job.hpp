@@ -50,6 +50,7 @@
 namespace salamander::actors {
 
 class metrics_log;
+class served_load;
 
 /// A serving job's description: what `salamander infer` / `serve` and the
 /// tests set. The defaults are the ones the README documents.
@@ -101,6 +102,10 @@ struct serve_config {
   /// copies would overwrite each other; recovery then pulls from live
   /// stages and the job's central holder.
   bool chain_copies = true;
+  /// Shared by the serving jobs of one server: each plans around the work
+  /// the others placed on the nodes (actors/serve/served_load.hpp). Null:
+  /// this job is planned alone.
+  std::shared_ptr<served_load> shared_load;
   std::string secret;
   std::string metrics_path;
 };

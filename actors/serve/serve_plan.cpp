@@ -7,8 +7,9 @@
 // has every layer.
 #include "actors/exit_text.hpp"
 #include "actors/logging.hpp"
-#include "actors/serve/serve_job_impl.hpp"
 #include "actors/pipeline/launcher.hpp"
+#include "actors/serve/serve_job_impl.hpp"
+#include "actors/serve/served_load.hpp"
 #include "algorithms/partitioner.hpp"
 #include "algorithms/recovery.hpp"
 #include "messages/errors.hpp"
@@ -37,9 +38,36 @@ std::vector<std::string> node_names(const serve_job_state& st) {
   return out;
 }
 
+// The planner's request for this model without devices: inference, the
+// job's micro-batch and window, no data parallelism, no snapshots.
+algorithms::plan_request base_request(const serve_job_state& st, size_t stages) {
+  auto req = make_plan_request(st.desc, "gpipe", st.cfg.max_batch, 1, "sgd");
+  req.mode = algorithms::plan_mode::inference;
+  req.inference_in_flight = window_for(st, stages);
+  req.allow_data_parallel = false;
+  req.kept_snapshots = 0;
+  return req;
+}
+
+// What the other models' jobs placed on each device of the request (device
+// d is node live[d]): their time per micro-batch of ours, and the memory
+// they take from the node's.
+void count_others(const serve_job_state& st, uint64_t job,
+                  const std::vector<size_t>& live, algorithms::plan_request& req) {
+  if (!st.cfg.shared_load) {
+    return;
+  }
+  for (size_t d = 0; d < req.devices.size(); ++d) {
+    auto w = st.cfg.shared_load->others(job, st.nodes[live[d]].name);
+    auto& dev = req.devices[d];
+    dev.busy_s = w.seconds_per_row * static_cast<double>(req.micro_batch_size);
+    dev.memory_bytes = std::max(0.0, dev.memory_bytes - w.bytes);
+  }
+}
+
 // The plan over the live nodes: the user's balance, the planner's (with
-// profiles), or an even split.
-caf::expected<stage_plan> choose_plan(const serve_job_state& st,
+// profiles, around the other models' work), or an even split.
+caf::expected<stage_plan> choose_plan(const serve_job_state& st, uint64_t job,
                                       const std::vector<size_t>& balance) {
   auto live = live_nodes(st);
   if (live.empty()) {
@@ -59,14 +87,11 @@ caf::expected<stage_plan> choose_plan(const serve_job_state& st,
       return p;
     }
     if (st.cfg.auto_plan && st.capacity.profiled()) {
-      auto req = make_plan_request(st.desc, "gpipe", st.cfg.max_batch, 1, "sgd");
-      req.mode = algorithms::plan_mode::inference;
-      req.inference_in_flight = window_for(st, live.size());
-      req.allow_data_parallel = false;
-      req.kept_snapshots = 0;
+      auto req = base_request(st, live.size());
       req.stages = std::min({st.cfg.stages, live.size(), st.layers()});
       req = st.capacity.request(std::move(req), live, dead_mask(st), node_names(st),
                                 st.cfg.default_link_bytes_per_s);
+      count_others(st, job, live, req);
       auto plan = algorithms::plan_partition(req);
       for (auto& s : plan.stages) {
         p.ranges.emplace_back(s.begin, s.end);
@@ -163,6 +188,29 @@ void add_pulls(const layer_copies& c, stage_spec& spec, size_t node) {
 }
 
 void become_ready(self_ptr self);
+
+// The serving pipeline's work on its nodes, for the other models' jobs to
+// plan around (served_load). Only a profiled job knows it; a balance or an
+// even split places nothing.
+void place_load(self_ptr self) {
+  auto& st = self->state;
+  if (!st.cfg.shared_load || !st.current) {
+    return;
+  }
+  served_load::placement where;
+  if (st.capacity.profiled()) {
+    auto& plan = st.current->plan;
+    auto req = base_request(st, plan.ranges.size());
+    auto rows = static_cast<double>(std::max<int64_t>(1, st.cfg.max_batch));
+    for (size_t i = 0; i < plan.ranges.size(); ++i) {
+      auto [b, e] = plan.ranges[i];
+      auto& w = where[st.nodes[plan.nodes[i]].name];
+      w.seconds_per_row += st.capacity.predicted_s(plan.nodes[i], b, e, 1) / rows;
+      w.bytes += algorithms::stage_memory(req, b, e, req.inference_in_flight);
+    }
+  }
+  st.cfg.shared_load->place(self->id(), std::move(where));
+}
 
 void on_launched(self_ptr self, uint64_t generation, bool pulls,
                  std::vector<std::pair<size_t, size_t>> dials, launch_result& r) {
@@ -345,6 +393,7 @@ void become_ready(self_ptr self) {
   }
   log_event(self, "plan", {{"plan_version", p.generation}, {"plan", plan_text}});
   st.current = std::move(p);
+  place_load(self);
   st.waiting_for.clear();
   st.retry_wait = std::chrono::milliseconds(500);
   enter(self, algorithms::serve_event::launched);
@@ -451,7 +500,7 @@ std::string plan_next(self_ptr self, const std::string& reason) {
     }
   }
   st.replan_balance.clear();
-  auto plan = choose_plan(st, balance);
+  auto plan = choose_plan(st, self->id(), balance);
   if (!plan) {
     auto why = plan.error().context().match_elements<std::string>()
                    ? plan.error().context().get_as<std::string>(0)

@@ -6,9 +6,11 @@
 #include "../support.hpp"
 
 #include "actors/cluster/cluster_file.hpp"
+#include "actors/cluster/cluster_supervisor.hpp"
 #include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"
 #include "actors/serve/inference.hpp"
+#include "actors/serve/served_load.hpp"
 #include "messages/errors.hpp"
 #include "models/data.hpp"
 #include "models/layered_model.hpp"
@@ -348,4 +350,64 @@ TEST_CASE("ViT-Base, which fits no single device, served by four nodes of 128 MB
     CHECK(r.status.stages.size() == 4);
     CHECK(max_abs_diff(r.outputs, reference(*sc.weights, x, 1)) <= 1e-5);
   }
+}
+
+TEST_CASE("two models on one cluster are planned together: the second goes where the "
+          "first leaves room",
+          "[actor][serve][process]") {
+  torch::set_num_threads(1);
+  // p1 at full speed, p2 at 0.7 of it (dilated: thread time, whatever the
+  // host's load), both behind a 1 Mbit/s link, so that each model keeps to
+  // one node (a cut would cost seconds)
+  std::vector<std::vector<std::string>> caps{
+      {"--link-mbps", "1"}, {"--link-mbps", "1", "--cpu-share", "0.7", "--dilate"}};
+  actors::process_cluster procs(2, "p", caps);
+  process_system ps;
+  auto nodes = actors::connect_nodes(*ps.sys, procs.nodes());
+  REQUIRE(static_cast<bool>(nodes));
+  auto first = config("cnn");
+  first.auto_plan = true;
+  first.chain_copies = false;
+  auto cluster = ps.sys->spawn(actors::cluster_supervisor,
+                               actors::cluster_config_for(first), *nodes);
+  auto serves_on = [](actors::service& svc) {
+    REQUIRE(svc.wait_serving(std::chrono::seconds(120)));
+    auto plan = svc.status().plan;
+    INFO(plan);
+    REQUIRE(plan.find(' ') == std::string::npos); // one stage
+    return plan.substr(0, plan.find('['));
+  };
+  for (bool together : {false, true}) {
+    DYNAMIC_SECTION((together ? "planned together" : "planned alone")) {
+      auto load = together ? std::make_shared<actors::served_load>() : nullptr;
+      auto a = first, b = first;
+      a.shared_load = b.shared_load = load;
+      actors::service sa(*ps.sys, a, cluster);
+      CHECK(serves_on(sa) == "p1"); // the faster node
+      if (together) {
+        CHECK(load->jobs() == 1);
+        CHECK(load->others(0, "p1").seconds_per_row > 0);
+        CHECK(load->others(0, "p1").bytes > 0);
+        CHECK(load->others(0, "p2").seconds_per_row == 0);
+      }
+      actors::service sb(*ps.sys, b, cluster);
+      // alone, the second model takes the faster node too (its 1x against
+      // p2's 1.43x); with the first's work counted there (2x), p2 is faster
+      CHECK(serves_on(sb) == (together ? "p2" : "p1"));
+      // both answer
+      auto x = inputs_for("cnn", 16);
+      for (auto* svc : {&sa, &sb}) {
+        actors::inference_options o;
+        o.request_rows = 8;
+        auto r = actors::infer_all(*svc, x, o);
+        CHECK(r.error.empty());
+        CHECK(max_abs_diff(r.outputs, reference(*first.weights, x, 8)) <= 1e-5);
+      }
+      if (together) {
+        CHECK(load->jobs() == 2);
+      }
+    }
+  }
+  // (each service stops its job as it goes: the other's work leaves the ledger)
+  caf::anon_send_exit(cluster, caf::exit_reason::user_shutdown);
 }
