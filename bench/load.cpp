@@ -103,29 +103,15 @@ load_result closed_loop(int workers, double seconds,
 // answer at a time.
 class http_connection {
 public:
-  http_connection(const std::string& host, int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
-    int yes = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
+  http_connection(const std::string& host, int port) : host_(host), port_(port) {
+    open();
   }
-  ~http_connection() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
+  ~http_connection() { close(); }
   http_connection(const http_connection&) = delete;
   http_connection& operator=(const http_connection&) = delete;
 
   bool call(const std::string& request, std::string& error) {
-    if (fd_ < 0) {
+    if (fd_ < 0 && !open()) {
       error = "connect failed";
       return false;
     }
@@ -160,10 +146,40 @@ public:
     if (!status_ok) {
       error = headers.substr(0, headers.find("\r\n"));
     }
+    // the server ends a kept-alive connection after so many requests; the
+    // next call connects again, as a real client does
+    if (headers.find("Connection: close") != std::string::npos) {
+      close();
+    }
     return status_ok;
   }
 
 private:
+  bool open() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    ::inet_pton(AF_INET, host_.c_str(), &addr.sin_addr);
+    int yes = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      close();
+      return false;
+    }
+    return true;
+  }
+
+  void close() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+    fd_ = -1;
+    buf_.clear();
+  }
+
+  std::string host_;
+  int port_ = 0;
   bool fill(std::string& error) {
     char chunk[65536];
     auto n = ::recv(fd_, chunk, sizeof chunk, 0);
