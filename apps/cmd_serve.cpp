@@ -506,6 +506,7 @@ int run_serve(const serve_cli& cli) {
           m.cfg.chain_copies = !chain_taken.exchange(true);
           m.cfg.secret = base.cfg.secret;
           m.cfg.shared_load = load;
+          m.cfg.served_name = src.name;
           auto svc = std::make_shared<actors::service>(sys, m.cfg, cluster);
           return std::make_shared<model_endpoint>(svc, m.desc, src.name, src.version);
         });

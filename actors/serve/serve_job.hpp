@@ -103,9 +103,12 @@ struct serve_config {
   /// stages and the job's central holder.
   bool chain_copies = true;
   /// Shared by the serving jobs of one server: each plans around the work
-  /// the others placed on the nodes (actors/serve/served_load.hpp). Null:
-  /// this job is planned alone.
+  /// the other models placed on the nodes (actors/serve/served_load.hpp).
+  /// Null: this job is planned alone.
   std::shared_ptr<served_load> shared_load;
+  /// The name the model is served under (its URLs'): jobs of one name are
+  /// versions of one model and do not plan around each other.
+  std::string served_name;
   std::string secret;
   std::string metrics_path;
 };

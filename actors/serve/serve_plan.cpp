@@ -52,13 +52,13 @@ algorithms::plan_request base_request(const serve_job_state& st, size_t stages) 
 // What the other models' jobs placed on each device of the request (device
 // d is node live[d]): their time per micro-batch of ours, and the memory
 // they take from the node's.
-void count_others(const serve_job_state& st, uint64_t job,
-                  const std::vector<size_t>& live, algorithms::plan_request& req) {
+void count_others(const serve_job_state& st, const std::vector<size_t>& live,
+                  algorithms::plan_request& req) {
   if (!st.cfg.shared_load) {
     return;
   }
   for (size_t d = 0; d < req.devices.size(); ++d) {
-    auto w = st.cfg.shared_load->others(job, st.nodes[live[d]].name);
+    auto w = st.cfg.shared_load->others(st.cfg.served_name, st.nodes[live[d]].name);
     auto& dev = req.devices[d];
     dev.busy_s = w.seconds_per_row * static_cast<double>(req.micro_batch_size);
     dev.memory_bytes = std::max(0.0, dev.memory_bytes - w.bytes);
@@ -67,7 +67,7 @@ void count_others(const serve_job_state& st, uint64_t job,
 
 // The plan over the live nodes: the user's balance, the planner's (with
 // profiles, around the other models' work), or an even split.
-caf::expected<stage_plan> choose_plan(const serve_job_state& st, uint64_t job,
+caf::expected<stage_plan> choose_plan(const serve_job_state& st,
                                       const std::vector<size_t>& balance) {
   auto live = live_nodes(st);
   if (live.empty()) {
@@ -91,7 +91,7 @@ caf::expected<stage_plan> choose_plan(const serve_job_state& st, uint64_t job,
       req.stages = std::min({st.cfg.stages, live.size(), st.layers()});
       req = st.capacity.request(std::move(req), live, dead_mask(st), node_names(st),
                                 st.cfg.default_link_bytes_per_s);
-      count_others(st, job, live, req);
+      count_others(st, live, req);
       auto plan = algorithms::plan_partition(req);
       for (auto& s : plan.stages) {
         p.ranges.emplace_back(s.begin, s.end);
@@ -209,7 +209,7 @@ void place_load(self_ptr self) {
       w.bytes += algorithms::stage_memory(req, b, e, req.inference_in_flight);
     }
   }
-  st.cfg.shared_load->place(self->id(), std::move(where));
+  st.cfg.shared_load->place(self->id(), st.cfg.served_name, std::move(where));
 }
 
 void on_launched(self_ptr self, uint64_t generation, bool pulls,
@@ -500,7 +500,7 @@ std::string plan_next(self_ptr self, const std::string& reason) {
     }
   }
   st.replan_balance.clear();
-  auto plan = choose_plan(st, self->id(), balance);
+  auto plan = choose_plan(st, balance);
   if (!plan) {
     auto why = plan.error().context().match_elements<std::string>()
                    ? plan.error().context().get_as<std::string>(0)

@@ -382,13 +382,16 @@ TEST_CASE("two models on one cluster are planned together: the second goes where
       auto load = together ? std::make_shared<actors::served_load>() : nullptr;
       auto a = first, b = first;
       a.shared_load = b.shared_load = load;
+      a.served_name = "a";
+      b.served_name = "b";
       actors::service sa(*ps.sys, a, cluster);
       CHECK(serves_on(sa) == "p1"); // the faster node
       if (together) {
         CHECK(load->jobs() == 1);
-        CHECK(load->others(0, "p1").seconds_per_row > 0);
-        CHECK(load->others(0, "p1").bytes > 0);
-        CHECK(load->others(0, "p2").seconds_per_row == 0);
+        CHECK(load->others("b", "p1").seconds_per_row > 0);
+        CHECK(load->others("b", "p1").bytes > 0);
+        CHECK(load->others("b", "p2").seconds_per_row == 0);
+        CHECK(load->others("a", "p1").seconds_per_row == 0); // not its own
       }
       actors::service sb(*ps.sys, b, cluster);
       // alone, the second model takes the faster node too (its 1x against
