@@ -45,6 +45,17 @@ inline double mean_of_last(const std::vector<double>& values, size_t n = 5) {
   return k ? sum / static_cast<double>(k) : 0;
 }
 
+/// The median: the middle value, or the mean of the two middle ones for an
+/// even count; 0 if none.
+inline double median(std::vector<double> v) {
+  if (v.empty()) {
+    return 0;
+  }
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 inline int64_t algorithms_batches(int64_t n, int64_t batch_size) {
   return algorithms::batches_per_epoch(n, batch_size, false);
 }

@@ -114,11 +114,6 @@ private:
   pid_t pid_ = -1;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 /// Waits until the process's RSS has stopped growing (lazy pages, thread
 /// stacks) for a second, at most `limit_s`; returns it in MB.
 double settled_rss_mb(pid_t pid, double limit_s) {

@@ -27,16 +27,6 @@
 
 namespace salamander::bench {
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-} // namespace
-
 int pipeline_overhead(const bench_args& args) {
   torch::set_num_threads(1);
   auto train = std::make_shared<models::dataset>(models::load_fashion_mnist(true));

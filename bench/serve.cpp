@@ -248,14 +248,6 @@ load_result mean_of(const std::vector<load_result>& rounds) {
   return m;
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) {
-    return 0;
-  }
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // The CNN on one device over HTTP (issue 30): one connection, 64, a
 // 16-row batch as JSON and as binary, and 16 connections against the
 // PyTorch baseline on the same exported weights. Not emulated: one local
@@ -634,7 +626,7 @@ int serve(const bench_args& args) {
   rep.headline("serve_batching_gain", batched.rps / std::max(single.rps, 1e-9));
   rep.headline("serve_https_over_http", https.rps / std::max(batched.rps, 1e-9));
   rep.headline("serve_binary_over_json", dev.binary16.rps / std::max(dev.json16.rps, 1e-9));
-  rep.headline("serve_grpc_over_http", median_of(dev.grpc_ratios));
+  rep.headline("serve_grpc_over_http", median(dev.grpc_ratios));
   rep.headline("serve_p50_ms_c1", 1e3 * dev.c1.p50_s);
   rep.headline("serve_c1_rps", dev.c1.rps);
   rep.headline("serve_c64_rps", dev.c64.rps);
