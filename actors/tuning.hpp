@@ -91,6 +91,10 @@ inline constexpr double replan_pause_estimate_s = 0.25;
 /// Replicated snapshots a stage keeps of its own layers (recovery asks for
 /// them when the holder of its chain replica died); the planner counts them.
 inline constexpr size_t stage_kept_snapshots = 2;
+/// Gradient values per chunk of the data-parallel chain reduce (1 MB of
+/// float32): a member passes a chunk on while the next one arrives, so the
+/// chain's links carry the sum at once; smaller chunks cost a message each.
+inline constexpr int64_t dp_chunk_values = 256 * 1024;
 /// The async schedule's segment of batches (a drain at its end) when
 /// replication is off; otherwise the replication interval.
 inline constexpr uint32_t async_segment = 10;

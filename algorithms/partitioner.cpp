@@ -950,8 +950,11 @@ std::vector<int> split_micro_batches(const std::vector<double>& per_micro_s,
 
 namespace {
 
-// Per member: its block's compute, its share of the gradient sum (its
-// weights' size to the supervisor and back), memory for the whole model.
+// Per member: its block's compute, memory for the whole model, and on its
+// link the gradient sum: the members sum along their chain in chunks
+// (models::dp_chunks), each member's link carrying the weights once each
+// way, so the sum takes twice the weights over the slowest link, plus a
+// chunk's hop per member up and down the chain.
 partition_plan data_parallel_plan(const plan_request& req, const cost_model& cm,
                                   const std::vector<size_t>& devices,
                                   std::vector<int> split) {
@@ -981,7 +984,8 @@ partition_plan data_parallel_plan(const plan_request& req, const cost_model& cm,
   partition_plan plan;
   double weights = cm.param_prefix[cm.layers];
   double slowest = 0;
-  double reduce = 0;
+  double link = 0;
+  double hop = 0;
   for (size_t i = 0; i < devices.size(); ++i) {
     auto& d = req.devices[devices[i]];
     stage_assignment a;
@@ -997,9 +1001,12 @@ partition_plan data_parallel_plan(const plan_request& req, const cost_model& cm,
                        mb(a.memory_bytes) + ", has " + mb(d.memory_bytes) + ")");
     }
     slowest = std::max(slowest, split[i] * a.compute_s);
-    reduce += a.link_in_s; // the supervisor sums them one after another
+    link = std::max(link, a.link_in_s);
+    hop = std::max(hop, std::min(weights, req.dp_chunk_bytes) / d.link_bytes_per_s +
+                            d.link_latency_s);
     plan.stages.push_back(a);
   }
+  double reduce = link + 2.0 * static_cast<double>(devices.size() - 1) * hop;
   plan.micro_split = std::move(split);
   plan.objective_s = slowest + reduce;
   plan.bottleneck_s = plan.objective_s / req.micro_batches;

@@ -117,6 +117,9 @@ struct plan_request {
   double typed_table_limit = 2e6;
   /// Training: also consider data-parallel plans.
   bool allow_data_parallel = true;
+  /// Data parallelism: the members sum their gradients along their chain
+  /// in chunks of this many bytes (actors/tuning.hpp dp_chunk_values).
+  double dp_chunk_bytes = 1 << 20;
   /// Inference: micro-batches a stage may hold at once (its inputs waiting
   /// and the one it computes); each costs its input and output buffers, and
   /// the one computing the working set of its largest layer.

@@ -160,13 +160,10 @@ size_t member_of_micro(const std::vector<int>& split, size_t micro) {
 }
 
 std::vector<std::pair<size_t, size_t>>
-pairs_to_dial(const std::vector<size_t>& on_nodes, bool data_parallel,
+pairs_to_dial(const std::vector<size_t>& on_nodes,
               const std::set<std::pair<size_t, size_t>>& peered,
               const std::vector<bool>& can_dial, const std::vector<bool>& dialable) {
   std::vector<std::pair<size_t, size_t>> out;
-  if (data_parallel) {
-    return out;
-  }
   auto in = [](const std::vector<bool>& v, size_t n) { return n < v.size() && v[n]; };
   for (size_t i = 0; i + 1 < on_nodes.size(); ++i) {
     auto a = std::min(on_nodes[i], on_nodes[i + 1]);

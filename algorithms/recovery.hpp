@@ -106,14 +106,15 @@ size_t chain_holder_node(size_t stage, const std::vector<size_t>& on_nodes,
 /// the last member for micro-batches past the split.
 size_t member_of_micro(const std::vector<int>& split, size_t micro);
 
-/// Pipeline neighbours to connect directly before a plan starts: each pair
-/// of adjacent stages on different nodes, as (lower, higher) node index,
-/// once, unless already connected; the lower one dials, so it must be able
-/// to (`can_dial`: a node process, not one inside the supervisor's), and the
-/// higher one must have an address to be dialled at (`dialable`). None for a
-/// data-parallel plan (its members exchange nothing with each other).
+/// Neighbours to connect directly before a plan starts: each pair of
+/// adjacent stages (of a pipeline, or data-parallel members, whose gradients
+/// are summed along their chain) on different nodes, as (lower, higher)
+/// node index, once, unless already connected; the lower one dials, so it
+/// must be able to (`can_dial`: a node process, not one inside the
+/// supervisor's), and the higher one must have an address to be dialled at
+/// (`dialable`).
 std::vector<std::pair<size_t, size_t>>
-pairs_to_dial(const std::vector<size_t>& on_nodes, bool data_parallel,
+pairs_to_dial(const std::vector<size_t>& on_nodes,
               const std::set<std::pair<size_t, size_t>>& peered,
               const std::vector<bool>& can_dial, const std::vector<bool>& dialable);
 

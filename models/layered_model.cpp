@@ -3,6 +3,7 @@
 #include "algorithms/sampling.hpp"
 
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
 
@@ -407,29 +408,92 @@ torch::Tensor dp_contribution(nn::Module& net, const std::vector<torch::Tensor>&
   return torch::cat(all);
 }
 
-torch::Tensor dp_merge(const std::vector<torch::Tensor>& parts, int64_t grad_values) {
-  if (parts.empty()) {
-    throw std::invalid_argument("nothing to merge");
-  }
-  auto n = parts[0].numel();
-  if (n < grad_values || (n - grad_values) % 2 != 0) {
+dp_chunks dp_chunks::of(const torch::Tensor& contribution, int64_t grad_values,
+                        int64_t chunk_values) {
+  auto n = contribution.numel();
+  if (grad_values < 0 || n < grad_values || (n - grad_values) % 2 != 0 ||
+      contribution.dim() != 1 || contribution.scalar_type() != torch::kFloat32) {
     throw std::invalid_argument("malformed data-parallel contribution");
   }
-  auto stats = (n - grad_values) / 2;
-  for (auto& p : parts) {
-    if (p.numel() != n) {
-      throw std::invalid_argument("data-parallel members sent contributions of different sizes (" +
-                                  std::to_string(p.numel()) + " and " + std::to_string(n) + ")");
+  if (chunk_values <= 0) {
+    throw std::invalid_argument("a data-parallel chunk needs at least one value");
+  }
+  dp_chunks c;
+  c.grad_values = grad_values;
+  c.stats = (n - grad_values) / 2;
+  c.chunk_values = chunk_values;
+  if (c.grad_chunks() + int64_t{1} > std::numeric_limits<uint32_t>::max()) {
+    throw std::invalid_argument("data-parallel chunks too small for the model");
+  }
+  return c;
+}
+
+uint32_t dp_chunks::grad_chunks() const {
+  return static_cast<uint32_t>((grad_values + chunk_values - 1) / chunk_values);
+}
+
+std::pair<int64_t, int64_t> dp_chunks::grad_range(uint32_t chunk) const {
+  auto begin = static_cast<int64_t>(chunk) * chunk_values;
+  return {begin, std::min(grad_values, begin + chunk_values)};
+}
+
+torch::Tensor dp_chunks::fold(const torch::Tensor& partial,
+                              const torch::Tensor& contribution, uint32_t chunk) const {
+  torch::NoGradGuard no_grad;
+  if (contribution.numel() != grad_values + 2 * stats) {
+    throw std::invalid_argument(
+        "data-parallel members sent contributions of different sizes (" +
+        std::to_string(contribution.numel()) + " and " +
+        std::to_string(grad_values + 2 * stats) + ")");
+  }
+  if (chunk >= count()) {
+    throw std::invalid_argument("data-parallel chunk " + std::to_string(chunk) + " of " +
+                                std::to_string(count()));
+  }
+  if (chunk < grad_chunks()) {
+    auto [begin, end] = grad_range(chunk);
+    auto own = contribution.narrow(0, begin, end - begin);
+    if (!partial.defined()) {
+      return own.clone();
+    }
+    if (partial.numel() != end - begin || partial.scalar_type() != torch::kFloat32) {
+      throw std::invalid_argument("a data-parallel gradient chunk of the wrong shape");
+    }
+    return partial + own;
+  }
+  // the statistics: r <- decay * r + c, member by member (member 0's c is its
+  // statistics as they are)
+  auto c = contribution.narrow(0, grad_values, stats).to(torch::kFloat64);
+  if (!partial.defined()) {
+    return c;
+  }
+  if (partial.numel() != stats || partial.scalar_type() != torch::kFloat64) {
+    throw std::invalid_argument("a data-parallel statistics chunk of the wrong shape");
+  }
+  return contribution.narrow(0, grad_values + stats, stats).to(torch::kFloat64) *
+             partial +
+         c;
+}
+
+torch::Tensor dp_chunks::finish(const torch::Tensor& folded, uint32_t chunk) const {
+  return chunk < grad_chunks() ? folded : folded.to(torch::kFloat32);
+}
+
+torch::Tensor dp_chunks::assemble(const std::vector<torch::Tensor>& finished) const {
+  if (finished.size() != count()) {
+    throw std::invalid_argument("the merged update has " +
+                                std::to_string(finished.size()) + " chunks, not " +
+                                std::to_string(count()));
+  }
+  for (uint32_t j = 0; j < count(); ++j) {
+    auto want = j < grad_chunks() ? grad_range(j).second - grad_range(j).first : stats;
+    if (!finished[j].defined() || finished[j].numel() != want ||
+        finished[j].scalar_type() != torch::kFloat32) {
+      throw std::invalid_argument("chunk " + std::to_string(j) +
+                                  " of the merged update is missing or malformed");
     }
   }
-  auto g = parts[0].narrow(0, 0, grad_values).clone();
-  auto r = parts[0].narrow(0, grad_values, stats).to(torch::kFloat64);
-  for (size_t i = 1; i < parts.size(); ++i) {
-    g.add_(parts[i].narrow(0, 0, grad_values));
-    r = parts[i].narrow(0, grad_values + stats, stats).to(torch::kFloat64) * r +
-        parts[i].narrow(0, grad_values, stats).to(torch::kFloat64);
-  }
-  return torch::cat({g, r.to(torch::kFloat32)});
+  return torch::cat(finished);
 }
 
 void dp_apply(nn::Module& net, const torch::Tensor& merged, int64_t other_forwards) {

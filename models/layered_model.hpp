@@ -128,11 +128,45 @@ std::vector<torch::Tensor> batchnorm_stats(torch::nn::Module& net);
 torch::Tensor dp_contribution(torch::nn::Module& net, const std::vector<torch::Tensor>& stats_before,
                               int64_t micro_count, bool leader, int64_t& grad_values);
 
-/// The members' contributions, in member order, merged:
-/// [ summed gradients | chained statistics ]. Pure.
-torch::Tensor dp_merge(const std::vector<torch::Tensor>& parts, int64_t grad_values);
+/// The members' contributions merged, member by member along the chain of
+/// members (a pipelined chain reduce: member 0 starts every chunk, each
+/// member folds its own contribution in and passes the chunk on, the last
+/// one sends the merged chunk back down), so that no node carries more than
+/// the weights' size each way and the links work at once. The merged
+/// update is [ summed gradients | chained statistics ] (what dp_apply
+/// takes), equal to the last bit whatever the chunk size: each value is
+/// folded in member order, gradients in float32, statistics in float64.
+///
+/// Chunks j < grad_chunks() are gradient values [j C, (j+1) C) (C =
+/// chunk_values); the last chunk is the BatchNorm statistics. Pure.
+struct dp_chunks {
+  int64_t grad_values = 0;  ///< length of the gradient part
+  int64_t stats = 0;        ///< BatchNorm values (and as many decays)
+  int64_t chunk_values = 1; ///< gradient values per chunk
 
-/// Sets `net`'s gradients and BatchNorm statistics from dp_merge(), and
+  /// The chunking of contributions like `contribution` (from
+  /// dp_contribution, with its `grad_values`); throws
+  /// std::invalid_argument on a malformed contribution or chunk size.
+  static dp_chunks of(const torch::Tensor& contribution, int64_t grad_values,
+                      int64_t chunk_values);
+  uint32_t grad_chunks() const;
+  uint32_t count() const { return grad_chunks() + 1; }
+  /// Folds this member's `contribution` into chunk `chunk` of the members
+  /// before it (`partial`, undefined at member 0).
+  torch::Tensor fold(const torch::Tensor& partial, const torch::Tensor& contribution,
+                     uint32_t chunk) const;
+  /// The last member's folded chunk as values of the merged update.
+  torch::Tensor finish(const torch::Tensor& folded, uint32_t chunk) const;
+  /// The finished chunks, in order, as the merged update; throws
+  /// std::invalid_argument when one is missing or of the wrong length.
+  torch::Tensor assemble(const std::vector<torch::Tensor>& finished) const;
+
+private:
+  std::pair<int64_t, int64_t> grad_range(uint32_t chunk) const;
+};
+
+/// Sets `net`'s gradients and BatchNorm statistics from the merged update
+/// (dp_chunks::assemble), and
 /// counts the `other_forwards` micro-batches the other members ran in each
 /// BatchNorm's num_batches_tracked. The optimizer step follows.
 void dp_apply(torch::nn::Module& net, const torch::Tensor& merged, int64_t other_forwards);

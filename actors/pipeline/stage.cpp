@@ -384,9 +384,16 @@ void pump_async(stage_actor::stateful_pointer<stage_state> self) {
   }
 }
 
-// Runs as many operations of the stage's row as have their inputs.
 void finish_batch(stage_actor::stateful_pointer<stage_state> self);
+void start_reduce(stage_actor::stateful_pointer<stage_state> self);
+void reduce_chunk(stage_actor::stateful_pointer<stage_state> self, uint32_t chunk,
+                  const torch::Tensor& partial);
+void take_summed(stage_actor::stateful_pointer<stage_state> self, uint32_t chunk,
+                 const torch::Tensor& merged);
+void apply_reduce(stage_actor::stateful_pointer<stage_state> self,
+                  const torch::Tensor& merged);
 
+// Runs as many operations of the stage's row as have their inputs.
 void pump(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
@@ -422,20 +429,73 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
   }
   // the flush: every micro-batch is through
   if (spec.members > 1) {
-    // data parallel: the step waits for every member's gradients
-    auto start = clock::now();
-    int64_t grad_values = 0;
-    auto mine = models::dp_contribution(*st.exec->net(), st.stats_before,
-                                        static_cast<int64_t>(st.order.size() / 2),
-                                        spec.member == 0, grad_values);
-    st.stats.compute_s += emulated(self, clock::now() - start);
-    st.reducing = true;
-    st.reduce_sent = clock::now();
-    self->send(st.supervisor, reduce_atom_v, st.batch, spec.member,
-               static_cast<uint64_t>(grad_values), tensor_payload{mine});
+    start_reduce(self);
     return;
   }
   finish_batch(self);
+}
+
+// Data parallelism, at the flush: the step waits for the members' sum
+// (models::dp_chunks), summed along the chain of members: member 0 starts
+// every chunk, the others fold in the chunks that came from the member
+// before (or come later, to reduce_chunk).
+void start_reduce(stage_actor::stateful_pointer<stage_state> self) {
+  auto& st = self->state;
+  auto start = clock::now();
+  int64_t grad_values = 0;
+  st.contribution = models::dp_contribution(*st.exec->net(), st.stats_before,
+                                            static_cast<int64_t>(st.order.size() / 2),
+                                            st.spec.member == 0, grad_values);
+  st.chunks =
+      models::dp_chunks::of(st.contribution, grad_values, tuning::dp_chunk_values);
+  st.summed.assign(st.chunks.count(), torch::Tensor{});
+  st.summed_count = 0;
+  st.stats.compute_s += emulated(self, clock::now() - start);
+  st.reducing = true;
+  st.reduce_sent = clock::now();
+  for (uint32_t j = 0; j < st.chunks.count(); ++j) {
+    if (st.spec.member == 0) {
+      reduce_chunk(self, j, {});
+    } else if (auto p = st.partials.find({st.batch, j}); p != st.partials.end()) {
+      auto partial = std::move(p->second);
+      st.partials.erase(p);
+      reduce_chunk(self, j, partial);
+    }
+  }
+}
+
+// Chunk `chunk` of the members before this one (none at member 0): fold
+// this member's contribution in and pass it on, or, at the last member,
+// the chunk is summed.
+void reduce_chunk(stage_actor::stateful_pointer<stage_state> self, uint32_t chunk,
+                  const torch::Tensor& partial) {
+  auto& st = self->state;
+  auto start = clock::now();
+  auto folded = st.chunks.fold(partial, st.contribution, chunk);
+  st.stats.compute_s += emulated(self, clock::now() - start);
+  if (st.spec.member + 1 < st.spec.members) {
+    send_on_link(self, st.next, folded, reduce_atom_v, st.batch, chunk);
+  } else {
+    take_summed(self, chunk, st.chunks.finish(folded, chunk));
+  }
+}
+
+// Chunk `chunk` of the sum: down the chain to the member before, and, with
+// every chunk here, the step.
+void take_summed(stage_actor::stateful_pointer<stage_state> self, uint32_t chunk,
+                 const torch::Tensor& merged) {
+  auto& st = self->state;
+  if (chunk >= st.summed.size() || st.summed[chunk].defined()) {
+    throw std::invalid_argument("chunk " + std::to_string(chunk) +
+                                " of the data-parallel sum came twice or out of range");
+  }
+  if (st.spec.member > 0) {
+    send_on_link(self, st.prev, merged, summed_atom_v, st.batch, chunk);
+  }
+  st.summed[chunk] = merged;
+  if (++st.summed_count == st.summed.size()) {
+    apply_reduce(self, st.chunks.assemble(st.summed));
+  }
 }
 
 // Steps the optimizer, replicates when it is time, reports the batch and
@@ -631,12 +691,9 @@ void evaluate(stage_actor::stateful_pointer<stage_state> self, uint64_t id,
 }
 
 // Data parallelism: the members' summed gradients are in; step with them.
-void apply_reduce(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
+void apply_reduce(stage_actor::stateful_pointer<stage_state> self,
                   const torch::Tensor& merged) {
   auto& st = self->state;
-  if (!st.reducing || batch != st.batch || st.frozen) {
-    return; // late, or recovery froze this stage where it was
-  }
   auto start = clock::now();
   st.stats.wait_s += seconds(start - st.reduce_sent);
   auto own = static_cast<int64_t>(st.order.size() / 2);
@@ -644,6 +701,8 @@ void apply_reduce(stage_actor::stateful_pointer<stage_state> self, uint64_t batc
                    static_cast<int64_t>(st.spec.micro_batches) - own);
   st.stats.compute_s += emulated(self, clock::now() - start);
   st.reducing = false;
+  st.contribution = torch::Tensor{};
+  st.summed.clear();
   finish_batch(self);
 }
 
@@ -717,8 +776,27 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
         });
       },
       [=](pause_atom) { self->state.frozen = true; },
-      [=](reduce_atom, uint64_t batch, tensor_payload& merged) {
-        guarded(self, [&] { apply_reduce(self, batch, merged.tensor); });
+      [=](reduce_atom, uint64_t batch, uint32_t chunk, tensor_payload& partial) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          if (st.frozen || batch < st.batch) {
+            return; // recovery froze this stage where it was
+          }
+          if (st.reducing && batch == st.batch) {
+            reduce_chunk(self, chunk, partial.tensor);
+          } else {
+            st.partials[{batch, chunk}] = std::move(partial.tensor);
+          }
+        });
+      },
+      [=](summed_atom, uint64_t batch, uint32_t chunk, tensor_payload& merged) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          if (st.frozen || !st.reducing || batch != st.batch) {
+            return; // recovery froze this stage where it was
+          }
+          take_summed(self, chunk, merged.tensor);
+        });
       },
       [=](caf::get_atom) { return self->state.kept.inventory(); },
       [=](replicate_atom, uint64_t version) {

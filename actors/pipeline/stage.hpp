@@ -76,10 +76,20 @@ struct stage_state {
   /// Position in the pipeline: first receives data, last computes the loss.
   bool first = true;
   bool last = true;
-  /// Data parallelism: the contribution is with the supervisor, the step
-  /// waits for the members' sum (reduce).
+  /// Data parallelism: `prev` and `next` are the members before and after
+  /// this one, the chain the members' contributions are summed along
+  /// (models::dp_chunks). At the flush the step waits for the sum
+  /// (reducing): chunks of the members before come from `prev` (kept in
+  /// `partials` until this member's own contribution is there), are folded
+  /// and go to `next`; the last member's finished chunks come back down the
+  /// chain, each member keeping them in `summed`.
   bool reducing = false;
   std::chrono::steady_clock::time_point reduce_sent{};
+  torch::Tensor contribution;
+  models::dp_chunks chunks;
+  std::map<std::pair<uint64_t, uint32_t>, torch::Tensor> partials;
+  std::vector<torch::Tensor> summed;
+  size_t summed_count = 0;
   /// BatchNorm statistics at the start of the batch (data parallelism).
   std::vector<torch::Tensor> stats_before;
   bool have_stats_before = false;

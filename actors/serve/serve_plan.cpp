@@ -310,8 +310,7 @@ void launch(self_ptr self, stage_plan plan, const std::string& reason) {
     can_dial.push_back(n.port != 0 && !n.dead);
     dialable.push_back(n.port != 0 && !n.host.empty() && !n.dead);
   }
-  auto dials =
-      algorithms::pairs_to_dial(plan.nodes, false, st.peered, can_dial, dialable);
+  auto dials = algorithms::pairs_to_dial(plan.nodes, st.peered, can_dial, dialable);
   for (auto [a, b] : dials) {
     order.dials.push_back({a, b, st.nodes[a].handle, st.nodes[b].host, st.nodes[b].port});
   }

@@ -233,8 +233,6 @@ struct train_job_state : job_core {
   stage_plan plan;
   stage_plan old_plan;
   std::vector<stage_actor> stages;
-  /// Data parallelism: the members' contributions per batch.
-  std::map<uint64_t, std::vector<torch::Tensor>> reduce_parts;
 
   // re-planning (at a flush): request -> drain -> spawn new stages, which
   // pull their layers from the old ones -> all ready -> old ones stop

@@ -125,7 +125,6 @@ void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
     return;
   }
   st.plan = std::move(plan);
-  st.reduce_parts.clear();
   st.stages.clear();
   for (size_t i = 0; i < r.stages.size(); ++i) {
     auto& s = r.stages[i];
@@ -135,13 +134,12 @@ void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
       st.stage_node[s.address()] = st.plan.nodes[i];
     }
   }
-  bool dp = !st.plan.split.empty();
+  // pipeline neighbours, or data-parallel members' neighbours on the chain
+  // their gradients are summed along
   for (size_t k = 0; k < st.stages.size(); ++k) {
-    auto prev =
-        k > 0 && !dp ? caf::actor_cast<caf::actor>(st.stages[k - 1]) : caf::actor{};
-    auto next = k + 1 < st.stages.size() && !dp
-                    ? caf::actor_cast<caf::actor>(st.stages[k + 1])
-                    : caf::actor{};
+    auto prev = k > 0 ? caf::actor_cast<caf::actor>(st.stages[k - 1]) : caf::actor{};
+    auto next = k + 1 < st.stages.size() ? caf::actor_cast<caf::actor>(st.stages[k + 1])
+                                         : caf::actor{};
     self->send(st.stages[k], wire_atom_v, prev, next, caf::actor_cast<caf::actor>(self));
   }
   st.status.pipeline.plan_version++;
@@ -254,8 +252,7 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
     can_dial.push_back(n.port != 0);
     dialable.push_back(n.port != 0 && !n.host.empty());
   }
-  auto dials = algorithms::pairs_to_dial(plan.nodes, !plan.split.empty(), st.peered,
-                                         can_dial, dialable);
+  auto dials = algorithms::pairs_to_dial(plan.nodes, st.peered, can_dial, dialable);
   launch_order order;
   order.specs = specs;
   for (auto n : plan.nodes) {
@@ -295,6 +292,7 @@ algorithms::plan_request planner_request(const train_job_state& st) {
   // weights and optimizer state each (data-parallel members after the first
   // do not replicate; they are counted as if they did)
   req.kept_snapshots = st.cfg.replicate_every > 0 ? tuning::stage_kept_snapshots : 0;
+  req.dp_chunk_bytes = static_cast<double>(tuning::dp_chunk_values * sizeof(float));
   auto live = live_nodes(st);
   // the user's stage count, as far as the live nodes and the layers allow
   // (after a failure there may be fewer nodes than stages asked for)

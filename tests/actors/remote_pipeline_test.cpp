@@ -73,6 +73,65 @@ TEST_CASE("three node processes hold the single-device weights after K steps",
   }
 }
 
+// Data-parallel members sum their gradients along their chain, node to
+// node (models::dp_chunks), dialled directly like pipeline neighbours; the
+// MLP's 0.67M gradients go as three chunks each way. Across processes the
+// sum is the same to the last bit as in one process.
+TEST_CASE("data-parallel members in node processes sum along their chain, each pair "
+          "connected directly, to the weights of one process",
+          "[actor][dp][process]") {
+  torch::set_num_threads(1);
+  auto jc = job(4);
+  jc.model = "mlp:hidden=512";
+  jc.data_parallel = true;
+  jc.optimizer = "sgd"; // (a data-parallel sum is exact up to rounding, which SGD keeps
+  jc.lr = 0.05;         // small; see the data-parallel tests)
+  auto train = salamander::testing::synthetic_for(jc.model, 1, 512);
+  REQUIRE(models::describe(models::model_spec::parse(jc.model)).total_params() >
+          2 * actors::tuning::dp_chunk_values);
+  auto run = [&](bool in_processes, const std::string& metrics) {
+    caf::actor_system_config cfg;
+    actors::configure(cfg);
+    caf::actor_system sys{cfg};
+    auto opts = polling();
+    opts.fetch_weights = true;
+    auto c = jc;
+    c.metrics_path = metrics;
+    if (!in_processes) {
+      return actors::run_job(sys, c, actors::local_nodes(sys, 3, 1), train, train, opts);
+    }
+    actors::process_cluster procs(3, "n");
+    auto nodes = actors::connect_nodes(sys, procs.nodes());
+    REQUIRE(static_cast<bool>(nodes));
+    auto r = actors::run_job(sys, c, *nodes, train, train, opts);
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(procs[i].stop() == 0);
+    }
+    return r;
+  };
+  salamander::testing::temp_dir dir;
+  auto remote = run(true, dir.file("remote.jsonl"));
+  auto local = run(false, "");
+  REQUIRE(remote.status.error == "");
+  CHECK_THAT(remote.status.plan, Catch::StartsWith("dp(n1:2 n2:1 n3:1)["));
+  REQUIRE(remote.weights);
+  REQUIRE(local.weights);
+  CHECK(salamander::testing::max_weight_diff(*remote.weights, *local.weights) == 0);
+  CHECK(salamander::testing::max_weight_diff(
+            *remote.weights, salamander::testing::single_device_weights(jc, *train)) <=
+        1e-5);
+  // the members before and after each other connected directly: the sum
+  // does not go through the supervisor's process
+  std::set<std::pair<std::string, std::string>> peers;
+  for (auto& e : salamander::testing::events(dir.file("remote.jsonl"), "peer")) {
+    if (e["direct"].get<bool>()) {
+      peers.emplace(e["from"].get<std::string>(), e["to"].get<std::string>());
+    }
+  }
+  CHECK(peers ==
+        std::set<std::pair<std::string, std::string>>{{"n1", "n2"}, {"n2", "n3"}});
+}
+
 // Weights between a round job and clients in node processes go in bounded
 // parts (actors/clients/weights_parts.hpp); a model of 1.1 MB is several
 // parts each way. The job ends with the very weights it gets when its

@@ -220,3 +220,58 @@ TEST_CASE("micro-batch accumulation gives the full batch's gradient", "[unit][tr
   CHECK_THROWS_AS(split_micro(torch::arange(3), 4), std::invalid_argument);
   CHECK_THROWS_AS(split_micro(torch::arange(3), 0), std::invalid_argument);
 }
+
+TEST_CASE("the chain reduce of data parallelism merges in member order to the last bit, "
+          "whatever the chunk size",
+          "[unit][dp]") {
+  // three members' contributions: [ gradients (10) | statistics (3) | decays (3) ]
+  torch::manual_seed(5);
+  const int64_t grads = 10, stats = 3;
+  std::vector<torch::Tensor> parts;
+  for (int m = 0; m < 3; ++m) {
+    parts.push_back(torch::cat(
+        {torch::randn({grads}) * 1e3, torch::randn({stats}), torch::rand({stats})}));
+  }
+  // what one sum in member order gives: gradients added in float32, the
+  // statistics chained r <- decay * r + c in float64
+  auto g = parts[0].narrow(0, 0, grads) + parts[1].narrow(0, 0, grads);
+  g = g + parts[2].narrow(0, 0, grads);
+  auto r = parts[0].narrow(0, grads, stats).to(torch::kFloat64);
+  for (int m = 1; m < 3; ++m) {
+    r = parts[m].narrow(0, grads + stats, stats).to(torch::kFloat64) * r +
+        parts[m].narrow(0, grads, stats).to(torch::kFloat64);
+  }
+  auto expected = torch::cat({g, r.to(torch::kFloat32)});
+  // not what adding in another order gives, or the test would prove nothing
+  auto other = parts[2].narrow(0, 0, grads) + parts[1].narrow(0, 0, grads);
+  other = other + parts[0].narrow(0, 0, grads);
+  REQUIRE_FALSE(torch::equal(other, g));
+
+  for (int64_t chunk : {1, 3, 4, 10, 1000}) {
+    INFO("chunks of " << chunk << " values");
+    auto c = dp_chunks::of(parts[0], grads, chunk);
+    CHECK(c.count() == (grads + chunk - 1) / chunk + 1);
+    std::vector<torch::Tensor> finished;
+    for (uint32_t j = 0; j < c.count(); ++j) {
+      torch::Tensor partial;
+      for (auto& p : parts) {
+        partial = c.fold(partial, p, j);
+      }
+      finished.push_back(c.finish(partial, j));
+    }
+    auto merged = c.assemble(finished);
+    CHECK(merged.numel() == grads + stats);
+    CHECK(torch::equal(merged, expected));
+  }
+
+  auto c = dp_chunks::of(parts[0], grads, 4);
+  CHECK_THROWS_WITH(c.fold({}, torch::zeros({grads + 2 * stats + 2}), 0),
+                    Catch::Contains("contributions of different sizes"));
+  CHECK_THROWS_WITH(c.fold({}, parts[0], c.count()), Catch::Contains("chunk 4 of 4"));
+  CHECK_THROWS_WITH(c.fold(torch::zeros({3}), parts[1], 0),
+                    Catch::Contains("wrong shape"));
+  CHECK_THROWS_WITH(c.assemble({torch::zeros({4})}), Catch::Contains("1 chunks, not 4"));
+  CHECK_THROWS_WITH(dp_chunks::of(parts[0], grads, 0),
+                    Catch::Contains("at least one value"));
+  CHECK_THROWS_WITH(dp_chunks::of(parts[0], grads + 1, 4), Catch::Contains("malformed"));
+}

@@ -144,15 +144,16 @@ TEST_CASE("neighbours dial once, lower node first, only where they can",
           "[unit][recovery]") {
   std::vector<bool> yes(5, true);
   using pairs = std::vector<std::pair<size_t, size_t>>;
-  CHECK(pairs_to_dial({2, 0, 3}, false, {}, yes, yes) == pairs{{0, 2}, {0, 3}});
-  CHECK(pairs_to_dial({2, 0, 3}, false, {{0, 2}}, yes, yes) == pairs{{0, 3}});
-  CHECK(pairs_to_dial({1, 2, 1, 2}, false, {}, yes, yes) == pairs{{1, 2}});
-  CHECK(pairs_to_dial({0, 0, 1}, false, {}, yes, yes) == pairs{{0, 1}});
-  CHECK(pairs_to_dial({0, 1, 2}, true, {}, yes, yes).empty());
+  CHECK(pairs_to_dial({2, 0, 3}, {}, yes, yes) == pairs{{0, 2}, {0, 3}});
+  CHECK(pairs_to_dial({2, 0, 3}, {{0, 2}}, yes, yes) == pairs{{0, 3}});
+  CHECK(pairs_to_dial({1, 2, 1, 2}, {}, yes, yes) == pairs{{1, 2}});
+  CHECK(pairs_to_dial({0, 0, 1}, {}, yes, yes) == pairs{{0, 1}});
+  // data-parallel members too: they sum their gradients along the chain
+  CHECK(pairs_to_dial({0, 1, 2}, {}, yes, yes) == pairs{{0, 1}, {1, 2}});
   std::vector<bool> in_process = {false, true, true, true, true}; // node 0 cannot dial
-  CHECK(pairs_to_dial({0, 1, 2}, false, {}, in_process, yes) == pairs{{1, 2}});
+  CHECK(pairs_to_dial({0, 1, 2}, {}, in_process, yes) == pairs{{1, 2}});
   std::vector<bool> no_address = {true, true, false, true, true}; // node 2 has no address
-  CHECK(pairs_to_dial({0, 1, 2}, false, {}, yes, no_address) == pairs{{0, 1}});
+  CHECK(pairs_to_dial({0, 1, 2}, {}, yes, no_address) == pairs{{0, 1}});
 }
 
 namespace {
