@@ -951,10 +951,11 @@ std::vector<int> split_micro_batches(const std::vector<double>& per_micro_s,
 namespace {
 
 // Per member: its block's compute, memory for the whole model, and on its
-// link the gradient sum: the members sum along their chain in chunks
-// (models::dp_chunks), each member's link carrying the weights once each
-// way, so the sum takes twice the weights over the slowest link, plus a
-// chunk's hop per member up and down the chain.
+// link the gradient sum, its weights' size each way. Through the supervisor
+// the sums are taken one after another; along the chain of members in
+// chunks (models::dp_chunks) the links work at once, so the sum takes twice
+// the weights over the slowest link, plus a chunk's hop per member up and
+// down the chain.
 partition_plan data_parallel_plan(const plan_request& req, const cost_model& cm,
                                   const std::vector<size_t>& devices,
                                   std::vector<int> split) {
@@ -1001,12 +1002,13 @@ partition_plan data_parallel_plan(const plan_request& req, const cost_model& cm,
                        mb(a.memory_bytes) + ", has " + mb(d.memory_bytes) + ")");
     }
     slowest = std::max(slowest, split[i] * a.compute_s);
-    link = std::max(link, a.link_in_s);
+    link = req.dp_chain ? std::max(link, a.link_in_s) : link + a.link_in_s;
     hop = std::max(hop, std::min(weights, req.dp_chunk_bytes) / d.link_bytes_per_s +
                             d.link_latency_s);
     plan.stages.push_back(a);
   }
-  double reduce = link + 2.0 * static_cast<double>(devices.size() - 1) * hop;
+  double reduce =
+      req.dp_chain ? link + 2.0 * static_cast<double>(devices.size() - 1) * hop : link;
   plan.micro_split = std::move(split);
   plan.objective_s = slowest + reduce;
   plan.bottleneck_s = plan.objective_s / req.micro_batches;

@@ -118,7 +118,9 @@ struct plan_request {
   /// Training: also consider data-parallel plans.
   bool allow_data_parallel = true;
   /// Data parallelism: the members sum their gradients along their chain
-  /// in chunks of this many bytes (actors/tuning.hpp dp_chunk_values).
+  /// in chunks of this many bytes (actors/tuning.hpp dp_chunk_values);
+  /// else through the supervisor.
+  bool dp_chain = false;
   double dp_chunk_bytes = 1 << 20;
   /// Inference: micro-batches a stage may hold at once (its inputs waiting
   /// and the one it computes); each costs its input and output buffers, and

@@ -762,6 +762,15 @@ void add_planning_options(CLI::App& sub, train_cli& cli) {
                  "share of each batch's micro-batches")
       ->check(CLI::IsMember({"auto", "pipeline", "even", "dp"}))
       ->capture_default_str();
+  sub.add_option("--dp-reduce", job.dp_reduce,
+                 "how data-parallel members sum their gradients: supervisor (each sends "
+                 "its gradients to the supervisor, which sends back the sum: two hops, "
+                 "but the supervisor's link carries the weights twice per member) or "
+                 "chain (node to node along the members in 1 MB chunks: each link "
+                 "carries the weights once each way, at 2 x (members - 1) hops; for "
+                 "slow links)")
+      ->check(CLI::IsMember({"supervisor", "chain"}))
+      ->capture_default_str();
   sub.add_option("--replan-gain", job.replan_gain,
                  "re-plan live when profiles predict at least this throughput gain (0: "
                  "never)")

@@ -210,9 +210,17 @@ int train_scaling(const bench_args& args) {
     auto dp_cfg = jc;
     dp_cfg.data_parallel = true;
     auto dp = scaling_run_for(sys, dp_cfg, nodes, data, seconds);
+    // the same members summing along their chain instead of through the
+    // supervisor (--dp-reduce chain)
+    auto chain_cfg = dp_cfg;
+    chain_cfg.dp_reduce = "chain";
+    auto chain = scaling_run_for(sys, chain_cfg, nodes, data, seconds);
     double base = std::max(alone.samples_per_s, 1e-9);
     for (auto& [name, m] : std::vector<std::pair<std::string, scaling_run>>{
-             {"pipeline_async", piped}, {"pipeline_1f1b", flushed}, {"data_parallel", dp}}) {
+             {"pipeline_async", piped},
+             {"pipeline_1f1b", flushed},
+             {"data_parallel", dp},
+             {"data_parallel_chain", chain}}) {
       std::fprintf(stderr, "%s: %-15s %7.1f samples/s  %.2fx  %s\n", c.model.c_str(),
                    name.c_str(), m.samples_per_s, m.samples_per_s / base, m.plan.c_str());
       rep.detail(name + "_samples_per_s" + c.key, m.samples_per_s);
@@ -222,6 +230,8 @@ int train_scaling(const bench_args& args) {
     heads.push_back({"train_scaling_pipeline_async" + c.key, piped.samples_per_s / base});
     heads.push_back({"train_scaling_pipeline_1f1b" + c.key, flushed.samples_per_s / base});
     heads.push_back({"train_scaling_data_parallel" + c.key, dp.samples_per_s / base});
+    heads.push_back(
+        {"train_scaling_data_parallel_chain" + c.key, chain.samples_per_s / base});
   }
 
   // What the schedule costs in accuracy: the same samples, async and flushed

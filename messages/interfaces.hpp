@@ -26,7 +26,11 @@ namespace salamander {
 ///                           version `current_version`: whatever it has now
 ///   pause                 recovery: stop computing (inputs are kept), so that
 ///                         what it reports and serves stays as it is
-///   reduce(batch, chunk, partial)  data parallelism, from the member before:
+///   reduce(batch, merged) data parallelism through the supervisor: the
+///                         members' summed gradients and merged BatchNorm
+///                         statistics; the stage steps with them
+///   reduce(batch, chunk, partial)  data parallelism along the chain of
+///                         members (--dp-reduce chain), from the member before:
 ///                         a chunk of the contributions of the members
 ///                         before it (models::dp_chunks); this member folds
 ///                         its own in and passes it to the member after it
@@ -54,6 +58,7 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<labels_atom, uint64_t, uint32_t, double, tensor_payload>,
     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<replicate_atom, uint64_t>, caf::reacts_to<pause_atom>,
+    caf::reacts_to<reduce_atom, uint64_t, tensor_payload>,
     caf::reacts_to<reduce_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<summed_atom, uint64_t, uint32_t, tensor_payload>,
     caf::replies_to<snapshot_atom, caf::actor>::with<uint64_t, uint64_t, uint64_t>,
@@ -168,6 +173,11 @@ using job_actor = caf::typed_actor<
 ///   failed(stage, what)    a stage gave up; the job fails with `what`
 ///   eval(id, micro, y)     logits of an evaluation chunk from the last stage
 ///   ready(stage)           a re-planned or recovering stage pulled its state
+///   reduce(batch, member, n, parts)
+///                          a data-parallel stage's gradients (the first n
+///                          values) and BatchNorm statistics for a batch, when
+///                          they sum through the supervisor; when every
+///                          member's are in, each gets reduce(batch, sum)
 ///   tick                   its own periodic progress check
 ///   recover(generation)    its own: start the recovery after a failure
 ///   kill(stage)            chaos: crash stage N (exit reason kill)
@@ -181,6 +191,7 @@ using train_job_actor = job_actor::extend<
     caf::reacts_to<failed_atom, uint32_t, std::string>,
     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<ready_atom, uint32_t>,
+    caf::reacts_to<reduce_atom, uint64_t, uint32_t, uint64_t, tensor_payload>,
     caf::reacts_to<tick_atom>, caf::reacts_to<recover_atom, uint64_t>,
     caf::reacts_to<dispatch_atom>,
     caf::replies_to<kill_atom, uint32_t>::with<std::string>,

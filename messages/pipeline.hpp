@@ -50,14 +50,16 @@ struct stage_spec {
   /// Data parallelism: `members` stages hold the same layers and split
   /// each batch's micro-batches into contiguous blocks; this one (member
   /// `member`, 0 leads) runs micro-batches [micro_begin, micro_end). At the
-  /// flush they sum their gradients through the supervisor (reduce) and all
-  /// take the same step. members == 1: a plain pipeline stage, which runs
+  /// flush they sum their gradients (`reduce`: "supervisor", through the
+  /// supervisor, or "chain", along the chain of members) and all take the
+  /// same step. members == 1: a plain pipeline stage, which runs
   /// every micro-batch. Data-parallel stages are single-stage pipelines
   /// (each holds every layer).
   uint32_t member = 0;
   uint32_t members = 1;
   uint32_t micro_begin = 0;
   uint32_t micro_end = 0; ///< 0: micro_batches
+  std::string reduce = "supervisor";
   /// "train", or "infer": a serving stage (actors/serve/): forward only, no
   /// optimizer state, micro-batches stream through without a flush
   /// (eval messages), and `micro_batches` is the number the job keeps in
@@ -111,7 +113,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
            x.source_begin, x.source_end, x.source_version, x.replicate_every,
            x.global_every, x.chain_holder, x.global_holder, x.member, x.members,
            x.micro_begin, x.micro_end, x.mode, x.async_delay, x.sync_every,
-           x.epoch_batches, x.total_batches, x.aggregate_every);
+           x.epoch_batches, x.total_batches, x.aggregate_every, x.reduce);
 }
 
 template <class Inspector>

@@ -165,6 +165,10 @@ private:
   std::pair<int64_t, int64_t> grad_range(uint32_t chunk) const;
 };
 
+/// The members' contributions, in member order, merged at once (the
+/// supervisor's sum): dp_chunks' fold over one chunk. Pure.
+torch::Tensor dp_merge(const std::vector<torch::Tensor>& parts, int64_t grad_values);
+
 /// Sets `net`'s gradients and BatchNorm statistics from the merged update
 /// (dp_chunks::assemble), and
 /// counts the `other_forwards` micro-batches the other members ran in each

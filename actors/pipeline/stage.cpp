@@ -436,9 +436,9 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
 }
 
 // Data parallelism, at the flush: the step waits for the members' sum
-// (models::dp_chunks), summed along the chain of members: member 0 starts
-// every chunk, the others fold in the chunks that came from the member
-// before (or come later, to reduce_chunk).
+// (models::dp_chunks), through the supervisor or along the chain of
+// members: there member 0 starts every chunk, the others fold in the chunks
+// that came from the member before (or come later, to reduce_chunk).
 void start_reduce(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto start = clock::now();
@@ -446,6 +446,14 @@ void start_reduce(stage_actor::stateful_pointer<stage_state> self) {
   st.contribution = models::dp_contribution(*st.exec->net(), st.stats_before,
                                             static_cast<int64_t>(st.order.size() / 2),
                                             st.spec.member == 0, grad_values);
+  if (st.spec.reduce != "chain") {
+    st.stats.compute_s += emulated(self, clock::now() - start);
+    st.reducing = true;
+    st.reduce_sent = clock::now();
+    self->send(st.supervisor, reduce_atom_v, st.batch, st.spec.member,
+               static_cast<uint64_t>(grad_values), tensor_payload{st.contribution});
+    return;
+  }
   st.chunks =
       models::dp_chunks::of(st.contribution, grad_values, tuning::dp_chunk_values);
   st.summed.assign(st.chunks.count(), torch::Tensor{});
@@ -558,6 +566,11 @@ void build(stage_actor::stateful_pointer<stage_state> self, stage_spec spec,
     throw std::invalid_argument("a data-parallel stage must hold every layer, not " +
                                 std::to_string(spec.begin) + ".." +
                                 std::to_string(spec.end));
+  }
+  if (spec.members > 1 && spec.reduce != "supervisor" && spec.reduce != "chain") {
+    throw std::invalid_argument("a data-parallel sum is taken by the supervisor or "
+                                "along the chain, not by '" +
+                                spec.reduce + "'");
   }
   int position = spec.members > 1 ? 0 : static_cast<int>(spec.index);
   int positions = spec.members > 1 ? 1 : static_cast<int>(spec.stages);
@@ -776,6 +789,15 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
         });
       },
       [=](pause_atom) { self->state.frozen = true; },
+      [=](reduce_atom, uint64_t batch, tensor_payload& merged) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          if (st.frozen || !st.reducing || batch != st.batch) {
+            return; // late, or recovery froze this stage where it was
+          }
+          apply_reduce(self, merged.tensor);
+        });
+      },
       [=](reduce_atom, uint64_t batch, uint32_t chunk, tensor_payload& partial) {
         guarded(self, [&] {
           auto& st = self->state;

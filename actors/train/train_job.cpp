@@ -174,6 +174,36 @@ bool from_current_stage(self_ptr self) {
   });
 }
 
+// Data parallelism through the supervisor (--dp-reduce supervisor): sum
+// the members' gradients, chain their BatchNorm statistics, and send every
+// member the result.
+void on_reduce(self_ptr self, uint64_t batch, uint32_t member, uint64_t grad_values,
+               torch::Tensor part) {
+  auto& st = self->state;
+  if (st.plan.split.empty() || member >= st.stages.size() ||
+      caf::actor_cast<caf::strong_actor_ptr>(st.stages[member]) !=
+          self->current_sender()) {
+    return; // a stage of a plan that was replaced
+  }
+  auto& parts = st.reduce_parts[batch];
+  parts.resize(st.stages.size());
+  parts[member] = std::move(part);
+  for (auto& p : parts) {
+    if (!p.defined()) {
+      return;
+    }
+  }
+  try {
+    auto merged = models::dp_merge(parts, static_cast<int64_t>(grad_values));
+    st.reduce_parts.erase(batch);
+    for (auto& s : st.stages) {
+      self->send(s, reduce_atom_v, batch, tensor_payload{merged});
+    }
+  } catch (const std::exception& e) {
+    fail(self, std::string("data-parallel sum failed: ") + e.what());
+  }
+}
+
 caf::result<std::string> on_replicate(self_ptr self) {
   auto& st = self->state;
   if (st.phase == job_phase::replanning || st.stages.empty()) {
@@ -477,16 +507,21 @@ train_job_actor::behavior_type running(self_ptr self) {
       [=](eval_atom, uint64_t round, uint32_t chunk, tensor_payload& logits) {
         on_eval(self, round, chunk, logits.tensor);
       },
+      [=](reduce_atom, uint64_t batch, uint32_t member, uint64_t grad_values,
+          tensor_payload& part) {
+        on_reduce(self, batch, member, grad_values, part.tensor);
+      },
       [=](replicate_atom) { return on_replicate(self); });
 }
 
 // The behaviour while the job recovers or waits for a node: the pipeline
 // that broke is gone, so what its stages still report (batches, test
-// chunks) is dropped, and a replica waits for the new one.
+// chunks, gradient parts) is dropped, and a replica waits for the new one.
 train_job_actor::behavior_type recovering_behavior(self_ptr self) {
   return with_common(
       self, drop<done_atom, batch_stats>(),
       drop<eval_atom, uint64_t, uint32_t, tensor_payload>(),
+      drop<reduce_atom, uint64_t, uint32_t, uint64_t, tensor_payload>(),
       [=](replicate_atom) -> caf::result<std::string> {
         return caf::make_error(errc::not_ready,
                                "the job is " + to_string(self->state.status.phase) +
@@ -503,6 +538,7 @@ train_job_actor::behavior_type ended(self_ptr self) {
        self->state.events},
       drop<done_atom, batch_stats>(), drop<failed_atom, uint32_t, std::string>(),
       drop<eval_atom, uint64_t, uint32_t, tensor_payload>(), drop<ready_atom, uint32_t>(),
+      drop<reduce_atom, uint64_t, uint32_t, uint64_t, tensor_payload>(),
       drop<recover_atom, uint64_t>(), drop<dispatch_atom>());
 }
 

@@ -137,6 +137,13 @@ struct job_config {
   /// Without the planner: data parallelism over every node with an even
   /// share of micro-batches, instead of a pipeline.
   bool data_parallel = false;
+  /// How data-parallel members sum their gradients: "supervisor" (each
+  /// sends its contribution to the job, which sends back the sum: two hops,
+  /// and the supervisor's process does the work, but its link carries the
+  /// weights twice per member) or "chain" (node to node along the chain of
+  /// members, in chunks: each link carries the weights once each way, the
+  /// supervisor none; 2 (members - 1) hops, each on a member's CPU).
+  std::string dp_reduce = "supervisor";
   /// Re-plan live when the profiles, corrected by measured stage times,
   /// predict at least this gain in throughput (0: never).
   double replan_gain = tuning::replan_gain;
@@ -233,6 +240,8 @@ struct train_job_state : job_core {
   stage_plan plan;
   stage_plan old_plan;
   std::vector<stage_actor> stages;
+  /// Data parallelism: the members' contributions per batch.
+  std::map<uint64_t, std::vector<torch::Tensor>> reduce_parts;
 
   // re-planning (at a flush): request -> drain -> spawn new stages, which
   // pull their layers from the old ones -> all ready -> old ones stop

@@ -64,6 +64,9 @@ std::vector<bool> dead_mask(const train_job_state& st);
 std::vector<std::string> node_names(const train_job_state& st);
 
 // plans (train_plan.cpp)
+/// Bytes of a layer's weights and optimizer state per byte of weights
+/// (Adam: 3, SGD with momentum: 2).
+int state_factor(const job_config& cfg);
 enum class launch_kind { first, replan, recovery };
 /// Each new stage's pulls (recovery: from the holders and survivors).
 using source_fn = std::function<void(stage_spec&)>;

@@ -54,6 +54,7 @@ std::vector<stage_spec> make_specs(const train_job_state& st, const stage_plan& 
     if (dp) {
       spec.members = static_cast<uint32_t>(n);
       spec.member = static_cast<uint32_t>(i);
+      spec.reduce = st.cfg.dp_reduce;
       int begin = 0;
       for (size_t k = 0; k < i; ++k) {
         begin += plan.split[k];
@@ -92,10 +93,6 @@ void add_sources(const train_job_state& st, stage_spec& spec) {
   }
 }
 
-int state_factor(const job_config& cfg) {
-  return cfg.optimizer == "adam" ? 3 : 2;
-}
-
 // The launcher came back: wire the stages and start (or resume) training.
 void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
                  std::vector<std::pair<size_t, size_t>> dials, launch_result& r) {
@@ -125,6 +122,7 @@ void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
     return;
   }
   st.plan = std::move(plan);
+  st.reduce_parts.clear();
   st.stages.clear();
   for (size_t i = 0; i < r.stages.size(); ++i) {
     auto& s = r.stages[i];
@@ -168,6 +166,10 @@ void on_launched(self_ptr self, uint64_t attempt, stage_plan plan, bool pulls,
 }
 
 } // namespace
+
+int state_factor(const job_config& cfg) {
+  return cfg.optimizer == "adam" ? 3 : 2;
+}
 
 std::string describe_plan(const train_job_state& st) {
   return describe_plan(st, st.plan);
@@ -292,6 +294,7 @@ algorithms::plan_request planner_request(const train_job_state& st) {
   // weights and optimizer state each (data-parallel members after the first
   // do not replicate; they are counted as if they did)
   req.kept_snapshots = st.cfg.replicate_every > 0 ? tuning::stage_kept_snapshots : 0;
+  req.dp_chain = st.cfg.dp_reduce == "chain";
   req.dp_chunk_bytes = static_cast<double>(tuning::dp_chunk_values * sizeof(float));
   auto live = live_nodes(st);
   // the user's stage count, as far as the live nodes and the layers allow

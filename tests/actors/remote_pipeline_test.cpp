@@ -73,8 +73,9 @@ TEST_CASE("three node processes hold the single-device weights after K steps",
   }
 }
 
-// Data-parallel members sum their gradients along their chain, node to
-// node (models::dp_chunks), dialled directly like pipeline neighbours; the
+// With --dp-reduce chain, data-parallel members sum their gradients along
+// their chain, node to node (models::dp_chunks), dialled directly like
+// pipeline neighbours; the
 // MLP's 0.67M gradients go as three chunks each way. Across processes the
 // sum is the same to the last bit as in one process.
 TEST_CASE("data-parallel members in node processes sum along their chain, each pair "
@@ -84,6 +85,7 @@ TEST_CASE("data-parallel members in node processes sum along their chain, each p
   auto jc = job(4);
   jc.model = "mlp:hidden=512";
   jc.data_parallel = true;
+  jc.dp_reduce = "chain";
   jc.optimizer = "sgd"; // (a data-parallel sum is exact up to rounding, which SGD keeps
   jc.lr = 0.05;         // small; see the data-parallel tests)
   auto train = salamander::testing::synthetic_for(jc.model, 1, 512);

@@ -221,8 +221,8 @@ TEST_CASE("micro-batch accumulation gives the full batch's gradient", "[unit][tr
   CHECK_THROWS_AS(split_micro(torch::arange(3), 0), std::invalid_argument);
 }
 
-TEST_CASE("the chain reduce of data parallelism merges in member order to the last bit, "
-          "whatever the chunk size",
+TEST_CASE("the data-parallel sum merges in member order to the last bit, through the "
+          "supervisor or along the chain in chunks of any size",
           "[unit][dp]") {
   // three members' contributions: [ gradients (10) | statistics (3) | decays (3) ]
   torch::manual_seed(5);
@@ -263,6 +263,9 @@ TEST_CASE("the chain reduce of data parallelism merges in member order to the la
     CHECK(merged.numel() == grads + stats);
     CHECK(torch::equal(merged, expected));
   }
+
+  // the supervisor's sum, all at once
+  CHECK(torch::equal(dp_merge(parts, grads), expected));
 
   auto c = dp_chunks::of(parts[0], grads, 4);
   CHECK_THROWS_WITH(c.fold({}, torch::zeros({grads + 2 * stats + 2}), 0),
