@@ -101,6 +101,51 @@ std::optional<size_t> pick_source(const std::vector<recovery_source>& sources,
   return best;
 }
 
+std::optional<std::vector<layer_pick>>
+spread_pulls(const std::vector<recovery_source>& sources, uint64_t begin, uint64_t end,
+             uint64_t version, size_t node, const std::vector<int64_t>& layer_bytes,
+             const std::vector<double>& rate) {
+  std::vector<layer_pick> picks;
+  std::vector<double> bytes(sources.size(), 0.0); // what each source serves so far
+  for (uint64_t l = begin; l < end; ++l) {
+    auto size = l < layer_bytes.size() ? static_cast<double>(layer_bytes[l]) : 0.0;
+    std::optional<size_t> best;
+    double best_end = 0;
+    bool best_usable = false;
+    for (size_t h = 0; h < sources.size(); ++h) {
+      auto& s = sources[h];
+      if (!holds(s, l, version)) {
+        continue;
+      }
+      if (!s.central && s.node == node) {
+        best = h; // on the stage's own node: no bytes on the wire
+        break;
+      }
+      double r = h < rate.size() ? rate[h] : 0.0;
+      bool usable = r > 0;
+      double ends = usable ? (bytes[h] + size) / r : 0.0;
+      // a usable source beats an unusable one; then the sooner end; then
+      // pick_source's order (a node's copy before the central one, lower
+      // index first)
+      bool better =
+          !best || (usable && !best_usable) ||
+          (usable == best_usable && (ends < best_end || (ends == best_end && !s.central &&
+                                                         sources[*best].central)));
+      if (better) {
+        best = h;
+        best_end = ends;
+        best_usable = usable;
+      }
+    }
+    if (!best) {
+      return std::nullopt;
+    }
+    bytes[*best] += size;
+    picks.push_back({*best, version});
+  }
+  return picks;
+}
+
 std::vector<pull> merge_pulls(const std::vector<layer_pick>& picks, uint64_t begin) {
   std::vector<pull> out;
   for (size_t i = 0; i < picks.size(); ++i) {

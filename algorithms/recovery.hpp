@@ -75,6 +75,22 @@ int64_t missed_updates(const std::vector<layer_pick>& picks, uint64_t committed)
 std::optional<size_t> pick_source(const std::vector<recovery_source>& sources,
                                   uint64_t layer, uint64_t version, size_t node);
 
+/// Exact policy, knowing the links: where each of layers [begin, end) comes
+/// from, at `version`, for a stage on `node`, so that its pulls, which run
+/// at once (one request per run of layers from a source), end soonest. A
+/// copy on the stage's own node costs nothing and is always taken. Every
+/// other layer goes, in order, to the source whose pulls would end soonest
+/// with it: the bytes it serves so far plus the layer's (`layer_bytes[l]`),
+/// over the rate of its link to `node` (`rate[source]`, bytes/s; a source
+/// at 0 is used only when nothing else holds the layer). So the nearest
+/// replica serves most, and a second one takes a share when that ends the
+/// transfer sooner (list scheduling on machines of different speeds).
+/// nullopt when a layer has no source.
+std::optional<std::vector<layer_pick>>
+spread_pulls(const std::vector<recovery_source>& sources, uint64_t begin, uint64_t end,
+             uint64_t version, size_t node, const std::vector<int64_t>& layer_bytes,
+             const std::vector<double>& rate);
+
 /// A stage's pulls: consecutive layers from one source at one version.
 struct pull {
   size_t source = 0;

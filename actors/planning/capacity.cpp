@@ -62,6 +62,11 @@ capacity_model::measured_link(size_t node, const std::vector<bool>& dead) const 
   return {rates[rates.size() / 2], latencies[latencies.size() / 2]};
 }
 
+double capacity_model::link_rate(size_t from, size_t to) const {
+  auto it = links_.find({from, to});
+  return it == links_.end() ? 0.0 : it->second.bytes_per_s;
+}
+
 algorithms::plan_request capacity_model::request(algorithms::plan_request req,
                                                  const std::vector<size_t>& live,
                                                  const std::vector<bool>& dead,

@@ -49,6 +49,10 @@ public:
   std::pair<double, double> measured_link(size_t node,
                                           const std::vector<bool>& dead) const;
 
+  /// The rate the profilers measured from `from` to `to` (bytes/s; 0: not
+  /// measured).
+  double link_rate(size_t from, size_t to) const;
+
   /// The planner's request over the live nodes (device d of it is
   /// `live[d]`), with every profile scaled by its correction.
   algorithms::plan_request request(algorithms::plan_request base,

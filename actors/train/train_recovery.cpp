@@ -83,6 +83,27 @@ caf::expected<stage_plan> survivor_plan(self_ptr self) {
   }
 }
 
+// The rate at which `source` can send to `node`, as far as known: the
+// profilers' measure of that pair; for the central holder (beside the
+// supervisor, whose links nobody measures) or an unmeasured pair, the
+// receiving node's median measured link; else its profile's, else the
+// default rate.
+double pull_rate(const train_job_state& st, const algorithms::recovery_source& source,
+                 size_t node) {
+  if (!source.central) {
+    if (auto r = st.capacity.link_rate(source.node, node); r > 0) {
+      return r;
+    }
+  }
+  if (auto [rate, latency] = st.capacity.measured_link(node, dead_mask(st)); rate > 0) {
+    return rate;
+  }
+  if (node < st.nodes.size() && st.nodes[node].info.link_bytes_per_s > 0) {
+    return st.nodes[node].info.link_bytes_per_s;
+  }
+  return st.cfg.default_link_bytes_per_s;
+}
+
 // The counters after a recovery decision. Exact: roll back to v, the
 // batches after it are replayed. Fast: no rollback; the lost layers miss the
 // updates since their replica (not exact, and the audit says so). Returns
@@ -163,8 +184,9 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
   st.status.training.committed = static_cast<int64_t>(st.committed);
   st.evaluated_epochs = std::min<int64_t>(
       st.evaluated_epochs, static_cast<int64_t>(st.committed / st.batches_per_epoch));
-  // each layer from a source on the stage's own node when it has the
-  // layer, else a neighbour, else the central holder
+  // exact: each layer from a source on the stage's own node when it has
+  // the layer, else spread over the other sources by their links to it
+  // (algorithms::spread_pulls); fast: from the decision's picks
   auto sources = as_recovery_sources(d.sources);
   auto handles = std::make_shared<std::vector<caf::actor>>();
   for (auto& f : d.sources) {
@@ -173,25 +195,48 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
   bool fast = d.fast;
   auto v = d.version;
   auto on_nodes = plan->nodes;
+  std::map<size_t, std::vector<double>> rates; // node -> each source's rate to it
+  for (auto n : on_nodes) {
+    for (auto& s : sources) {
+      rates[n].push_back(pull_rate(st, s, n));
+    }
+  }
+  auto names = node_names(st);
+  std::vector<int64_t> layer_bytes;
+  for (auto& l : st.desc.layers) {
+    layer_bytes.push_back(l.param_bytes * state_factor(st.cfg));
+  }
   auto pull_from = [=](stage_spec& spec) {
     if (!fast && v == 0) {
       return; // the seed: nothing to pull
     }
     std::vector<algorithms::layer_pick> picks;
-    for (uint64_t l = spec.begin; l < spec.end; ++l) {
-      if (fast) {
-        picks.push_back(fast_picks[l]);
-      } else {
-        auto node = spec.index < on_nodes.size() ? on_nodes[spec.index] : SIZE_MAX;
-        picks.push_back({*algorithms::pick_source(sources, l, v, node), v});
-      }
+    if (fast) {
+      picks.assign(fast_picks.begin() + static_cast<std::ptrdiff_t>(spec.begin),
+                   fast_picks.begin() + static_cast<std::ptrdiff_t>(spec.end));
+    } else {
+      auto node = spec.index < on_nodes.size() ? on_nodes[spec.index] : SIZE_MAX;
+      auto r = rates.find(node);
+      picks =
+          *algorithms::spread_pulls(sources, spec.begin, spec.end, v, node, layer_bytes,
+                                    r != rates.end() ? r->second : std::vector<double>{});
     }
+    auto from = nlohmann::json::array();
     for (auto& p : algorithms::merge_pulls(picks, spec.begin)) {
       spec.sources.push_back((*handles)[p.source]);
       spec.source_begin.push_back(p.begin);
       spec.source_end.push_back(p.end);
       spec.source_version.push_back(p.version);
+      auto& s = sources[p.source];
+      from.push_back({{"source", s.central               ? std::string{"central"}
+                                 : s.node < names.size() ? names[s.node]
+                                                         : std::string{"?"}},
+                      {"stage", s.stage},
+                      {"begin", p.begin},
+                      {"end", p.end}});
     }
+    // where each stage's layers come from (a source on its own node too)
+    log_event(self, "pulls", {{"stage", spec.index}, {"from", from}});
   };
   launch(self, std::move(*plan), launch_kind::recovery, pull_from);
 }

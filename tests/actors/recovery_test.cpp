@@ -88,6 +88,56 @@ TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
   }
 }
 
+TEST_CASE("a stage's lost layers are pulled from its chain holder and the central one "
+          "at once, exactly",
+          "[actor][recovery]") {
+  // the MLP's six layers, two a stage; stage 1's replicas are on node 2's
+  // holder (the chain) and the central holder (every replication): with
+  // links alike, each serves one of its two layers
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 2048);
+  auto jc = job(20, 2);
+  jc.model = "mlp:depth=5";
+  jc.global_every = 1;
+  salamander::testing::temp_dir dir;
+  jc.metrics_path = dir.file("m.jsonl");
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto opts = watched();
+  stage_kill kill;
+  kill_stage_after(sys, opts, 5, 1, kill);
+  auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
+  INFO("phase " << r.status.phase << ", error '" << r.status.error << "', killed "
+                << kill.done << ": " << kill.reply);
+  REQUIRE(r.status.phase == status_phase::finished);
+  CHECK(r.status.pipeline.recoveries == 1);
+  CHECK(kill.plan == "local0[0,2) local1[2,4) local2[4,6)");
+  CHECK(r.status.plan == kill.plan);
+  auto pulls = salamander::testing::events(jc.metrics_path, "pulls");
+  REQUIRE(pulls.size() == 3);
+  for (auto& p : pulls) {
+    INFO(p.dump());
+    auto& from = p["from"];
+    if (p["stage"] == 1) {
+      // the lost layers: one from each holder, neither from a stage
+      REQUIRE(from.size() == 2);
+      std::set<std::string> holders{from[0]["source"].get<std::string>(),
+                                    from[1]["source"].get<std::string>()};
+      CHECK(holders == std::set<std::string>{"local2", "central"});
+      CHECK(from[0]["end"] == from[1]["begin"]);
+      CHECK_FALSE(from[0]["stage"].get<bool>());
+      CHECK_FALSE(from[1]["stage"].get<bool>());
+    } else {
+      // a survivor's layers: from itself, on its own node
+      REQUIRE(from.size() == 1);
+      CHECK(from[0]["source"] == (p["stage"] == 0 ? "local0" : "local2"));
+      CHECK(from[0]["stage"].get<bool>());
+    }
+  }
+  check_exact(r, jc, *train, 20);
+}
+
 TEST_CASE("under the async schedule a crashed stage is recovered from, exactly",
           "[actor][recovery][async]") {
   // replicas (and the segments' ends) every 4 batches: the rollback is to a

@@ -95,6 +95,46 @@ TEST_CASE("a layer comes from the stage's own node first, the central holder las
   CHECK_FALSE(pick_source(found, 1, 20, 1));
 }
 
+TEST_CASE("a stage's layers come from its own node first, then spread over the nearest "
+          "replicas so that the pulls end soonest",
+          "[unit][recovery]") {
+  std::vector<recovery_source> found = {
+      holder(9, {{0, 10}, {1, 10}, {2, 10}, {3, 10}}, true), // central
+      holder(1, {{0, 10}, {1, 10}, {2, 10}, {3, 10}}),       // node 1's holder
+      stage(2, 1, 2, {{1, 10}}),                             // a survivor on node 2
+  };
+  std::vector<int64_t> mb(4, 1'000'000);
+  auto sources_of = [](const std::optional<std::vector<layer_pick>>& picks) {
+    std::vector<size_t> out;
+    for (auto& p : *picks) {
+      CHECK(p.version == 10);
+      out.push_back(p.source);
+    }
+    return out;
+  };
+  using v = std::vector<size_t>;
+  // equal links: the three sources share the layers (the survivor has only
+  // layer 1), a node's copy before the central one on a tie
+  CHECK(sources_of(spread_pulls(found, 0, 4, 10, 5, mb, {1e6, 1e6, 1e6})) ==
+        v{1, 2, 0, 1});
+  // the stage's own node serves what it has, whatever the links
+  CHECK(sources_of(spread_pulls(found, 0, 2, 10, 2, mb, {1e6, 1e6, 1e6})) == v{1, 2});
+  CHECK(sources_of(spread_pulls(found, 0, 2, 10, 1, mb, {1e9, 1e6, 1e9})) == v{1, 1});
+  // a link 4x faster serves four layers before the slower one takes the
+  // fifth: (4 + 1) MB at 4 MB/s would end after 1.25 s, 1 MB at 1 MB/s
+  // ends after 1 s
+  std::vector<recovery_source> two = {
+      holder(9, {{0, 10}, {1, 10}, {2, 10}, {3, 10}, {4, 10}}, true),
+      holder(1, {{0, 10}, {1, 10}, {2, 10}, {3, 10}, {4, 10}})};
+  std::vector<int64_t> five(5, 1'000'000);
+  CHECK(sources_of(spread_pulls(two, 0, 5, 10, 3, five, {1e6, 4e6})) == v{1, 1, 1, 1, 0});
+  // a source of unknown rate only when nothing else has the layer
+  CHECK(sources_of(spread_pulls(two, 0, 3, 10, 3, five, {0, 1e6})) == v{1, 1, 1});
+  CHECK(sources_of(spread_pulls({two[0]}, 0, 2, 10, 3, five, {0})) == v{0, 0});
+  // no source at that version
+  CHECK_FALSE(spread_pulls(found, 0, 2, 20, 1, mb, {1e6, 1e6, 1e6}));
+}
+
 TEST_CASE("pulls merge consecutive layers from one source at one version",
           "[unit][recovery]") {
   std::vector<layer_pick> picks = {
