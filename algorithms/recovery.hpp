@@ -123,8 +123,8 @@ size_t chain_holder_node(size_t stage, const std::vector<size_t>& on_nodes,
 size_t member_of_micro(const std::vector<int>& split, size_t micro);
 
 /// Neighbours to connect directly before a plan starts: each pair of
-/// adjacent stages (of a pipeline, or data-parallel members, whose gradients
-/// are summed along their chain) on different nodes, as (lower, higher)
+/// adjacent stages (of a pipeline, or data-parallel members that sum their
+/// gradients along their chain) on different nodes, as (lower, higher)
 /// node index, once, unless already connected; the lower one dials, so it
 /// must be able to (`can_dial`: a node process, not one inside the
 /// supervisor's), and the higher one must have an address to be dialled at

@@ -254,7 +254,12 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
     can_dial.push_back(n.port != 0);
     dialable.push_back(n.port != 0 && !n.host.empty());
   }
-  auto dials = algorithms::pairs_to_dial(plan.nodes, st.peered, can_dial, dialable);
+  // pipeline neighbours, and data-parallel members that sum along their
+  // chain (through the supervisor they exchange nothing)
+  bool neighbours_talk = plan.split.empty() || st.cfg.dp_reduce == "chain";
+  auto dials = neighbours_talk
+                   ? algorithms::pairs_to_dial(plan.nodes, st.peered, can_dial, dialable)
+                   : std::vector<std::pair<size_t, size_t>>{};
   launch_order order;
   order.specs = specs;
   for (auto n : plan.nodes) {
