@@ -496,20 +496,24 @@ torch::Tensor dp_chunks::assemble(const std::vector<torch::Tensor>& finished) co
   return torch::cat(finished);
 }
 
+torch::Tensor dp_chunks::merge(const std::vector<torch::Tensor>& parts) const {
+  std::vector<torch::Tensor> finished;
+  for (uint32_t j = 0; j < count(); ++j) {
+    torch::Tensor partial;
+    for (auto& p : parts) {
+      partial = fold(partial, p, j);
+    }
+    finished.push_back(finish(partial, j));
+  }
+  return assemble(finished);
+}
+
 torch::Tensor dp_merge(const std::vector<torch::Tensor>& parts, int64_t grad_values) {
   if (parts.empty()) {
     throw std::invalid_argument("nothing to merge");
   }
-  auto c = dp_chunks::of(parts[0], grad_values, std::max<int64_t>(grad_values, 1));
-  std::vector<torch::Tensor> finished;
-  for (uint32_t j = 0; j < c.count(); ++j) {
-    torch::Tensor partial;
-    for (auto& p : parts) {
-      partial = c.fold(partial, p, j);
-    }
-    finished.push_back(c.finish(partial, j));
-  }
-  return c.assemble(finished);
+  return dp_chunks::of(parts[0], grad_values, std::max<int64_t>(grad_values, 1))
+      .merge(parts);
 }
 
 void dp_apply(nn::Module& net, const torch::Tensor& merged, int64_t other_forwards) {

@@ -160,13 +160,16 @@ struct dp_chunks {
   /// The finished chunks, in order, as the merged update; throws
   /// std::invalid_argument when one is missing or of the wrong length.
   torch::Tensor assemble(const std::vector<torch::Tensor>& finished) const;
+  /// Every chunk folded over `parts` (the members' contributions, in
+  /// member order), finished and assembled: the merged update at once.
+  torch::Tensor merge(const std::vector<torch::Tensor>& parts) const;
 
 private:
   std::pair<int64_t, int64_t> grad_range(uint32_t chunk) const;
 };
 
 /// The members' contributions, in member order, merged at once (the
-/// supervisor's sum): dp_chunks' fold over one chunk. Pure.
+/// supervisor's sum): dp_chunks::merge with one gradient chunk. Pure.
 torch::Tensor dp_merge(const std::vector<torch::Tensor>& parts, int64_t grad_values);
 
 /// Sets `net`'s gradients and BatchNorm statistics from the merged update

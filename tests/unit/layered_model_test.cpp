@@ -251,15 +251,7 @@ TEST_CASE("the data-parallel sum merges in member order to the last bit, through
     INFO("chunks of " << chunk << " values");
     auto c = dp_chunks::of(parts[0], grads, chunk);
     CHECK(c.count() == (grads + chunk - 1) / chunk + 1);
-    std::vector<torch::Tensor> finished;
-    for (uint32_t j = 0; j < c.count(); ++j) {
-      torch::Tensor partial;
-      for (auto& p : parts) {
-        partial = c.fold(partial, p, j);
-      }
-      finished.push_back(c.finish(partial, j));
-    }
-    auto merged = c.assemble(finished);
+    auto merged = c.merge(parts);
     CHECK(merged.numel() == grads + stats);
     CHECK(torch::equal(merged, expected));
   }
