@@ -446,21 +446,21 @@ void start_reduce(stage_actor::stateful_pointer<stage_state> self) {
   st.contribution = models::dp_contribution(*st.exec->net(), st.stats_before,
                                             static_cast<int64_t>(st.order.size() / 2),
                                             st.spec.member == 0, grad_values);
-  if (st.spec.reduce != "chain") {
-    st.stats.compute_s += emulated(self, clock::now() - start);
-    st.reducing = true;
-    st.reduce_sent = clock::now();
+  bool chain = st.spec.reduce == "chain";
+  if (chain) {
+    st.chunks =
+        models::dp_chunks::of(st.contribution, grad_values, tuning::dp_chunk_values);
+    st.summed.assign(st.chunks.count(), torch::Tensor{});
+    st.summed_count = 0;
+  }
+  st.stats.compute_s += emulated(self, clock::now() - start);
+  st.reducing = true;
+  st.reduce_sent = clock::now();
+  if (!chain) {
     self->send(st.supervisor, reduce_atom_v, st.batch, st.spec.member,
                static_cast<uint64_t>(grad_values), tensor_payload{st.contribution});
     return;
   }
-  st.chunks =
-      models::dp_chunks::of(st.contribution, grad_values, tuning::dp_chunk_values);
-  st.summed.assign(st.chunks.count(), torch::Tensor{});
-  st.summed_count = 0;
-  st.stats.compute_s += emulated(self, clock::now() - start);
-  st.reducing = true;
-  st.reduce_sent = clock::now();
   for (uint32_t j = 0; j < st.chunks.count(); ++j) {
     if (st.spec.member == 0) {
       reduce_chunk(self, j, {});

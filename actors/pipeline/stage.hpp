@@ -76,10 +76,11 @@ struct stage_state {
   /// Position in the pipeline: first receives data, last computes the loss.
   bool first = true;
   bool last = true;
-  /// Data parallelism: `prev` and `next` are the members before and after
-  /// this one, the chain the members' contributions are summed along
-  /// (models::dp_chunks). At the flush the step waits for the sum
-  /// (reducing): chunks of the members before come from `prev` (kept in
+  /// Data parallelism: at the flush the step waits for the members' sum
+  /// (reducing), from the supervisor, or along the chain (spec.reduce
+  /// "chain"; models::dp_chunks): `prev` and `next` are then the members
+  /// before and after this one, chunks of the members before come from
+  /// `prev` (kept in
   /// `partials` until this member's own contribution is there), are folded
   /// and go to `next`; the last member's finished chunks come back down the
   /// chain, each member keeping them in `summed`.

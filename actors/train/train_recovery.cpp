@@ -83,25 +83,26 @@ caf::expected<stage_plan> survivor_plan(self_ptr self) {
   }
 }
 
-// The rate at which `source` can send to `node`, as far as known: the
+// The rate at which each source can send to `node`, as far as known: the
 // profilers' measure of that pair; for the central holder (beside the
 // supervisor, whose links nobody measures) or an unmeasured pair, the
 // receiving node's median measured link; else its profile's, else the
 // default rate.
-double pull_rate(const train_job_state& st, const algorithms::recovery_source& source,
-                 size_t node) {
-  if (!source.central) {
-    if (auto r = st.capacity.link_rate(source.node, node); r > 0) {
-      return r;
-    }
+std::vector<double> pull_rates(const train_job_state& st,
+                               const std::vector<algorithms::recovery_source>& sources,
+                               size_t node, const std::vector<bool>& dead) {
+  double fallback = st.cfg.default_link_bytes_per_s;
+  if (auto [rate, latency] = st.capacity.measured_link(node, dead); rate > 0) {
+    fallback = rate;
+  } else if (node < st.nodes.size() && st.nodes[node].info.link_bytes_per_s > 0) {
+    fallback = st.nodes[node].info.link_bytes_per_s;
   }
-  if (auto [rate, latency] = st.capacity.measured_link(node, dead_mask(st)); rate > 0) {
-    return rate;
+  std::vector<double> out;
+  for (auto& s : sources) {
+    double measured = s.central ? 0.0 : st.capacity.link_rate(s.node, node);
+    out.push_back(measured > 0 ? measured : fallback);
   }
-  if (node < st.nodes.size() && st.nodes[node].info.link_bytes_per_s > 0) {
-    return st.nodes[node].info.link_bytes_per_s;
-  }
-  return st.cfg.default_link_bytes_per_s;
+  return out;
 }
 
 // The counters after a recovery decision. Exact: roll back to v, the
@@ -196,9 +197,10 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
   auto v = d.version;
   auto on_nodes = plan->nodes;
   std::map<size_t, std::vector<double>> rates; // node -> each source's rate to it
-  for (auto n : on_nodes) {
-    for (auto& s : sources) {
-      rates[n].push_back(pull_rate(st, s, n));
+  if (!fast) {
+    auto dead = dead_mask(st);
+    for (auto n : on_nodes) {
+      rates.emplace(n, pull_rates(st, sources, n, dead));
     }
   }
   auto names = node_names(st);
