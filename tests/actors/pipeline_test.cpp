@@ -315,14 +315,7 @@ TEST_CASE("data parallelism over uneven micro-batch shares holds the single-devi
         jc.lr = 0.05;
       }
       auto reference = single_device_weights(jc, *train);
-      caf::actor_system_config cfg;
-      actors::configure(cfg);
-      caf::actor_system sys{cfg};
-      actors::job_options opts;
-      opts.fetch_weights = true;
-      opts.poll = std::chrono::milliseconds(20);
-      auto result = actors::run_job(sys, jc, actors::local_nodes(sys, v.members, 1),
-                                    train, train, opts);
+      auto result = run_on_local(jc, v.members, {train, train});
       REQUIRE(result.status.error == "");
       REQUIRE(result.status.phase == status_phase::finished);
       CHECK(result.status.training.committed == 4);

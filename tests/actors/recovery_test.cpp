@@ -54,6 +54,19 @@ void kill_stage_after(caf::actor_system& sys, actors::job_options& opts, int64_t
   };
 }
 
+// `jc` on three local nodes of one core, stage `index` killed once `after`
+// batches are committed (kill_stage_after).
+actors::job_result run_killing_stage(const actors::job_config& jc,
+                                     const std::shared_ptr<const models::dataset>& train,
+                                     int64_t after, uint32_t index, stage_kill& kill) {
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto opts = watched();
+  kill_stage_after(sys, opts, after, index, kill);
+  return actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
+}
+
 } // namespace
 
 TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
@@ -63,13 +76,8 @@ TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
   for (uint32_t k : {2u, 0u}) { // replicas every 2 batches; none (restart from the seed)
     INFO("replicate every " << k);
     auto jc = job(40, k);
-    caf::actor_system_config cfg;
-    actors::configure(cfg);
-    caf::actor_system sys{cfg};
-    auto opts = watched();
     stage_kill kill;
-    kill_stage_after(sys, opts, 5, 1, kill);
-    auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
+    auto r = run_killing_stage(jc, train, 5, 1, kill);
     INFO("phase " << r.status.phase << ", error '" << r.status.error << "', recoveries "
                   << r.status.pipeline.recoveries << ", killed " << kill.done << ": "
                   << kill.reply);
@@ -101,13 +109,8 @@ TEST_CASE("a stage's lost layers are pulled from its chain holder and the centra
   jc.global_every = 1;
   salamander::testing::temp_dir dir;
   jc.metrics_path = dir.file("m.jsonl");
-  caf::actor_system_config cfg;
-  actors::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto opts = watched();
   stage_kill kill;
-  kill_stage_after(sys, opts, 5, 1, kill);
-  auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
+  auto r = run_killing_stage(jc, train, 5, 1, kill);
   INFO("phase " << r.status.phase << ", error '" << r.status.error << "', killed "
                 << kill.done << ": " << kill.reply);
   REQUIRE(r.status.phase == status_phase::finished);
@@ -153,13 +156,8 @@ TEST_CASE("under the async schedule a crashed stage is recovered from, exactly",
     auto jc = job(20, 4);
     jc.schedule = "async";
     jc.weight_aggregation = aggregate;
-    caf::actor_system_config cfg;
-    actors::configure(cfg);
-    caf::actor_system sys{cfg};
-    auto opts = watched();
     stage_kill kill;
-    kill_stage_after(sys, opts, 7, 1, kill);
-    auto r = actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
+    auto r = run_killing_stage(jc, train, 7, 1, kill);
     INFO("phase " << r.status.phase << ", error '" << r.status.error << "', killed "
                   << kill.done << ": " << kill.reply);
     REQUIRE(r.status.phase == status_phase::finished);
@@ -492,14 +490,8 @@ TEST_CASE("a data-parallel member that crashes is recovered from, under both pol
       auto jc = job(30, 3);
       jc.data_parallel = true;
       jc.recovery_policy = policy;
-      caf::actor_system_config cfg;
-      actors::configure(cfg);
-      caf::actor_system sys{cfg};
-      auto opts = watched();
       stage_kill kill;
-      kill_stage_after(sys, opts, 7, victim, kill);
-      auto r =
-          actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
+      auto r = run_killing_stage(jc, train, 7, victim, kill);
       INFO("phase " << r.status.phase << ", error '" << r.status.error
                     << "', kill: " << kill.reply);
       REQUIRE(r.status.phase == status_phase::finished);
