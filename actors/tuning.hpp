@@ -98,7 +98,13 @@ inline constexpr int64_t dp_chunk_values = 256 * 1024;
 /// The async schedule's segment of batches (a drain at its end) when
 /// replication is off; otherwise the replication interval.
 inline constexpr uint32_t async_segment = 10;
-/// A re-planned or recovering stage pulling its layers from one source.
+/// A re-planned or recovering stage pulls its layers from each source in
+/// parts of whole layers of about this many weight bytes (a layer larger
+/// than it is one part; its optimizer state comes with it), at most
+/// pull_window_parts asked of one source at a time, each part within
+/// pull_timeout.
+inline constexpr size_t pull_part_bytes = 4 * 1024 * 1024;
+inline constexpr size_t pull_window_parts = 2;
 inline constexpr milliseconds pull_timeout = 30s;
 
 // ---- replication (actors/replication/replica_store.hpp, snapshot_parts)

@@ -161,6 +161,29 @@ std::vector<pull> merge_pulls(const std::vector<layer_pick>& picks, uint64_t beg
   return out;
 }
 
+std::vector<pull> split_pull(const pull& p, const std::vector<int64_t>& layer_bytes,
+                             int64_t part_bytes) {
+  if (part_bytes <= 0) {
+    throw std::invalid_argument("a pull's parts must hold at least one byte");
+  }
+  if (p.end > layer_bytes.size()) {
+    throw std::invalid_argument("a pull of layers " + std::to_string(p.begin) + ".." +
+                                std::to_string(p.end) + " from a model of " +
+                                std::to_string(layer_bytes.size()) + " layers");
+  }
+  std::vector<pull> out;
+  for (auto b = p.begin; b < p.end;) {
+    auto e = b + 1;
+    auto bytes = layer_bytes[b];
+    while (e < p.end && bytes + layer_bytes[e] <= part_bytes) {
+      bytes += layer_bytes[e++];
+    }
+    out.push_back({p.source, b, e, p.version});
+    b = e;
+  }
+  return out;
+}
+
 int64_t moved_bytes(const layer_ranges& before, const std::vector<size_t>& before_nodes,
                     const layer_ranges& after, const std::vector<size_t>& after_nodes,
                     const std::vector<int64_t>& param_bytes, int state_factor) {

@@ -103,6 +103,14 @@ struct pull {
 /// `picks[i]` is where layer `begin + i` comes from.
 std::vector<pull> merge_pulls(const std::vector<layer_pick>& picks, uint64_t begin);
 
+/// One pull cut into the parts a stage asks for one at a time: runs of
+/// whole layers whose weights (`layer_bytes[l]`) add up to at most
+/// `part_bytes`; a layer larger than that is a part alone. In layer order,
+/// covering [p.begin, p.end) exactly. Throws std::invalid_argument when
+/// `layer_bytes` does not cover the pull or `part_bytes` is 0.
+std::vector<pull> split_pull(const pull& p, const std::vector<int64_t>& layer_bytes,
+                             int64_t part_bytes);
+
 /// Bytes of weights and optimizer state whose node changes between two
 /// plans: `param_bytes[l]` per layer times `state_factor` (1 + optimizer
 /// slots: 3 for Adam, 2 for SGD with momentum).

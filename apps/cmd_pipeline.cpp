@@ -802,6 +802,11 @@ void add_planning_options(CLI::App& sub, train_cli& cli) {
                  "holder; the others only along the chain (FTPipeHD)")
       ->check(whole<uint32_t>(1))
       ->capture_default_str();
+  sub.add_option("--central-link-mbps", job.central_link_mbps,
+                 "EMULATION: the link rate of the supervisor's process in Mbit/s; the "
+                 "central holder's answers to recovering stages are spaced to it, as a "
+                 "node's sends are by its --link-mbps")
+      ->check(number(0, unbounded, false, "Mbit/s"));
   sub.add_option("--recovery-policy", job.recovery_policy,
                  "exact: roll back to a replicated version and replay (equals a "
                  "fault-free run); fast: survivors keep their newer weights, lost layers "
@@ -1056,6 +1061,9 @@ actors::node_emulation emulation_of(const node_cli& cli) {
   emulation.config.cpus = actors::parse_cpus(cli.cpus);
   actors::pin_to_cpus(emulation.config.cpus);
   emulation.limiter = std::make_shared<actors::cpu_limiter>(emulation.config);
+  if (cli.link_mbps > 0) {
+    emulation.link = std::make_shared<actors::link_shaper>(cli.link_mbps);
+  }
   if (emulation.config.any()) {
     logger("node")->warn("node {} is EMULATING a device: {} (cpu via {})", cli.name,
                          emulation.config.describe(), emulation.limiter->method());

@@ -298,6 +298,7 @@ std::chrono::microseconds link_shaper::delay_for(size_t bytes) {
   if (!active()) {
     return std::chrono::microseconds(0);
   }
+  std::lock_guard<std::mutex> lock(mutex_);
   auto now = std::chrono::steady_clock::now();
   auto start = std::max(now, busy_until_);
   auto cost = std::chrono::duration_cast<std::chrono::steady_clock::duration>(

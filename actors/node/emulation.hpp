@@ -107,22 +107,29 @@ private:
 };
 
 /// Emulated link: spaces sends so that bytes leave at the configured rate.
+/// One per node, shared by everything the node sends on it (activations,
+/// gradients, the layers its stages and replica holder serve to a
+/// recovering stage), from any thread: as one network card, a transfer
+/// queues behind the ones already on the wire. Only sends are shaped.
 class link_shaper {
 public:
   explicit link_shaper(double mbps = 0) : bytes_per_s_(mbps * 1e6 / 8) {}
   /// How long to hold a message of `bytes` before handing it to CAF.
   std::chrono::microseconds delay_for(size_t bytes);
   bool active() const { return bytes_per_s_ > 0; }
+  double bytes_per_s() const { return bytes_per_s_; }
 
 private:
   double bytes_per_s_;
+  std::mutex mutex_;
   std::chrono::steady_clock::time_point busy_until_{};
 };
 
-/// What a node's stages share: the limiter and the link rate.
+/// What a node's stages share: the limiter and the link.
 struct node_emulation {
   emulation_config config;
   std::shared_ptr<cpu_limiter> limiter;
+  std::shared_ptr<link_shaper> link; ///< none: sends unshaped
 };
 
 } // namespace salamander::actors

@@ -167,7 +167,7 @@ void drop_job(node_actor::stateful_pointer<node_state> self, bool grace_over) {
   }
   st.stages.clear();
   self->send_exit(st.holder, caf::exit_reason::user_shutdown);
-  st.holder = self->spawn(replica_holder, c.name);
+  st.holder = self->spawn(replica_holder, c.name, c.emulation.link);
   if (st.fresh_holder) {
     self->send_exit(st.fresh_holder, caf::exit_reason::user_shutdown);
     st.fresh_holder = replica_holder_actor{};
@@ -250,7 +250,7 @@ caf::result<node_info> on_hello(node_actor::stateful_pointer<node_state> self,
     // another supervisor than the last (a new job, or a restarted one): it
     // gets an empty holder, switched to once it proves the secret (auth)
     if (!st.fresh_holder) {
-      st.fresh_holder = self->spawn(replica_holder, c.name);
+      st.fresh_holder = self->spawn(replica_holder, c.name, c.emulation.link);
     }
     st.admitting = sender;
     info.replica_holder = caf::actor_cast<caf::actor>(st.fresh_holder);
@@ -525,11 +525,14 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
     c.force_dilation = true;
     emu.limiter = std::make_shared<cpu_limiter>(c);
   }
+  if (!emu.link && emu.config.link_mbps > 0) {
+    emu.link = std::make_shared<link_shaper>(emu.config.link_mbps); // one for the node
+  }
   auto& c = self->state.config;
   self->state.profiler = c.detached_profiler
                              ? self->spawn<caf::detached>(profiler, c.name, c.emulation)
                              : self->spawn(profiler, c.name, c.emulation);
-  self->state.holder = self->spawn(replica_holder, self->state.config.name);
+  self->state.holder = self->spawn(replica_holder, c.name, c.emulation.link);
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   return {
       // challenge "": a heartbeat probe, no authentication

@@ -2,6 +2,7 @@
 #include "actors/logging.hpp"
 #include "actors/replication/replica_holder.hpp"
 #include "actors/tuning.hpp"
+#include "algorithms/recovery.hpp"
 
 #include "messages/errors.hpp"
 
@@ -30,7 +31,8 @@ double emulated(stage_actor::stateful_pointer<stage_state> self,
 template <class... Ts>
 void send_on_link(stage_actor::stateful_pointer<stage_state> self, const stage_actor& to,
                   const torch::Tensor& t, Ts&&... xs) {
-  auto delay = self->state.link.delay_for(t.nbytes());
+  auto& link = self->state.link;
+  auto delay = link ? link->delay_for(t.nbytes()) : std::chrono::microseconds(0);
   if (delay.count() > 0) {
     self->delayed_send(to, delay, std::forward<Ts>(xs)..., tensor_payload{t});
   } else {
@@ -552,12 +554,18 @@ void build(stage_actor::stateful_pointer<stage_state> self, stage_spec spec,
            node_emulation emulation) {
   auto& st = self->state;
   st.emulation = std::move(emulation);
-  st.link = link_shaper(st.emulation.config.link_mbps);
+  st.link = st.emulation.link; // shared with everything else the node sends
+  if (!st.link && st.emulation.config.link_mbps > 0) {
+    st.link = std::make_shared<link_shaper>(st.emulation.config.link_mbps);
+  }
   auto desc = models::describe(models::model_spec::parse(spec.model));
   if (desc.fingerprint != spec.fingerprint) {
     throw std::invalid_argument("model " + spec.model + " has fingerprint " +
                                 desc.fingerprint + " here, the supervisor expects " +
                                 spec.fingerprint);
+  }
+  for (auto& l : desc.layers) {
+    st.layer_bytes.push_back(l.param_bytes);
   }
   st.model =
       std::make_unique<models::layered_model>(desc, spec.seed, spec.begin, spec.end);
@@ -619,58 +627,107 @@ void build(stage_actor::stateful_pointer<stage_state> self, stage_spec spec,
 }
 
 // A re-planned or recovering stage: pull the weights and optimizer state of
-// every layer from its source (a stage on this node answers locally, no
-// bytes on the wire), then tell the supervisor.
+// every layer from its sources (a source on this node answers locally, no
+// bytes on the wire), then tell the supervisor. Each source's range comes in
+// parts of whole layers, about tuning::pull_part_bytes of weights each, at
+// most tuning::pull_window_parts asked of one source at a time: no one
+// message takes long on a slow link (CAF drops a peer whose message takes
+// longer than its connection timeout to arrive), a part's timeout is that of
+// one part, and the sources send side by side.
 void pull_sources(stage_actor::stateful_pointer<stage_state> self) {
+  struct pulling {
+    std::vector<algorithms::pull> parts;      ///< in layer order
+    std::vector<models::weight_snapshot> got; ///< by part
+    std::vector<std::vector<size_t>> queue;   ///< by source: parts not yet asked
+    size_t pending = 0;
+  };
   auto& st = self->state;
   st.ready = false;
-  auto parts =
-      std::make_shared<std::vector<models::weight_snapshot>>(st.spec.sources.size());
-  auto pending = std::make_shared<size_t>(st.spec.sources.size());
+  auto p = std::make_shared<pulling>();
+  p->queue.resize(st.spec.sources.size());
   for (size_t i = 0; i < st.spec.sources.size(); ++i) {
-    auto src = caf::actor_cast<stage_actor>(st.spec.sources[i]);
     auto version = i < st.spec.source_version.size() ? st.spec.source_version[i]
                                                      : st.spec.start_batch;
-    self->request(src, tuning::pull_timeout, snapshot_atom_v, st.spec.source_begin[i],
-                  st.spec.source_end[i], version)
+    algorithms::pull whole{i, st.spec.source_begin[i], st.spec.source_end[i], version};
+    for (auto& part : algorithms::split_pull(
+             whole, st.layer_bytes, static_cast<int64_t>(tuning::pull_part_bytes))) {
+      p->queue[i].push_back(p->parts.size());
+      p->parts.push_back(part);
+    }
+  }
+  p->got.resize(p->parts.size());
+  p->pending = p->parts.size();
+  for (auto& q : p->queue) {
+    std::reverse(q.begin(), q.end()); // asked from the back: in layer order
+  }
+  // all parts in: restore them as one snapshot, and report ready
+  auto restore_all = [=] {
+    auto& st = self->state;
+    models::weight_snapshot merged;
+    if (!p->got.empty()) {
+      merged = p->got[0];
+      merged.layers.clear();
+    }
+    for (auto& part : p->got) {
+      for (auto& l : part.layers) {
+        merged.layers.push_back(std::move(l));
+      }
+    }
+    if (merged.layers.size() != st.spec.end - st.spec.begin) {
+      throw std::invalid_argument("received " + std::to_string(merged.layers.size()) +
+                                  " layers for a range of " +
+                                  std::to_string(st.spec.end - st.spec.begin));
+    }
+    if (!p->got.empty()) {
+      models::restore(*st.model, st.opt.get(), merged);
+    }
+    st.ready = true;
+    if (st.supervisor) {
+      self->send(st.supervisor, ready_atom_v, st.spec.index);
+    } // else: reported when wired
+    pump(self);
+  };
+  auto ask = std::make_shared<std::function<void(size_t)>>();
+  *ask = [=](size_t source) {
+    auto& q = p->queue[source];
+    if (q.empty()) {
+      return;
+    }
+    auto k = q.back();
+    q.pop_back();
+    auto part = p->parts[k];
+    auto src = caf::actor_cast<stage_actor>(self->state.spec.sources[source]);
+    self->request(src, tuning::pull_timeout, snapshot_atom_v, part.begin, part.end,
+                  part.version)
         .then(
-            [=](snapshot_payload& part) {
-              (*parts)[i] = std::move(part.snapshot);
-              if (--*pending > 0) {
+            [=](snapshot_payload& got) {
+              p->got[k] = std::move(got.snapshot);
+              if (--p->pending > 0) {
+                if (*ask) { // (none once a part failed)
+                  (*ask)(source);
+                }
                 return;
               }
-              guarded(self, [&] {
-                auto& st = self->state;
-                auto merged = (*parts)[0];
-                merged.layers.clear();
-                for (auto& p : *parts) {
-                  for (auto& l : p.layers) {
-                    merged.layers.push_back(std::move(l));
-                  }
-                }
-                if (merged.layers.size() != st.spec.end - st.spec.begin) {
-                  throw std::invalid_argument(
-                      "received " + std::to_string(merged.layers.size()) +
-                      " layers for a range of " +
-                      std::to_string(st.spec.end - st.spec.begin));
-                }
-                models::restore(*st.model, st.opt.get(), merged);
-                st.ready = true;
-                if (st.supervisor) {
-                  self->send(st.supervisor, ready_atom_v, st.spec.index);
-                } // else: reported when wired
-                pump(self);
-              });
+              *ask = nullptr; // (it holds itself)
+              guarded(self, restore_all);
             },
             [=](caf::error& err) {
+              *ask = nullptr;
               guarded(self, [&] {
                 throw std::runtime_error(
-                    "could not pull layers " +
-                    std::to_string(self->state.spec.source_begin[i]) + ".." +
-                    std::to_string(self->state.spec.source_end[i]) + ": " +
-                    self->system().render(err));
+                    "could not pull layers " + std::to_string(part.begin) + ".." +
+                    std::to_string(part.end) + ": " + self->system().render(err));
               });
             });
+  };
+  if (p->parts.empty()) {
+    guarded(self, restore_all);
+    return;
+  }
+  for (size_t i = 0; i < p->queue.size(); ++i) {
+    for (size_t w = 0; w < tuning::pull_window_parts && *ask; ++w) {
+      (*ask)(i);
+    }
   }
 }
 
@@ -727,7 +784,8 @@ serve_layers(stage_actor::stateful_pointer<stage_state> self, uint64_t begin,
   auto& st = self->state;
   if (version != st.version && version != current_version) {
     if (auto kept = st.kept.get(begin, end, version); kept.snapshot) {
-      return snapshot_payload{std::move(*kept.snapshot)};
+      return answer_on_link(self, st.link, snapshot_payload{std::move(*kept.snapshot)},
+                            begin, end, version);
     }
     return caf::make_error(errc::node_lost, "stage " + std::to_string(st.spec.index) +
                                                 " is at version " +
@@ -735,8 +793,11 @@ serve_layers(stage_actor::stateful_pointer<stage_state> self, uint64_t begin,
                                                 std::to_string(version));
   }
   try {
-    return snapshot_payload{models::capture(*st.model, begin, end, st.opt.get(),
-                                            st.spec.optimizer, st.version)};
+    return answer_on_link(
+        self, st.link,
+        snapshot_payload{models::capture(*st.model, begin, end, st.opt.get(),
+                                         st.spec.optimizer, st.version)},
+        begin, end, version);
   } catch (const std::exception& e) {
     return caf::make_error(errc::stage_failed, e.what());
   }

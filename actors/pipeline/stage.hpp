@@ -37,6 +37,8 @@ struct stage_state {
   static inline const char* name = "stage";
 
   stage_spec spec;
+  /// every layer's parameter bytes, by the model's layer index
+  std::vector<int64_t> layer_bytes;
   std::unique_ptr<models::layered_model> model;
   std::unique_ptr<models::range_executor> exec;
   std::unique_ptr<torch::optim::Optimizer> opt;
@@ -57,7 +59,7 @@ struct stage_state {
   bool ready = true;  ///< false while pulling state from re-plan sources
   bool wired = false; ///< the supervisor has named the neighbours
   node_emulation emulation;
-  link_shaper link;
+  std::shared_ptr<link_shaper> link; ///< the node's (none: unshaped)
   /// The snapshot this stage last replicated (FTPipeHD keeps it too).
   /// The snapshots it last replicated, newest last. Two: a stage runs ahead
   /// of its neighbours by at most `window` batches, so with K >= window one

@@ -91,7 +91,8 @@ holder_behavior(replica_holder_actor::stateful_pointer<replica_holder_state> sel
                                    std::to_string(got.missing) + " at version " +
                                    std::to_string(version));
         }
-        return snapshot_payload{std::move(*got.snapshot)};
+        return answer_on_link(self, st.link, snapshot_payload{std::move(*got.snapshot)},
+                              begin, end, version);
       },
       [=](caf::get_atom) { return self->state.store.inventory(); },
   };
@@ -99,18 +100,51 @@ holder_behavior(replica_holder_actor::stateful_pointer<replica_holder_state> sel
 
 } // namespace
 
-replica_holder_actor::behavior_type
-replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self,
-               std::string node) {
-  self->state.node = std::move(node);
-  return holder_behavior(self);
+caf::result<snapshot_payload> answer_on_link(caf::local_actor* self,
+                                             const std::shared_ptr<link_shaper>& link,
+                                             snapshot_payload payload, uint64_t begin,
+                                             uint64_t end, uint64_t version) {
+  auto asker = self->current_sender();
+  if (!link || !link->active() || !asker || asker->node() == self->node()) {
+    return payload;
+  }
+  auto delay = link->delay_for(static_cast<size_t>(payload.snapshot.bytes()));
+  if (delay.count() <= 0) {
+    return payload;
+  }
+  auto held = std::make_shared<snapshot_payload>(std::move(payload));
+  auto courier = self->spawn([held, delay](caf::event_based_actor* c) -> caf::behavior {
+    return {
+        [=](snapshot_atom, uint64_t, uint64_t, uint64_t) {
+          auto rp = c->make_response_promise();
+          c->delayed_send(c, delay, tick_atom_v);
+          c->become([=](tick_atom) mutable {
+            rp.deliver(std::move(*held));
+            c->quit();
+          });
+          return rp;
+        },
+    };
+  });
+  auto rp = self->make_response_promise();
+  rp.delegate(courier, snapshot_atom_v, begin, end, version);
+  return rp;
 }
 
 replica_holder_actor::behavior_type
-persistent_replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self,
-                          std::string node, holder_persistence persist) {
+replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self,
+               std::string node, std::shared_ptr<link_shaper> link) {
+  self->state.node = std::move(node);
+  self->state.link = std::move(link);
+  return holder_behavior(self);
+}
+
+replica_holder_actor::behavior_type persistent_replica_holder(
+    replica_holder_actor::stateful_pointer<replica_holder_state> self, std::string node,
+    holder_persistence persist, std::shared_ptr<link_shaper> link) {
   auto& st = self->state;
   st.node = std::move(node);
+  st.link = std::move(link);
   st.persist = std::move(persist);
   if (st.persist.initial) {
     st.persisted = st.persist.initial->version; // it is on disk already

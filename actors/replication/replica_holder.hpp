@@ -14,6 +14,7 @@
 // (`supervisor --resume`), as the holder dies with the supervisor's process.
 #pragma once
 
+#include "actors/node/emulation.hpp"
 #include "actors/replication/replica_store.hpp"
 #include "actors/tuning.hpp"
 #include "messages/interfaces.hpp"
@@ -43,17 +44,29 @@ struct replica_holder_state {
   snapshot_assembler parts{tuning::holder_pending_transfers};
   holder_persistence persist;
   uint64_t persisted = 0; ///< the version on disk (0: none yet)
+  std::shared_ptr<link_shaper> link; ///< its node's EMULATED link, if any
 };
 
 replica_holder_actor::behavior_type
 replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self,
-               std::string node);
+               std::string node, std::shared_ptr<link_shaper> link);
+
+/// The answer to a request for layers, `snapshot(begin, end, version)`,
+/// sent as a node with the EMULATED link `link` would send it: once the
+/// link is free and the payload's bytes have had time to leave. The request
+/// is delegated to a helper that holds the answer until then, so `self`
+/// takes other messages meanwhile. At once without a link, or to an asker
+/// on the same node (nothing crosses the wire).
+caf::result<snapshot_payload> answer_on_link(caf::local_actor* self,
+                                             const std::shared_ptr<link_shaper>& link,
+                                             snapshot_payload payload, uint64_t begin,
+                                             uint64_t end, uint64_t version);
 
 /// The central holder of a job that can be resumed: as replica_holder, and
 /// every newer complete version goes to `persist.path`.
-replica_holder_actor::behavior_type
-persistent_replica_holder(replica_holder_actor::stateful_pointer<replica_holder_state> self,
-                          std::string node, holder_persistence persist);
+replica_holder_actor::behavior_type persistent_replica_holder(
+    replica_holder_actor::stateful_pointer<replica_holder_state> self, std::string node,
+    holder_persistence persist, std::shared_ptr<link_shaper> link);
 
 /// Takes one snapshot's parts (snapshot_parts) to a holder in another
 /// process, at most tuning::snapshot_window_parts of them unanswered at a

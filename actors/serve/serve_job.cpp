@@ -775,7 +775,8 @@ serve_job(serve_job_actor::stateful_pointer<serve_job_state> self, serve_config 
   st.last_stats = clock::now();
   st.status.mode = job_mode::serve;
   st.status.phase = status_phase_from_text(algorithms::to_string(st.phase));
-  st.central_holder = self->spawn(replica_holder, std::string("central"));
+  st.central_holder =
+      self->spawn(replica_holder, std::string("central"), std::shared_ptr<link_shaper>{});
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   if (st.cfg.shared_load) {
     // however the job goes, the others stop planning around it

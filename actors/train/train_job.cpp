@@ -448,8 +448,12 @@ int64_t epoch_batches(const train_job_state& st) {
 // state directory (a supervisor that can be resumed).
 replica_holder_actor spawn_central_holder(self_ptr self) {
   auto& st = self->state;
+  std::shared_ptr<link_shaper> link;
+  if (st.cfg.central_link_mbps > 0) {
+    link = std::make_shared<link_shaper>(st.cfg.central_link_mbps);
+  }
   if (st.cfg.state_dir.empty()) {
-    return self->spawn(replica_holder, std::string("central"));
+    return self->spawn(replica_holder, std::string("central"), link);
   }
   holder_persistence keep;
   keep.path = st.cfg.state_dir + "/central.ckpt";
@@ -458,7 +462,8 @@ replica_holder_actor spawn_central_holder(self_ptr self) {
   if (st.cfg.resume) {
     keep.initial = st.cfg.resume->weights;
   }
-  return self->spawn(persistent_replica_holder, std::string("central"), std::move(keep));
+  return self->spawn(persistent_replica_holder, std::string("central"), std::move(keep),
+                     link);
 }
 
 job_status status_of(self_ptr self) {

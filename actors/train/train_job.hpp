@@ -165,6 +165,9 @@ struct job_config {
   /// Of the replications, every G-th also goes to the global (central)
   /// holder; the others only along the chain.
   uint32_t global_every = 1;
+  /// EMULATION: the link of the supervisor's process in Mbit/s; the central
+  /// holder's answers to recovering stages are spaced to it (0: unshaped).
+  double central_link_mbps = 0;
   /// exact: roll back to a version every layer has and replay (the result
   /// equals a fault-free run); fast (FTPipeHD-like): survivors keep their
   /// newer weights, lost layers come back from their newest replica, nothing
@@ -268,6 +271,12 @@ struct train_job_state : job_core {
   std::chrono::steady_clock::time_point failure_at{};
   std::chrono::steady_clock::time_point recovery_planned_at{};
   uint64_t rollback_from = 0; ///< committed batches when the failure hit
+  /// The last recovery's pulls over the network: the bytes each sender (a
+  /// node by name, or "central") sends, and the least time its EMULATED
+  /// links need for them (the largest bytes / rate over the shaped senders;
+  /// 0 when none is shaped).
+  std::map<std::string, int64_t> recovery_sent;
+  double recovery_link_limit_s = 0;
   /// A resumed job: its first recovery is the resume (logged `resumed`),
   /// onto the persisted plan when every node of it is back.
   bool resuming = false;

@@ -79,7 +79,8 @@ void collect_weights(self_ptr self, weights_done done) {
   size_t asked =
       st.plan.split.empty() ? st.stages.size() : std::min<size_t>(1, st.stages.size());
   auto timeout = st.cfg.request_timeout;
-  auto gather = self->spawn(replica_holder, std::string("gather"));
+  auto gather =
+      self->spawn(replica_holder, std::string("gather"), std::shared_ptr<link_shaper>{});
   auto sent = std::make_shared<std::vector<std::array<uint64_t, 3>>>(asked);
   auto parts = std::make_shared<std::vector<models::weight_snapshot>>(asked);
   auto pending = std::make_shared<size_t>(asked);

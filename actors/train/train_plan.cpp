@@ -816,6 +816,13 @@ void resume_after_replan(self_ptr self) {
     st.status.health = "ok";
     auto fields = recovery_fields(st);
     fields["recovery_s"] = st.status.pipeline.last_recovery_s;
+    int64_t moved = 0;
+    for (auto& [sender, bytes] : st.recovery_sent) {
+      moved += bytes;
+    }
+    fields["moved_bytes"] = moved;
+    fields["sent_bytes"] = st.recovery_sent;
+    fields["link_limit_s"] = st.recovery_link_limit_s;
     log_event(self, "recovered", std::move(fields));
     subsystem_log("recovery")
         ->info("recovered in {:.3f} s: plan {}", st.status.pipeline.last_recovery_s,

@@ -204,6 +204,9 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
     }
   }
   auto names = node_names(st);
+  st.recovery_sent.clear();
+  auto send_rate =
+      std::make_shared<std::map<std::string, double>>(); // bytes/s; 0: unshaped
   std::vector<int64_t> layer_bytes;
   for (auto& l : st.desc.layers) {
     layer_bytes.push_back(l.param_bytes * state_factor(st.cfg));
@@ -224,23 +227,40 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
                                     r != rates.end() ? r->second : std::vector<double>{});
     }
     auto from = nlohmann::json::array();
+    auto to = spec.index < on_nodes.size() ? on_nodes[spec.index] : SIZE_MAX;
     for (auto& p : algorithms::merge_pulls(picks, spec.begin)) {
       spec.sources.push_back((*handles)[p.source]);
       spec.source_begin.push_back(p.begin);
       spec.source_end.push_back(p.end);
       spec.source_version.push_back(p.version);
       auto& s = sources[p.source];
-      from.push_back({{"source", s.central               ? std::string{"central"}
-                                 : s.node < names.size() ? names[s.node]
-                                                         : std::string{"?"}},
-                      {"stage", s.stage},
-                      {"begin", p.begin},
-                      {"end", p.end}});
+      auto sender = s.central               ? std::string{"central"}
+                    : s.node < names.size() ? names[s.node]
+                                            : std::string{"?"};
+      from.push_back(
+          {{"source", sender}, {"stage", s.stage}, {"begin", p.begin}, {"end", p.end}});
+      if (s.central || s.node != to) { // (from its own node: no bytes on a link)
+        auto& sent = self->state.recovery_sent[sender];
+        for (auto l = p.begin; l < p.end && l < layer_bytes.size(); ++l) {
+          sent += layer_bytes[l];
+        }
+        (*send_rate)[sender] = s.central ? self->state.cfg.central_link_mbps * 1e6 / 8
+                               : s.node < self->state.nodes.size()
+                                   ? self->state.nodes[s.node].info.link_bytes_per_s
+                                   : 0.0;
+      }
     }
     // where each stage's layers come from (a source on its own node too)
     log_event(self, "pulls", {{"stage", spec.index}, {"from", from}});
   };
   launch(self, std::move(*plan), launch_kind::recovery, pull_from);
+  st.recovery_link_limit_s = 0;
+  for (auto& [sender, bytes] : st.recovery_sent) {
+    if (auto rate = (*send_rate)[sender]; rate > 0) {
+      st.recovery_link_limit_s =
+          std::max(st.recovery_link_limit_s, static_cast<double>(bytes) / rate);
+    }
+  }
 }
 
 } // namespace

@@ -523,7 +523,8 @@ TEST_CASE("a real replica holder answers a courier's parts, serves the snapshot,
   caf::actor_system_config sys_cfg;
   caf::actor_system sys{deterministic(sys_cfg)};
   auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  auto holder = sys.spawn(actors::replica_holder, std::string("n1"));
+  auto holder = sys.spawn(actors::replica_holder, std::string("n1"),
+                          std::shared_ptr<actors::link_shaper>{});
   auto snap = weights_of(600, 0.25f);
   snap.version = 7;
   auto parts = std::make_shared<const std::vector<torch::Tensor>>(

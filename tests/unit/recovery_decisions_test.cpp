@@ -144,6 +144,21 @@ TEST_CASE("pulls merge consecutive layers from one source at one version",
   CHECK(merge_pulls({}, 0).empty());
 }
 
+TEST_CASE("a pull is cut into parts of whole layers of at most the part size",
+          "[unit][recovery]") {
+  std::vector<int64_t> bytes = {10, 30, 20, 50, 5, 5, 100};
+  // [1, 7) in parts of 60: 30+20, 50+5+5, 100 alone (larger than a part)
+  std::vector<pull> expect = {{2, 1, 3, 7}, {2, 3, 6, 7}, {2, 6, 7, 7}};
+  CHECK(split_pull({2, 1, 7, 7}, bytes, 60) == expect);
+  // every layer alone once parts are smaller than any; one part when all fit
+  CHECK(split_pull({0, 0, 7, 1}, bytes, 1).size() == 7);
+  CHECK(split_pull({0, 0, 7, 1}, bytes, 220) == std::vector<pull>{{0, 0, 7, 1}});
+  CHECK(split_pull({0, 3, 3, 1}, bytes, 60).empty());
+  CHECK_THROWS_WITH(split_pull({0, 5, 8, 1}, bytes, 60),
+                    "a pull of layers 5..8 from a model of 7 layers");
+  CHECK_THROWS_AS(split_pull({0, 0, 2, 1}, bytes, 0), std::invalid_argument);
+}
+
 TEST_CASE("moved bytes count the layers whose node changes", "[unit][recovery]") {
   std::vector<int64_t> bytes = {100, 200, 300, 400};
   // node 0 held [0,2), node 1 [2,4); now node 0 holds [0,3), node 2 [3,4)
