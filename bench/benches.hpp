@@ -180,6 +180,7 @@ int planner_speed(const bench_args& args);
 int hetero(const bench_args& args);
 int recovery(const bench_args& args);
 int failure_during_recovery(const bench_args& args);
+int recovery_large(const bench_args& args);
 int replan_stability(const bench_args& args);
 int serve(const bench_args& args);
 int federated(const bench_args& args);

@@ -27,6 +27,7 @@ const std::map<std::string, std::function<int(const bench_args&)>>& all_benches(
       {"replan_stability", replan_stability},
       {"recovery", recovery},
       {"failure_during_recovery", failure_during_recovery},
+      {"recovery_large", recovery_large},
       {"serve", serve},
       {"serve_scale", serve_scale},
       {"federated", federated},

@@ -71,6 +71,7 @@ usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.js
   replan_stability         time from a slow-down to the re-plan; re-plans a minute when steady
   recovery                 recovery time after crash, kill -9, hang, supervisor death
   failure_during_recovery  a second failure while recovering
+  recovery_large           kill -9 under a 28M-parameter ViT over EMULATED 100 Mbit/s links: recovery against the links' limit
   train_scaling            4 EMULATED devices vs 1 of the same share (pipeline, async, data parallel)
   async_accuracy           the CNN's accuracy after an epoch: async vs 1f1b, with and without weight aggregation (--seeds N)
   scale                    32 EMULATED nodes vs 4: planning time, heartbeats, recovery after a kill -9

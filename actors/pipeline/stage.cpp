@@ -564,9 +564,6 @@ void build(stage_actor::stateful_pointer<stage_state> self, stage_spec spec,
                                 desc.fingerprint + " here, the supervisor expects " +
                                 spec.fingerprint);
   }
-  for (auto& l : desc.layers) {
-    st.layer_bytes.push_back(l.param_bytes);
-  }
   st.model =
       std::make_unique<models::layered_model>(desc, spec.seed, spec.begin, spec.end);
   // Data-parallel members each hold the whole pipeline (one position).
@@ -643,6 +640,10 @@ void pull_sources(stage_actor::stateful_pointer<stage_state> self) {
   };
   auto& st = self->state;
   st.ready = false;
+  std::vector<int64_t> layer_bytes;
+  for (auto& l : models::describe(models::model_spec::parse(st.spec.model)).layers) {
+    layer_bytes.push_back(l.param_bytes);
+  }
   auto p = std::make_shared<pulling>();
   p->queue.resize(st.spec.sources.size());
   for (size_t i = 0; i < st.spec.sources.size(); ++i) {
@@ -650,7 +651,7 @@ void pull_sources(stage_actor::stateful_pointer<stage_state> self) {
                                                      : st.spec.start_batch;
     algorithms::pull whole{i, st.spec.source_begin[i], st.spec.source_end[i], version};
     for (auto& part : algorithms::split_pull(
-             whole, st.layer_bytes, static_cast<int64_t>(tuning::pull_part_bytes))) {
+             whole, layer_bytes, static_cast<int64_t>(tuning::pull_part_bytes))) {
       p->queue[i].push_back(p->parts.size());
       p->parts.push_back(part);
     }
@@ -663,11 +664,8 @@ void pull_sources(stage_actor::stateful_pointer<stage_state> self) {
   // all parts in: restore them as one snapshot, and report ready
   auto restore_all = [=] {
     auto& st = self->state;
-    models::weight_snapshot merged;
-    if (!p->got.empty()) {
-      merged = p->got[0];
-      merged.layers.clear();
-    }
+    auto merged = p->got[0];
+    merged.layers.clear();
     for (auto& part : p->got) {
       for (auto& l : part.layers) {
         merged.layers.push_back(std::move(l));
@@ -678,9 +676,7 @@ void pull_sources(stage_actor::stateful_pointer<stage_state> self) {
                                   " layers for a range of " +
                                   std::to_string(st.spec.end - st.spec.begin));
     }
-    if (!p->got.empty()) {
-      models::restore(*st.model, st.opt.get(), merged);
-    }
+    models::restore(*st.model, st.opt.get(), merged);
     st.ready = true;
     if (st.supervisor) {
       self->send(st.supervisor, ready_atom_v, st.spec.index);
@@ -721,8 +717,7 @@ void pull_sources(stage_actor::stateful_pointer<stage_state> self) {
             });
   };
   if (p->parts.empty()) {
-    guarded(self, restore_all);
-    return;
+    throw std::invalid_argument("a stage told to pull its layers was given none to pull");
   }
   for (size_t i = 0; i < p->queue.size(); ++i) {
     for (size_t w = 0; w < tuning::pull_window_parts && *ask; ++w) {
@@ -807,10 +802,13 @@ serve_layers(stage_actor::stateful_pointer<stage_state> self, uint64_t begin,
 
 stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self,
                                  stage_spec spec, node_emulation emulation) {
-  build(self, std::move(spec), std::move(emulation));
-  if (!self->state.spec.sources.empty()) {
+  if (!spec.sources.empty()) {
+    // asked before the layers are built: the senders' links work meanwhile
+    // (the answers are taken once this behavior is in place)
+    self->state.spec = spec;
     pull_sources(self);
   }
+  build(self, std::move(spec), std::move(emulation));
   return {
       [=](wire_atom, caf::actor prev, caf::actor next, caf::actor supervisor) {
         auto& st = self->state;

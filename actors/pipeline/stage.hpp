@@ -37,8 +37,6 @@ struct stage_state {
   static inline const char* name = "stage";
 
   stage_spec spec;
-  /// every layer's parameter bytes, by the model's layer index
-  std::vector<int64_t> layer_bytes;
   std::unique_ptr<models::layered_model> model;
   std::unique_ptr<models::range_executor> exec;
   std::unique_ptr<torch::optim::Optimizer> opt;
