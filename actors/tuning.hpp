@@ -61,6 +61,10 @@ inline constexpr milliseconds failure_window = 30ms;
 /// this long for a replica holder's.
 inline constexpr milliseconds stage_inventory_timeout = 2s;
 inline constexpr milliseconds holder_inventory_timeout = 5s;
+/// While a recovery round asks for inventories, the links among the
+/// survivors of a job planned by measure are probed again, no probe
+/// starting after this long.
+inline constexpr milliseconds recovery_probe_budget = 300ms;
 /// Beyond the bounds of its own steps, how long a launcher or a recovery
 /// round may take before the job gives up on it.
 inline constexpr milliseconds helper_margin = 5s;

@@ -338,6 +338,9 @@ using split_job_actor = job_actor::extend<
 ///                                  of the cluster file answered hello
 ///   profile(model, mbs) -> profile every live node profiles the model, then
 ///                                  their links are measured pair by pair
+///   probe(names, budget ms) -> profile   the links among those live nodes
+///                                  measured again, pair by pair, no probe
+///                                  starting after the budget (no devices)
 ///   join(node, name) -> text       a node (new, or back) offers itself: the
 ///                                  same admission as at hello, then the job
 ///                                  is told
@@ -355,6 +358,8 @@ using split_job_actor = job_actor::extend<
 using cluster_actor = caf::typed_actor<
     caf::replies_to<submit_atom, caf::actor>::with<std::vector<cluster_member>>,
     caf::replies_to<profile_atom, std::string, uint32_t>::with<cluster_profile>,
+    caf::replies_to<probe_atom, std::vector<std::string>,
+                    uint32_t>::with<cluster_profile>,
     caf::replies_to<join_atom, caf::actor, std::string>::with<std::string>,
     caf::replies_to<kill_atom, std::string>::with<std::string>,
     caf::replies_to<slow_atom, std::string, double>::with<std::string>,

@@ -253,9 +253,57 @@ void heartbeat(self_ptr self) {
   }
 }
 
+// Every ordered pair of `asked` measures its link, one probe at a time so
+// that they do not share the wire, into `result->links`; then `done()`. A
+// probe that fails leaves that link unmeasured. With `until`, no probe
+// starts after it, and each gets at most the time left.
+void probe_pairs(self_ptr self, const std::vector<size_t>& asked,
+                 std::shared_ptr<cluster_profile> result,
+                 std::optional<clock::time_point> until, std::function<void()> done) {
+  auto pairs = std::make_shared<std::vector<std::pair<size_t, size_t>>>();
+  for (auto a : asked) {
+    for (auto b : asked) {
+      if (a != b && self->state.nodes[b].info.profiler) {
+        pairs->emplace_back(a, b);
+      }
+    }
+  }
+  auto next = std::make_shared<std::function<void(size_t)>>();
+  *next = [=](size_t k) mutable {
+    auto& st = self->state;
+    auto timeout = st.cfg.probe_timeout;
+    if (until) {
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*until - clock::now());
+      timeout = std::min(timeout, left);
+    }
+    if (k == pairs->size() || timeout.count() <= 0) {
+      // break the cycle (the function holds itself) without destroying
+      // the closure that is running: `hold` owns it until we return
+      auto hold = std::move(*next);
+      done();
+      return;
+    }
+    auto [a, b] = (*pairs)[k];
+    if (!live(st.nodes[a]) || !live(st.nodes[b])) {
+      (*next)(k + 1);
+      return;
+    }
+    self->request(st.nodes[a].handle, timeout, probe_atom_v, st.nodes[b].info.profiler,
+                  st.nodes[b].name)
+        .then(
+            [=](link_report& r) {
+              result->links.push_back(
+                  {static_cast<uint32_t>(a), static_cast<uint32_t>(b), std::move(r)});
+              (*next)(k + 1);
+            },
+            [=](caf::error&) { (*next)(k + 1); });
+  };
+  (*next)(0);
+}
+
 // Every live node profiles the model; then every ordered pair of live nodes
-// measures its link, one probe at a time so that they do not share the
-// wire. A probe that fails leaves that link unmeasured.
+// measures its link (probe_pairs).
 void profile_round(self_ptr self, const std::string& model, uint32_t mbs,
                    caf::typed_response_promise<cluster_profile> rp) {
   auto& st = self->state;
@@ -268,40 +316,8 @@ void profile_round(self_ptr self, const std::string& model, uint32_t mbs,
     }
   }
   auto probe_links = [=]() mutable {
-    auto pairs = std::make_shared<std::vector<std::pair<size_t, size_t>>>();
-    for (auto a : asked) {
-      for (auto b : asked) {
-        if (a != b && self->state.nodes[b].info.profiler) {
-          pairs->emplace_back(a, b);
-        }
-      }
-    }
-    auto next = std::make_shared<std::function<void(size_t)>>();
-    *next = [=](size_t k) mutable {
-      auto& st = self->state;
-      if (k == pairs->size()) {
-        // break the cycle (the function holds itself) without destroying
-        // the closure that is running: `hold` owns it until we return
-        auto hold = std::move(*next);
-        rp.deliver(*result);
-        return;
-      }
-      auto [a, b] = (*pairs)[k];
-      if (!live(st.nodes[a]) || !live(st.nodes[b])) {
-        (*next)(k + 1);
-        return;
-      }
-      self->request(st.nodes[a].handle, st.cfg.probe_timeout, probe_atom_v,
-                    st.nodes[b].info.profiler, st.nodes[b].name)
-          .then(
-              [=](link_report& r) {
-                result->links.push_back(
-                    {static_cast<uint32_t>(a), static_cast<uint32_t>(b), std::move(r)});
-                (*next)(k + 1);
-              },
-              [=](caf::error&) { (*next)(k + 1); });
-    };
-    (*next)(0);
+    probe_pairs(self, asked, result, std::nullopt,
+                [=]() mutable { rp.deliver(*result); });
   };
   if (asked.empty()) {
     rp.deliver(caf::make_error(errc::node_lost, "no live node to profile on"));
@@ -733,6 +749,25 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
           uint32_t mbs) -> caf::result<cluster_profile> {
         auto rp = self->make_response_promise<cluster_profile>();
         profile_round(self, model, mbs, rp);
+        return rp;
+      },
+      // the links among the named live nodes measured again (a recovery's,
+      // before it plans over the survivors), for at most `budget_ms`
+      [=](probe_atom, const std::vector<std::string>& names,
+          uint32_t budget_ms) -> caf::result<cluster_profile> {
+        auto rp = self->make_response_promise<cluster_profile>();
+        std::vector<size_t> asked;
+        auto& st = self->state;
+        for (size_t n = 0; n < st.nodes.size(); ++n) {
+          if (live(st.nodes[n]) &&
+              std::find(names.begin(), names.end(), st.nodes[n].name) != names.end()) {
+            asked.push_back(n);
+          }
+        }
+        auto result = std::make_shared<cluster_profile>();
+        probe_pairs(self, asked, result,
+                    clock::now() + std::chrono::milliseconds(budget_ms),
+                    [=]() mutable { rp.deliver(*result); });
         return rp;
       },
       [=](join_atom, caf::actor node, std::string& name) -> caf::result<std::string> {

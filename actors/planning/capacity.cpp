@@ -34,6 +34,12 @@ void capacity_model::set_profiles(const cluster_profile& round) {
   }
 }
 
+void capacity_model::update_links(const std::vector<link_entry>& links) {
+  for (auto& l : links) {
+    links_[{l.from, l.to}] = l.report;
+  }
+}
+
 void capacity_model::add_node() {
   if (profiles_.empty()) {
     return;

@@ -41,6 +41,9 @@ public:
 
   /// A profiling round's results (node index -> report) and measured links.
   void set_profiles(const cluster_profile& round);
+  /// Links measured again (a recovery's probes): each replaces what was
+  /// known of its pair; the others stay.
+  void update_links(const std::vector<link_entry>& links);
   /// A node that joined: until measured, it is planned with the profile of
   /// the first node.
   void add_node();

@@ -268,6 +268,10 @@ struct train_job_state : job_core {
   /// attempt are stale and dropped.
   uint64_t attempt = 0;
   recovery_round_actor round;
+  /// The round's decision, and whether the survivors' links were probed
+  /// again (or need not be): the recovery plans once it has both.
+  std::optional<recovery_decision> decision;
+  bool links_probed = true;
   std::chrono::steady_clock::time_point failure_at{};
   std::chrono::steady_clock::time_point recovery_planned_at{};
   uint64_t rollback_from = 0; ///< committed batches when the failure hit

@@ -263,6 +263,67 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
   }
 }
 
+// The round decided and the links are measured again: plan the recovery.
+void plan_when_ready(self_ptr self, uint64_t attempt) {
+  auto& st = self->state;
+  if (attempt != st.attempt || !st.decision || !st.links_probed) {
+    return;
+  }
+  auto d = std::move(*st.decision);
+  st.decision.reset();
+  recover_with(self, attempt, std::move(d));
+}
+
+// A job planned by measure plans its recovery over the survivors' links
+// as they are now, not as they were at the start (a link may have slowed,
+// or its node been replaced): every ordered pair of live nodes is probed
+// again while the round asks for inventories, for at most
+// tuning::recovery_probe_budget; pairs not reached keep their old measure.
+void reprobe_links(self_ptr self, uint64_t attempt) {
+  auto& st = self->state;
+  auto live = live_nodes(st);
+  st.links_probed = !st.capacity.profiled() || live.size() < 2;
+  if (st.links_probed) {
+    return;
+  }
+  std::vector<std::string> names;
+  for (auto n : live) {
+    names.push_back(st.nodes[n].name);
+  }
+  auto started = clock::now();
+  auto budget = static_cast<uint32_t>(tuning::recovery_probe_budget.count());
+  auto done = [=](const std::vector<link_entry>& links) {
+    auto& st = self->state;
+    if (attempt != st.attempt) {
+      return;
+    }
+    st.capacity.update_links(links);
+    auto measured = nlohmann::json::array();
+    for (auto& l : links) {
+      measured.push_back({{"from", l.report.from},
+                          {"to", l.report.to},
+                          {"bytes_per_s", l.report.bytes_per_s},
+                          {"latency_s", l.report.latency_s}});
+    }
+    log_event(self, "links_probed",
+              {{"pairs", links.size()},
+               {"of", names.size() * (names.size() - 1)},
+               {"probe_s", since(started)},
+               {"links", measured}});
+    st.links_probed = true;
+    plan_when_ready(self, attempt);
+  };
+  self->request(st.cluster, tuning::recovery_probe_budget + tuning::helper_margin,
+                probe_atom_v, names, budget)
+      .then([=](cluster_profile& p) { done(p.links); },
+            [=](caf::error& err) {
+              log()->warn("probing the survivors' links failed ({}); planning with the "
+                          "links as first measured",
+                          self->system().render(err));
+              done({});
+            });
+}
+
 } // namespace
 
 // Too little capacity is left: keep every replica and wait for a node to
@@ -463,15 +524,23 @@ void recover(self_ptr self, uint64_t attempt) {
     return;
   }
   st.round = self->spawn(recovery_round, std::move(req));
+  st.decision.reset();
+  reprobe_links(self, attempt);
   auto limit = st.cfg.holder_inventory_timeout + tuning::helper_margin;
   self->request(st.round, limit, recover_atom_v)
-      .then([=](recovery_decision& d) { recover_with(self, attempt, std::move(d)); },
-            [=](caf::error& err) {
-              if (attempt == self->state.attempt &&
-                  !algorithms::is_over(self->state.phase)) {
-                fail(self, "recovery failed: " + self->system().render(err));
-              }
-            });
+      .then(
+          [=](recovery_decision& d) {
+            if (attempt == self->state.attempt) {
+              self->state.decision = std::move(d);
+              plan_when_ready(self, attempt);
+            }
+          },
+          [=](caf::error& err) {
+            if (attempt == self->state.attempt &&
+                !algorithms::is_over(self->state.phase)) {
+              fail(self, "recovery failed: " + self->system().render(err));
+            }
+          });
 }
 
 // A resumed job (its supervisor died): the counters and lineage are the

@@ -10,6 +10,7 @@
 #include "actors/node/system.hpp"
 #include "models/trainer.hpp"
 
+#include <fstream>
 #include <numeric>
 
 using namespace salamander;
@@ -255,6 +256,67 @@ TEST_CASE(
   CHECK(limit * 1e7 * static_cast<double>(e["sent_bytes"].size()) >= moved * 0.999);
   CHECK(e["transfer_s"].get<double>() >= limit);
   check_exact(r, jc, *train, 12);
+  CHECK(procs[0].stop() == 0);
+  CHECK(procs[2].stop() == 0);
+}
+
+TEST_CASE(
+    "a job planned by measure probes the survivors' links again before it plans their "
+    "recovery, exactly",
+    "[actor][recovery][process]") {
+  torch::set_num_threads(1);
+  auto train = synthetic(1, 1024);
+  actors::process_cluster procs(3, "n");
+  auto jc = job(16, 3);
+  jc.auto_plan = true;
+  jc.stages = 3;      // a stage on each node, as `--stages 3`
+  jc.replan_gain = 0; // no live re-plans
+  salamander::testing::temp_dir dir;
+  jc.metrics_path = dir.file("m.jsonl");
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
+  REQUIRE(static_cast<bool>(nodes));
+  auto opts = watched();
+  bool killed = false;
+  opts.on_status = [&](const job_status& s) {
+    if (!killed && s.training.committed >= 7 && s.phase == status_phase::training) {
+      procs[1].signal(SIGKILL);
+      killed = true;
+    }
+  };
+  auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == status_phase::finished);
+  REQUIRE(r.status.pipeline.recoveries == 1);
+  // the log in order: the failure, the probes of the two survivors' links
+  // (both ways; none to the dead node), then the recovery's plan
+  std::vector<std::string> order;
+  nlohmann::json probed;
+  std::ifstream in(jc.metrics_path);
+  for (std::string line; std::getline(in, line);) {
+    auto e = nlohmann::json::parse(line);
+    auto kind = e["event"].get<std::string>();
+    if (kind == "failure" || kind == "links_probed" || kind == "recovery_plan") {
+      if (order.empty() || order.back() != kind) {
+        order.push_back(kind);
+      }
+      if (kind == "links_probed") {
+        probed = e;
+      }
+    }
+  }
+  CHECK(order == std::vector<std::string>{"failure", "links_probed", "recovery_plan"});
+  INFO(probed.dump());
+  CHECK(probed["of"] == 2);
+  CHECK(probed["pairs"].get<int>() >= 1);
+  for (auto& l : probed["links"]) {
+    CHECK(l["from"] != "n2");
+    CHECK(l["to"] != "n2");
+    CHECK(l["bytes_per_s"].get<double>() > 0);
+  }
+  check_exact(r, jc, *train, 16);
   CHECK(procs[0].stop() == 0);
   CHECK(procs[2].stop() == 0);
 }
