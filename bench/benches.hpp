@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <sched.h>
 #include <stdexcept>
 #include <string>
@@ -170,6 +171,28 @@ connected_nodes(caf::actor_system& sys, const std::vector<actors::cluster_node>&
   }
   return std::move(*nodes);
 }
+
+/// A directory of its own under the system's temporary one (NAME-PID),
+/// removed with everything in it when this object goes.
+class scratch_dir {
+public:
+  explicit scratch_dir(const std::string& name)
+      : path_(std::filesystem::temp_directory_path() /
+              (name + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+private:
+  std::filesystem::path path_;
+};
 
 int training_overhead(const bench_args& args);
 int codec(const bench_args& args);

@@ -92,17 +92,8 @@ struct supervisor_restart_times {
 // then `supervisor --resume RUN_DIR` at once, over three node processes.
 supervisor_restart_times supervisor_restart(const actors::job_config& jc) {
   actors::process_cluster c(3, "s");
-  auto dir = std::filesystem::temp_directory_path() /
-             ("salamander-bench-supervisor-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  struct cleanup {
-    std::filesystem::path d;
-    ~cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(d, ec);
-    }
-  } remove_dir{dir};
+  scratch_dir scratch("salamander-bench-supervisor");
+  const auto& dir = scratch.path();
   auto cluster = (dir / "cluster.toml").string();
   {
     std::ofstream f(cluster);
@@ -113,14 +104,34 @@ supervisor_restart_times supervisor_restart(const actors::job_config& jc) {
   }
   auto run = (dir / "run").string();
   auto bin = actors::salamander_bin();
-  std::vector<std::string> first = {bin, "--log-level", "warn", "supervisor", "--cluster",
-                                    cluster, "--model", jc.model, "--dataset", jc.dataset,
-                                    "--epochs", "1", "--max-batches",
-                                    std::to_string(jc.max_batches), "--batch-size",
-                                    std::to_string(jc.batch_size), "--micro-batches",
-                                    std::to_string(jc.micro_batches), "--plan", "even",
-                                    "--replicate-every", std::to_string(jc.replicate_every),
-                                    "--threads", "1", "--metrics", run + "/metrics.jsonl"};
+  // (the supervisor's synthetic set is 64 batches of 64 an epoch, and
+  // --max-batches bounds an epoch: four epochs reach the kill at batch 105)
+  std::vector<std::string> first = {bin,
+                                    "--log-level",
+                                    "warn",
+                                    "supervisor",
+                                    "--cluster",
+                                    cluster,
+                                    "--model",
+                                    jc.model,
+                                    "--dataset",
+                                    jc.dataset,
+                                    "--epochs",
+                                    "4",
+                                    "--max-batches",
+                                    std::to_string(jc.max_batches),
+                                    "--batch-size",
+                                    std::to_string(jc.batch_size),
+                                    "--micro-batches",
+                                    std::to_string(jc.micro_batches),
+                                    "--plan",
+                                    "even",
+                                    "--replicate-every",
+                                    std::to_string(jc.replicate_every),
+                                    "--threads",
+                                    "1",
+                                    "--metrics",
+                                    run + "/metrics.jsonl"};
   auto sup = actors::spawn_piped(first, SIGKILL);
   auto kill_at = static_cast<int>(jc.max_batches / 2 + 5);
   bool midway = poll_until(
@@ -504,16 +515,8 @@ int recovery_large(const bench_args& args) {
                           "link and the central holder's EMULATED at 100 Mbit/s");
   rep.detail("model", jc.model);
   rep.detail("params", static_cast<double>(desc.total_params()));
-  auto dir = std::filesystem::temp_directory_path() /
-             ("salamander-bench-recovery-large-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  struct cleanup {
-    std::filesystem::path d;
-    ~cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(d, ec);
-    }
-  } remove_dir{dir};
+  scratch_dir scratch("salamander-bench-recovery-large");
+  const auto& dir = scratch.path();
   int trials = args.quick ? 1 : 3;
   std::vector<double> seconds, limits, ratios, one_link, moved_mb, transfer;
   for (int trial = 0; trial < trials; ++trial) {

@@ -68,6 +68,28 @@ actors::job_result run_killing_stage(const actors::job_config& jc,
   return actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
 }
 
+// `jc` over the node processes `procs`, node `index` killed (-9) once
+// `after` batches are committed (while training).
+actors::job_result run_killing_node(actors::process_cluster& procs,
+                                    const actors::job_config& jc,
+                                    const std::shared_ptr<const models::dataset>& train,
+                                    int64_t after, size_t index) {
+  caf::actor_system_config cfg;
+  actors::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
+  REQUIRE(static_cast<bool>(nodes));
+  auto opts = watched();
+  bool killed = false;
+  opts.on_status = [&](const job_status& s) {
+    if (!killed && s.training.committed >= after && s.phase == status_phase::training) {
+      procs[index].signal(SIGKILL);
+      killed = true;
+    }
+  };
+  return actors::run_job(sys, jc, *nodes, train, train, opts);
+}
+
 } // namespace
 
 TEST_CASE("a crashed stage actor is recovered from replicas, exactly",
@@ -179,24 +201,8 @@ TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
   torch::set_num_threads(1);
   auto train = synthetic(1, 1024);
   actors::process_cluster procs(3, "n");
-  auto& a = procs[0];
-  auto& b = procs[1];
-  auto& c = procs[2];
   auto jc = job(16, 3);
-  caf::actor_system_config cfg;
-  actors::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, procs.nodes());
-  REQUIRE(static_cast<bool>(nodes));
-  auto opts = watched();
-  bool killed = false;
-  opts.on_status = [&](const job_status& s) {
-    if (!killed && s.training.committed >= 7 && s.phase == status_phase::training) {
-      b.signal(SIGKILL);
-      killed = true;
-    }
-  };
-  auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+  auto r = run_killing_node(procs, jc, train, 7, 1);
   INFO(r.status.error);
   REQUIRE(r.status.phase == status_phase::finished);
   CHECK(r.status.pipeline.recoveries >= 1);
@@ -204,8 +210,8 @@ TEST_CASE("kill -9 of a node process: the survivors carry on, exactly",
   CHECK(r.status.plan.find("n2") == std::string::npos);
   CHECK(r.status.pipeline.rollback_version >= 6);
   check_exact(r, jc, *train, 16);
-  CHECK(a.stop() == 0);
-  CHECK(c.stop() == 0);
+  CHECK(procs[0].stop() == 0);
+  CHECK(procs[2].stop() == 0);
 }
 
 TEST_CASE(
@@ -226,20 +232,7 @@ TEST_CASE(
   jc.central_link_mbps = 80;
   salamander::testing::temp_dir dir;
   jc.metrics_path = dir.file("m.jsonl");
-  caf::actor_system_config cfg;
-  actors::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, procs.nodes());
-  REQUIRE(static_cast<bool>(nodes));
-  auto opts = watched();
-  bool killed = false;
-  opts.on_status = [&](const job_status& s) {
-    if (!killed && s.training.committed >= 5 && s.phase == status_phase::training) {
-      procs[1].signal(SIGKILL);
-      killed = true;
-    }
-  };
-  auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+  auto r = run_killing_node(procs, jc, train, 5, 1);
   INFO(r.status.error);
   REQUIRE(r.status.phase == status_phase::finished);
   REQUIRE(r.status.pipeline.recoveries == 1);
@@ -273,20 +266,7 @@ TEST_CASE(
   jc.replan_gain = 0; // no live re-plans
   salamander::testing::temp_dir dir;
   jc.metrics_path = dir.file("m.jsonl");
-  caf::actor_system_config cfg;
-  actors::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, procs.nodes());
-  REQUIRE(static_cast<bool>(nodes));
-  auto opts = watched();
-  bool killed = false;
-  opts.on_status = [&](const job_status& s) {
-    if (!killed && s.training.committed >= 7 && s.phase == status_phase::training) {
-      procs[1].signal(SIGKILL);
-      killed = true;
-    }
-  };
-  auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+  auto r = run_killing_node(procs, jc, train, 7, 1);
   INFO(r.status.error);
   REQUIRE(r.status.phase == status_phase::finished);
   REQUIRE(r.status.pipeline.recoveries == 1);
