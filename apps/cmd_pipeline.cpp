@@ -1142,6 +1142,7 @@ int run_node(const node_cli& cli) {
   // freed (163 MB idle, 187 / 188 / 189 MB after the same three jobs, of
   // which 15 MB are LibTorch's code pages the first job touched).
   mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  actors::keep_freed_memory(true);
   // SIGTERM and SIGINT are taken synchronously by this thread (sigwait), so
   // they must be blocked before CAF starts its threads, which inherit the mask.
   sigset_t signals;
