@@ -10,7 +10,8 @@
 // bubble: four stages on four `salamander node` processes on loopback
 //   (emulated devices sharing this host's cores), for M = 4, 8, 16
 //   micro-batches: samples/s and the measured idle fraction next to the
-//   (S-1)/(M+S-1) model.
+//   (S-1)/(M+S-1) model; the async schedule's idle fraction in steady state,
+//   from the stages' own counters after the first segment.
 #include "actors/cluster/cluster_file.hpp"
 #include "actors/train/train_job.hpp"
 #include "actors/node/node_process.hpp"
@@ -20,10 +21,13 @@
 #include "bench/report.hpp"
 #include "models/trainer.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
-#include <tuple>
+#include <fstream>
 #include <numeric>
+#include <tuple>
 
 namespace salamander::bench {
 
@@ -149,6 +153,7 @@ int bubble(const bench_args& args) {
   actors::configure(cfg);
   caf::actor_system sys{cfg};
   auto nodes = connected_nodes(sys, procs.nodes());
+  scratch_dir scratch("salamander-bubble");
   report rep("bubble");
   rep.detail("model", jc.model);
   rep.detail("stages", 4);
@@ -156,13 +161,13 @@ int bubble(const bench_args& args) {
   rep.detail("batch_size", static_cast<double>(jc.batch_size));
   rep.detail("batches", static_cast<double>(jc.max_batches));
   std::vector<std::pair<std::string, double>> heads;
-  // A run's status, its idle fraction, 1 - (stage compute and send time) /
-  // (stages x training wall time), and its samples/s.
   // Runs `c`, records under key `k` its samples/s, its idle fraction,
   // 1 - (stage compute and send time) / (stages x training wall time), and
-  // each stage's compute and wait time, and returns the first two.
-  auto run_idle = [&](const actors::job_config& c,
-                      const std::vector<actors::remote_node>& use, const std::string& k) {
+  // each stage's compute and wait time; returns the idle fraction, the
+  // samples/s and the steady-state idle fraction.
+  auto run_idle = [&](actors::job_config c, const std::vector<actors::remote_node>& use,
+                      const std::string& k) {
+    c.metrics_path = (scratch.path() / (k + ".jsonl")).string();
     auto r = actors::run_job(sys, c, use, train, train);
     if (r.status.phase != status_phase::finished) {
       throw std::runtime_error("bubble run " + k + " failed: " + r.status.error);
@@ -179,7 +184,32 @@ int bubble(const bench_args& args) {
     double rate = static_cast<double>(s.training.committed * c.batch_size) / s.train_s;
     rep.detail("samples_per_s_" + k, rate);
     rep.detail("bubble_measured_" + k, idle);
-    return std::pair<double, double>{idle, rate};
+    // Steady state (async only): the stages' own counters (compute, send,
+    // and the wait between operations) over the batches after the first
+    // segment of the schedule, so the start-up fill is left out; the fill
+    // and drain at each later segment's end stay in. (A flushed stage does
+    // not count the wait before a batch's first forward, so its counters
+    // would understate the bubble.)
+    if (c.schedule != "async") {
+      return std::tuple<double, double, double>{idle, rate, idle};
+    }
+    double wait = 0, total = 0;
+    std::ifstream in(c.metrics_path);
+    std::string line;
+    while (std::getline(in, line)) {
+      auto e = nlohmann::json::parse(line);
+      if (e["event"] != "batch" || e["batch"].get<uint64_t>() < c.replicate_every) {
+        continue;
+      }
+      for (auto& st : e["stages"]) {
+        auto w = st["wait_s"].get<double>();
+        wait += w;
+        total += w + st["compute_s"].get<double>() + st["send_s"].get<double>();
+      }
+    }
+    double steady = total > 0 ? wait / total : 1.0;
+    rep.detail("bubble_steady_" + k, steady);
+    return std::tuple<double, double, double>{idle, rate, steady};
   };
   // 4 stages on 4 processes is the configuration asked for; on a 2-core host
   // the processes also compete for cores, so the same sweep with 2 stages on
@@ -190,7 +220,7 @@ int bubble(const bench_args& args) {
     for (int m : {4, 8, 16}) {
       jc.micro_batches = m;
       std::string k = (stages == 4 ? "" : "s2_") + std::string("m") + std::to_string(m);
-      auto [measured, rate] = run_idle(jc, use, k);
+      auto [measured, rate, steady] = run_idle(jc, use, k);
       double model = algorithms::bubble_fraction_model(stages, m);
       rep.detail("bubble_model_" + k, model);
       std::fprintf(stderr, "S=%d M=%2d: %7.0f samples/s, idle fraction measured %.3f, model %.3f\n",
@@ -213,11 +243,18 @@ int bubble(const bench_args& args) {
       async.micro_batches = m;
       std::vector<actors::remote_node> use(nodes.begin(), nodes.begin() + stages);
       auto k = (stages == 4 ? "" : "s2_") + std::string("async_m") + std::to_string(m);
-      auto [measured, rate] = run_idle(async, use, k);
-      std::fprintf(stderr, "S=%d M=%2d async: %7.0f samples/s, idle fraction measured %.3f\n",
-                   stages, m, rate, measured);
+      auto [measured, rate, steady] = run_idle(async, use, k);
+      std::fprintf(
+          stderr,
+          "S=%d M=%2d async: %7.0f samples/s, idle fraction %.3f over the run, %.3f "
+          "in steady state\n",
+          stages, m, rate, measured, steady);
       if (m == 8) {
-        heads.push_back({stages == 4 ? "bubble_idle_async_4stages" : "bubble_idle_async_2stages",
+        heads.push_back(
+            {stages == 4 ? "bubble_idle_async_4stages" : "bubble_idle_async_2stages",
+             steady});
+        heads.push_back({stages == 4 ? "bubble_idle_async_4stages_whole_run"
+                                     : "bubble_idle_async_2stages_whole_run",
                          measured});
       }
     }
