@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sched.h>
 #include <stdexcept>
 #include <string>
@@ -193,6 +194,18 @@ public:
 private:
   std::filesystem::path path_;
 };
+
+/// Writes `dir`/cluster.toml naming `nodes` and returns its path.
+inline std::string write_cluster_file(const std::filesystem::path& dir,
+                                      const std::vector<actors::cluster_node>& nodes) {
+  auto path = (dir / "cluster.toml").string();
+  std::ofstream f(path);
+  for (auto& n : nodes) {
+    f << "[[node]]\nname = \"" << n.name << "\"\naddress = \"" << n.host << ":" << n.port
+      << "\"\n\n";
+  }
+  return path;
+}
 
 int training_overhead(const bench_args& args);
 int codec(const bench_args& args);

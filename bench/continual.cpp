@@ -123,17 +123,12 @@ int continual(const bench_args& args) {
                           "(Fashion-MNIST replayed at 1000 samples/s)");
   rep.detail("model", jc.model);
   rep.detail("batches", static_cast<double>(jc.max_batches * jc.epochs));
-  auto dir = fs::temp_directory_path() / ("salamander-continual-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
   stream_run clean, killed;
-  try {
-    clean = run_stream(jc, (dir / "clean").string(), false, test);
-    killed = run_stream(jc, (dir / "killed").string(), true, test);
-  } catch (...) {
-    fs::remove_all(dir);
-    throw;
+  {
+    scratch_dir dir("salamander-continual");
+    clean = run_stream(jc, (dir.path() / "clean").string(), false, test);
+    killed = run_stream(jc, (dir.path() / "killed").string(), true, test);
   }
-  fs::remove_all(dir);
   std::printf("%-8s %-10s %-10s %-10s %-10s\n", "epoch", "t (s)", "trained", "arrived",
               "accuracy");
   int64_t lag_after = 0;

@@ -209,16 +209,9 @@ int footprint(const bench_args& args) {
               alone_idle.wakeups_per_s, window);
 
   // ---- holding a stage: an even two-stage split over both nodes
-  auto dir = fs::temp_directory_path() / ("salamander-footprint-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  auto cluster_file = (dir / "cluster.toml").string();
-  {
-    std::ofstream c(cluster_file);
-    for (auto& n : nodes.nodes()) {
-      c << "[[node]]\nname = \"" << n.name << "\"\naddress = \"" << n.host << ":" << n.port
-        << "\"\n\n";
-    }
-  }
+  scratch_dir scratch("salamander-footprint");
+  const auto& dir = scratch.path();
+  auto cluster_file = write_cluster_file(dir, nodes.nodes());
   struct job {
     std::string key, model, balance;
   };
@@ -230,8 +223,8 @@ int footprint(const bench_args& args) {
     auto log = (dir / (key + ".log")).string();
     if (!run_job(bin, cluster_file, model, balance, args.quick ? 5 : 20, log)) {
       std::ifstream in(log);
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      fs::remove_all(dir);
+      std::string text((std::istreambuf_iterator<char>(in)),
+                       std::istreambuf_iterator<char>());
       throw std::runtime_error("the " + model + " job failed:\n" + text);
     }
     // VmHWM is a high-water mark since start: the ViT job runs second, so its
@@ -257,7 +250,6 @@ int footprint(const bench_args& args) {
                 "(anonymous %.1f, file-backed %.1f)\n",
                 model.c_str(), peak, after, anon, file);
   }
-  fs::remove_all(dir);
 
   r.headline("node_start_s", median(node_s));
   r.headline("node_idle_rss_over_libtorch", node_rss / alone_rss);

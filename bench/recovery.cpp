@@ -94,14 +94,7 @@ supervisor_restart_times supervisor_restart(const actors::job_config& jc) {
   actors::process_cluster c(3, "s");
   scratch_dir scratch("salamander-bench-supervisor");
   const auto& dir = scratch.path();
-  auto cluster = (dir / "cluster.toml").string();
-  {
-    std::ofstream f(cluster);
-    for (auto& n : c.nodes()) {
-      f << "[[node]]\nname = \"" << n.name << "\"\naddress = \"" << n.host << ":" << n.port
-        << "\"\n\n";
-    }
-  }
+  auto cluster = write_cluster_file(dir, c.nodes());
   auto run = (dir / "run").string();
   auto bin = actors::salamander_bin();
   // (the supervisor's synthetic set is 64 batches of 64 an epoch, and

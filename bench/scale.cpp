@@ -290,9 +290,8 @@ int scale(const bench_args& args) {
   rep.detail("emulation",
              "node processes on one 2-core host, loopback, each 1/16 of a core by "
              "compute-time dilation (--cpu-share 0.0625 --dilate)");
-  auto dir = std::filesystem::temp_directory_path() /
-             ("salamander-scale-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  scratch_dir scratch("salamander-scale");
+  const auto& dir = scratch.path();
   std::map<int, scale_run> runs;
   for (int n : {4, 32}) {
     auto r = run_nodes(n, args, dir);
@@ -329,7 +328,6 @@ int scale(const bench_args& args) {
     rep.detail("fed_round_s_" + key, joined(f->round_s));
     rep.detail("fed_rounds_" + key, static_cast<double>(f->rounds));
   }
-  std::filesystem::remove_all(dir);
   int instances = args.quick ? 5 : 21;
   for (size_t layers : {8, 24}) {
     int exact = 0;
