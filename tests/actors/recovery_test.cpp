@@ -68,26 +68,39 @@ actors::job_result run_killing_stage(const actors::job_config& jc,
   return actors::run_job(sys, jc, actors::local_nodes(sys, 3, 1), train, train, opts);
 }
 
+// `jc` over the node processes `procs` (the supervisor's system configured
+// with `sopts`); once `after` batches are committed (while training), `sig`
+// goes to the nodes `indices`, all in the same status update.
+actors::job_result
+run_signalling_nodes(actors::process_cluster& procs, const actors::job_config& jc,
+                     const std::shared_ptr<const models::dataset>& train, int64_t after,
+                     const std::vector<size_t>& indices, int sig = SIGKILL,
+                     const actors::system_options& sopts = {}) {
+  caf::actor_system_config cfg;
+  actors::configure(cfg, sopts);
+  caf::actor_system sys{cfg};
+  auto nodes = actors::connect_nodes(sys, procs.nodes());
+  REQUIRE(static_cast<bool>(nodes));
+  auto opts = watched();
+  bool sent = false;
+  opts.on_status = [&](const job_status& s) {
+    if (!sent && s.training.committed >= after && s.phase == status_phase::training) {
+      for (auto i : indices) {
+        procs[i].signal(sig);
+      }
+      sent = true;
+    }
+  };
+  return actors::run_job(sys, jc, *nodes, train, train, opts);
+}
+
 // `jc` over the node processes `procs`, node `index` killed (-9) once
 // `after` batches are committed (while training).
 actors::job_result run_killing_node(actors::process_cluster& procs,
                                     const actors::job_config& jc,
                                     const std::shared_ptr<const models::dataset>& train,
                                     int64_t after, size_t index) {
-  caf::actor_system_config cfg;
-  actors::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, procs.nodes());
-  REQUIRE(static_cast<bool>(nodes));
-  auto opts = watched();
-  bool killed = false;
-  opts.on_status = [&](const job_status& s) {
-    if (!killed && s.training.committed >= after && s.phase == status_phase::training) {
-      procs[index].signal(SIGKILL);
-      killed = true;
-    }
-  };
-  return actors::run_job(sys, jc, *nodes, train, train, opts);
+  return run_signalling_nodes(procs, jc, train, after, {index});
 }
 
 } // namespace
@@ -306,25 +319,11 @@ TEST_CASE("a hung node (SIGSTOP) is detected by its silence and recovered from, 
   torch::set_num_threads(1);
   auto train = synthetic(1, 2048);
   actors::process_cluster procs(3, "n");
-  auto& b = procs[1];
   auto jc = job(30, 3);
-  caf::actor_system_config cfg;
   actors::system_options sopts;
   sopts.connection_timeout = std::chrono::milliseconds(2500); // nodes beat every second
-  actors::configure(cfg, sopts);
-  caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, procs.nodes());
-  REQUIRE(static_cast<bool>(nodes));
-  auto opts = watched();
-  bool stopped = false;
-  opts.on_status = [&](const job_status& s) {
-    if (!stopped && s.training.committed >= 6 && s.phase == status_phase::training) {
-      b.signal(SIGSTOP);
-      stopped = true;
-    }
-  };
-  auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
-  b.signal(SIGCONT);
+  auto r = run_signalling_nodes(procs, jc, train, 6, {1}, SIGSTOP, sopts);
+  procs[1].signal(SIGCONT);
   REQUIRE(r.status.phase == status_phase::finished);
   CHECK(r.status.pipeline.recoveries >= 1);
   CHECK(r.status.dead_nodes == std::vector<std::string>{"n2"});
@@ -337,26 +336,10 @@ TEST_CASE("two adjacent nodes killed together: the global replica serves, exactl
   torch::set_num_threads(1);
   auto train = synthetic(1, 2048);
   actors::process_cluster procs(4, "n");
-  auto& b = procs[1];
-  auto& c = procs[2];
   auto jc = job(24, 4);
-  caf::actor_system_config cfg;
-  actors::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto nodes = actors::connect_nodes(sys, procs.nodes());
-  REQUIRE(static_cast<bool>(nodes));
-  auto opts = watched();
-  bool killed = false;
-  opts.on_status = [&](const job_status& s) {
-    if (!killed && s.training.committed >= 9 && s.phase == status_phase::training) {
-      // stage 1's chain replica lives on n3, stage 2's on n4: with n2 and n3
-      // gone, stage 1's layers exist only in the central holder
-      b.signal(SIGKILL);
-      c.signal(SIGKILL);
-      killed = true;
-    }
-  };
-  auto r = actors::run_job(sys, jc, *nodes, train, train, opts);
+  // stage 1's chain replica lives on n3, stage 2's on n4: with n2 and n3
+  // gone, stage 1's layers exist only in the central holder
+  auto r = run_signalling_nodes(procs, jc, train, 9, {1, 2});
   REQUIRE(r.status.phase == status_phase::finished);
   CHECK(r.status.pipeline.recoveries >= 1);
   auto dead = r.status.dead_nodes;
