@@ -34,8 +34,8 @@ void keep_freed_memory(bool computing) {
   // arena's top and the next tensor faulted its pages in again. Measured on
   // a 4-stage ViT pipeline of 4 node processes (2-core host, EMULATED
   // devices of 0.45 core, three jobs in a row): 56-70 samples/s with the
-  // default pad; 96-107 with 64 MB for a node's first job, 76-87 for the
-  // jobs after it (the pad dropped in between); 98-104 for every job with
+  // default pad; 96-117 with 64 MB for a node's first job, 0.7-0.9 of that
+  // for the jobs after it (the pad dropped in between); 98-104 for every job with
   // the pad never dropped, but then a node kept 159 MB over its idle size
   // after a ViT-Small job (45 MB with the drop: bench footprint). Set only
   // at a spawn, not at the process's start, the pad did not help at all.
