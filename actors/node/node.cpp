@@ -31,20 +31,33 @@ namespace salamander::actors {
 void keep_freed_memory(bool computing) {
   // The node's fixed mmap threshold (run_node) also freezes glibc's trim
   // threshold at 128 KB: with glibc's 128 KB pad every free trimmed an
-  // arena's top and the next tensor faulted its pages in again. Measured on
-  // a 4-stage ViT pipeline of 4 node processes (2-core host, EMULATED
-  // devices of 0.45 core, three jobs in a row): 56-70 samples/s with the
-  // default pad; 96-117 with 64 MB for a node's first job, 0.7-0.9 of that
-  // for the jobs after it (the pad dropped in between); 98-104 for every job with
-  // the pad never dropped, but then a node kept 159 MB over its idle size
-  // after a ViT-Small job (45 MB with the drop: bench footprint). Set only
-  // at a spawn, not at the process's start, the pad did not help at all.
-  // An arena other than the main one is trimmed only when a chunk of it is
-  // freed (malloc_trim leaves their tops), so the pad in force when a job's
-  // tensors go decides what the idle node keeps.
+  // arena's top and the next tensor faulted its pages in again. So while a
+  // job runs, an arena keeps 64 MB free at its top.
+  //
+  // The pad alone held only for a node's first job: an arena made while the
+  // pad is in force starts with a 64 MB heap, but one trimmed at a job's end
+  // grows again only by what each request needs, and glibc serves a request
+  // over the mmap threshold that the top cannot hold with a fresh mapping,
+  // faulted in and unmapped every time (traced with perf: 67k page faults a
+  // job on a node's first job, 84-137k on the later ones; 4-stage ViT
+  // pipeline of 4 node processes, 2-core host, EMULATED devices of 0.45
+  // core: 107-123 samples/s first, 0.7-0.9 of that after). So a computing
+  // node also lifts the mmap threshold to glibc's largest (32 MB, half an
+  // arena's heap): tensors come from the arenas, which keep them.
+  //
+  // When the job's tensors go, the pad is small and the threshold 256 KB
+  // again, so their frees trim the arenas and the idle node keeps little
+  // (malloc_trim afterwards gives back the whole free pages inside them). An
+  // arena other than the main one is trimmed only when a chunk of it is
+  // freed, so what is in force when a job's tensors go decides what the idle
+  // node keeps.
   constexpr size_t computing_top_pad = size_t{64} << 20;
   constexpr size_t idle_top_pad = size_t{128} << 10;
+  constexpr size_t computing_mmap_threshold = size_t{32} << 20;
+  constexpr size_t idle_mmap_threshold = size_t{256} << 10;
   mallopt(M_TOP_PAD, static_cast<int>(computing ? computing_top_pad : idle_top_pad));
+  mallopt(M_MMAP_THRESHOLD,
+          static_cast<int>(computing ? computing_mmap_threshold : idle_mmap_threshold));
 }
 
 std::string check_stage_spec(const stage_spec& spec, double memory_cap) {
