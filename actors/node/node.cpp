@@ -21,12 +21,21 @@
 
 #include "messages/errors.hpp"
 #include "messages/frame_pool.hpp"
+#include <atomic>
 #include <cmath>
 #include <csignal>
 #include <malloc.h>
 #include <thread>
 
 namespace salamander::actors {
+
+namespace {
+
+// Whether this process's stages or clients compute: a trim scheduled by a
+// job's end is left out once the next job's stages are there.
+std::atomic<bool> node_computing{false};
+
+} // namespace
 
 void keep_freed_memory(bool computing) {
   // The node's fixed mmap threshold (run_node) also freezes glibc's trim
@@ -59,6 +68,16 @@ void keep_freed_memory(bool computing) {
   mallopt(M_MMAP_THRESHOLD,
           static_cast<int>(computing ? computing_mmap_threshold : idle_mmap_threshold));
 }
+
+namespace {
+
+// A job's stages or clients come (true) or go (false).
+void set_computing(bool computing) {
+  node_computing = computing;
+  keep_freed_memory(computing);
+}
+
+} // namespace
 
 std::string check_stage_spec(const stage_spec& spec, double memory_cap) {
   try {
@@ -172,9 +191,14 @@ template <class Self> void trim_later(Self self) {
     t->delayed_send(t, trim_delay + second_shrink_delay, caf::atom("shrink"));
     return {
         [t](caf::atom_value what) {
-          shrink_write_buffers(t->home_system());
           if (what == caf::atom("shrink")) {
             t->quit();
+          }
+          if (node_computing) {
+            return; // a next job's stages came first: they use what is kept
+          }
+          shrink_write_buffers(t->home_system());
+          if (what == caf::atom("shrink")) {
             return;
           }
           // the receive buffers kept for reuse are as large as the job's
@@ -194,7 +218,7 @@ void drop_job(node_actor::stateful_pointer<node_state> self, bool grace_over) {
   auto& c = st.config;
   st.grace_timer = caf::actor{};
   auto stages = st.stages.size();
-  keep_freed_memory(false);
+  set_computing(false);
   for (auto& s : st.stages) {
     self->send_exit(s, caf::exit_reason::user_shutdown);
   }
@@ -338,7 +362,7 @@ void on_auth(node_actor::stateful_pointer<node_state> self, const std::string& p
   if (!st.stages.empty()) {
     subsystem_log("node")->info("node {}: admitted again; stopping {} stage(s) of before",
                                 c.name, st.stages.size());
-    keep_freed_memory(false); // (a stage spawned next sets it again)
+    set_computing(false); // (a stage spawned next sets it again)
     for (auto& s : st.stages) {
       self->send_exit(s, caf::exit_reason::user_shutdown);
     }
@@ -413,7 +437,7 @@ caf::result<caf::actor> on_spawn(node_actor::stateful_pointer<node_state> self,
                            "node " + self->state.config.name + ": " + why);
   }
   try {
-    keep_freed_memory(true);
+    set_computing(true);
     auto s = self->spawn(stage, std::move(spec), self->state.config.emulation);
     auto handle = caf::actor_cast<caf::actor>(s);
     self->state.stages.push_back(handle);
@@ -447,7 +471,7 @@ caf::result<caf::actor> on_spawn_client(node_actor::stateful_pointer<node_state>
                                                    std::to_string(spec.client) + " of " +
                                                    std::to_string(spec.clients));
     }
-    keep_freed_memory(true);
+    set_computing(true);
     auto s = self->spawn(behavior, std::move(spec), c.emulation, c.name, c.data_dir);
     auto handle = caf::actor_cast<caf::actor>(s);
     self->state.stages.push_back(handle);
