@@ -84,11 +84,13 @@ struct node_state {
 /// none) is the node's emulated memory.
 std::string check_stage_spec(const stage_spec& spec, double memory_cap = 0);
 
-/// How much free memory glibc keeps at the top of each arena: a lot while
-/// the node computes (`computing`: a tensor does not fault its pages in
-/// again after every free), little when its job is gone (so that the frees
-/// of the job's tensors trim the arenas). A node process sets it at start,
-/// on every stage or client spawn, and drops it before a job's stages go.
+/// How glibc keeps freed memory. While the node computes (`computing`):
+/// 64 MB free at the top of each arena and blocks of up to 32 MB taken from
+/// the arenas, so a tensor does not fault its pages in again after every
+/// free. When its job is gone: little at the tops and blocks of 256 KB and
+/// more in their own mappings, so the frees of the job's tensors give the
+/// memory back. A node process sets it at start, on every stage or client
+/// spawn, and drops it before a job's stages go.
 void keep_freed_memory(bool computing);
 
 node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_config cfg);
