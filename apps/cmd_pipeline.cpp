@@ -1140,8 +1140,9 @@ int run_node(const node_cli& cli) {
   // jobs, two arenas holding 88 MB with 1 MB in use). A fixed threshold
   // keeps blocks of 256 KB and more in their own mappings, returned when
   // freed (163 MB idle, 187 / 188 / 189 MB after the same three jobs, of
-  // which 15 MB are LibTorch's code pages the first job touched).
-  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  // which 15 MB are LibTorch's code pages the first job touched):
+  // keep_freed_memory below fixes it, at 256 KB whenever a job's tensors go.
+  //
   // One arena (glibc's default is 8 per core), unless the user set glibc's
   // own tunable. An arena other than the main one gives back the free
   // memory at its top only when one of its chunks is freed, and

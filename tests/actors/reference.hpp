@@ -133,6 +133,19 @@ inline models::weight_snapshot single_device_async_weights(const actors::job_con
   return models::capture(newest, nullptr, "", static_cast<uint64_t>(jc.max_batches));
 }
 
+/// What one device computes under the job's schedule: the flushed ones
+/// train on the newest weights; the async one on weights one update old
+/// (the job's delay at 4 micro-batches for up to 5 stages), in segments of
+/// `jc.replicate_every` batches.
+inline models::weight_snapshot
+single_device_weights_as_scheduled(const actors::job_config& jc,
+                                   const models::dataset& train) {
+  if (jc.schedule == "async") {
+    return single_device_async_weights(jc, train, 1, jc.replicate_every);
+  }
+  return single_device_weights(jc, train);
+}
+
 /// The largest parameter difference between two snapshots of one model.
 inline double max_weight_diff(const models::weight_snapshot& a,
                               const models::weight_snapshot& b) {

@@ -20,22 +20,6 @@
 
 using namespace salamander;
 
-namespace {
-
-// What one device computes under the job's schedule: the flushed schedules
-// train on the newest weights, the async one on weights one update old
-// (its delay at 4 micro-batches), with the segments of its replicas.
-models::weight_snapshot reference_weights(const actors::job_config& jc,
-                                          const models::dataset& train) {
-  if (jc.schedule == "async") {
-    return salamander::testing::single_device_async_weights(jc, train, 1,
-                                                            jc.replicate_every);
-  }
-  return salamander::testing::single_device_weights(jc, train);
-}
-
-} // namespace
-
 TEST_CASE("random stage crashes over several seeds never change the result",
           "[chaos]") {
   torch::set_num_threads(1);
@@ -93,8 +77,9 @@ TEST_CASE("random stage crashes over several seeds never change the result",
     std::iota(expect.begin(), expect.end(), uint64_t{0});
     CHECK(r.status.training.lineage == expect);
     REQUIRE(r.weights);
-    CHECK(salamander::testing::max_weight_diff(*r.weights,
-                                               reference_weights(jc, *train)) <= 1e-5);
+    CHECK(salamander::testing::max_weight_diff(
+              *r.weights, salamander::testing::single_device_weights_as_scheduled(
+                              jc, *train)) <= 1e-5);
     CHECK(took < std::chrono::seconds(60)); // bounded: a hang would show here, not in CI's limit
   }
 }
@@ -220,8 +205,9 @@ TEST_CASE("random process kills, hangs and stage crashes over several seeds neve
     std::iota(expect.begin(), expect.end(), uint64_t{0});
     CHECK(r.status.training.lineage == expect);
     REQUIRE(r.weights);
-    CHECK(salamander::testing::max_weight_diff(*r.weights,
-                                               reference_weights(jc, *train)) <= 1e-5);
+    CHECK(salamander::testing::max_weight_diff(
+              *r.weights, salamander::testing::single_device_weights_as_scheduled(
+                              jc, *train)) <= 1e-5);
     CHECK(took < std::chrono::seconds(90));
     procs.clear(); // stops every node process, stopped ones included
   }
