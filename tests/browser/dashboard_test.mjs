@@ -130,9 +130,12 @@ async function training() {
     nodes.push(n);
   }
   fs.writeFileSync(path.join(work, 'cluster.toml'), cluster);
-  // many epochs: the job is stopped from the page, never ends by itself first
+  // many epochs: the job is stopped from the page, never ends by itself first;
+  // no capacity re-plans: the node killed must still hold the stage it held
+  // when the console showed the plan (on a loaded host the job may move)
   const sup = start('supervisor', ['supervisor', '--cluster', 'cluster.toml', '--model', 'cnn',
     '--epochs', '200', '--plan', 'pipeline', '--micro-batches', '4', '--hang-timeout', '3',
+    '--replan-gain', '0',
     '--listen', '127.0.0.1:0', '--dashboard', '127.0.0.1:0', '--metrics', 'train.jsonl']);
   const url = (await printed(sup, /dashboard: (http:\/\/\S+)/))[1];
   const listen = (await printed(sup, /supervisor listening on (127\.0\.0\.1:\d+)/))[1];
