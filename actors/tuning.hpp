@@ -86,8 +86,13 @@ inline constexpr int replan_window = 6;
 /// seconds; replan_stability saw a plan 44% better for 40 commits, 1.2 s,
 /// then not).
 inline constexpr milliseconds replan_sustain = 3s;
-/// Commits for which a plan's measured batch time bounds its predictions.
+/// Commits, and wall time, for which a plan's measured batch time bounds
+/// its predictions (and the last re-plan's error scales the next): both
+/// must pass. A CNN commits 100 batches a second; by commits alone it
+/// forgot in 5 s, and a job moved back and forth between single-device
+/// plans it had measured (dashboard test on a loaded 2-core host).
 inline constexpr uint64_t measured_plan_memory = 500;
+inline constexpr seconds measured_plan_memory_time = 60s;
 /// What a re-plan is taken to cost before one has been measured.
 inline constexpr double replan_pause_estimate_s = 0.25;
 

@@ -303,15 +303,20 @@ struct train_job_state : job_core {
   algorithms::replan_memory replan_looks;
   double last_look_s = -1; ///< when the last look was taken (steady clock, s)
   std::optional<stage_plan> replan_candidate; ///< the plan `replan_looks` names
-  /// Plans that ran, by description: measured batch time and the commit it
-  /// was measured at (a prediction never beats what a plan measured).
-  std::map<std::string, std::pair<double, uint64_t>> measured_plans;
+  /// When something was measured: the commit and the time (remembered
+  /// for `measured_plan_memory` commits and `measured_plan_memory_time`).
+  struct measured_at {
+    uint64_t commit = 0;
+    std::chrono::steady_clock::time_point time{};
+  };
+  /// Plans that ran, by description: measured batch time and when (a
+  /// prediction never beats what a plan measured).
+  std::map<std::string, std::pair<double, measured_at>> measured_plans;
   /// The last capacity re-plan: its predicted batch time (0 once measured),
-  /// and how much slower than that it measured (kept for
-  /// `measured_plan_memory` commits from `prediction_error_at`).
+  /// and how much slower than that it measured, and when.
   double replan_predicted_s = 0;
   double prediction_error = 1.0;
-  uint64_t prediction_error_at = 0;
+  measured_at prediction_error_at;
   bool user_plan = false;
   std::optional<stage_plan> replaced_plan;
   double replaced_measured_s = 0;

@@ -506,6 +506,13 @@ double move_cost_s(const train_job_state& st, double batch_s) {
   return pause + batch_s;
 }
 
+// Whether what was measured `at` still counts: both `measured_plan_memory`
+// commits and `measured_plan_memory_time` must have passed to forget it.
+bool remembered(const train_job_state& st, const train_job_state::measured_at& at) {
+  return st.committed < at.commit + tuning::measured_plan_memory ||
+         clock::now() - at.time < tuning::measured_plan_memory_time;
+}
+
 // The predicted batch time of `p` on the live nodes under the request's
 // cost model, corrected by what its kind of plan measured (pipeline, data
 // parallel, one device alone) and bounded below by what `p` itself measured
@@ -541,8 +548,7 @@ double predicted_s(const train_job_state& st, const algorithms::plan_request& re
     // a plan measured recently is at least as slow as it measured (unless
     // the capacities changed since, which the prediction then shows)
     if (auto it = st.measured_plans.find(describe_plan(st, p));
-        it != st.measured_plans.end() &&
-        st.committed < it->second.second + tuning::measured_plan_memory) {
+        it != st.measured_plans.end() && remembered(st, it->second.second)) {
       predicted = std::max(predicted, it->second.first);
     }
     return predicted;
@@ -570,15 +576,15 @@ void measure_running(train_job_state& st, const algorithms::plan_request& req,
     if (modelled > 0) {
       st.capacity.set_kind_ratio(kind, in.measured_s / modelled);
     }
-    st.measured_plans[running] = {in.measured_s, st.committed};
+    st.measured_plans[running] = {in.measured_s, {st.committed, clock::now()}};
     if (st.replan_predicted_s > 0 && st.committed >= st.last_replan_batch + 10) {
       // the last capacity re-plan, measured: how wrong was its prediction?
       st.prediction_error = std::max(1.0, in.measured_s / st.replan_predicted_s);
-      st.prediction_error_at = st.committed;
+      st.prediction_error_at = {st.committed, clock::now()};
       st.replan_predicted_s = 0;
     }
   }
-  if (st.committed >= st.prediction_error_at + tuning::measured_plan_memory) {
+  if (!remembered(st, st.prediction_error_at)) {
     st.prediction_error = 1.0;
   }
   in.prediction_error = st.prediction_error;
