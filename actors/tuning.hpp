@@ -107,6 +107,9 @@ inline constexpr int64_t dp_chunk_values = 256 * 1024;
 /// The async schedule's segment of batches (a drain at its end) when
 /// replication is off; otherwise the replication interval.
 inline constexpr uint32_t async_segment = 10;
+/// The async schedule's default slack (job_config::async_slack): 2, as
+/// bench bubble measured against FTPipeHD's 1.
+inline constexpr uint32_t async_slack = 2;
 /// A re-planned or recovering stage pulls its layers from each source in
 /// parts of whole layers of about this many weight bytes (a layer larger
 /// than it is one part; its optimizer state comes with it), at most

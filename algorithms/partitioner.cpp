@@ -139,7 +139,12 @@ struct cost_model {
       return req.micro_batches;
     }
     if (req.schedule == plan_schedule::async) {
-      return std::min(static_cast<int>(from_end), req.async_delay * req.micro_batches + 1);
+      // (the warm-up of the first of `from_end` stages: at least what stage
+      // S - from_end of a longer pipeline holds, whose stage 0 has less room)
+      return static_cast<int>(async_warmup(
+                 static_cast<int>(from_end), 0, req.micro_batches,
+                 static_cast<uint64_t>(std::max(req.async_delay, 0)), req.async_slack)) +
+             1;
     }
     return std::min(static_cast<int>(from_end), req.micro_batches);
   }

@@ -88,10 +88,12 @@ struct plan_request {
   plan_mode mode = plan_mode::training;
   plan_schedule schedule = plan_schedule::one_f_one_b;
   /// The async schedule (algorithms/schedule.hpp): its delay d (each stage
-  /// keeps up to d + 1 copies of its weights, and at most d x M + 1
-  /// micro-batches in flight) and its segment of R batches (a pipeline
-  /// fills and drains once a segment, not once a batch).
+  /// keeps up to d + 1 copies of its weights), its slack K (stage s holds
+  /// at most async_warmup + 1 micro-batches in flight) and its
+  /// segment of R batches (a pipeline fills and drains once a segment, not
+  /// once a batch).
   int async_delay = 1;
+  int async_slack = 1;
   int segment_batches = 10;
   std::vector<layer_cost> layers;
   std::vector<device_profile> devices;

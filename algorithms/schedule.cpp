@@ -123,8 +123,25 @@ uint64_t async_delay(int stages, int micro) {
   return static_cast<uint64_t>((stages - 1 + micro - 1) / micro);
 }
 
+uint64_t async_warmup(int stages, int stage, int micro, uint64_t delay, int slack) {
+  check_shape(stages, micro);
+  if (slack < 1) {
+    throw std::invalid_argument("async slack " + std::to_string(slack) +
+                                ": at least 1 (FTPipeHD's batch_diff)");
+  }
+  // FTPipeHD's S-s-1, and the slack's extra where stage 0's bound d x M
+  // leaves room: never as much as the next stage's, or the two would wait
+  // for each other's every operation (adjacent rows one forward apart
+  // alternate; equal rows take turns)
+  auto behind = static_cast<uint64_t>(stages - stage - 1);
+  auto most = delay * static_cast<uint64_t>(micro);
+  auto base = std::min(behind, most);
+  auto room = most > static_cast<uint64_t>(stages - 1) ? most - (stages - 1) : 0;
+  return base + std::min((static_cast<uint64_t>(slack) - 1) * behind, room);
+}
+
 std::vector<async_op> async_order(int stages, int stage, int micro, uint64_t first,
-                                  uint64_t end, uint64_t delay) {
+                                  uint64_t end, uint64_t delay, int slack) {
   check_shape(stages, micro);
   if (stage < 0 || stage >= stages || end < first) {
     throw std::invalid_argument("stage " + std::to_string(stage) + " of " +
@@ -134,8 +151,7 @@ std::vector<async_op> async_order(int stages, int stage, int micro, uint64_t fir
   }
   auto m = static_cast<uint64_t>(micro);
   uint64_t n = (end - first) * m;
-  uint64_t warmup =
-      std::min<uint64_t>({static_cast<uint64_t>(stages - stage - 1), delay * m, n});
+  uint64_t warmup = std::min(async_warmup(stages, stage, micro, delay, slack), n);
   auto at = [&](op_kind op, uint64_t g) {
     return async_op{op, first + g / m, static_cast<int>(g % m)};
   };
@@ -155,11 +171,11 @@ std::vector<async_op> async_order(int stages, int stage, int micro, uint64_t fir
 }
 
 std::vector<clocked_op> async_clock_table(int stages, int micro, uint64_t batches,
-                                          uint64_t delay) {
+                                          uint64_t delay, int slack) {
   std::vector<std::vector<stage_op>> rows;
   for (int s = 0; s < stages; ++s) {
     std::vector<stage_op> row;
-    for (auto& op : async_order(stages, s, micro, 0, batches, delay)) {
+    for (auto& op : async_order(stages, s, micro, 0, batches, delay, slack)) {
       row.push_back({op.op, static_cast<int>(op.batch) * micro + op.micro});
     }
     rows.push_back(std::move(row));

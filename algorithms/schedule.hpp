@@ -34,11 +34,19 @@
 // on one device as on S, whatever the timing: deterministic, and exact
 // against a single device with the same delay d. A stage's row is a 1F1B
 // over a segment of R batches (R x M micro-batches; R = the replication
-// interval) with min(S-s-1, d x M) warm-up forwards, so stage s never
-// needs a version it has not stepped to; the pipeline drains only at the
-// end of a segment, where every stage is at one version and a snapshot of
-// it is all a recovery, re-plan or checkpoint needs. S=3, M=2, d=1, R=2
-// (a segment of 4 micro-batches, g = 0..3):
+// interval) with S-s-1 warm-up forwards, and up to (K-1)(S-s-1) more as
+// far as d x M allows (async_warmup): never more than d x M, so stage s
+// never needs a version it has not stepped to. K = 1 is
+// FTPipeHD's batch_diff (stage s holds at most S-s micro-batches); with
+// unit-time operations it never idles, but on real links every message's
+// delay lands on the critical path of a row that alternates F and B with
+// no forward to spare. K = 2 (the default, --async-slack) lets stage s run
+// ahead of stage s+1 by two forwards instead of one, which absorbs a delay
+// of about one operation (bench bubble: idle 0.37 -> 0.27 at 4 stages);
+// the versions, and so the weights, do not depend on K. The pipeline
+// drains only at the end of a segment, where every stage is at one
+// version and a snapshot of it is all a recovery, re-plan or checkpoint
+// needs. S=3, M=2, d=1, R=2, K=1 (a segment of 4 micro-batches, g = 0..3):
 //
 //   clock  0  1  2  3  4  5  6  7  8  9 10 11
 //   s0     F0 F1 F2       B0 F3 B1    B2    B3
@@ -128,16 +136,21 @@ uint64_t async_version(uint64_t batch, uint64_t segment_start, uint64_t delay);
 /// version with `micro` micro-batches a batch: ceil((S-1)/M).
 uint64_t async_delay(int stages, int micro);
 
+/// The warm-up forwards of stage `stage` in an async row: S-s-1, plus
+/// min((slack-1)(S-s-1), delay x M - (S-1)) where that is positive (stage
+/// 0 never more than delay x M; each stage one more than the next at
+/// least); it holds at most one more micro-batch.
+uint64_t async_warmup(int stages, int stage, int micro, uint64_t delay, int slack);
+
 /// Stage `stage`'s row over the segment [first, end) of batches: a 1F1B over
-/// its (end - first) x `micro` micro-batches with min(S-s-1, delay x M)
-/// warm-up forwards.
+/// its (end - first) x `micro` micro-batches after async_warmup forwards.
 std::vector<async_op> async_order(int stages, int stage, int micro, uint64_t first,
-                                  uint64_t end, uint64_t delay);
+                                  uint64_t end, uint64_t delay, int slack);
 
 /// Every operation of the segment [0, batches) with its unit-time clock,
 /// micro numbered across batches (g = batch x M + micro).
 std::vector<clocked_op> async_clock_table(int stages, int micro, uint64_t batches,
-                                          uint64_t delay);
+                                          uint64_t delay, int slack);
 
 /// Contiguous layer ranges [begin, end) for each stage.
 using layer_ranges = std::vector<std::pair<size_t, size_t>>;

@@ -744,6 +744,15 @@ void add_planning_options(CLI::App& sub, train_cli& cli) {
                  "async schedule: the delay d in batches (each stage keeps d + 1 copies "
                  "of its weights); 0: ceil((stages-1)/micro-batches), at least 1")
       ->capture_default_str();
+  sub.add_option("--async-slack", job.async_slack,
+                 "async schedule: stage s of S runs S-s-1 forwards before its first "
+                 "backward, and up to (K-1)(S-s-1) more as far as d x micro-batches "
+                 "allows; 1 is FTPipeHD's bound (S-s micro-batches in flight), 2 "
+                 "absorbs message delays of about one operation at the cost of more "
+                 "activations held (the planner counts them); the weights are the same "
+                 "whatever K")
+      ->check(whole<uint32_t>(1))
+      ->capture_default_str();
   sub.add_option("--weight-aggregation", job.weight_aggregation,
                  "async schedule: every K updates a stage's newest weights become the mean "
                  "of the versions its batches in flight use (FTPipeHD's weight "

@@ -71,6 +71,9 @@ struct stage_spec {
   /// ends (multiples of `epoch_batches`) and at `total_batches`
   /// (algorithms/schedule.hpp).
   uint32_t async_delay = 0;
+  /// Async: how many forwards stage s runs before its first backward,
+  /// S-s-1 for 1, more for more (algorithms::async_warmup).
+  uint32_t async_slack = 1;
   uint32_t sync_every = 0;
   uint64_t epoch_batches = 0;
   uint64_t total_batches = 0;
@@ -112,7 +115,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
            x.momentum, x.threads, x.micro_batch_size, x.start_batch, x.sources,
            x.source_begin, x.source_end, x.source_version, x.replicate_every,
            x.global_every, x.chain_holder, x.global_holder, x.member, x.members,
-           x.micro_begin, x.micro_end, x.mode, x.async_delay, x.sync_every,
+           x.micro_begin, x.micro_end, x.mode, x.async_delay, x.async_slack, x.sync_every,
            x.epoch_batches, x.total_batches, x.aggregate_every, x.reduce);
 }
 

@@ -117,6 +117,7 @@ std::string check_stage_spec(const stage_spec& spec, double memory_cap) {
         req.inference_in_flight = static_cast<int>(spec.micro_batches);
       }
       req.async_delay = static_cast<int>(spec.async_delay);
+      req.async_slack = static_cast<int>(spec.async_slack);
       double need = algorithms::stage_memory(
           req, spec.begin, spec.end, algorithms::in_flight(req, spec.index, spec.stages));
       if (need > memory_cap) {

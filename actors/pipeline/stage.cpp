@@ -247,11 +247,10 @@ void begin_segment(stage_actor::stateful_pointer<stage_state> self) {
   st.segment = algorithms::async_segment(
       st.version, spec.start_batch, spec.sync_every, spec.epoch_batches,
       spec.total_batches > 0 ? spec.total_batches : UINT64_MAX);
-  st.async_row = algorithms::async_order(static_cast<int>(spec.stages),
-                                         static_cast<int>(spec.index),
-                                         static_cast<int>(spec.micro_batches),
-                                         st.segment.first, st.segment.second,
-                                         spec.async_delay);
+  st.async_row = algorithms::async_order(
+      static_cast<int>(spec.stages), static_cast<int>(spec.index),
+      static_cast<int>(spec.micro_batches), st.segment.first, st.segment.second,
+      spec.async_delay, static_cast<int>(spec.async_slack));
   st.cursor = 0;
   for (auto& [v, c] : st.versions) {
     st.spare.push_back(std::move(c));

@@ -111,6 +111,12 @@ struct job_config {
   /// at least 1. Fixed for the whole job (re-plans and recoveries keep it:
   /// the run stays exact).
   uint32_t async_delay = 0;
+  /// The async schedule's slack K: stage s of S runs S-s-1 forwards before
+  /// its first backward, and up to (K-1)(S-s-1) more as the delay allows
+  /// (algorithms::async_warmup). 1 is FTPipeHD's batch_diff; more holds
+  /// more activations and absorbs message delays. The weights do not
+  /// depend on it.
+  uint32_t async_slack = tuning::async_slack;
   /// The async schedule's weight aggregation (FTPipeHD's
   /// `weight_aggregation_interval`): every K updates a stage's newest
   /// weights become the mean of the versions its batches in flight use; 0:

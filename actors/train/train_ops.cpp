@@ -55,8 +55,9 @@ void refresh_rows(self_ptr self) {
   s.elapsed_s = since(st.started);
   s.pipeline.schedule = st.cfg.schedule;
   if (is_async(st.cfg)) {
-    s.pipeline.schedule += fmt::format(", delay {}, segments of {} batches",
-                                       async_delay_now(st), sync_every(st.cfg));
+    s.pipeline.schedule +=
+        fmt::format(", delay {}, slack {}, segments of {} batches", async_delay_now(st),
+                    st.cfg.async_slack, sync_every(st.cfg));
     if (st.cfg.weight_aggregation > 0) {
       s.pipeline.schedule +=
           fmt::format(", weights averaged every {} updates", st.cfg.weight_aggregation);

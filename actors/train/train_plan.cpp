@@ -46,6 +46,7 @@ std::vector<stage_spec> make_specs(const train_job_state& st, const stage_plan& 
     spec.global_every = st.cfg.global_every;
     if (is_async(st.cfg)) {
       spec.async_delay = st.async_delay;
+      spec.async_slack = st.cfg.async_slack;
       spec.sync_every = static_cast<uint32_t>(sync_every(st.cfg));
       spec.epoch_batches = st.batches_per_epoch;
       spec.total_batches = total_batches(st);
@@ -293,6 +294,7 @@ algorithms::plan_request planner_request(const train_job_state& st) {
   if (is_async(st.cfg)) {
     // (the planner's own choice is made at launch: plan for the least)
     req.async_delay = static_cast<int>(std::max<uint32_t>(1, async_delay_now(st)));
+    req.async_slack = static_cast<int>(st.cfg.async_slack);
     req.segment_batches = static_cast<int>(sync_every(st.cfg));
   }
   // a replicating stage keeps its last two snapshots (stage_state::kept),

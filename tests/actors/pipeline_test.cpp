@@ -93,16 +93,24 @@ TEST_CASE("async pipelines hold the weights of one device training on delayed we
   auto all = jc;
   all.max_batches = 26; // (the references count batches over epochs of 13)
   auto flushed = single_device_weights(all, *data.train, 13);
-  // (stages, the job's --async-delay: 0 picks ceil((S-1)/M) = 1, at least 1)
-  for (auto [stages, delay] : std::vector<std::pair<int, uint32_t>>{{3, 0}, {4, 2}, {2, 0}}) {
+  // (stages, the job's --async-delay: 0 picks ceil((S-1)/M) = 1, at least 1;
+  // --async-slack: how far a stage runs ahead, which the weights never show)
+  struct row {
+    int stages;
+    uint32_t delay, slack;
+  };
+  for (auto [stages, delay, slack] :
+       std::vector<row>{{3, 0, 2}, {4, 2, 1}, {4, 0, 3}, {2, 0, 2}}) {
     jc.async_delay = delay;
+    jc.async_slack = slack;
     uint64_t d = delay > 0 ? delay : 1;
-    INFO(stages << " stages, delay " << d);
+    INFO(stages << " stages, delay " << d << ", slack " << slack);
     auto result = run_on_local(jc, stages, data);
     REQUIRE(result.status.error == "");
     CHECK(result.status.training.committed == 26);
-    CHECK_THAT(result.status.pipeline.schedule, Catch::Contains("async, delay " +
-                                                                std::to_string(d)));
+    CHECK_THAT(result.status.pipeline.schedule,
+               Catch::Contains("async, delay " + std::to_string(d) + ", slack " +
+                               std::to_string(slack)));
     REQUIRE(result.weights);
     CHECK(result.weights->version == 26);
     auto reference =

@@ -271,6 +271,11 @@ TEST_CASE("the async schedule fills once a segment and holds its weight versions
   CHECK(in_flight(req, 0, 4) == 2);
   req.async_delay = 3;
   CHECK(in_flight(req, 0, 4) == 4);
+  // a slack of K: min(K(S-s-1), d x M) + 1
+  req.async_slack = 2;
+  CHECK(in_flight(req, 0, 4) == 4); // (d x M bounds it)
+  CHECK(in_flight(req, 2, 4) == 3); // (K = 1: 2)
+  CHECK(in_flight(req, 3, 4) == 1); // the last stage holds one at a time
 }
 
 TEST_CASE("a stage's kept snapshots count against its memory and can force a split",

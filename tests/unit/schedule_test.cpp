@@ -131,50 +131,65 @@ TEST_CASE("async rows never need a version a stage has not stepped to, and never
     for (int micro = 1; micro <= 5; ++micro) {
       for (uint64_t delay : {async_delay(stages, micro), async_delay(stages, micro) + 1,
                              uint64_t{1}}) {
-        for (uint64_t batches : {1u, 3u, 10u}) {
-          INFO(stages << " stages, " << micro << " micro-batches, delay " << delay << ", "
-                      << batches << " batches");
-          uint64_t first = 5; // a segment that does not start at 0
-          for (int s = 0; s < stages; ++s) {
-            auto row = async_order(stages, s, micro, first, first + batches, delay);
-            REQUIRE(row.size() == 2 * batches * static_cast<uint64_t>(micro));
-            std::map<std::pair<uint64_t, int>, int> fwd;
-            std::map<uint64_t, int> backwarded; // micro-batches of a batch done
-            uint64_t stepped = first;           // the stage's own version
-            size_t in_flight = 0, most = 0;
-            for (auto& op : row) {
-              auto version = async_version(op.batch, first, delay);
-              if (op.op == F) {
-                // in order, and at a version this stage has
-                CHECK(fwd.count({op.batch, op.micro}) == 0);
-                fwd[{op.batch, op.micro}] = 1;
-                // (a smaller delay than the rows need would ask for a
-                // version this stage only reaches later)
-                if (delay >= async_delay(stages, micro)) {
-                  CHECK(version <= stepped);
-                }
-                most = std::max(most, ++in_flight);
-              } else {
-                CHECK(fwd.count({op.batch, op.micro}) == 1);
-                in_flight--;
-                if (++backwarded[op.batch] == micro) {
-                  CHECK(op.batch == stepped); // batches step in order
-                  stepped++;
+        for (int slack : {1, 2, 3}) {
+          for (uint64_t batches : {1u, 3u, 10u}) {
+            INFO(stages << " stages, " << micro << " micro-batches, delay " << delay
+                        << ", slack " << slack << ", " << batches << " batches");
+            uint64_t first = 5; // a segment that does not start at 0
+            for (int s = 0; s < stages; ++s) {
+              auto row =
+                  async_order(stages, s, micro, first, first + batches, delay, slack);
+              REQUIRE(row.size() == 2 * batches * static_cast<uint64_t>(micro));
+              std::map<std::pair<uint64_t, int>, int> fwd;
+              std::map<uint64_t, int> backwarded; // micro-batches of a batch done
+              uint64_t stepped = first;           // the stage's own version
+              size_t in_flight = 0, most = 0;
+              for (auto& op : row) {
+                auto version = async_version(op.batch, first, delay);
+                if (op.op == F) {
+                  // in order, and at a version this stage has
+                  CHECK(fwd.count({op.batch, op.micro}) == 0);
+                  fwd[{op.batch, op.micro}] = 1;
+                  // (a smaller delay than the rows need would ask for a
+                  // version this stage only reaches later)
+                  if (delay >= async_delay(stages, micro)) {
+                    CHECK(version <= stepped);
+                  }
+                  most = std::max(most, ++in_flight);
+                } else {
+                  CHECK(fwd.count({op.batch, op.micro}) == 1);
+                  in_flight--;
+                  if (++backwarded[op.batch] == micro) {
+                    CHECK(op.batch == stepped); // batches step in order
+                    stepped++;
+                  }
                 }
               }
+              CHECK(stepped == first + batches);
+              // the warm-up and one more; with slack 1, FTPipeHD's
+              // batch_diff: at most S - s forwards in flight
+              auto warm = async_warmup(stages, s, micro, delay, slack);
+              CHECK(warm <= static_cast<uint64_t>(slack * (stages - s - 1)));
+              CHECK(warm <= delay * static_cast<uint64_t>(micro));
+              CHECK(most == std::min<uint64_t>(warm + 1, batches * micro));
+              // each stage runs ahead of the next (equal rows take turns)
+              if (s + 1 < stages && delay >= async_delay(stages, micro)) {
+                CHECK(warm > async_warmup(stages, s + 1, micro, delay, slack));
+              }
+              if (slack == 1) {
+                CHECK(most <= static_cast<size_t>(stages - s));
+              }
             }
-            CHECK(stepped == first + batches);
-            // FTPipeHD's batch_diff: at most S - s forwards in flight
-            CHECK(most <= static_cast<size_t>(stages - s));
-          }
-          if (delay >= async_delay(stages, micro)) {
-            auto table = async_clock_table(stages, micro, batches, delay);
-            CHECK(table.size() == 2 * batches * static_cast<uint64_t>(micro * stages));
+            if (delay >= async_delay(stages, micro)) {
+              auto table = async_clock_table(stages, micro, batches, delay, slack);
+              CHECK(table.size() == 2 * batches * static_cast<uint64_t>(micro * stages));
+            }
           }
         }
       }
     }
   }
+  CHECK_THROWS_WITH(async_warmup(4, 0, 4, 1, 0), Catch::Contains("at least 1"));
 }
 
 TEST_CASE("an async segment idles only at its ends", "[unit][schedule][async]") {
@@ -183,11 +198,14 @@ TEST_CASE("an async segment idles only at its ends", "[unit][schedule][async]") 
   int stages = 4, micro = 4;
   auto delay = async_delay(stages, micro);
   CHECK(delay == 1);
-  auto table = async_clock_table(stages, micro, 10, delay);
   int ops = 2 * 10 * micro;
-  CHECK(makespan(table) == ops + 2 * (stages - 1));
-  double idle = 1.0 - static_cast<double>(ops) / makespan(table);
-  CHECK(idle < 0.1);
+  for (int slack : {1, 2}) {
+    INFO("slack " << slack);
+    auto table = async_clock_table(stages, micro, 10, delay, slack);
+    CHECK(makespan(table) == ops + 2 * (stages - 1));
+    double idle = 1.0 - static_cast<double>(ops) / makespan(table);
+    CHECK(idle < 0.1);
+  }
   CHECK(1.0 - 8.0 / makespan(clock_table(schedule_kind::one_f_one_b, stages, micro)) >
         0.4);
 }
