@@ -1,5 +1,8 @@
 // Pipeline training against one device (issue 28): four EMULATED devices of
-// one CPU share each (node processes with cgroup quotas, loopback links)
+// one CPU share each (node processes slowed by compute-time dilation: a
+// cgroup quota runs a stage at full speed, then stops it for the rest of its
+// 100 ms period, and a pipeline's neighbours wait out the stop; loopback
+// links)
 // against one device of the same share, on the same host in the same run:
 //   - a ViT of 8 blocks at 0.4 core a device, and the zoo CNN at 0.25;
 //   - the pipeline-only plan (profiled, partitioned, `--stages 4` for the
@@ -142,8 +145,8 @@ schedule_accuracies(const bench_args& args, report& rep,
 int train_scaling(const bench_args& args) {
   torch::set_num_threads(1);
   report rep("train_scaling");
-  rep.detail("emulation", "EMULATED devices: 4 node processes with cgroup CPU quotas on one "
-                          "host, loopback links");
+  rep.detail("emulation", "EMULATED devices: 4 node processes slowed by compute-time "
+                          "dilation to their CPU share on one host, loopback links");
   double seconds = args.quick ? 15 : 50;
   struct model_case {
     std::string key, model;
@@ -155,7 +158,8 @@ int train_scaling(const bench_args& args) {
       {"_cnn", "cnn", 0.25, 0}};
   std::vector<std::pair<std::string, double>> heads;
   for (auto& c : cases) {
-    std::vector<std::vector<std::string>> emulate(4, {"--cpu-share", std::to_string(c.share)});
+    std::vector<std::vector<std::string>> emulate(
+        4, {"--cpu-share", std::to_string(c.share), "--dilate"});
     actors::process_cluster procs(4, "ts", emulate);
     caf::actor_system_config cfg;
     actors::configure(cfg);
