@@ -1,5 +1,6 @@
-// Heterogeneous devices: four EMULATED devices (node processes with CPU
-// quotas 1.0 : 0.4 : 0.2 : 0.1 of a core, i.e. capacities 10:4:2:1) train a
+// Heterogeneous devices: four EMULATED devices (node processes slowed by
+// compute-time dilation to 1.0 : 0.4 : 0.2 : 0.1 of a core, i.e. capacities
+// 10:4:2:1) train a
 // small ResNet. In one run: (a) the best single device alone, (b) an even
 // layer split over all four, (c) salamander's plan (profiled, partitioned),
 // (d) the ideal bound, the sum of the four devices' rates (the best
@@ -226,7 +227,9 @@ int hetero(const bench_args& args) {
   int ncpu = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   bool pin = ncpu >= 2;
   for (size_t i = 0; i < shares.size(); ++i) {
-    emulate.push_back({"--cpu-share", std::to_string(shares[i])});
+    // by dilation, as bench bubble and train_scaling: a cgroup quota runs a
+    // stage at full speed, then stops it for the rest of its 100 ms period
+    emulate.push_back({"--cpu-share", std::to_string(shares[i]), "--dilate"});
     if (pin) {
       emulate.back().push_back("--cpus");
       emulate.back().push_back(i == 0 ? "0" : "1");
@@ -263,15 +266,16 @@ int hetero(const bench_args& args) {
       models::make_synthetic(1, jc.batch_size * 100, desc.input, desc.classes));
 
   report rep("hetero");
-  rep.detail("emulation", std::string("4 node processes, CPU quotas 1.0/0.4/0.2/0.1 of a core "
-                                      "(cgroup where writable, else dilation), loopback links, "
-                                      "one host with ") +
-                              std::to_string(ncpu) + " cores" +
-                              (pin ? "; dev1 pinned to CPU 0, dev2-4 and the supervisor to CPU 1"
-                                   : "") +
-                              (unpinned_hog ? "; a busy process (unpinned) loads the host throughout"
-                                            : "; one core's worth of busy work, spread evenly over "
-                                              "the cores, loads the host throughout"));
+  rep.detail(
+      "emulation",
+      std::string("4 node processes slowed to 1.0/0.4/0.2/0.1 of a core "
+                  "by compute-time dilation, loopback links, "
+                  "one host with ") +
+          std::to_string(ncpu) + " cores" +
+          (pin ? "; dev1 pinned to CPU 0, dev2-4 and the supervisor to CPU 1" : "") +
+          (unpinned_hog ? "; a busy process (unpinned) loads the host throughout"
+                        : "; one core's worth of busy work, spread evenly over "
+                          "the cores, loads the host throughout"));
   rep.detail("model", jc.model);
   rig devices{sys, nodes, shares, rep};
   auto rate_of = [&](const actors::job_config& c, std::vector<actors::remote_node> use,
