@@ -42,7 +42,7 @@
 // delay lands on the critical path of a row that alternates F and B with
 // no forward to spare. K = 2 (the default, --async-slack) lets stage s run
 // ahead of stage s+1 by two forwards instead of one, which absorbs a delay
-// of about one operation (bench bubble: idle 0.37 -> 0.27 at 4 stages);
+// of about one operation (bench bubble: idle 0.31 -> 0.20 at 4 stages);
 // the versions, and so the weights, do not depend on K. The pipeline
 // drains only at the end of a segment, where every stage is at one
 // version and a snapshot of it is all a recovery, re-plan or checkpoint

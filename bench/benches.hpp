@@ -5,6 +5,8 @@
 #include "algorithms/sampling.hpp"
 #include "models/data.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -67,6 +69,26 @@ inline int64_t algorithms_batches(int64_t n, int64_t batch_size) {
 /// model; seconds.
 double plain_epoch_seconds(const models::model_desc& desc, const models::dataset& data,
                            uint64_t seed, int64_t batch_size, int64_t batches, double lr);
+
+/// `salamander node` arguments that EMULATE devices of these CPU shares, one
+/// list a node: by a cgroup quota where the host lets us write one (else
+/// dilation), or with `dilate` always by compute-time dilation. A quota caps
+/// a process's average: a pipeline stage that waits part of the time then
+/// computes at a full core's speed, which a slow device does not.
+inline std::vector<std::vector<std::string>>
+emulated_shares(const std::vector<double>& shares, bool dilate) {
+  std::vector<std::vector<std::string>> out;
+  for (auto s : shares) {
+    out.push_back({"--cpu-share", fmt::format("{}", s)});
+    if (dilate) {
+      out.back().push_back("--dilate");
+    }
+  }
+  return out;
+}
+inline std::vector<std::vector<std::string>> quotas(const std::vector<double>& shares) {
+  return emulated_shares(shares, false);
+}
 
 /// One core's worth of load on the host for as long as this object lives:
 /// benchmarks that must hold on a loaded host. `spread` 0: one busy child

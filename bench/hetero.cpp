@@ -219,23 +219,18 @@ std::pair<double, double> vit_async(rig& r, bool quick, double side_seconds) {
 
 int hetero(const bench_args& args) {
   const std::vector<double> shares = {1.0, 0.4, 0.2, 0.1};
-  std::vector<std::vector<std::string>> emulate;
+  // by dilation, as bench bubble and train_scaling (emulated_shares)
+  auto emulate = emulated_shares(shares, true);
   // One host, two cores: the full-core device gets CPU 0 to itself; the
-  // three quota devices and this process (the supervisor) share CPU 1, where
-  // their shares add up to 0.7. Separate devices do not take each other's
-  // cores; unpinned, they do.
+  // three slower devices and this process (the supervisor) share CPU 1,
+  // where their shares add up to 0.7. Separate devices do not take each
+  // other's cores; unpinned, they do.
   int ncpu = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   bool pin = ncpu >= 2;
-  for (size_t i = 0; i < shares.size(); ++i) {
-    // by dilation, as bench bubble and train_scaling: a cgroup quota runs a
-    // stage at full speed, then stops it for the rest of its 100 ms period
-    emulate.push_back({"--cpu-share", std::to_string(shares[i]), "--dilate"});
-    if (pin) {
-      emulate.back().push_back("--cpus");
-      emulate.back().push_back(i == 0 ? "0" : "1");
-    }
-  }
   if (pin) {
+    for (size_t i = 0; i < emulate.size(); ++i) {
+      emulate[i].insert(emulate[i].end(), {"--cpus", i == 0 ? "0" : "1"});
+    }
     actors::pin_to_cpus({1});
   }
   actors::process_cluster procs(static_cast<int>(shares.size()), "dev", emulate);

@@ -155,12 +155,10 @@ int bubble(const bench_args& args) {
 
   // devices of 0.45 core: unemulated, four processes on two cores took
   // turns, and their idle time was the host's; under cgroup quotas each
-  // stage ran in bursts (side by side on 2026-12-05: idle 0.32 async,
-  // against 0.23 by dilation by hand)
-  const double share = 0.45;
-  std::vector<std::vector<std::string>> emulate(
-      4, {"--cpu-share", std::to_string(share), "--dilate"});
-  actors::process_cluster procs(4, "bench", emulate);
+  // stage ran in bursts (2026-12-05: idle 0.32 async at slack 2 under
+  // quotas, 0.20 by dilation)
+  actors::process_cluster procs(4, "bench",
+                                emulated_shares({0.45, 0.45, 0.45, 0.45}, true));
   caf::actor_system_config cfg;
   actors::configure(cfg);
   caf::actor_system sys{cfg};

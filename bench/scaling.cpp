@@ -158,9 +158,8 @@ int train_scaling(const bench_args& args) {
       {"_cnn", "cnn", 0.25, 0}};
   std::vector<std::pair<std::string, double>> heads;
   for (auto& c : cases) {
-    std::vector<std::vector<std::string>> emulate(
-        4, {"--cpu-share", std::to_string(c.share), "--dilate"});
-    actors::process_cluster procs(4, "ts", emulate);
+    actors::process_cluster procs(
+        4, "ts", emulated_shares({c.share, c.share, c.share, c.share}, true));
     caf::actor_system_config cfg;
     actors::configure(cfg);
     caf::actor_system sys{cfg};

@@ -23,14 +23,6 @@ struct measured {
   std::string error;
 };
 
-inline std::vector<std::vector<std::string>> quotas(const std::vector<double>& shares) {
-  std::vector<std::vector<std::string>> out;
-  for (auto s : shares) {
-    out.push_back({"--cpu-share", fmt::format("{}", s)});
-  }
-  return out;
-}
-
 // Serves `inputs` on node processes with these CPU shares: a warm-up of
 // `warm` rows, then enough rows for about `seconds` at the warm-up's rate.
 inline measured serve_rate(caf::actor_system& sys, const std::vector<double>& shares,
