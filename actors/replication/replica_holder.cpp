@@ -10,11 +10,39 @@ namespace salamander::actors {
 
 namespace {
 
-// The newest complete version, if newer than the one on disk, replaces it.
-// A write that fails is logged and tried again at the next replication: the
+// Writes each version it is sent to `path` as a checkpoint and answers
+// with the version, or with why it could not.
+caf::behavior checkpoint_writer(caf::event_based_actor*, std::string path,
+                                uint64_t seed) {
+  return {
+      [=](replicate_atom, snapshot_payload& p) -> caf::result<uint64_t> {
+        auto v = p.snapshot.version;
+        messages::checkpoint ckpt;
+        ckpt.snapshot = std::move(p.snapshot);
+        ckpt.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+        ckpt.seed = seed;
+        ckpt.note = "central replica holder, version " + std::to_string(v);
+        try {
+          messages::save_checkpoint(path, ckpt);
+        } catch (const std::exception& e) {
+          return caf::make_error(errc::io_failed, e.what());
+        }
+        return v;
+      },
+  };
+}
+
+// The newest complete version, if newer than the one on disk, goes to the
+// writer (once the write before it has ended: then the newest again). A
+// write that fails is logged and tried again at the next replication: the
 // job goes on (only a restart of the supervisor would need the file).
 void persist_newest(replica_holder_actor::stateful_pointer<replica_holder_state> self) {
   auto& st = self->state;
+  if (st.writing) {
+    return;
+  }
   auto v = st.store.newest_complete(st.persist.layers);
   if (!v || *v <= st.persisted) {
     return;
@@ -23,22 +51,30 @@ void persist_newest(replica_holder_actor::stateful_pointer<replica_holder_state>
   if (!got.snapshot) {
     return;
   }
-  messages::checkpoint ckpt;
-  ckpt.snapshot = std::move(*got.snapshot);
-  ckpt.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
-  ckpt.seed = st.persist.seed;
-  ckpt.note = "central replica holder, version " + std::to_string(*v);
-  try {
-    messages::save_checkpoint(st.persist.path, ckpt);
-    st.persisted = *v;
-    subsystem_log("replication")
-        ->debug("central holder: version {} on disk ({})", *v, st.persist.path);
-  } catch (const std::exception& e) {
-    subsystem_log("replication")
-        ->error("central holder: cannot keep version {} on disk: {}", *v, e.what());
+  if (!st.writer) {
+    st.writer = self->spawn<caf::detached + caf::linked>(
+        checkpoint_writer, st.persist.path, st.persist.seed);
   }
+  st.writing = true;
+  self->request(st.writer, caf::infinite, replicate_atom_v,
+                snapshot_payload{std::move(*got.snapshot)})
+      .then(
+          [=](uint64_t written) {
+            auto& s = self->state;
+            s.writing = false;
+            s.persisted = written;
+            subsystem_log("replication")
+                ->debug("central holder: version {} on disk ({})", written,
+                        s.persist.path);
+            persist_newest(self); // a newer one may have come meanwhile
+          },
+          [=](caf::error& e) {
+            auto& s = self->state;
+            s.writing = false;
+            subsystem_log("replication")
+                ->error("central holder: cannot keep a version on disk: {}",
+                        self->system().render(e));
+          });
 }
 
 void keep(replica_holder_actor::stateful_pointer<replica_holder_state> self,

@@ -44,6 +44,11 @@ struct replica_holder_state {
   snapshot_assembler parts{tuning::holder_pending_transfers};
   holder_persistence persist;
   uint64_t persisted = 0; ///< the version on disk (0: none yet)
+  /// Writes `persist.path` on a thread of its own (a write ends with an
+  /// fsync, which would hold one of the scheduler's threads), one version
+  /// at a time: `writing` while one is under way.
+  caf::actor writer;
+  bool writing = false;
   std::shared_ptr<link_shaper> link; ///< its node's EMULATED link, if any
 };
 

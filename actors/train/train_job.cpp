@@ -462,11 +462,11 @@ replica_holder_actor spawn_central_holder(self_ptr self) {
   if (st.cfg.resume) {
     keep.initial = st.cfg.resume->weights;
   }
-  // detached: it writes (and fsyncs) every replication's version, which
-  // held one of the supervisor's scheduler threads for the write; the job
-  // then fed the pipeline late at every segment's end
-  return self->spawn<caf::detached>(persistent_replica_holder, std::string("central"),
-                                    std::move(keep), link);
+  // (it writes on a thread of its own: an fsync held one of the
+  // supervisor's scheduler threads, and the job fed the pipeline late at
+  // every segment's end)
+  return self->spawn(persistent_replica_holder, std::string("central"), std::move(keep),
+                     link);
 }
 
 job_status status_of(self_ptr self) {
