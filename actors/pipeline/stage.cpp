@@ -306,10 +306,12 @@ void step_and_report(stage_actor::stateful_pointer<stage_state> self, uint64_t b
   if (st.async) {
     aggregate_versions(self); // before its replica is taken
   }
-  st.stats.compute_s += emulated(self, clock::now() - start);
+  auto stepped = clock::now();
+  st.stats.compute_s += emulated(self, stepped - start);
   if ((spec.replicate_every > 0 && st.version % spec.replicate_every == 0) ||
       st.version == st.replicate_at) {
     replicate(self);
+    st.stats.send_s += seconds(clock::now() - stepped);
   }
   st.stats.batch = batch;
   st.stats.stage = spec.index;
@@ -344,6 +346,19 @@ void step_async(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
   if (st.version + spec.async_delay < st.segment.second) {
     keep_version(self, st.version); // batch version + delay will use it
   }
+  st.last_op_end = clock::now(); // (the step is not a wait for input)
+}
+
+// The step the last batch through this stage waits for, if any (see
+// stage_state::unstepped): taken now.
+void settle_step(stage_actor::stateful_pointer<stage_state> self) {
+  auto& st = self->state;
+  if (!st.unstepped) {
+    return;
+  }
+  auto [batch, v] = *st.unstepped;
+  st.unstepped.reset();
+  step_async(self, batch, st.versions.at(v));
 }
 
 // Runs as many operations of the asynchronous row as have their inputs,
@@ -353,6 +368,7 @@ void pump_async(stage_actor::stateful_pointer<stage_state> self) {
   auto m = static_cast<uint64_t>(st.spec.micro_batches);
   while (true) {
     if (st.cursor >= st.async_row.size()) {
+      settle_step(self); // a segment ends with every batch stepped
       begin_segment(self);
       if (st.async_row.empty()) {
         return; // past the job's last batch
@@ -360,6 +376,12 @@ void pump_async(stage_actor::stateful_pointer<stage_state> self) {
     }
     auto op = st.async_row[st.cursor];
     auto v = algorithms::async_version(op.batch, st.segment.first, st.spec.async_delay);
+    bool forward = op.op == algorithms::op_kind::forward;
+    if (st.unstepped && (forward ? !st.versions.count(v) : st.unstepped->second == v)) {
+      // a forward on the version the step makes, or a backward whose
+      // gradients would join those of the batch not yet stepped
+      settle_step(self);
+    }
     auto copy = st.versions.find(v);
     if (copy == st.versions.end()) {
       throw std::logic_error("no copy of weight version " + std::to_string(v) +
@@ -367,12 +389,12 @@ void pump_async(stage_actor::stateful_pointer<stage_state> self) {
                              std::to_string(st.version) + ")");
     }
     auto& used = copy->second;
-    bool forward = op.op == algorithms::op_kind::forward;
     if (forward) {
       copy_buffers(*st.exec->net(), *used.exec->net());
     }
     auto id = static_cast<int64_t>(op.batch * m + static_cast<uint64_t>(op.micro));
     if (!run_op(self, *used.exec, op.op, op.batch, static_cast<uint32_t>(op.micro), id)) {
+      settle_step(self); // a gap: the input is not here yet
       return;
     }
     if (forward) {
@@ -380,7 +402,8 @@ void pump_async(stage_actor::stateful_pointer<stage_state> self) {
     }
     st.cursor++;
     if (!forward && static_cast<uint64_t>(op.micro) + 1 == m) {
-      step_async(self, op.batch, used); // (`used` may be spare after this)
+      settle_step(self); // batches step in order
+      st.unstepped = std::make_pair(op.batch, v);
     }
   }
 }

@@ -30,6 +30,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 
 namespace salamander::actors {
 
@@ -119,6 +120,12 @@ struct stage_state {
   std::vector<algorithms::async_op> async_row;
   std::map<uint64_t, version_copy> versions;
   std::vector<version_copy> spare;
+  /// A batch through this stage whose optimizer step waits for a gap in the
+  /// row (the stage waiting for an input) or for an operation that needs it
+  /// (a forward on the version it makes, a backward on the copy holding its
+  /// gradients, the segment's end), so that the step is off the path of the
+  /// neighbours' inputs: (batch, the version its micro-batches used).
+  std::optional<std::pair<uint64_t, uint64_t>> unstepped;
 };
 
 /// Builds the stage's layers from `spec` (weights from the spec's seed).

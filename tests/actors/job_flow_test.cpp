@@ -11,6 +11,7 @@
 #include "actors/cluster/cluster_supervisor.hpp"
 #include "actors/node/node.hpp"
 #include "actors/node/system.hpp"
+#include "actors/pipeline/stage.hpp"
 #include "actors/serve/serve_job.hpp"
 #include "actors/train/train_job.hpp"
 
@@ -592,4 +593,104 @@ TEST_CASE("a paused serving job queues requests until resumed, a node lost while
   CHECK(*f.ask(2).rows == 2);
   CHECK(st.status.serving.failed_requests == 0);
   CHECK(st.status.serving.requests == 3);
+}
+
+TEST_CASE(
+    "an async stage steps a finished batch in a gap of its row or when an operation "
+    "needs the step, not before a forward it can run",
+    "[actor][pipeline][async]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{deterministic(cfg)};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  // stage 0 of 2, two micro-batches a batch, delay 2 (batches 0-2 use
+  // version 0, batch 3 version 1), slack 2
+  stage_spec spec;
+  spec.model = "mlp";
+  auto desc = models::describe(models::model_spec::parse(spec.model));
+  spec.fingerprint = desc.fingerprint;
+  spec.seed = 3;
+  spec.stages = 2;
+  spec.end = 1;
+  spec.micro_batches = 2;
+  spec.micro_batch_size = 4;
+  spec.schedule = "async";
+  spec.optimizer = "sgd";
+  spec.async_delay = 2;
+  spec.async_slack = 2;
+  spec.sync_every = 10;
+  spec.total_batches = 10;
+  // the premise: after batch 0's last backward the row runs the forward of
+  // (2, 0), then the backward of (1, 0) on the copy batch 0's gradients are
+  // in; after batch 1's last backward it runs the forward of (3, 0)
+  auto row = algorithms::async_order(2, 0, 2, 0, 10, 2, 2);
+  std::vector<std::string> first;
+  for (size_t i = 0; i < 10 && i < row.size(); ++i) {
+    first.push_back((row[i].op == algorithms::op_kind::forward ? "F" : "B") +
+                    std::to_string(row[i].batch) + "." + std::to_string(row[i].micro));
+  }
+  REQUIRE(first == std::vector<std::string>{"F0.0", "F0.1", "F1.0", "B0.0", "F1.1",
+                                            "B0.1", "F2.0", "B1.0", "F2.1", "B1.1"});
+
+  // the next stage and the job in one: what the stage sends, in order
+  auto seen = std::make_shared<std::vector<std::string>>();
+  auto outputs =
+      std::make_shared<std::map<std::pair<uint64_t, uint32_t>, torch::Tensor>>();
+  auto next = sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
+    self->set_default_handler(caf::drop);
+    return {
+        [=](forward_atom, uint64_t b, uint32_t m, tensor_payload& x) {
+          seen->push_back("F" + std::to_string(b) + "." + std::to_string(m));
+          (*outputs)[{b, m}] = x.tensor;
+        },
+        [=](done_atom, const batch_stats& s) {
+          seen->push_back("done" + std::to_string(s.batch));
+        },
+    };
+  });
+  auto stage = sys.spawn(actors::stage, spec, actors::node_emulation{});
+  caf::anon_send(stage, wire_atom_v, caf::actor{}, next, next);
+  sched.run();
+  auto input = [&](uint64_t b, uint32_t m) {
+    std::vector<int64_t> shape{4};
+    shape.insert(shape.end(), desc.input.begin(), desc.input.end());
+    caf::anon_send(stage, forward_atom_v, b, m, tensor_payload{torch::randn(shape)});
+  };
+  auto gradient = [&](uint64_t b, uint32_t m) {
+    REQUIRE(outputs->count({b, m}) == 1);
+    caf::anon_send(stage, backward_atom_v, b, m,
+                   tensor_payload{torch::ones_like(outputs->at({b, m}))});
+  };
+  auto& st = salamander::testing::deref<actors::stage_state>(stage);
+  for (uint64_t b : {0, 1}) {
+    for (uint32_t m : {0, 1}) {
+      input(b, m);
+    }
+  }
+  input(2, 0);
+  sched.run();
+  CHECK(*seen == std::vector<std::string>{"F0.0", "F0.1", "F1.0"});
+  seen->clear();
+
+  // batch 0's gradients: its step waits past the forward of (2, 0) and is
+  // taken before the backward of (1, 0), which would add to its gradients
+  gradient(0, 0);
+  gradient(0, 1);
+  sched.run();
+  CHECK(*seen == std::vector<std::string>{"F1.1", "F2.0", "done0"});
+  CHECK(st.version == 1);
+  seen->clear();
+
+  // batch 1's: with the input of (3, 0) not here, the stage steps while it
+  // waits for it
+  input(2, 1);
+  gradient(1, 0);
+  gradient(1, 1);
+  sched.run();
+  CHECK(*seen == std::vector<std::string>{"F2.1", "done1"});
+  CHECK(st.version == 2);
+  CHECK_FALSE(st.unstepped);
+
+  caf::anon_send_exit(stage, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(next, caf::exit_reason::user_shutdown);
+  sched.run();
 }
