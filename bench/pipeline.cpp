@@ -7,7 +7,8 @@
 //   loopback, with plaintext links and with TLS links (supervisor to nodes
 //   and node to node), alternating in the same run: tls_over_plain_throughput
 //   (goal: at least 0.9).
-// bubble: four stages on four `salamander node` processes on loopback,
+// bubble: four stages of a ViT of 8 blocks (batches of 64) on four
+//   `salamander node` processes on loopback,
 //   EMULATED devices of 0.45 core each by compute-time dilation (four fit
 //   on two cores beside the supervisor: the idle time is the schedule's,
 //   not the host's; a cgroup quota would run a stage at full speed, then
@@ -16,7 +17,8 @@
 //   next to the (S-1)/(M+S-1) model; the async schedule's idle fraction in
 //   steady state, from the stages' own counters after the first segment,
 //   with FTPipeHD's bound on forwards in flight (--async-slack 1) and the
-//   default (2) side by side.
+//   default (2) side by side, and the async schedule on the smaller
+//   operations of a 4-block ViT in batches of 32.
 #include "actors/cluster/cluster_file.hpp"
 #include "actors/train/train_job.hpp"
 #include "actors/node/node_process.hpp"
@@ -137,13 +139,19 @@ int pipeline_overhead(const bench_args& args) {
 
 int bubble(const bench_args& args) {
   torch::set_num_threads(1);
-  // Four near-equal stages: embed+block | block | block | block+head of a
-  // small ViT, so that the idle time is the schedule's, not imbalance.
+  // Four near-equal stages of a ViT of 8 blocks: embed+2 blocks | 2 blocks |
+  // 2 blocks | 2 blocks+head, so that the idle time is the schedule's, not
+  // imbalance; batches of 64 (micro-batches of 8 samples at M = 8): with 4
+  // samples of a 4-block ViT an operation took 6 ms, as long as a message
+  // between two processes on this host, whose delays then set the idle
+  // time (that configuration is recorded beside, as "small_ops").
   actors::job_config jc;
-  jc.model = "vit:size=tiny,depth=4";
+  jc.model = "vit:size=tiny,depth=8";
   jc.dataset = "synthetic";
-  jc.balance = {2, 1, 1, 2};
-  jc.batch_size = 32;
+  auto balance_of = [](int stages) {
+    return stages == 4 ? std::vector<size_t>{3, 2, 2, 3} : std::vector<size_t>{5, 5};
+  };
+  jc.batch_size = 64;
   jc.window = 1; // one batch at a time: the flush bubble of the model
   jc.evaluate = false;
   jc.max_batches = args.quick ? 4 : 12;
@@ -151,7 +159,7 @@ int bubble(const bench_args& args) {
   jc.progress_timeout = std::chrono::seconds(120);
   auto desc = models::describe(models::model_spec::parse(jc.model));
   auto train = std::make_shared<models::dataset>(
-      models::make_synthetic(1, 2048, desc.input, desc.classes));
+      models::make_synthetic(1, 64 * 64, desc.input, desc.classes));
 
   // devices of 0.45 core: unemulated, four processes on two cores took
   // turns, and their idle time was the host's; under cgroup quotas each
@@ -226,7 +234,7 @@ int bubble(const bench_args& args) {
   // the processes also compete for cores, so the same sweep with 2 stages on
   // 2 processes (one core each) is recorded beside it.
   for (int stages : {4, 2}) {
-    jc.balance = stages == 4 ? std::vector<size_t>{2, 1, 1, 2} : std::vector<size_t>{3, 3};
+    jc.balance = balance_of(stages);
     std::vector<actors::remote_node> use(nodes.begin(), nodes.begin() + stages);
     for (int m : {4, 8, 16}) {
       jc.micro_batches = m;
@@ -255,7 +263,7 @@ int bubble(const bench_args& args) {
     };
     for (auto [stages, m, slack] :
          std::vector<run>{{4, 4, 2}, {4, 8, 1}, {4, 8, 2}, {2, 4, 2}, {2, 8, 2}}) {
-      async.balance = stages == 4 ? std::vector<size_t>{2, 1, 1, 2} : std::vector<size_t>{3, 3};
+      async.balance = balance_of(stages);
       async.micro_batches = m;
       async.async_slack = slack;
       std::vector<actors::remote_node> use(nodes.begin(), nodes.begin() + stages);
@@ -279,6 +287,32 @@ int bubble(const bench_args& args) {
                          measured});
       }
     }
+  }
+  // The small operations of the runs before (4-block ViT, batches of 32,
+  // 4 samples a micro-batch), async at slack 2, M = 8, on the same four.
+  {
+    auto small = jc;
+    small.model = "vit:size=tiny,depth=4";
+    small.balance = {2, 1, 1, 2};
+    small.batch_size = 32;
+    small.schedule = "async";
+    small.window = 2;
+    small.max_batches = args.quick ? 10 : 60;
+    small.micro_batches = 8;
+    small.async_slack = 2;
+    auto d4 = models::describe(models::model_spec::parse(small.model));
+    auto data = std::make_shared<models::dataset>(
+        models::make_synthetic(1, 2048, d4.input, d4.classes));
+    std::swap(train, data);
+    auto [measured, rate, steady] = run_idle(
+        small, std::vector<actors::remote_node>(nodes.begin(), nodes.begin() + 4),
+        "small_ops_async_m8");
+    std::swap(train, data);
+    std::fprintf(stderr,
+                 "S=4 M= 8 async, slack 2, 4-block ViT, batch 32: %7.0f samples/s, idle "
+                 "fraction %.3f over the run, %.3f in steady state\n",
+                 rate, measured, steady);
+    heads.push_back({"bubble_idle_async_4stages_small_ops", steady});
   }
   for (auto& [k, v] : heads) {
     rep.headline(k, v);
