@@ -180,14 +180,19 @@ int bubble(const bench_args& args) {
   rep.detail("batch_size", static_cast<double>(jc.batch_size));
   rep.detail("batches", static_cast<double>(jc.max_batches));
   std::vector<std::pair<std::string, double>> heads;
-  // Runs `c`, records under key `k` its samples/s, its idle fraction,
-  // 1 - (stage compute and send time) / (stages x training wall time), and
-  // each stage's compute and wait time; returns the idle fraction, the
-  // samples/s and the steady-state idle fraction.
+  // Runs `c` on `data` (the bench's unless given), records under key `k`
+  // its samples/s, its idle fraction, 1 - (stage compute and send time) /
+  // (stages x training wall time), and each stage's compute and wait time;
+  // returns the idle fraction, the samples/s and the steady-state idle
+  // fraction.
   auto run_idle = [&](actors::job_config c, const std::vector<actors::remote_node>& use,
-                      const std::string& k) {
+                      const std::string& k,
+                      std::shared_ptr<const models::dataset> data = nullptr) {
     c.metrics_path = (scratch.path() / (k + ".jsonl")).string();
-    auto r = actors::run_job(sys, c, use, train, train);
+    if (!data) {
+      data = train;
+    }
+    auto r = actors::run_job(sys, c, use, data, data);
     if (r.status.phase != status_phase::finished) {
       throw std::runtime_error("bubble run " + k + " failed: " + r.status.error);
     }
@@ -301,13 +306,11 @@ int bubble(const bench_args& args) {
     small.micro_batches = 8;
     small.async_slack = 2;
     auto d4 = models::describe(models::model_spec::parse(small.model));
-    auto data = std::make_shared<models::dataset>(
-        models::make_synthetic(1, 2048, d4.input, d4.classes));
-    std::swap(train, data);
     auto [measured, rate, steady] = run_idle(
         small, std::vector<actors::remote_node>(nodes.begin(), nodes.begin() + 4),
-        "small_ops_async_m8");
-    std::swap(train, data);
+        "small_ops_async_m8",
+        std::make_shared<models::dataset>(
+            models::make_synthetic(1, 2048, d4.input, d4.classes)));
     std::fprintf(stderr,
                  "S=4 M= 8 async, slack 2, 4-block ViT, batch 32: %7.0f samples/s, idle "
                  "fraction %.3f over the run, %.3f in steady state\n",
