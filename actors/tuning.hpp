@@ -86,6 +86,11 @@ inline constexpr int replan_window = 6;
 /// seconds; replan_stability saw a plan 44% better for 40 commits, 1.2 s,
 /// then not).
 inline constexpr milliseconds replan_sustain = 3s;
+/// Each capacity move raises the gain the next must show; a move weighs
+/// half as much this long after it (algorithms/replan.hpp). replan_stability
+/// saw equal nodes move 27-32% apart at 61 s and 134 s of a 5-minute run
+/// as a busy process changed cores.
+inline constexpr milliseconds replan_damping_half_life = 120s;
 /// Commits, and wall time, for which a plan's measured batch time bounds
 /// its predictions (and the last re-plan's error scales the next): both
 /// must pass. A CNN commits 100 batches a second; by commits alone it

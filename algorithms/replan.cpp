@@ -17,6 +17,28 @@ bool replan_check_due(const replan_inputs& in) {
          in.now_s - in.last_look_s >= in.look_every_s;
 }
 
+double replan_history::weight_at(double now_s, double half_life_s) const {
+  if (weight <= 0) {
+    return 0;
+  }
+  if (half_life_s <= 0) {
+    return 0;
+  }
+  return weight * std::exp2(-std::max(0.0, now_s - at_s) / half_life_s);
+}
+
+void replan_history::record(double now_s, double half_life_s) {
+  weight = weight_at(now_s, half_life_s) + 1.0;
+  at_s = now_s;
+}
+
+double required_gain(double min_gain, double recent_moves) {
+  if (min_gain <= 0 || min_gain >= 1) {
+    return min_gain;
+  }
+  return 1.0 - std::pow(1.0 - min_gain, std::exp2(std::max(0.0, recent_moves)));
+}
+
 namespace {
 
 std::string words(const char* format, double a, double b = 0, double c = 0) {
@@ -88,11 +110,13 @@ replan_verdict decide_replan(const replan_inputs& in, replan_memory& memory) {
                   static_cast<double>(window), in.now_s - memory.picked_s);
     return v;
   }
-  if (v.lower_gain < in.min_gain) {
-    pick_new(words("the candidate's gain (mean %.0f%%, %.0f%% at its worst look) is not "
-                   "enough",
-                   100 * mean, 100 * v.lower_gain)
-                 .c_str());
+  double needed = required_gain(in.min_gain, in.recent_moves);
+  if (v.lower_gain < needed) {
+    pick_new(
+        words("the candidate's gain (mean %.0f%%, %.0f%% at its worst look) is under "
+              "the %.0f%% asked",
+              100 * mean, 100 * v.lower_gain, 100 * needed)
+            .c_str());
     return v;
   }
   double batches = static_cast<double>(std::min(in.horizon_batches, in.batches_left));

@@ -28,7 +28,15 @@
 //    measured behind its prediction (a model that was wrong here before
 //    must promise more);
 //  - and the gain over the next `horizon_batches` (or the batches left, if
-//    fewer) repays the measured cost of moving `payback` times.
+//    fewer) repays the measured cost of moving `payback` times;
+//  - each capacity move of the job's recent past (a re-plan or a going
+//    back) raises the gain the next one must show, as route-flap damping
+//    does: the speed-up asked, 1 / (1 - min_gain), is raised to the power
+//    2^w, where w counts the moves, each weighing half as much every
+//    `half_life_s`. A host's load that moves between cores makes equal
+//    devices differ by 25-50% for tens of seconds, which passes any window
+//    short enough to answer a slow-down in seconds; it does not pass twice
+//    in a few minutes. A 5x slow-down (a gain of 60% and more) still does.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +77,9 @@ struct replan_inputs {
   /// as predicted, or none yet): the model's own error here, by which every
   /// candidate's prediction is made more pessimistic.
   double prediction_error = 1.0;
+  /// The job's capacity moves lately (`replan_history::weight_at`): 0
+  /// none, 1 one just made.
+  double recent_moves = 0;
   /// The user chose the plan that runs.
   bool user_plan = false;
   /// Measured batch time of the plan that runs (0: not measured yet), and of
@@ -95,6 +106,20 @@ struct replan_memory {
     picked_s = 0;
   }
 };
+
+/// The job's capacity moves (re-plans and goings back), each weighing 1
+/// when made and half as much every `half_life_s` after.
+struct replan_history {
+  double weight = 0; ///< at `at_s`
+  double at_s = 0;
+  double weight_at(double now_s, double half_life_s) const;
+  void record(double now_s, double half_life_s);
+};
+
+/// The smallest gain a candidate must show after `recent_moves`:
+/// 1 - (1 - min_gain)^(2^recent_moves). With min_gain 0.15: 15% after none,
+/// 28% after one, 48% after two.
+double required_gain(double min_gain, double recent_moves);
 
 /// True when the job is due to look again at its plan now.
 bool replan_check_due(const replan_inputs& in);

@@ -162,6 +162,9 @@ struct job_config {
   int replan_window = tuning::replan_window;
   /// ... and for at least this long.
   std::chrono::milliseconds replan_sustain = tuning::replan_sustain;
+  /// Each capacity re-plan raises the gain the next must show, by half as
+  /// much this long after it (0: never raised).
+  std::chrono::milliseconds replan_damping_half_life = tuning::replan_damping_half_life;
   /// A link whose rate no profile reports (no emulation, not measured).
   double default_link_bytes_per_s = 1e9;
   std::chrono::milliseconds profile_timeout = tuning::profile_timeout;
@@ -308,6 +311,7 @@ struct train_job_state : job_core {
   /// new one measures slower).
   algorithms::replan_memory replan_looks;
   double last_look_s = -1; ///< when the last look was taken (steady clock, s)
+  algorithms::replan_history replan_moves;    ///< capacity re-plans made, for damping
   std::optional<stage_plan> replan_candidate; ///< the plan `replan_looks` names
   /// When something was measured: the commit and the time (remembered
   /// for `measured_plan_memory` commits and `measured_plan_memory_time`).

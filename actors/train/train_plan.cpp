@@ -510,6 +510,10 @@ double move_cost_s(const train_job_state& st, double batch_s) {
 
 // Whether what was measured `at` still counts: both `measured_plan_memory`
 // commits and `measured_plan_memory_time` must have passed to forget it.
+double damping_half_life_s(const train_job_state& st) {
+  return std::chrono::duration<double>(st.cfg.replan_damping_half_life).count();
+}
+
 bool remembered(const train_job_state& st, const train_job_state::measured_at& at) {
   return st.committed < at.commit + tuning::measured_plan_memory ||
          clock::now() - at.time < tuning::measured_plan_memory_time;
@@ -691,6 +695,7 @@ void look_at_plan(self_ptr self) {
   in.window = st.cfg.replan_window;
   in.sustain_s = std::chrono::duration<double>(st.cfg.replan_sustain).count();
   in.now_s = std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+  in.recent_moves = st.replan_moves.weight_at(in.now_s, damping_half_life_s(st));
   in.user_plan = st.user_plan;
   auto total = total_batches(st);
   in.batches_left = total > st.committed ? total - st.committed : 0;
@@ -839,6 +844,11 @@ void resume_after_replan(self_ptr self) {
   } else {
     st.replan_looks.clear(); // the new plan is looked at afresh
     st.replan_candidate.reset();
+    if (st.replan_reason.rfind("capacity:", 0) == 0) {
+      st.replan_moves.record(
+          std::chrono::duration<double>(clock::now().time_since_epoch()).count(),
+          damping_half_life_s(st));
+    }
     st.status.pipeline.replans++;
     st.status.pipeline.last_replan_s = since(st.replan_started);
     log_event(self, "replan",

@@ -474,3 +474,49 @@ TEST_CASE("a plan measured slower than the one it replaced goes back", "[unit][r
   in.replaced_predicted_s = 1.0; // predicted as it measured: back it goes
   CHECK(decide_replan(in, memory).action == replan_action::revert);
 }
+
+TEST_CASE("recent capacity moves raise the gain the next re-plan must show",
+          "[unit][replan]") {
+  // the gain asked after w recent moves: 1 - 0.85^(2^w)
+  CHECK(required_gain(0.15, 0) == Approx(0.15));
+  CHECK(required_gain(0.15, 1) == Approx(0.2775));
+  CHECK(required_gain(0.15, 2) == Approx(0.4780).epsilon(1e-3));
+  CHECK(required_gain(0, 3) == 0); // re-planning off stays off
+
+  // a move weighs 1 when made, half as much a half-life later; moves add up
+  replan_history moves;
+  CHECK(moves.weight_at(50, 120) == 0);
+  moves.record(100, 120);
+  CHECK(moves.weight_at(100, 120) == Approx(1.0));
+  CHECK(moves.weight_at(220, 120) == Approx(0.5));
+  moves.record(220, 120);
+  CHECK(moves.weight_at(220, 120) == Approx(1.5));
+  CHECK(moves.weight_at(460, 120) == Approx(0.375));
+  CHECK(moves.weight_at(460, 0) == 0); // no half-life: no damping
+
+  // (recent moves, predicted batch time of the candidate; the plan that
+  // runs takes 1 s) -> re-planned after a whole window?
+  struct row {
+    double recent_moves, best;
+    bool replan;
+  };
+  std::vector<row> table = {
+      {0, 0.70, true},    // 30% faster, nothing moved lately
+      {1, 0.70, true},    // 30% >= 27.75% after one move
+      {1.5, 0.70, false}, // 30% < 37% (two moves, the first 2 minutes ago)
+      {2, 0.70, false},   // 30% < 48%
+      {2, 0.20, true},    // a 5x slow-down answered all the same
+      {4, 0.20, false},   // 80% < 93%: four moves just made
+  };
+  for (auto& r : table) {
+    INFO("recent moves " << r.recent_moves << ", best " << r.best);
+    replan_memory memory;
+    replan_verdict v;
+    for (int i = 0; i < 9; ++i) {
+      auto in = look(20 + 5 * i, 1.0, {{"b", r.best}}, memory);
+      in.recent_moves = r.recent_moves;
+      v = decide_replan(in, memory);
+    }
+    CHECK(v.replan() == r.replan);
+  }
+}
