@@ -1,6 +1,12 @@
 // EdgePipe at PipeEdge's scale (issue 29, item 4), on EMULATED devices:
-// node processes on one host with CPU quotas (cgroups; compute-time dilation
-// where cgroups cannot be written), loopback links. Three parts:
+// node processes on one host whose operations are stretched to their CPU
+// share (compute-time dilation, as bench bubble, train_scaling and hetero
+// emulate), loopback links. A cgroup quota, used here before, lets a node
+// compute at a full core's speed for a slice and then stops it for the
+// rest of its period: a pipeline of sixteen such nodes idles behind
+// whichever is stopped, which a slow device does not do (each ran at
+// 61-79% of its quota). Dilation does not stretch a node's messaging, which
+// a real device of that speed would also run slowly. Three parts:
 //
 //   planner      how long the planner takes for 16 devices of 4 types (4 of
 //                each, within 3% of their type) and the served model's 50
@@ -204,16 +210,17 @@ double sixteen_part(scale_run& run, size_t n) {
   auto one_cfg = sc;
   one_cfg.in_flight = 3;
   auto many_cfg = sc;
-  // eight micro-batches in flight per device: a throttled device computes
-  // in slices, and its neighbours need inputs queued to ride them out
-  // (measured: with three a device, the 16 used 67% of their quotas; with
+  // eight micro-batches in flight per device, so that a device's
+  // neighbours have inputs queued when its service time varies (under
+  // quotas: with three a device, the 16 used 67% of their quotas; with
   // eight, 70-75%)
   many_cfg.in_flight = static_cast<int>(8 * n);
   paired_rates ab;
   std::string many_plan;
   {
-    served one(run.sys, {share}, one_cfg, "one-");
-    served many(run.sys, std::vector<double>(n, share), many_cfg, fmt::format("many{}-", n));
+    served one(run.sys, {share}, one_cfg, "one-", true);
+    served many(run.sys, std::vector<double>(n, share), many_cfg,
+                fmt::format("many{}-", n), true);
     // at the same time: 1.59 cores of the host's 2
     ab = side_by_side(one, many, run.inputs, {16, 2 * many_cfg.in_flight * sc.max_batch},
                       {4 * 3 * sc.max_batch, 8 * many_cfg.in_flight * sc.max_batch},
@@ -266,8 +273,8 @@ double pipedream_part(scale_run& run) {
   std::vector<double> over_pd;
   auto& rep = run.rep;
   {
-    served pipedream(run.sys, shares, pd_cfg, "pipedream-");
-    served planned(run.sys, shares, hc, "planned-");
+    served pipedream(run.sys, shares, pd_cfg, "pipedream-", true);
+    served planned(run.sys, shares, hc, "planned-", true);
     int64_t min_rows = 8 * hc.in_flight * hc.max_batch;
     // in turn: the two take 0.85 core each
     auto ab = side_by_side(pipedream, planned, run.inputs, {64, 192}, {min_rows, min_rows},
@@ -294,8 +301,8 @@ double pipedream_part(scale_run& run) {
 
 int serve_scale(const bench_args& args) {
   report rep("serve_scale");
-  rep.detail("emulation", "EMULATED devices: node processes on one host with CPU quotas, "
-                          "loopback links");
+  rep.detail("emulation", "EMULATED devices: node processes on one host, CPU shares by "
+                          "compute-time dilation, loopback links");
   rep.detail("model", scale_vit);
   auto desc = models::describe(models::model_spec::parse(scale_vit));
   caf::actor_system_config cfg;

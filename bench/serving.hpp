@@ -82,9 +82,12 @@ inline double process_cpu_s(pid_t pid) {
 
 class served {
 public:
+  /// `dilate`: EMULATE the shares by compute-time dilation, not quotas
+  /// (bench/benches.hpp, emulated_shares).
   served(caf::actor_system& sys, const std::vector<double>& shares,
-         actors::serve_config sc, const std::string& prefix)
-      : prefix_(prefix), procs_(static_cast<int>(shares.size()), prefix, quotas(shares)),
+         actors::serve_config sc, const std::string& prefix, bool dilate = false)
+      : prefix_(prefix),
+        procs_(static_cast<int>(shares.size()), prefix, emulated_shares(shares, dilate)),
         svc_(std::make_unique<actors::service>(sys, sc,
                                                connected_nodes(sys, procs_.nodes()))) {}
   served(const served&) = delete;
