@@ -8,6 +8,7 @@
 //   - the pipeline-only plan (profiled, partitioned, `--stages 4` for the
 //     ViT, re-planned live) under the async schedule, the plan it ended on
 //     flushed every batch (1f1b), and data parallelism over the four;
+//   - batches of 64 in 4 micro-batches (train's defaults);
 //   - steady-state samples/s: each run trains for a fixed wall time and is
 //     scaling_run over its second half.
 // Then the accuracy the async schedule costs: the CNN on Fashion-MNIST, one
@@ -167,7 +168,11 @@ int train_scaling(const bench_args& args) {
     actors::job_config jc;
     jc.model = c.model;
     jc.dataset = "synthetic";
-    jc.batch_size = 32;
+    // train's defaults: batches of 64 in 4 micro-batches (at 32, an
+    // operation of 8 samples took about as long as a message between two
+    // processes on this host, and the idle time followed the messages:
+    // bench bubble)
+    jc.batch_size = 64;
     jc.micro_batches = 4;
     jc.evaluate = false;
     jc.epochs = 1000; // stopped after the scaling_run time
