@@ -267,6 +267,19 @@ std::vector<uint32_t> sample_clients(uint64_t seed, uint64_t round,
   return out;
 }
 
+std::vector<uint32_t> turn_order(uint64_t seed, uint64_t round,
+                                 std::vector<uint32_t> clients) {
+  std::sort(clients.begin(), clients.end());
+  auto order = epoch_permutation(mix_seed(seed, 0x7475726e /* "turn" */), round,
+                                 static_cast<int64_t>(clients.size()));
+  std::vector<uint32_t> out;
+  out.reserve(clients.size());
+  for (auto i : order) {
+    out.push_back(clients[static_cast<size_t>(i)]);
+  }
+  return out;
+}
+
 std::vector<bool> pick_stragglers(uint64_t seed, uint32_t clients, double fraction) {
   if (!(fraction >= 0) || fraction > 1) {
     throw std::invalid_argument("the fraction of stragglers must be in [0, 1], got " +

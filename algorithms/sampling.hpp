@@ -84,6 +84,12 @@ std::vector<uint32_t> sample_clients(uint64_t seed, uint64_t round,
                                      const std::vector<uint32_t>& available,
                                      double fraction);
 
+/// The order in which `clients` take their turns in round `round` (vanilla
+/// split learning): a seeded permutation, fresh every round. A fixed order
+/// would evaluate the model right after the same client's epoch every round.
+std::vector<uint32_t> turn_order(uint64_t seed, uint64_t round,
+                                 std::vector<uint32_t> clients);
+
 /// Which of `clients` clients are stragglers: round(fraction x clients) of
 /// them, drawn with `seed` (the same every run and on every machine), as a
 /// mask indexed by client. Throws std::invalid_argument for a fraction

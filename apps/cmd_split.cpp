@@ -166,6 +166,13 @@ command add_split(CLI::App& app) {
                   "adasplit: L1 pull of the server masks towards 0, per element and step")
       ->check(number(0, 100, false, ""))
       ->capture_default_str();
+  sub->add_option(
+         "--mask-keep", job.mask_keep,
+         "adasplit: each client's server mask keeps this share of every server "
+         "tensor, the parameters its own data scores highest (a sparsity target; "
+         "--mask-l1 then does nothing); 1: a score above 1/2 keeps a parameter")
+      ->check(number(0, 1, true, ""))
+      ->capture_default_str();
   sub->add_flag("--own-models", cli->own_models,
                 "adasplit: each client keeps its own client-side model (never averaged; "
                 "by default they are averaged after each global-phase round)");

@@ -4,7 +4,8 @@
 // shards, the zoo CNN cut before fc1 (the clients hold both conv layers).
 // vanilla, splitfed and adasplit run one after the other with the same
 // seeds, shards, rounds and learning rate; every model is evaluated on the
-// whole test split after every round.
+// whole test split after every round. Vanilla's clients take their turns in
+// a seeded order, fresh every round.
 //
 //   bytes      activations, labels, gradients and client-side weights, up
 //              and down, summed over the clients (what the protocol sends;
@@ -25,9 +26,13 @@
 //
 // With --seeds N every seed runs vanilla, splitfed and adasplit; seed 1 also
 // runs the sweep: adasplit over the local-phase fraction and the client
-// fraction per iteration, once with a stronger L1 pull on the server masks,
-// once with every client keeping its own client-side model (--own-models),
-// and once without the orchestrator's send floor (the bandit alone).
+// fraction per iteration; with the masks' sparsity target at other shares
+// (--mask-keep 0.9 and 0.5) and with the threshold rule and its L1 pull
+// instead (1), once more with a stronger pull (0.01); once with every
+// client keeping its own client-side model (--own-models); once without
+// the orchestrator's send floor (the bandit alone); and vanilla with its
+// turns in the clients' order every round (as before 2026-12-06: its model
+// is then scored right after client 4's epoch).
 #include "actors/node/system.hpp"
 #include "actors/split/split_job.hpp"
 #include "bench/benches.hpp"
@@ -236,16 +241,29 @@ int split(const bench_args& args) {
         c.client_fraction = eta;
         run(fmt::format("adasplit_eta{}", eta), "adasplit", c);
       }
-      // a stronger L1 pull: the masks prune (the default barely does in ten rounds)
+      // the threshold rule with a stronger L1 pull: the masks prune (0.001 barely does)
       auto pruned = base;
+      pruned.mask_keep = 1;
       pruned.mask_l1 = 1e-2;
       run("adasplit_l1_0.01", "adasplit", pruned);
+      // the masks' sparsity target (default 0.7) at other shares, and the
+      // threshold rule with its L1 pull instead (keep 1)
+      for (double keep : {1.0, 0.9, 0.5}) {
+        auto c = base;
+        c.mask_keep = keep;
+        run(fmt::format("adasplit_keep{}", keep), "adasplit", c);
+      }
       auto own = base;
       own.average_clients = false;
       run("adasplit_own_models", "adasplit", own);
       auto bandit = base;
       bandit.send_floor = 0;
       run("adasplit_no_floor", "adasplit", bandit);
+      // vanilla with its turns in the clients' order every round (before
+      // 2026-12-06 the only order): evaluated after client 4's epoch each time
+      auto sorted = base;
+      sorted.shuffle_turns = false;
+      run("vanilla_sorted", "vanilla", sorted);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
@@ -267,6 +285,25 @@ int split(const bench_args& args) {
     double d = 100 * (a.personal_last(c) - v.personal_last(c));
     worst = std::min(worst, d);
     sum += d;
+  }
+  // the sweep's rows against vanilla, the same way (seed 1)
+  for (auto& [key, o] : runs) {
+    if (key.rfind("adasplit_", 0) != 0 || o.personal.empty() || v.personal.empty()) {
+      continue;
+    }
+    double w = std::numeric_limits<double>::infinity();
+    for (size_t c = 0; c < o.personal.back().size(); ++c) {
+      w = std::min(w, 100 * (o.personal_last(c) - v.personal_last(c)));
+    }
+    rep.detail(key + "_personal_minus_vanilla_pp", w);
+  }
+  if (auto it = runs.find("vanilla_sorted"); it != runs.end() && clients) {
+    double worst_sorted = std::numeric_limits<double>::infinity();
+    for (size_t c = 0; c < clients; ++c) {
+      worst_sorted = std::min(worst_sorted,
+                              100 * (a.personal_last(c) - it->second.personal_last(c)));
+    }
+    rep.detail("adasplit_personal_minus_vanilla_sorted_pp", worst_sorted);
   }
   rep.headline("adasplit_personal_minus_vanilla_pp", clients ? worst : 0);
   rep.goal("adasplit_personal_minus_vanilla_pp", true, 0);

@@ -91,8 +91,9 @@ void check_cut(const models::model_desc& desc, int64_t cut) {
 
 namespace {
 
-// A mask keeps a server parameter for a client while its score is above this.
-constexpr double mask_keep = 0.5;
+// Without a sparsity target, a mask keeps a server parameter for a client
+// while its score is above this.
+constexpr double mask_threshold = 0.5;
 
 using clock = std::chrono::steady_clock;
 using client_ptr = split_client_actor::stateful_pointer<split_client_state>;
@@ -451,7 +452,7 @@ double masked_step(server_ptr self, uint32_t client, const torch::Tensor& x,
     torch::NoGradGuard no_grad;
     for (size_t k = 0; k < params.size(); ++k) {
       saved.push_back(params[k].detach().clone());
-      kept.push_back(m[k] > mask_keep);
+      kept.push_back(mask_kept(m[k], st.cfg.mask_keep));
       params[k].mul_(kept[k]);
     }
   }
@@ -469,8 +470,13 @@ double masked_step(server_ptr self, uint32_t client, const torch::Tensor& x,
       if (!g.defined()) {
         continue;
       }
-      // straight through: d loss / d m = g * W (g: at the effective weight)
-      m[k] = (m[k] - lr * (g * saved[k]) - lr * st.cfg.mask_l1).clamp_(0, 1);
+      // straight through: d loss / d m = g * W (g: at the effective weight);
+      // under a sparsity target only the scores' order counts: no pull, no clamp
+      if (st.cfg.mask_keep < 1.0) {
+        m[k] -= lr * (g * saved[k]);
+      } else {
+        m[k] = (m[k] - lr * (g * saved[k]) - lr * st.cfg.mask_l1).clamp_(0, 1);
+      }
       g.mul_(kept[k]); // d loss / d W, where the mask keeps W
     }
   }
@@ -613,8 +619,21 @@ split_server(split_server_actor::stateful_pointer<split_server_state> self,
   };
 }
 
+torch::Tensor mask_kept(const torch::Tensor& scores, double keep) {
+  if (keep >= 1.0) {
+    return scores > mask_threshold;
+  }
+  auto flat = scores.reshape({-1});
+  auto n = flat.numel();
+  auto k = std::clamp<int64_t>(
+      static_cast<int64_t>(std::ceil(keep * static_cast<double>(n) - 1e-9)), 1, n);
+  // the k-th highest score: the (n - k + 1)-th lowest
+  auto cut = std::get<0>(torch::kthvalue(flat, n - k + 1));
+  return scores >= cut;
+}
+
 models::weight_snapshot server_view(const models::weight_snapshot& server,
-                                    uint32_t client) {
+                                    uint32_t client, double keep) {
   auto out = untagged(server);
   auto mask = take_tagged(server, "mask" + std::to_string(client));
   if (mask.layers.empty()) {
@@ -626,19 +645,21 @@ models::weight_snapshot server_view(const models::weight_snapshot& server,
         continue; // a checkpoint's client-side layers have no mask
       }
       for (size_t p = 0; p < lw.params.size() && p < m.params.size(); ++p) {
-        lw.params[p].tensor = lw.params[p].tensor * (m.params[p].tensor > mask_keep);
+        lw.params[p].tensor =
+            lw.params[p].tensor * mask_kept(m.params[p].tensor.to(torch::kFloat32), keep);
       }
     }
   }
   return out;
 }
 
-double mask_density(const models::weight_snapshot& server, uint32_t client) {
+double mask_density(const models::weight_snapshot& server, uint32_t client, double keep) {
   auto mask = take_tagged(server, "mask" + std::to_string(client));
   double nonzero = 0, total = 0;
   for (auto& lw : mask.layers) {
     for (auto& p : lw.params) {
-      nonzero += static_cast<double>(p.tensor.gt(mask_keep).sum().item<int64_t>());
+      nonzero += static_cast<double>(
+          mask_kept(p.tensor.to(torch::kFloat32), keep).sum().item<int64_t>());
       total += static_cast<double>(p.tensor.numel());
     }
   }

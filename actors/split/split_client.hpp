@@ -125,6 +125,10 @@ struct split_server_config {
   double momentum = 0.9;
   double mask_lr = 0.1;  ///< adasplit: the masks' learning rate
   double mask_l1 = 1e-3; ///< adasplit: the L1 penalty's weight per element
+  /// adasplit: below 1, each client's mask keeps this share of every server
+  /// tensor, the parameters with the highest scores (mask_kept); 1: a
+  /// score above 1/2 keeps a parameter.
+  double mask_keep = 1.0;
   int32_t threads = 1;
 };
 
@@ -146,13 +150,22 @@ split_server_actor::behavior_type
 split_server(split_server_actor::stateful_pointer<split_server_state> self,
              split_server_config cfg, models::weight_snapshot start);
 
+/// Which parameters of one server tensor a client's mask keeps, from its
+/// scores: with `keep` 1, those scoring above 1/2 (Piggyback's threshold;
+/// the L1 pull decides how many); below 1, the share `keep` of them that
+/// score highest, ties kept (a sparsity target: the scores fall by the
+/// gradient times the weight, so the parameters pruned are those the
+/// client's own data most wants smaller, movement pruning's rule).
+torch::Tensor mask_kept(const torch::Tensor& scores, double keep);
+
 /// The server layers of `server` (a server snapshot) as client c sees them:
 /// W where mask<c> keeps it (0 elsewhere) in adasplit, W otherwise.
 models::weight_snapshot server_view(const models::weight_snapshot& server,
-                                    uint32_t client);
+                                    uint32_t client, double keep = 1.0);
 
 /// Of a server snapshot: the fraction of server parameters client c's mask keeps
 /// (the share of the server's parameters its data updates); 1 without masks.
-double mask_density(const models::weight_snapshot& server, uint32_t client);
+double mask_density(const models::weight_snapshot& server, uint32_t client,
+                    double keep = 1.0);
 
 } // namespace salamander::actors

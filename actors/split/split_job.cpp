@@ -53,7 +53,7 @@ const models::weight_snapshot& client_side(const split_job_state& st, uint32_t c
 // layers as it sees them (adasplit: through its mask).
 models::weight_snapshot whole_model(const split_job_state& st, uint32_t c) {
   auto snap = untagged(client_side(st, c));
-  for (auto& lw : server_view(st.server_snap, c).layers) {
+  for (auto& lw : server_view(st.server_snap, c, st.cfg.mask_keep).layers) {
     if (lw.index >= static_cast<uint32_t>(st.cfg.cut)) { // a checkpoint holds all layers
       snap.layers.push_back(lw);
     }
@@ -398,7 +398,7 @@ void round_complete(self_ptr self) {
   }
   if (ada(st)) {
     for (uint32_t c = 0; c < st.info.size(); ++c) {
-      density.push_back(mask_density(st.server_snap, c));
+      density.push_back(mask_density(st.server_snap, c, st.cfg.mask_keep));
     }
   }
   nlohmann::json failed = st.failed;
@@ -507,9 +507,10 @@ void start_round(self_ptr self) {
                                                 : adasplit_phase::global;
   nlohmann::json sends = nlohmann::json::object();
   if (st.method == split::method::vanilla) {
-    st.turns = ready;
+    st.turns =
+        st.cfg.shuffle_turns ? algorithms::turn_order(st.cfg.seed, round, ready) : ready;
     st.turn = 0;
-    st.core.log_event("round_start", {{"round", round}, {"turns", ready}});
+    st.core.log_event("round_start", {{"round", round}, {"turns", st.turns}});
     next_turn(self);
     return;
   }
@@ -636,6 +637,10 @@ void check_config(const split_config& c) {
   if (c.mask_lr < 0 || c.mask_l1 < 0) {
     throw std::invalid_argument("--mask-lr and --mask-l1 must not be negative");
   }
+  if (!(c.mask_keep > 0 && c.mask_keep <= 1)) {
+    throw std::invalid_argument("--mask-keep must be in (0, 1], got " +
+                                fmt::format("{}", c.mask_keep));
+  }
   if (c.budget.bytes <= 0 || c.budget.client_flops <= 0) {
     throw std::invalid_argument("the C3 budgets must be positive");
   }
@@ -675,6 +680,7 @@ void spawn_server(self_ptr self, size_t clients) {
   sc.momentum = st.cfg.momentum;
   sc.mask_lr = st.cfg.mask_lr;
   sc.mask_l1 = st.cfg.mask_l1;
+  sc.mask_keep = st.cfg.mask_keep;
   sc.threads = st.cfg.threads;
   st.server = self->spawn(split_server, sc, st.server_snap);
   self->monitor(st.server);

@@ -17,6 +17,7 @@
 #include "models/trainer.hpp"
 
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 using namespace salamander;
 using salamander::testing::events;
@@ -72,6 +73,14 @@ actors::job_result finished_job(split_system& s, const actors::split_config& cfg
   return r;
 }
 
+// A job run to its end on `n` nodes: its metrics log's last round event.
+nlohmann::json last_round(split_system& s, actors::split_config cfg, int n) {
+  temp_dir dir;
+  cfg.metrics_path = dir.file("m.jsonl");
+  finished_job(s, cfg, n);
+  return events(cfg.metrics_path, "round").back();
+}
+
 std::vector<int64_t> shard_of(const actors::split_config& cfg,
                               const models::dataset& data, uint32_t c, uint32_t n) {
   auto shard = algorithms::partition_iid(cfg.seed, data.size(), static_cast<int>(n))[c];
@@ -79,8 +88,8 @@ std::vector<int64_t> shard_of(const actors::split_config& cfg,
   return shard;
 }
 
-// Vanilla split learning written out as one process would: client 0's
-// epoch and then client 1's, each batch through the whole model; the
+// Vanilla split learning written out as one process would: each client's
+// epoch in the round's turn order, each batch through the whole model; the
 // client side's optimizer is fresh at each turn (the weights are handed
 // on, not its state), the server's lives on.
 models::weight_snapshot sequential_reference(const actors::split_config& cfg,
@@ -93,7 +102,10 @@ models::weight_snapshot sequential_reference(const actors::split_config& cfg,
   auto server = m.slice(cut, desc.layers.size());
   models::optimizer_config ocfg{cfg.optimizer, cfg.lr, cfg.momentum, 0.0};
   auto server_opt = models::make_optimizer(ocfg, server->parameters());
-  for (uint32_t c = 0; c < n; ++c) {
+  std::vector<uint32_t> clients(n);
+  std::iota(clients.begin(), clients.end(), 0u);
+  // one round: the clients in its turn order
+  for (uint32_t c : algorithms::turn_order(cfg.seed, 1, clients)) {
     auto client_opt = models::make_optimizer(ocfg, client->parameters());
     auto shard = shard_of(cfg, data, c, n);
     auto order = algorithms::epoch_permutation(algorithms::mix_seed(cfg.seed, c, 1), 0,
@@ -169,8 +181,12 @@ TEST_CASE("with --fraction-fit each split round takes a seeded sample of the cli
       for (auto& e : starts) {
         auto key = method == "vanilla" ? "turns" : "clients";
         auto got = e[key].get<std::vector<uint32_t>>();
-        CHECK(got == algorithms::sample_clients(cfg.seed, e["round"].get<uint64_t>(),
-                                                {0, 1, 2, 3}, 0.34));
+        auto round = e["round"].get<uint64_t>();
+        auto sample = algorithms::sample_clients(cfg.seed, round, {0, 1, 2, 3}, 0.34);
+        // vanilla's turns: the sample in this round's seeded order
+        CHECK(got == (method == "vanilla"
+                          ? algorithms::turn_order(cfg.seed, round, sample)
+                          : sample));
       }
     }
   }
@@ -296,11 +312,7 @@ TEST_CASE(
 TEST_CASE("an AdaSplit job scores the clients' averaged sides with the server unmasked",
           "[actor][split]") {
   split_system s;
-  temp_dir dir;
-  auto cfg = config("adasplit", 2);
-  cfg.metrics_path = dir.file("m.jsonl");
-  finished_job(s, cfg, 3);
-  auto last = events(cfg.metrics_path, "round").back();
+  auto last = last_round(s, config("adasplit", 2), 3);
   auto shared = last["shared_accuracy"].get<double>();
   CHECK(shared > 0.3); // the synthetic classes are well apart
   CHECK(shared <= 1.0);
@@ -308,6 +320,39 @@ TEST_CASE("an AdaSplit job scores the clients' averaged sides with the server un
   REQUIRE(personal.size() == 3);
   for (auto a : personal) {
     CHECK(a > 0.3);
+  }
+}
+
+TEST_CASE("a mask's sparsity target keeps the highest-scoring share of each tensor",
+          "[unit][split]") {
+  auto scores = torch::tensor({0.9, 0.1, 0.5, 0.7, 0.3, 0.8, 0.2, 0.6, 0.4, 1.0});
+  // (keep) -> which are kept
+  CHECK(actors::mask_kept(scores, 0.5).equal(scores >= 0.6));
+  CHECK(actors::mask_kept(scores, 0.3).equal(scores >= 0.8));
+  CHECK(actors::mask_kept(scores, 0.01).sum().item<int64_t>() == 1); // at least one
+  CHECK(actors::mask_kept(scores, 0.25).sum().item<int64_t>() == 3); // ceil(2.5)
+  // ties at the cut are kept: masks of ones keep everything until scores move
+  CHECK(actors::mask_kept(torch::ones({4, 5}), 0.5).all().item<bool>());
+  // keep 1: the threshold rule
+  CHECK(actors::mask_kept(scores, 1.0).equal(scores > 0.5));
+}
+
+TEST_CASE("under a sparsity target every client's mask keeps that share of the server",
+          "[actor][split]") {
+  split_system s;
+  auto cfg = config("adasplit", 3);
+  cfg.mask_keep = 0.7;
+  auto last = last_round(s, cfg, 2);
+  auto density = last["mask_density"].get<std::vector<double>>();
+  REQUIRE(density.size() == 2);
+  for (auto d : density) {
+    // every tensor keeps ceil(0.7 n) or, with ties at the cut, a little more
+    CHECK(d >= 0.7);
+    CHECK(d < 0.75);
+  }
+  auto personal = last["personal_accuracy"].get<std::vector<double>>();
+  for (auto a : personal) {
+    CHECK(a > 0.3); // the synthetic classes are well apart
   }
 }
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -211,6 +212,32 @@ TEST_CASE("a round's clients are a seeded sample of the available ones, at least
   CHECK(sample_clients(7, 1, {}, 0.5).empty());
   CHECK_THROWS_WITH(sample_clients(7, 1, up, 0.0), Catch::Contains("(0, 1]"));
   CHECK_THROWS_WITH(sample_clients(7, 1, up, 1.5), Catch::Contains("got 1.5"));
+}
+
+TEST_CASE("vanilla's turns are the round's clients in a seeded order, fresh every round",
+          "[unit][sampling]") {
+  std::vector<uint32_t> up = {9, 2, 5, 0, 7};
+  std::vector<uint32_t> sorted = {0, 2, 5, 7, 9};
+  std::map<uint32_t, int> last; // how often each client goes last
+  std::set<std::vector<uint32_t>> seen;
+  for (uint64_t round = 1; round <= 200; ++round) {
+    auto t = turn_order(3, round, up);
+    auto as_set = t;
+    std::sort(as_set.begin(), as_set.end());
+    REQUIRE(as_set == sorted);                // every client once
+    CHECK(t == turn_order(3, round, sorted)); // the order given does not matter
+    CHECK(t == turn_order(3, round, up));     // the same seed and round: the same
+    last[t.back()]++;
+    seen.insert(t);
+  }
+  CHECK(seen.size() > 50); // rounds draw anew (120 orders of 5)
+  for (auto c : sorted) {
+    INFO("client " << c << " went last " << last[c] << " times of 200");
+    CHECK(last[c] > 15); // no client is always the one evaluated after its epoch
+  }
+  CHECK(turn_order(4, 1, up) != turn_order(3, 1, up));
+  CHECK(turn_order(3, 1, {}).empty());
+  CHECK(turn_order(3, 1, {4}) == std::vector<uint32_t>{4});
 }
 
 TEST_CASE("stragglers among the clients are a seeded draw of the asked part of them",
