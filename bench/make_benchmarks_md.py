@@ -810,8 +810,11 @@ def split_text(d):
       "before `fc1` (the clients hold conv1 and conv2, 3.1 KB of activations per example), "
       f"{f(d.get('rounds'), 0)} rounds of one local epoch, SGD 0.01 momentum 0.9, batch 64. "
       "The seed sets the shards, the initialisation and the batch order; every seed runs "
-      "vanilla, splitfed and adasplit one after the other with the same shards; seed 1 also "
-      "runs the sensitivity sweep. Every model is evaluated on the whole test split after "
+      "vanilla, splitfed and adasplit one after the other with the same shards (vanilla's "
+      "clients take their turns in a seeded order drawn afresh every round); seed 1 also "
+      "runs the sensitivity sweep. AdaSplit's server masks keep "
+      f"{f(100 * d.get('mask_keep', 0.7), 0)}% of every server tensor for each client, by "
+      "score. Every model is evaluated on the whole test split after "
       "every round, three ways: **shared** (vanilla's and splitfed's one model; AdaSplit's "
       "clients' sides averaged by examples with the server unmasked: like for like), "
       "**personal** (each client's model on the test split weighed to that client's own "
@@ -858,23 +861,39 @@ def split_text(d):
                         "adasplit_personal_minus_vanilla_mean_pp",
                         "splitfed_shared_minus_vanilla_pp", "adasplit_c3_over_vanilla"], 3))
     p("Sensitivity (adasplit, one setting changed at a time, seed 1):\n")
-    p("| setting | shared, last 5 | own-model, last 5 | bytes | masks keep | batches sent per "
-      "client |")
-    p("|---|---|---|---|---|---|")
+    p("| setting | shared, last 5 | own-model, last 5 | worst client's personal - vanilla "
+      "(points) | bytes | masks keep | batches sent per client |")
+    p("|---|---|---|---|---|---|---|")
     pct = lambda k: f(100 * first[k], 2) + "%" if first.get(k) is not None else "-"
     for k, name in [("adasplit_kappa0.1", "kappa 0.1"),
                     ("adasplit", "kappa 0.3, eta 0.6, send floor 0.5 (default)"),
                     ("adasplit_kappa0.5", "kappa 0.5"), ("adasplit_eta0.4", "eta 0.4"),
                     ("adasplit_eta0.8", "eta 0.8"),
-                    ("adasplit_l1_0.01", "mask L1 0.01 (default 0.001)"),
+                    ("adasplit_keep0.9", "masks keep 0.9"),
+                    ("adasplit_keep0.5", "masks keep 0.5"),
+                    ("adasplit_keep1", "masks by threshold, L1 0.001 (the rule before 2026-12-06)"),
+                    ("adasplit_l1_0.01", "masks by threshold, L1 0.01"),
                     ("adasplit_own_models", "--own-models (no averaging)"),
                     ("adasplit_no_floor", "send floor 0 (the bandit alone)")]:
         if first.get(k + "_acc") is None:
             continue
+        worst = first.get(k + "_personal_minus_vanilla_pp",
+                          first.get("adasplit_personal_minus_vanilla_pp")
+                          if k == "adasplit" else None)
         p(f"| {name} | {pct(k + '_shared_last5')} | {pct(k + '_last5')} | "
+          f"{f(worst, 2) if worst is not None else '-'} | "
           f"{mb(k + '_bytes')} MB | {f(float(first.get(k + '_mask_density', 1)), 3)} | "
           f"{first.get(k + '_sends', '-')} |")
     p("")
+    if first.get("adasplit_personal_minus_vanilla_sorted_pp") is not None:
+        p("Vanilla with its turns in the clients' order every round (as before 2026-12-06: "
+          "its model scored right after client 4's epoch), seed 1: shared "
+          f"{pct('vanilla_sorted_shared_last5')}, personal by client "
+          f"{first.get('vanilla_sorted_personal_last5', '-')}; AdaSplit's worst client "
+          "against it "
+          f"{f(first['adasplit_personal_minus_vanilla_sorted_pp'], 2)} points (against "
+          "vanilla in shuffled turns "
+          f"{f(first.get('adasplit_personal_minus_vanilla_pp'), 2)}).\n")
     p("Shared-model accuracy against rounds, the mean of the seeds with its 95% band "
       "(`python3 bench/bands.py bench/results/split.json bench/results/split.png "
       "vanilla_shared splitfed_shared adasplit_shared --xlabel round`):\n")

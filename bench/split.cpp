@@ -210,6 +210,7 @@ int split(const bench_args& args) {
   rep.detail("local_fraction", base.local_fraction);
   rep.detail("client_fraction", base.client_fraction);
   rep.detail("send_floor", base.send_floor);
+  rep.detail("mask_keep", base.mask_keep);
   rep.detail("seed", static_cast<double>(args.seed));
   rep.detail("budget_bytes", base.budget.bytes);
   rep.detail("budget_client_flops", base.budget.client_flops);
