@@ -510,6 +510,12 @@ double move_cost_s(const train_job_state& st, double batch_s) {
 
 // Whether what was measured `at` still counts: both `measured_plan_memory`
 // commits and `measured_plan_memory_time` must have passed to forget it.
+// The steady clock now, in seconds: the time base of the re-plan looks and
+// of the damping's moves.
+double clock_s() {
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
 double damping_half_life_s(const train_job_state& st) {
   return std::chrono::duration<double>(st.cfg.replan_damping_half_life).count();
 }
@@ -694,7 +700,7 @@ void look_at_plan(self_ptr self) {
   in.last_look_s = st.last_look_s;
   in.window = st.cfg.replan_window;
   in.sustain_s = std::chrono::duration<double>(st.cfg.replan_sustain).count();
-  in.now_s = std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+  in.now_s = clock_s();
   in.recent_moves = st.replan_moves.weight_at(in.now_s, damping_half_life_s(st));
   in.user_plan = st.user_plan;
   auto total = total_batches(st);
@@ -845,9 +851,7 @@ void resume_after_replan(self_ptr self) {
     st.replan_looks.clear(); // the new plan is looked at afresh
     st.replan_candidate.reset();
     if (st.replan_reason.rfind("capacity:", 0) == 0) {
-      st.replan_moves.record(
-          std::chrono::duration<double>(clock::now().time_since_epoch()).count(),
-          damping_half_life_s(st));
+      st.replan_moves.record(clock_s(), damping_half_life_s(st));
     }
     st.status.pipeline.replans++;
     st.status.pipeline.last_replan_s = since(st.replan_started);
