@@ -219,7 +219,13 @@ actors::job_result run_client_job(
   std::thread watcher([&] {
     int sig = next_stop_signal();
     std::lock_guard<std::mutex> guard(cluster_mutex);
-    if (sig > 0 && cluster) {
+    if (sig > 0 && !cluster) {
+      // (as training does: a signal before the job started is not lost)
+      log->error("{} before the job started: stopping at once",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::_Exit(128 + sig);
+    }
+    if (sig > 0) {
       log->warn("{}: stopping after the last whole round (its state is kept)",
                 sig == SIGINT ? "SIGINT" : "SIGTERM");
       caf::anon_send(cluster, stop_atom_v,

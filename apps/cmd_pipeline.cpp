@@ -438,10 +438,26 @@ void stop_on_signals(caf::actor_system& sys, job_handle& job, progress_line& pro
       log->error("{} before the job started: stopping at once", name);
       std::_Exit(128 + sig);
     }
+    // a job too busy to answer is asked again; one that never answers
+    // does not keep the process: a signal to stop is never lost
     caf::scoped_actor self{sys};
-    self->request(sup, std::chrono::seconds(10), stop_atom_v, std::string(name))
-        .receive([&](std::string& answer) { log->info("{}", answer); },
-                 [&](caf::error& err) { log->warn("stop: {}", sys.render(err)); });
+    bool answered = false;
+    for (int ask = 0; ask < 6 && !answered; ++ask) {
+      self->request(sup, std::chrono::seconds(10), stop_atom_v, std::string(name))
+          .receive(
+              [&](std::string& answer) {
+                log->info("{}", answer);
+                answered = true;
+              },
+              [&](caf::error& err) {
+                log->warn("stop: {}", sys.render(err));
+                answered = err != caf::sec::request_timeout;
+              });
+    }
+    if (!answered) {
+      log->error("{}: the job did not answer a stop in a minute: stopping at once", name);
+      std::_Exit(128 + sig);
+    }
   }
 }
 

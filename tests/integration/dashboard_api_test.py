@@ -16,6 +16,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -82,6 +83,20 @@ def until(what, check, limit_s=120):
         if time.monotonic() > end:
             fail("gave up waiting for " + what)
         time.sleep(0.1)
+
+
+def ended(p, limit_s=120):
+    """Waits for p to exit; a process that outlives the limit is a hang:
+    its threads' stacks (when gdb is here) and its stderr go to the log."""
+    try:
+        return p.wait(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        gdb = shutil.which("gdb")
+        if gdb:
+            bt = subprocess.run([gdb, "-batch", "-p", str(p.pid), "-ex", "thread apply all bt"],
+                                capture_output=True, text=True, timeout=120)
+            print(f"--- {p.name} threads\n" + bt.stdout[-20000:])
+        fail(f"{p.name} did not exit within {limit_s} s")
 
 
 def printed(p, pattern):
@@ -247,7 +262,7 @@ for c in idle:
 print(f"200 idle connections: the page answered and the job went on (committed {before} -> "
       f"{state(port)['job']['training']['committed']})")
 expect(200, act("stop"), "stop")
-until("the job to end after stop", lambda: job.poll() is not None)
+ended(job)
 
 # ---- a cluster without a secret: read-only
 ro = start("readonly", ["train", "--stages", "1", "--model", "cnn", "--epochs", "200",
@@ -263,7 +278,7 @@ if got[0] != 403 or "read-only" not in jbody(got[1])["error"]:
 until("--metrics none: the timeline still fills", lambda: jbody(
     request(rport, "GET", "/api/events?since=0")[1])["events"])
 os.killpg(ro.pid, signal.SIGTERM)
-ro.wait()
+ended(ro)
 
 # ---- --dashboard-https: the --tls directory's certificate, verified
 import ssl  # noqa: E402
@@ -277,7 +292,7 @@ TLS_DIR = os.path.join(WORK, "certs", "central")
 CTX = ssl.create_default_context(cafile=os.path.join(WORK, "certs", "ca.pem"))
 nohttps = start("nohttps", ["train", "--stages", "1", "--model", "cnn", "--dashboard",
                             "127.0.0.1:0", "--dashboard-https", "--metrics", "none"])
-nohttps.wait(timeout=120)
+ended(nohttps)
 if nohttps.returncode == 0 or "--tls DIR" not in open(nohttps.err_path).read():
     fail("--dashboard-https without --tls was not refused with a hint")
 
@@ -300,18 +315,18 @@ got = srequest(tport, "GET", "/api/session")
 if got[0] != 200 or "csrf" not in json.loads(got[1]):
     fail(f"the dashboard over HTTPS answered {got[0]}")
 os.killpg(tls.pid, signal.SIGTERM)
-tls.wait()
+ended(tls)
 
 # ---- beyond loopback: a secret and HTTPS, or no start; then every route needs the secret
 nos = start("open", ["train", "--stages", "1", "--model", "cnn", "--dashboard", "0.0.0.0:0",
                      "--tls", TLS_DIR, "--dashboard-https", "--metrics", "none"], secret=False)
-nos.wait(timeout=120)
+ended(nos)
 err = open(nos.err_path).read()
 if nos.returncode == 0 or "needs the cluster secret" not in err:
     fail(f"--dashboard 0.0.0.0 without a secret: exit {nos.returncode}, {err[-300:]!r}")
 clear = start("clear", ["train", "--stages", "1", "--model", "cnn", "--dashboard", "0.0.0.0:0",
                         "--metrics", "none"])
-clear.wait(timeout=120)
+ended(clear)
 err = open(clear.err_path).read()
 if clear.returncode == 0 or "--dashboard-https" not in err:
     fail(f"--dashboard 0.0.0.0 without HTTPS: exit {clear.returncode}, {err[-300:]!r}")
@@ -335,7 +350,7 @@ if not cookie.startswith("salamander_session=") or "HttpOnly" not in set_cookie 
 expect(200, srequest(wport, "GET", "/api/state", headers={"Cookie": cookie}),
        "a read with the cookie")
 os.killpg(wide.pid, signal.SIGTERM)
-wide.wait()
+ended(wide)
 
 # ---- a server of two models: its page names every model it holds, as
 # they are unloaded and loaded; stopped from the dashboard it ends as
@@ -363,7 +378,7 @@ got = request(sport, "POST", "/api/actions/stop", body="{}", headers={
     "Authorization": "Bearer " + SECRET, "X-Salamander-Token": stoken})
 if got[0] != 200:
     fail(f"stop on a serving job: {got[0]} {got[1]!r}")
-srv.wait(timeout=120)
+ended(srv)
 with open(srv.err_path) as f:
     serr = f.read()
 if srv.returncode != 0 or "the serving job was stopped (the dashboard)" not in serr:
