@@ -13,12 +13,6 @@
 
 namespace salamander::actors {
 
-double thread_cpu() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 void use_intra_op_threads(int32_t threads) {
   thread_local int32_t applied = -1;
   auto n = std::max<int32_t>(1, threads);
@@ -26,17 +20,6 @@ void use_intra_op_threads(int32_t threads) {
     at::set_num_threads(n);
     applied = n;
   }
-}
-
-std::pair<double, std::chrono::microseconds> device_time(const node_emulation& emulation,
-                                                         double wall, double cpu,
-                                                         double speed) {
-  auto& lim = emulation.limiter;
-  bool dilated = lim && lim->method() == "compute-time dilation";
-  double device = (dilated ? cpu * lim->dilation() : wall) / speed;
-  auto pause =
-      std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, device - wall) * 1e6));
-  return {device, pause};
 }
 
 client_shard load_shard(const std::string& dataset, const models::model_desc& desc,

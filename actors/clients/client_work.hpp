@@ -35,26 +35,11 @@ std::shared_ptr<const models::dataset> shared_training_set(const std::string& na
                                                            const models::model_desc& desc,
                                                            const std::string& dir);
 
-/// This thread's CPU time, in seconds.
-double thread_cpu();
-
 /// LibTorch's intra-op thread count is OpenMP's, which is per thread: the
 /// main thread's setting does not reach CAF's workers, which would each run
 /// OpenMP teams of one thread per core (and time their barrier waits as the
 /// device's compute). Clients call this before computing on a worker.
 void use_intra_op_threads(int32_t threads);
-
-/// Work that took `wall` seconds and `cpu` of CPU on an (emulated) device:
-/// what the device took, and how long to wait before the next piece so that
-/// the device's pace holds. Under compute-time dilation the emulated
-/// device's time is its CPU time over its share (what the host's other load
-/// adds to the wall time is not the device's); a real device, or one under a
-/// cgroup quota, takes the wall time. A client of `speed` below 1 (a
-/// straggler among its node's virtual clients, EMULATED) takes 1/speed of
-/// that.
-std::pair<double, std::chrono::microseconds> device_time(const node_emulation& emulation,
-                                                         double wall, double cpu,
-                                                         double speed = 1.0);
 
 /// A client's examples: indices into the shared training set.
 struct client_shard {

@@ -1,15 +1,16 @@
 #include "actors/node/emulation.hpp"
 
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sched.h>
 #include <sstream>
 #include <stdexcept>
-#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -286,12 +287,20 @@ double cpu_limiter::dilation() const {
   return method_ == by_dilation ? 1.0 / share_now() : 1.0;
 }
 
-void cpu_limiter::after_compute(std::chrono::steady_clock::duration measured) const {
-  double d = dilation();
-  if (d > 1.0) {
-    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(measured *
-                                                                                     (d - 1.0)));
-  }
+double thread_cpu() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+std::pair<double, std::chrono::microseconds>
+device_time(const node_emulation& emulation, double wall, double cpu, double speed) {
+  auto& lim = emulation.limiter;
+  bool dilated = lim && lim->method() == "compute-time dilation";
+  double device = (dilated ? cpu * lim->dilation() : wall) / speed;
+  auto pause =
+      std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, device - wall) * 1e6));
+  return {device, pause};
 }
 
 std::chrono::microseconds link_shaper::delay_for(size_t bytes) {

@@ -73,9 +73,6 @@ public:
   double share_now() const;
   /// "cgroup v2 cpu.max", "cgroup v1 cfs quota", "compute-time dilation", "none"
   const std::string& method() const;
-  /// With dilation: sleeps so that an operation that took `measured` looks
-  /// like it ran at the current share. With a cgroup: nothing to do.
-  void after_compute(std::chrono::steady_clock::duration measured) const;
   /// Multiplier from measured to emulated compute time (1 with a cgroup,
   /// whose throttling is already in the measurement).
   double dilation() const;
@@ -131,5 +128,19 @@ struct node_emulation {
   std::shared_ptr<cpu_limiter> limiter;
   std::shared_ptr<link_shaper> link; ///< none: sends unshaped
 };
+
+/// This thread's CPU time, in seconds.
+double thread_cpu();
+
+/// Work that took `wall` seconds and `cpu` of CPU on an (emulated) device:
+/// what the device took, and how long to wait before the next piece so that
+/// the device's pace holds. Under compute-time dilation the emulated
+/// device's time is its CPU time over its share (what the host's other load
+/// adds to the wall time is not the device's); a real device, or one under a
+/// cgroup quota, takes the wall time. A client of `speed` below 1 (a
+/// straggler among its node's virtual clients, EMULATED) takes 1/speed of
+/// that.
+std::pair<double, std::chrono::microseconds>
+device_time(const node_emulation& emulation, double wall, double cpu, double speed = 1.0);
 
 } // namespace salamander::actors

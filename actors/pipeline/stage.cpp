@@ -6,6 +6,8 @@
 
 #include "messages/errors.hpp"
 
+#include <thread>
+
 namespace salamander::actors {
 
 namespace {
@@ -16,15 +18,26 @@ double seconds(clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// Emulation: stretch a measured compute time to the device's share.
+// When a piece of compute began: the wall clock and the thread's CPU time.
+struct compute_start {
+  clock::time_point wall = clock::now();
+  double cpu = thread_cpu();
+};
+
+// The compute since `start` as the device took it. Emulated by dilation,
+// the device's time is the CPU time over its share, and the stage waits out
+// what of it the host's wall time has not yet covered: a wait for one of the
+// host's cores is not the device's time (it is with a cgroup quota, and on a
+// real device, whose wall time this is).
 double emulated(stage_actor::stateful_pointer<stage_state> self,
-                clock::duration measured) {
-  auto& lim = self->state.emulation.limiter;
-  if (lim) {
-    lim->after_compute(measured);
-    return seconds(measured) * lim->dilation();
+                const compute_start& start) {
+  auto [device, pause] =
+      device_time(self->state.emulation, seconds(clock::now() - start.wall),
+                  thread_cpu() - start.cpu);
+  if (pause.count() > 0) {
+    std::this_thread::sleep_for(pause);
   }
-  return seconds(measured);
+  return device;
 }
 
 // Sends to a neighbour, through the emulated link when there is one.
@@ -110,18 +123,18 @@ void stream(stage_actor::stateful_pointer<stage_state> self) {
   while (!st.stream.empty()) {
     auto [id, micro, x] = std::move(st.stream.front());
     st.stream.pop_front();
-    auto start = clock::now();
+    compute_start start;
     if (st.busy_reported == clock::time_point{}) {
-      st.busy_reported = start;
+      st.busy_reported = start.wall;
     } else if (st.last_op_end > st.busy_reported) {
-      st.busy.wait_s += seconds(start - st.last_op_end);
+      st.busy.wait_s += seconds(start.wall - st.last_op_end);
     }
     torch::Tensor out;
     {
       torch::NoGradGuard no_grad;
       out = st.exec->infer(x);
     }
-    st.busy.compute_s += emulated(self, clock::now() - start);
+    st.busy.compute_s += emulated(self, start);
     st.busy.samples += x.size(0);
     st.busy.batch++;
     auto computed = clock::now();
@@ -148,19 +161,19 @@ bool run_op(stage_actor::stateful_pointer<stage_state> self, models::range_execu
             algorithms::op_kind kind, uint64_t batch, uint32_t micro, int64_t id) {
   auto& st = self->state;
   stage_state::key k{batch, micro};
-  auto start = clock::now();
+  compute_start start;
   if (kind == algorithms::op_kind::forward) {
     auto in = st.inputs.find(k);
     if (in == st.inputs.end()) {
       return false;
     }
     if (st.batch_started) {
-      st.stats.wait_s += seconds(start - st.last_op_end);
+      st.stats.wait_s += seconds(start.wall - st.last_op_end);
     }
     st.batch_started = true;
     auto out = exec.forward(id, in->second);
     st.inputs.erase(in);
-    st.stats.compute_s += emulated(self, clock::now() - start);
+    st.stats.compute_s += emulated(self, start);
     auto computed = clock::now();
     if (!st.last) {
       send_on_link(self, st.next, out, forward_atom_v, batch, micro);
@@ -173,7 +186,7 @@ bool run_op(stage_actor::stateful_pointer<stage_state> self, models::range_execu
       if (lab == st.labels.end()) {
         return false;
       }
-      st.stats.wait_s += seconds(start - st.last_op_end);
+      st.stats.wait_s += seconds(start.wall - st.last_op_end);
       auto r = exec.loss_backward(id, lab->second.second, lab->second.first);
       st.stats.loss += r.loss * lab->second.first;
       st.stats.correct += r.correct;
@@ -185,11 +198,11 @@ bool run_op(stage_actor::stateful_pointer<stage_state> self, models::range_execu
       if (g == st.grads.end()) {
         return false;
       }
-      st.stats.wait_s += seconds(start - st.last_op_end);
+      st.stats.wait_s += seconds(start.wall - st.last_op_end);
       grad_in = exec.backward(id, g->second);
       st.grads.erase(g);
     }
-    st.stats.compute_s += emulated(self, clock::now() - start);
+    st.stats.compute_s += emulated(self, start);
     auto computed = clock::now();
     if (!st.first) {
       send_on_link(self, st.prev, grad_in, backward_atom_v, batch, micro);
@@ -297,7 +310,7 @@ void aggregate_versions(stage_actor::stateful_pointer<stage_state> self) {
 // time counted from `start`), replicates when it is time and reports the
 // batch to the supervisor. Both schedules end a batch here.
 void step_and_report(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
-                     clock::time_point start) {
+                     const compute_start& start) {
   auto& st = self->state;
   auto& spec = st.spec;
   st.opt->step();
@@ -307,7 +320,7 @@ void step_and_report(stage_actor::stateful_pointer<stage_state> self, uint64_t b
     aggregate_versions(self); // before its replica is taken
   }
   auto stepped = clock::now();
-  st.stats.compute_s += emulated(self, stepped - start);
+  st.stats.compute_s += emulated(self, start);
   if ((spec.replicate_every > 0 && st.version % spec.replicate_every == 0) ||
       st.version == st.replicate_at) {
     replicate(self);
@@ -326,7 +339,7 @@ void step_async(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
                 stage_state::version_copy& used) {
   auto& st = self->state;
   auto& spec = st.spec;
-  auto start = clock::now();
+  compute_start start;
   {
     auto from = used.model->all()->parameters();
     auto to = st.model->all()->parameters();
@@ -465,7 +478,7 @@ void pump(stage_actor::stateful_pointer<stage_state> self) {
 // that came from the member before (or come later, to reduce_chunk).
 void start_reduce(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
-  auto start = clock::now();
+  compute_start start;
   int64_t grad_values = 0;
   st.contribution = models::dp_contribution(*st.exec->net(), st.stats_before,
                                             static_cast<int64_t>(st.order.size() / 2),
@@ -477,7 +490,7 @@ void start_reduce(stage_actor::stateful_pointer<stage_state> self) {
     st.summed.assign(st.chunks.count(), torch::Tensor{});
     st.summed_count = 0;
   }
-  st.stats.compute_s += emulated(self, clock::now() - start);
+  st.stats.compute_s += emulated(self, start);
   st.reducing = true;
   st.reduce_sent = clock::now();
   if (!chain) {
@@ -502,9 +515,9 @@ void start_reduce(stage_actor::stateful_pointer<stage_state> self) {
 void reduce_chunk(stage_actor::stateful_pointer<stage_state> self, uint32_t chunk,
                   const torch::Tensor& partial) {
   auto& st = self->state;
-  auto start = clock::now();
+  compute_start start;
   auto folded = st.chunks.fold(partial, st.contribution, chunk);
-  st.stats.compute_s += emulated(self, clock::now() - start);
+  st.stats.compute_s += emulated(self, start);
   if (st.spec.member + 1 < st.spec.members) {
     send_on_link(self, st.next, folded, reduce_atom_v, st.batch, chunk);
   } else {
@@ -534,7 +547,7 @@ void take_summed(stage_actor::stateful_pointer<stage_state> self, uint32_t chunk
 // goes on with the next one.
 void finish_batch(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
-  step_and_report(self, st.batch, clock::now());
+  step_and_report(self, st.batch, compute_start{});
   st.batch_started = false;
   st.cursor = 0;
   st.batch++;
@@ -781,12 +794,12 @@ void evaluate(stage_actor::stateful_pointer<stage_state> self, uint64_t id,
 void apply_reduce(stage_actor::stateful_pointer<stage_state> self,
                   const torch::Tensor& merged) {
   auto& st = self->state;
-  auto start = clock::now();
-  st.stats.wait_s += seconds(start - st.reduce_sent);
+  compute_start start;
+  st.stats.wait_s += seconds(start.wall - st.reduce_sent);
   auto own = static_cast<int64_t>(st.order.size() / 2);
   models::dp_apply(*st.exec->net(), merged,
                    static_cast<int64_t>(st.spec.micro_batches) - own);
-  st.stats.compute_s += emulated(self, clock::now() - start);
+  st.stats.compute_s += emulated(self, start);
   st.reducing = false;
   st.contribution = torch::Tensor{};
   st.summed.clear();
