@@ -32,6 +32,16 @@ void replan_history::record(double now_s, double half_life_s) {
   at_s = now_s;
 }
 
+double faded_error(double error, double age_s, double half_life_s) {
+  if (!(error > 1.0)) {
+    return 1.0;
+  }
+  if (half_life_s <= 0) {
+    return error;
+  }
+  return std::pow(error, std::exp2(-std::max(0.0, age_s) / half_life_s));
+}
+
 double required_gain(double min_gain, double recent_moves) {
   if (min_gain <= 0 || min_gain >= 1) {
     return min_gain;

@@ -74,8 +74,9 @@ struct replan_inputs {
   uint64_t batches_left = UINT64_MAX;
   double payback = 3.0;
   /// How much slower than predicted the last capacity re-plan measured (1:
-  /// as predicted, or none yet): the model's own error here, by which every
-  /// candidate's prediction is made more pessimistic.
+  /// as predicted, or none yet; faded by its age, `faded_error`): the
+  /// model's own error here, by which every candidate's prediction is made
+  /// more pessimistic.
   double prediction_error = 1.0;
   /// The job's capacity moves lately (`replan_history::weight_at`): 0
   /// none, 1 one just made.
@@ -115,6 +116,14 @@ struct replan_history {
   double weight_at(double now_s, double half_life_s) const;
   void record(double now_s, double half_life_s);
 };
+
+/// The last capacity re-plan's prediction error (its measured batch time
+/// over its predicted, at least 1) as it counts `age_s` seconds after it
+/// was measured: its logarithm halves every `half_life_s` (0 or less: in
+/// full). A model that promised a plan 30% faster here and measured it
+/// slower is not believed again a minute later at its full word; it is in
+/// ten.
+double faded_error(double error, double age_s, double half_life_s);
 
 /// The smallest gain a candidate must show after `recent_moves`:
 /// 1 - (1 - min_gain)^(2^recent_moves). With min_gain 0.15: 15% after none,

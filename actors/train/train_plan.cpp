@@ -596,10 +596,18 @@ void measure_running(train_job_state& st, const algorithms::plan_request& req,
       st.replan_predicted_s = 0;
     }
   }
-  if (!remembered(st, st.prediction_error_at)) {
-    st.prediction_error = 1.0;
+  // the error fades as the moves do (a host's load that fooled the model
+  // once fools it again when the error is forgotten at once); with damping
+  // off it is held while measurements are remembered
+  if (double half = damping_half_life_s(st); half > 0) {
+    in.prediction_error = algorithms::faded_error(
+        st.prediction_error, since(st.prediction_error_at.time), half);
+  } else {
+    if (!remembered(st, st.prediction_error_at)) {
+      st.prediction_error = 1.0;
+    }
+    in.prediction_error = st.prediction_error;
   }
-  in.prediction_error = st.prediction_error;
 }
 
 // The best plan of each kind, and each device alone (a plan never loses to
