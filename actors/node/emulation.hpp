@@ -5,8 +5,9 @@
 //   --cpu-share 0.25     a device a quarter as fast as one core of this host:
 //                        a cgroup CPU quota where the host lets us write one
 //                        (v2 cpu.max, or v1 cpu.cfs_quota_us), otherwise
-//                        compute-time dilation (after an operation that took
-//                        t, sleep t * (1/share - 1))
+//                        compute-time dilation (an operation that took c of
+//                        CPU ends no sooner than c / share after it began:
+//                        `device_time`)
 //   --mem-mb 512         memory cap: the planner plans with it and the node
 //                        refuses stages that would not fit
 //   --link-mbps 100      link rate: sends are delayed by bytes / rate
