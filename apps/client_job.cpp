@@ -218,19 +218,18 @@ actors::job_result run_client_job(
   cluster_actor cluster;
   std::thread watcher([&] {
     int sig = next_stop_signal();
+    if (sig == 0) {
+      return; // the job is over
+    }
+    std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
     std::lock_guard<std::mutex> guard(cluster_mutex);
-    if (sig > 0 && !cluster) {
+    if (!cluster) {
       // (as training does: a signal before the job started is not lost)
-      log->error("{} before the job started: stopping at once",
-                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+      log->error("{} before the job started: stopping at once", name);
       std::_Exit(128 + sig);
     }
-    if (sig > 0) {
-      log->warn("{}: stopping after the last whole round (its state is kept)",
-                sig == SIGINT ? "SIGINT" : "SIGTERM");
-      caf::anon_send(cluster, stop_atom_v,
-                     std::string(sig == SIGINT ? "SIGINT" : "SIGTERM"));
-    }
+    log->warn("{}: stopping after the last whole round (its state is kept)", name);
+    caf::anon_send(cluster, stop_atom_v, name);
   });
   progress_line progress(log);
   actors::job_options opts;

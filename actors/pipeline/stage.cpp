@@ -319,8 +319,8 @@ void step_and_report(stage_actor::stateful_pointer<stage_state> self, uint64_t b
   if (st.async) {
     aggregate_versions(self); // before its replica is taken
   }
-  auto stepped = clock::now();
   st.stats.compute_s += emulated(self, start);
+  auto stepped = clock::now(); // (after the emulated device's step)
   if ((spec.replicate_every > 0 && st.version % spec.replicate_every == 0) ||
       st.version == st.replicate_at) {
     replicate(self);

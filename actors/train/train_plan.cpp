@@ -508,8 +508,6 @@ double move_cost_s(const train_job_state& st, double batch_s) {
   return pause + batch_s;
 }
 
-// Whether what was measured `at` still counts: both `measured_plan_memory`
-// commits and `measured_plan_memory_time` must have passed to forget it.
 // The steady clock now, in seconds: the time base of the re-plan looks and
 // of the damping's moves.
 double clock_s() {
@@ -520,6 +518,8 @@ double damping_half_life_s(const train_job_state& st) {
   return std::chrono::duration<double>(st.cfg.replan_damping_half_life).count();
 }
 
+// Whether what was measured `at` still counts: both `measured_plan_memory`
+// commits and `measured_plan_memory_time` must have passed to forget it.
 bool remembered(const train_job_state& st, const train_job_state::measured_at& at) {
   return st.committed < at.commit + tuning::measured_plan_memory ||
          clock::now() - at.time < tuning::measured_plan_memory_time;
