@@ -1083,6 +1083,7 @@ actors::node_emulation emulation_of(const node_cli& cli) {
   emulation.config.link_mbps = cli.link_mbps;
   emulation.config.trace = actors::parse_trace(cli.capacity_trace);
   emulation.config.force_dilation = cli.dilate;
+  emulation.config.count_cpu_time = cli.dilate;
   emulation.config.cpus = actors::parse_cpus(cli.cpus);
   actors::pin_to_cpus(emulation.config.cpus);
   emulation.limiter = std::make_shared<actors::cpu_limiter>(emulation.config);
@@ -1296,7 +1297,8 @@ command add_node(CLI::App& app) {
                   "emulated on one host then do not take each other's cores)");
   sub->add_flag("--dilate", cli->dilate,
                 "EMULATION: use compute-time dilation even where a cgroup quota is "
-                "possible");
+                "possible; the device's time is its CPU time over --cpu-share, at a "
+                "share of 1 too (the host's other load is not counted as the device's)");
   add_data_dir(*sub, cli->data_dir,
                "federated learning: clients on this node train on the Fashion-MNIST "
                "training split in this directory (this device's own data) instead of a "

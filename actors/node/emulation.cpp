@@ -74,6 +74,9 @@ std::string emulation_config::describe() const {
       out << (i ? "," : " ") << cpus[i];
     }
   }
+  if (count_cpu_time) {
+    out << " cpu-time";
+  }
   if (!trace.empty()) {
     out << " trace";
     for (auto& [t, f] : trace) {
@@ -158,12 +161,12 @@ cpu_limiter::cpu_limiter(emulation_config cfg)
   if (!(cfg_.cpu_share > 0) || cfg_.cpu_share > 1) {
     throw std::invalid_argument("cpu share must be in (0, 1], got " + std::to_string(cfg_.cpu_share));
   }
-  bool limited = cfg_.cpu_share < 1.0 || !cfg_.trace.empty();
+  bool limited = cfg_.cpu_share < 1.0 || !cfg_.trace.empty() || cfg_.count_cpu_time;
   if (!limited) {
     return;
   }
   std::string name = "salamander-" + std::to_string(::getpid());
-  if (!cfg_.force_dilation) {
+  if (!cfg_.force_dilation && !cfg_.count_cpu_time) {
     remove_stale_groups();
     // cgroup v2: a unified hierarchy with the cpu controller
     std::string v2 = "/sys/fs/cgroup/" + name;
@@ -296,7 +299,7 @@ double thread_cpu() {
 std::pair<double, std::chrono::microseconds>
 device_time(const node_emulation& emulation, double wall, double cpu, double speed) {
   auto& lim = emulation.limiter;
-  bool dilated = lim && lim->method() == "compute-time dilation";
+  bool dilated = lim && lim->dilating();
   double device = (dilated ? cpu * lim->dilation() : wall) / speed;
   auto pause =
       std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, device - wall) * 1e6));

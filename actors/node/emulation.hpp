@@ -8,6 +8,9 @@
 //                        compute-time dilation (an operation that took c of
 //                        CPU ends no sooner than c / share after it began:
 //                        `device_time`)
+//   --dilate             dilation even where a cgroup could be written, and
+//                        at a share of 1 too (the device's time is its CPU
+//                        time: the host's other load is not the device's)
 //   --mem-mb 512         memory cap: the planner plans with it and the node
 //                        refuses stages that would not fit
 //   --link-mbps 100      link rate: sends are delayed by bytes / rate
@@ -40,10 +43,16 @@ struct emulation_config {
   double link_mbps = 0;    ///< 0: no shaping
   std::vector<std::pair<double, double>> trace; ///< (seconds since start, factor)
   bool force_dilation = false; ///< do not try cgroups (tests)
+  /// Count the device's CPU time even at a share of 1 (`--dilate`): a
+  /// device emulated on a loaded host takes its CPU time, not the wall time
+  /// the host's other work stretched (a full-core device beside slower ones
+  /// would otherwise alone pay for that load). Implies force_dilation.
+  bool count_cpu_time = false;
   std::vector<int> cpus;       ///< pin to these host CPUs (empty: any)
 
   bool any() const {
-    return cpu_share < 1.0 || mem_mb > 0 || link_mbps > 0 || !trace.empty() || !cpus.empty();
+    return cpu_share < 1.0 || mem_mb > 0 || link_mbps > 0 || !trace.empty() ||
+           !cpus.empty() || count_cpu_time;
   }
   std::string describe() const;
 };
@@ -80,7 +89,11 @@ public:
   /// For profiling: emulated seconds per second of CPU time (1/share when
   /// emulating, whatever the method), or 0 on a real device (use wall time).
   double cpu_time_factor() const { return limited() ? 1.0 / share_now() : 0.0; }
-  bool limited() const { return method_ != by_none && share_now() < 1.0; }
+  bool limited() const {
+    return method_ != by_none && (share_now() < 1.0 || cfg_.count_cpu_time);
+  }
+  /// Emulating by compute-time dilation (device time = CPU time / share).
+  bool dilating() const { return method_ == by_dilation; }
   /// Slows the device to `factor` of its share from now on, overriding the
   /// trace (the console's `slow node NAME FACTOR`, tests). 1 restores it.
   void set_factor(double factor);

@@ -67,7 +67,7 @@ device_report measure(const std::string& node, const node_emulation& emu,
   clockid_t timer = cpu_factor > 0 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
   auto now = [timer] { return clock_seconds(timer); };
   double scale = cpu_factor > 0 ? cpu_factor : 1.0;
-  bool quota = emu.limiter && emu.limiter->method() != "compute-time dilation";
+  bool quota = emu.limiter && !emu.limiter->dilating();
   if (cpu_factor > 0 && quota) {
     // (dilation slows compute by exactly 1/share; there wall time per CPU
     // second would only measure the host's other load)
