@@ -28,6 +28,7 @@ void capacity_model::set_profiles(const cluster_profile& round) {
   profiles_ = round.devices;
   scale_.assign(profiles_.size(), 1.0);
   capacity_.assign(profiles_.size(), 1.0);
+  measured_.assign(profiles_.size(), false);
   links_.clear();
   for (auto& l : round.links) {
     links_[{l.from, l.to}] = l.report;
@@ -47,6 +48,7 @@ void capacity_model::add_node() {
   profiles_.push_back(profiles_.front());
   scale_.push_back(1.0);
   capacity_.push_back(1.0);
+  measured_.push_back(false);
 }
 
 std::pair<double, double>
@@ -85,7 +87,7 @@ algorithms::plan_request capacity_model::request(algorithms::plan_request req,
     auto& p = profiles_[n];
     algorithms::device_profile d;
     d.name = n < names.size() ? names[n] : p.node;
-    double scale = n < scale_.size() ? scale_[n] : 1.0;
+    double scale = this->scale(n);
     for (size_t l = 0; l < p.forward_s.size(); ++l) {
       d.forward_s.push_back(p.forward_s[l] * scale);
       d.backward_s.push_back(p.backward_s[l] * scale);
@@ -127,8 +129,11 @@ void capacity_model::correct(const std::vector<batch_stats>& reports,
     double predicted =
         predicted_s(n, ranges[r.stage].first, ranges[r.stage].second, runs);
     if (predicted > 0 && r.compute_s > 0 && n < scale_.size()) {
+      // the first measurement starts from the node's own probe, not from
+      // the floor its unmeasured speed was given
       scale_[n] = (1 - correction_weight) * scale_[n] +
                   correction_weight * (r.compute_s / predicted);
+      measured_[n] = true;
     }
   }
 }
@@ -158,14 +163,45 @@ void capacity_model::report_capacity(size_t node, double factor, bool staged) {
   if (capacity_.size() <= node) {
     capacity_.resize(node + 1, 1.0);
   }
-  capacity_[node] = factor;
+  // A spare node moves by what its probe says changed since the last one:
+  // the correction its stages measured while it ran (a host whose other
+  // load an idle probe does not see) is kept, not reset to the probe, so a
+  // plan that measured slower is not predicted fast again the moment its
+  // nodes are idle. A node that never ran a stage starts at 1, so this is
+  // 1 / factor for it.
   if (!staged && node < scale_.size()) {
-    scale_[node] = 1.0 / factor;
+    scale_[node] *= capacity_[node] / factor;
   }
+  capacity_[node] = factor;
+}
+
+double capacity_model::scale(size_t node) const {
+  if (node >= scale_.size()) {
+    return 1.0;
+  }
+  if (measured_[node]) {
+    return scale_[node];
+  }
+  // An idle node's profile and probes were taken with nothing else of the
+  // job on it; every node measured so far ran slower than that by at least
+  // the smallest residual. Without this, an idle node looks faster than a
+  // measured one of the same kind only because it is idle, a re-plan moves
+  // there, measures it as slow, and moves back (bench replan_stability). A
+  // node slowed on its own (throttling, another app) shows it in its probe,
+  // which the residual divides out, so the floor does not hide it.
+  double floor = 0;
+  for (size_t m = 0; m < scale_.size(); ++m) {
+    if (measured_[m]) {
+      double residual = scale_[m] * capacity_[m];
+      floor = floor == 0 ? residual : std::min(floor, residual);
+    }
+  }
+  return scale_[node] * std::max(1.0, floor);
 }
 
 double capacity_model::speed(size_t node) const {
-  return node < scale_.size() && scale_[node] > 0 ? 1.0 / scale_[node] : 0.0;
+  double s = scale(node);
+  return s > 0 ? 1.0 / s : 0.0;
 }
 
 } // namespace salamander::actors

@@ -85,8 +85,9 @@ public:
   }
 
   /// A profiler's capacity report: `factor` of the node's capacity at the
-  /// start. A spare node is re-rated by it (it may now be worth planning
-  /// in); a staged one is corrected by its stage times instead.
+  /// start. A spare node is re-rated by the change since its last report
+  /// (it may now be worth planning in; what its stages measured while it
+  /// ran stays); a staged one is corrected by its stage times instead.
   void report_capacity(size_t node, double factor, bool staged);
   double capacity(size_t node) const {
     return node < capacity_.size() ? capacity_[node] : 1.0;
@@ -94,6 +95,12 @@ public:
 
   /// Relative speed from the profile and corrections (1: as profiled).
   double speed(size_t node) const;
+  /// What a node's profile is multiplied by: its own correction once a stage
+  /// of it has been measured; before, its probes' and at least the smallest
+  /// residual of the measured nodes (their correction beyond what their
+  /// probes explain: the profiles' error and the host's load under a
+  /// running pipeline, which an idle node does not show until it runs).
+  double scale(size_t node) const;
   /// Predicted compute of layers [begin, end) on a node, `runs`
   /// micro-batches (0 when not profiled).
   double predicted_s(size_t node, size_t begin, size_t end, double runs) const;
@@ -102,6 +109,7 @@ private:
   std::vector<device_report> profiles_;
   std::vector<double> scale_;
   std::vector<double> capacity_;
+  std::vector<bool> measured_; ///< a stage on it has been measured
   std::map<std::pair<size_t, size_t>, link_report> links_;
   double kind_ratio_[3] = {1.0, 1.0, 1.0};
   bool kind_measured_[3] = {false, false, false};

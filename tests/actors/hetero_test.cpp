@@ -4,10 +4,11 @@
 #include "reference.hpp"
 
 #include "actors/cluster/cluster_file.hpp"
-#include "actors/train/train_job.hpp"
 #include "actors/node/emulation.hpp"
 #include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"
+#include "actors/planning/capacity.hpp"
+#include "actors/train/train_job.hpp"
 #include "models/trainer.hpp"
 
 #include <filesystem>
@@ -76,6 +77,33 @@ TEST_CASE("capacity traces and link rates are parsed and checked", "[unit][emula
   CHECK(lim.dilation() == Approx(4.0));
   CHECK_THROWS_AS(lim.set_factor(0), std::invalid_argument);
   CHECK(share(1.0).describe() == "none");
+
+  // A full-core device under --dilate counts its CPU time, as the slower
+  // ones do: what the host's other work adds to the wall time is not its.
+  // Without the flag a full-core device is real (wall time).
+  actors::node_emulation real, full;
+  real.limiter = std::make_shared<actors::cpu_limiter>(share(1.0));
+  auto counted = share(1.0);
+  counted.count_cpu_time = true;
+  full.limiter = std::make_shared<actors::cpu_limiter>(counted);
+  CHECK(!real.limiter->limited());
+  CHECK(real.limiter->cpu_time_factor() == 0.0);
+  CHECK(actors::device_time(real, 1.0, 0.4).first == Approx(1.0));
+  CHECK(full.limiter->dilating());
+  CHECK(full.limiter->limited());
+  CHECK(full.limiter->cpu_time_factor() == Approx(1.0));
+  auto [device, pause] = actors::device_time(full, 1.0, 0.4);
+  CHECK(device == Approx(0.4));
+  CHECK(pause.count() == 0);
+  CHECK_THAT(counted.describe(), Catch::Contains("cpu-time"));
+  // at a quarter share the same work is 1.6 s of device time: 0.6 s to wait
+  auto quarter = share(0.25);
+  quarter.count_cpu_time = true;
+  actors::node_emulation slow{quarter, std::make_shared<actors::cpu_limiter>(quarter),
+                              nullptr};
+  auto [slow_device, slow_pause] = actors::device_time(slow, 1.0, 0.4);
+  CHECK(slow_device == Approx(1.6));
+  CHECK(slow_pause.count() == Approx(600000).margin(1));
   CHECK_THAT(share(0.25).describe(),
              Catch::Contains("emulated") && Catch::Contains("0.25"));
 }
@@ -376,4 +404,87 @@ TEST_CASE("idle CAF workers sleep instead of polling, sparing a weak device's CP
   long calm = wakeups_answering(true);
   INFO("wake-ups while answering 80 messages: polling " << polling << ", calm " << calm);
   CHECK(calm * 4 < polling);
+}
+
+TEST_CASE("a spare node keeps what its stages measured and moves by its probes",
+          "[capacity]") {
+  // three devices profiled alike: 10 ms forward and 20 ms backward, one layer
+  cluster_profile round;
+  for (auto name : {"a", "b", "c"}) {
+    device_report r;
+    r.node = name;
+    r.forward_s = {0.01};
+    r.backward_s = {0.02};
+    round.devices.push_back(r);
+  }
+  actors::capacity_model m;
+  m.set_profiles(round);
+  CHECK(m.speed(1) == Approx(1.0));
+  // b never ran a stage: its speed is its probe
+  m.report_capacity(1, 0.5, false);
+  CHECK(m.speed(1) == Approx(0.5));
+  m.report_capacity(1, 1.0, false);
+  CHECK(m.speed(1) == Approx(1.0));
+
+  // a's stage measured twice its prediction (the host's other load, which
+  // its probes do not show)
+  auto run_a = [&](double ratio) {
+    batch_stats measured;
+    measured.stage = 0;
+    measured.compute_s = ratio * m.predicted_s(0, 0, 1, 4);
+    m.correct({measured}, {{0, 1}}, {0}, {}, 4);
+  };
+  run_a(2.0);
+  double w = actors::capacity_model::correction_weight;
+  double corrected = 1 - w + w * 2;
+  CHECK(m.speed(0) == Approx(1 / corrected));
+  // b, idle, is taken to run no faster against its profile than a did:
+  // until it runs, a move to it would only be a move to an idle node
+  CHECK(m.speed(1) == Approx(1 / corrected));
+  // a's probes while staged leave a's correction to the stage times; one
+  // that explains part of a's slowness lowers b's floor by that part
+  m.report_capacity(0, 0.8, true);
+  CHECK(m.speed(0) == Approx(1 / corrected));
+  CHECK(m.speed(1) == Approx(1 / (corrected * 0.8)));
+  m.report_capacity(0, 1.0, true);
+  // idle again, its probe unchanged: a stays as slow as it ran (it was
+  // reset to the probe, and predicted fast again at once)
+  m.report_capacity(0, 1.0, false);
+  CHECK(m.speed(0) == Approx(1 / corrected));
+  // idle, it gets half as fast by its probes, then back
+  m.report_capacity(0, 0.5, false);
+  CHECK(m.speed(0) == Approx(0.5 / corrected));
+  m.report_capacity(0, 1.0, false);
+  CHECK(m.speed(0) == Approx(1 / corrected));
+
+  // c runs, as fast as profiled: the floor is the smallest residual, so the
+  // idle b is no longer held back by a's
+  batch_stats on_c;
+  on_c.stage = 0;
+  on_c.compute_s = m.predicted_s(2, 0, 1, 4);
+  m.correct({on_c}, {{0, 1}}, {2}, {}, 4);
+  CHECK(m.speed(2) == Approx(1.0));
+  CHECK(m.speed(1) == Approx(1.0));
+  // the floor never makes an idle node faster than its probe
+  m.report_capacity(1, 0.25, false);
+  CHECK(m.speed(1) == Approx(0.25));
+
+  // a node slowed 5x on its own shows it in its probe: its residual is 1,
+  // and the idle ones stay at their probes (a re-plan away from it is not
+  // blocked)
+  actors::capacity_model slowed;
+  slowed.set_profiles(round);
+  slowed.report_capacity(0, 0.2, true);
+  for (int i = 0; i < 40; ++i) {
+    batch_stats s5;
+    s5.stage = 0;
+    s5.compute_s = 5 * slowed.predicted_s(0, 0, 1, 4);
+    slowed.correct({s5}, {{0, 1}}, {0}, {}, 4);
+  }
+  CHECK(slowed.speed(0) == Approx(0.2).epsilon(0.01));
+  CHECK(slowed.speed(1) == Approx(1.0).epsilon(0.01));
+
+  // a report of nothing changes nothing
+  m.report_capacity(1, 0, false);
+  CHECK(m.speed(1) == Approx(0.25));
 }
