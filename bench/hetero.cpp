@@ -228,9 +228,8 @@ int hetero(const bench_args& args) {
   auto emulate = emulated_shares(shares, true);
   // One host, two cores: the fastest device gets CPU 0 (beside half of the
   // busy work); the three slower devices and this process (the supervisor)
-  // share CPU 1,
-  // where their shares add up to 0.28. Separate devices do not take each
-  // other's cores; unpinned, they do.
+  // share CPU 1, where their shares add up to 0.28. Separate devices do not
+  // take each other's cores; unpinned, they do.
   int ncpu = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   bool pin = ncpu >= 2;
   if (pin) {

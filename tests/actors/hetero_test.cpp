@@ -417,6 +417,14 @@ TEST_CASE("a spare node keeps what its stages measured and moves by its probes",
     r.backward_s = {0.02};
     round.devices.push_back(r);
   }
+  // node `n` runs the one layer as a one-stage plan, 4 micro-batches, in
+  // `ratio` times its profile's prediction
+  auto run = [](actors::capacity_model& model, size_t n, double ratio) {
+    batch_stats measured;
+    measured.stage = 0;
+    measured.compute_s = ratio * model.predicted_s(n, 0, 1, 4);
+    model.correct({measured}, {{0, 1}}, {n}, {}, 4);
+  };
   actors::capacity_model m;
   m.set_profiles(round);
   CHECK(m.speed(1) == Approx(1.0));
@@ -428,13 +436,7 @@ TEST_CASE("a spare node keeps what its stages measured and moves by its probes",
 
   // a's stage measured twice its prediction (the host's other load, which
   // its probes do not show)
-  auto run_a = [&](double ratio) {
-    batch_stats measured;
-    measured.stage = 0;
-    measured.compute_s = ratio * m.predicted_s(0, 0, 1, 4);
-    m.correct({measured}, {{0, 1}}, {0}, {}, 4);
-  };
-  run_a(2.0);
+  run(m, 0, 2.0);
   double w = actors::capacity_model::correction_weight;
   double corrected = 1 - w + w * 2;
   CHECK(m.speed(0) == Approx(1 / corrected));
@@ -459,10 +461,7 @@ TEST_CASE("a spare node keeps what its stages measured and moves by its probes",
 
   // c runs, as fast as profiled: the floor is the smallest residual, so the
   // idle b is no longer held back by a's
-  batch_stats on_c;
-  on_c.stage = 0;
-  on_c.compute_s = m.predicted_s(2, 0, 1, 4);
-  m.correct({on_c}, {{0, 1}}, {2}, {}, 4);
+  run(m, 2, 1.0);
   CHECK(m.speed(2) == Approx(1.0));
   CHECK(m.speed(1) == Approx(1.0));
   // the floor never makes an idle node faster than its probe
@@ -476,10 +475,7 @@ TEST_CASE("a spare node keeps what its stages measured and moves by its probes",
   slowed.set_profiles(round);
   slowed.report_capacity(0, 0.2, true);
   for (int i = 0; i < 40; ++i) {
-    batch_stats s5;
-    s5.stage = 0;
-    s5.compute_s = 5 * slowed.predicted_s(0, 0, 1, 4);
-    slowed.correct({s5}, {{0, 1}}, {0}, {}, 4);
+    run(slowed, 0, 5.0);
   }
   CHECK(slowed.speed(0) == Approx(0.2).epsilon(0.01));
   CHECK(slowed.speed(1) == Approx(1.0).epsilon(0.01));
