@@ -109,9 +109,10 @@ inline constexpr size_t stage_kept_snapshots = 2;
 /// float32): a member passes a chunk on while the next one arrives, so the
 /// chain's links carry the sum at once; smaller chunks cost a message each.
 inline constexpr int64_t dp_chunk_values = 256 * 1024;
-/// The async schedule's segment of batches (a drain at its end) when
-/// replication is off; otherwise the replication interval.
-inline constexpr uint32_t async_segment = 10;
+/// The async schedule's longest row of batches (a drain and fill at its
+/// end, no change of weight versions); rows end at epochs too, and where
+/// the job asks for a drain (a stop, checkpoint, re-plan or pause).
+inline constexpr uint32_t async_row_batches = 500;
 /// The async schedule's default slack (job_config::async_slack): 2, as
 /// bench bubble measured against FTPipeHD's 1.
 inline constexpr uint32_t async_slack = 2;

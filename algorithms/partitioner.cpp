@@ -71,7 +71,9 @@ struct cost_model {
     double factor = (training ? 2.0 + state : 1.0) +
                     static_cast<double>(req.kept_snapshots) * (1.0 + state);
     if (training && req.schedule == plan_schedule::async) {
-      factor += static_cast<double>(req.async_delay + 1); // the versions in use
+      // the versions in use, and the older ones each kept snapshot stashes
+      factor += static_cast<double>(req.async_delay + 1) +
+                static_cast<double>(req.kept_snapshots) * std::max(req.async_delay, 0);
     }
     auto mbs = static_cast<double>(req.micro_batch_size);
     if (training) {

@@ -91,7 +91,8 @@ struct plan_request {
   /// keeps up to d + 1 copies of its weights), its slack K (stage s holds
   /// at most async_warmup + 1 micro-batches in flight) and its
   /// segment of R batches (a pipeline fills and drains once a segment, not
-  /// once a batch).
+  /// once a batch: the job drains it at epochs and at the stages' longest
+  /// row). Each kept snapshot stashes d older versions of the weights.
   int async_delay = 1;
   int async_slack = 1;
   int segment_batches = 10;

@@ -49,7 +49,8 @@ bool same(const models::weight_snapshot& a, const models::weight_snapshot& b) {
     auto& x = a.layers[i];
     auto& y = b.layers[i];
     if (x.index != y.index || x.name != y.name || !same(x.params, y.params) ||
-        !same(x.buffers, y.buffers) || !same(x.optimizer_state, y.optimizer_state)) {
+        !same(x.buffers, y.buffers) || !same(x.optimizer_state, y.optimizer_state) ||
+        !same(x.stashed, y.stashed)) {
       return false;
     }
   }
@@ -77,6 +78,7 @@ models::weight_snapshot sample_snapshot() {
   conv.params = {{"weight", torch::randn({2, 1, 3, 3})}, {"bias", torch::randn({2})}};
   conv.optimizer_state = {{"weight.exp_avg", torch::zeros({2, 1, 3, 3})},
                           {"step", torch::tensor(int64_t{3})}};
+  conv.stashed = {{"weight@-1", torch::randn({2, 1, 3, 3})}};
   models::layer_weights norm{1, "norm", {}, {}, {}};
   norm.params = {{"weight", torch::ones({2})}};
   norm.buffers = {{"running_mean", torch::zeros({2}, torch::kFloat64)},

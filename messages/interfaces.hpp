@@ -47,6 +47,11 @@ namespace salamander {
 ///   replicate(version)    replicate the snapshot at this version to the chain
 ///                         and global holders: now if the stage is at it,
 ///                         else right after it steps to it (console)
+///   drain(batch)          async: end the row before `batch`, which the job
+///                         has not fed, so that every batch before it
+///                         finishes (a stop, checkpoint or re-plan waits for
+///                         that); the next row starts there, on the versions
+///                         the stage kept
 ///
 /// After the last backward of a batch a stage steps its optimizer and sends
 /// (done, batch_stats) to the supervisor; on an error it sends
@@ -58,6 +63,7 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<labels_atom, uint64_t, uint32_t, double, tensor_payload>,
     caf::reacts_to<eval_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<replicate_atom, uint64_t>, caf::reacts_to<pause_atom>,
+    caf::reacts_to<drain_atom, uint64_t>,
     caf::reacts_to<reduce_atom, uint64_t, tensor_payload>,
     caf::reacts_to<reduce_atom, uint64_t, uint32_t, tensor_payload>,
     caf::reacts_to<summed_atom, uint64_t, uint32_t, tensor_payload>,

@@ -28,7 +28,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 18;
+constexpr uint32_t protocol_version = 19;
 
 } // namespace salamander
 
@@ -108,4 +108,5 @@ CAF_ADD_ATOM(salamander, salamander, progress_atom, "progress")
 CAF_ADD_ATOM(salamander, salamander, part_atom, "part")
 CAF_ADD_ATOM(salamander, salamander, events_atom, "events")
 CAF_ADD_ATOM(salamander, salamander, summed_atom, "summed")
+CAF_ADD_ATOM(salamander, salamander, drain_atom, "drain")
 CAF_END_TYPE_ID_BLOCK(salamander)

@@ -66,21 +66,25 @@ struct stage_spec {
   /// flight (the node's memory check counts that many input buffers).
   std::string mode = "train";
   /// The asynchronous schedule (schedule "async"): every batch b uses the
-  /// weights of version max(p, b - async_delay), p the first batch of its
-  /// segment; segments end at multiples of `sync_every` batches, at epoch
-  /// ends (multiples of `epoch_batches`) and at `total_batches`
-  /// (algorithms/schedule.hpp).
+  /// weights of version max(0, b - async_delay), whichever
+  /// stage holds it and whenever the pipeline was drained or relaunched in
+  /// between: replicas, pulls and checkpoints carry the older versions a
+  /// stage still needs (models::layer_weights::stashed), so none of them
+  /// waits for the pipeline to drain. A row (algorithms::async_order) runs
+  /// from where the pipeline was empty to the next of: `row_batches` later,
+  /// an epoch's end (multiples of `epoch_batches`, where the job evaluates),
+  /// `total_batches`, or where the job asks it to drain (drain_atom).
   uint32_t async_delay = 0;
   /// Async: how many forwards stage s runs before its first backward,
   /// S-s-1 for 1, more for more (algorithms::async_warmup).
   uint32_t async_slack = 1;
-  uint32_t sync_every = 0;
+  uint32_t row_batches = 0;
   uint64_t epoch_batches = 0;
   uint64_t total_batches = 0;
-  /// Async: every `aggregate_every` updates (not at a segment's end) the
-  /// newest weights become the mean of themselves and the versions kept
-  /// for batches in flight, versions max(p, v - async_delay) .. v - 1
-  /// (FTPipeHD's weight aggregation); 0: never.
+  /// Async: every `aggregate_every` updates the newest weights become the
+  /// mean of themselves and the versions kept for batches in flight,
+  /// versions max(0, v - async_delay) .. v - 1 (FTPipeHD's
+  /// weight aggregation); 0: never.
   uint32_t aggregate_every = 0;
 };
 
@@ -115,7 +119,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
            x.momentum, x.threads, x.micro_batch_size, x.start_batch, x.sources,
            x.source_begin, x.source_end, x.source_version, x.replicate_every,
            x.global_every, x.chain_holder, x.global_holder, x.member, x.members,
-           x.micro_begin, x.micro_end, x.mode, x.async_delay, x.async_slack, x.sync_every,
+           x.micro_begin, x.micro_end, x.mode, x.async_delay, x.async_slack, x.row_batches,
            x.epoch_batches, x.total_batches, x.aggregate_every, x.reduce);
 }
 

@@ -332,6 +332,8 @@ void write_snapshot(capnp::Orphanage orphanage, wire::WeightSnapshot::Builder b,
     write_named(orphanage,
                 l.initOptimizerState(static_cast<unsigned>(lw.optimizer_state.size())),
                 lw.optimizer_state, keep);
+    write_named(orphanage, l.initStashed(static_cast<unsigned>(lw.stashed.size())),
+                lw.stashed, keep);
   }
 }
 
@@ -356,6 +358,7 @@ models::weight_snapshot read_snapshot(wire::WeightSnapshot::Reader r,
     lw.params = read_named(layers[i].getParams(), owner, where);
     lw.buffers = read_named(layers[i].getBuffers(), owner, where);
     lw.optimizer_state = read_named(layers[i].getOptimizerState(), owner, where);
+    lw.stashed = read_named(layers[i].getStashed(), owner, where);
     snap.layers.push_back(std::move(lw));
   }
   return snap;

@@ -123,7 +123,7 @@ std::string fingerprint_mismatch(const layered_model& model,
 int64_t weight_snapshot::bytes() const {
   int64_t n = 0;
   for (auto& l : layers) {
-    for (auto* group : {&l.params, &l.buffers, &l.optimizer_state}) {
+    for (auto* group : {&l.params, &l.buffers, &l.optimizer_state, &l.stashed}) {
       for (auto& nt : *group) {
         n += static_cast<int64_t>(nt.tensor.nbytes());
       }

@@ -28,6 +28,10 @@ struct layer_weights {
   std::vector<named_tensor> params;
   std::vector<named_tensor> buffers;
   std::vector<named_tensor> optimizer_state;
+  /// The async schedule's older versions (`<param>@-<k>`: the parameter
+  /// at version - k) that batches after this snapshot's version train on;
+  /// restore() leaves them to the stage (actors/pipeline/stage.cpp).
+  std::vector<named_tensor> stashed;
 };
 
 struct weight_snapshot {

@@ -84,14 +84,60 @@ void send_snapshot(stage_actor::stateful_pointer<stage_state> self,
                    : self->spawn(replica_courier, holder, transfer, sent, previous);
 }
 
+// The version batch `batch` trains on under the async schedule: the same
+// for the whole job, across rows, drains, re-plans and recoveries.
+uint64_t version_of(const stage_state& st, uint64_t batch) {
+  return algorithms::async_version(batch, 0, st.spec.async_delay);
+}
+
+std::string stashed_name(const std::string& param, uint64_t back) {
+  return param + "@-" + std::to_string(back);
+}
+
+// Layers [begin, end) of the newest weights, with their optimizer state, to
+// replicate, pull or checkpoint. Under the async schedule also what the
+// batches from this version on need, so that whoever restores it replays
+// them exactly without the pipeline having drained: the older versions they
+// train on (stashed), and the BatchNorm statistics as they were before this
+// version's first forward (a stage that ran ahead has run some since).
+models::weight_snapshot capture_state(stage_actor::stateful_pointer<stage_state> self,
+                                      size_t begin, size_t end) {
+  auto& st = self->state;
+  auto snap =
+      models::capture(*st.model, begin, end, st.opt.get(), st.spec.optimizer, st.version);
+  if (!st.async) {
+    return snap;
+  }
+  auto before = st.buffers_before.find(st.version);
+  torch::NoGradGuard no_grad;
+  for (auto& lw : snap.layers) {
+    if (before != st.buffers_before.end()) {
+      auto& saved = before->second.at(lw.index - st.spec.begin);
+      for (size_t i = 0; i < lw.buffers.size(); ++i) {
+        lw.buffers[i].tensor = saved.at(i).clone();
+      }
+    }
+    for (auto v = version_of(st, st.version); v < st.version; ++v) {
+      auto copy = st.versions.find(v);
+      if (copy == st.versions.end()) {
+        throw std::logic_error("no copy of weight version " + std::to_string(v) +
+                               " to stash with version " + std::to_string(st.version));
+      }
+      for (auto& p : copy->second.model->layer(lw.index).ptr()->named_parameters()) {
+        lw.stashed.push_back({stashed_name(p.key(), st.version - v), p.value().clone()});
+      }
+    }
+  }
+  return snap;
+}
+
 // Sends the snapshot at the current version to the chain and global
 // holders. A copy now; sending (for a remote holder, its courier and CAF's
 // middleman) happens off this actor while training goes on.
 void replicate(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
-  snapshot_payload snap{
-      models::capture(*st.model, st.opt.get(), spec.optimizer, st.version)};
+  snapshot_payload snap{capture_state(self, spec.begin, spec.end)};
   auto chain = caf::actor_cast<replica_holder_actor>(spec.chain_holder);
   auto global = caf::actor_cast<replica_holder_actor>(spec.global_holder);
   std::shared_ptr<std::vector<torch::Tensor>> parts;
@@ -227,10 +273,8 @@ void copy_buffers(torch::nn::Module& from, torch::nn::Module& to) {
   }
 }
 
-// Keeps a copy of the newest weights (and buffers) as version `v`, for the
-// batches of this segment that use it.
-void keep_version(stage_actor::stateful_pointer<stage_state> self, uint64_t v) {
-  auto& st = self->state;
+// A copy of the stage's layers for one version (a spare one if there is).
+stage_state::version_copy new_copy(stage_state& st) {
   stage_state::version_copy c;
   if (!st.spare.empty()) {
     c = std::move(st.spare.back());
@@ -240,6 +284,14 @@ void keep_version(stage_actor::stateful_pointer<stage_state> self, uint64_t v) {
                                                       st.spec.begin, st.spec.end);
     c.exec = std::make_unique<models::range_executor>(c.model->all(), st.first, st.last);
   }
+  return c;
+}
+
+// Keeps a copy of the newest weights (and buffers) as version `v`, for the
+// batches that use it.
+void keep_version(stage_actor::stateful_pointer<stage_state> self, uint64_t v) {
+  auto& st = self->state;
+  auto c = new_copy(st);
   torch::NoGradGuard no_grad;
   auto from = st.model->all();
   auto to = c.model->all();
@@ -252,40 +304,107 @@ void keep_version(stage_actor::stateful_pointer<stage_state> self, uint64_t v) {
   st.versions[v] = std::move(c);
 }
 
-// The next segment's row, once every batch before it has stepped: the
-// versions of the last one are dropped and its first version kept.
+// The older versions a restored snapshot stashed (capture_state), as the
+// copies the batches from its version on train on.
+void restore_versions(stage_actor::stateful_pointer<stage_state> self,
+                      const models::weight_snapshot& snap) {
+  auto& st = self->state;
+  torch::NoGradGuard no_grad;
+  for (auto v = version_of(st, snap.version); v < snap.version; ++v) {
+    auto c = new_copy(st);
+    for (auto& lw : snap.layers) {
+      auto params = c.model->layer(lw.index).ptr()->named_parameters();
+      for (auto& p : params) {
+        auto name = stashed_name(p.key(), snap.version - v);
+        auto it = std::find_if(lw.stashed.begin(), lw.stashed.end(),
+                               [&](const models::named_tensor& t) { return t.name == name; });
+        if (it == lw.stashed.end() || !it->tensor.sizes().equals(p.value().sizes())) {
+          throw std::invalid_argument(
+              "the weights of layer " + lw.name + " at version " +
+              std::to_string(snap.version) + " do not carry " + name + " (weight version " +
+              std::to_string(v) + "), which batch " +
+              std::to_string(v + st.spec.async_delay) +
+              " trains on under the async schedule (taken by a build before stashed "
+              "versions, or under another --async-delay)");
+        }
+        p.value().copy_(it->tensor);
+      }
+    }
+    st.versions[v] = std::move(c);
+  }
+}
+
+// The next row, once every batch before it has stepped: from here to the
+// next of row_batches, an epoch's end, the job's end, or the drain the job
+// asked for. No version changes: the batches after it train on the versions
+// the ones before it made (version_of),
+// so a row's end costs only the pipeline's drain and fill.
 void begin_segment(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
   st.segment = algorithms::async_segment(
-      st.version, spec.start_batch, spec.sync_every, spec.epoch_batches,
+      st.version, st.version, spec.row_batches, spec.epoch_batches,
       spec.total_batches > 0 ? spec.total_batches : UINT64_MAX);
+  if (st.drain_at > st.version) {
+    st.segment.second = std::min(st.segment.second, st.drain_at);
+  }
   st.async_row = algorithms::async_order(
       static_cast<int>(spec.stages), static_cast<int>(spec.index),
       static_cast<int>(spec.micro_batches), st.segment.first, st.segment.second,
       spec.async_delay, static_cast<int>(spec.async_slack));
   st.cursor = 0;
-  for (auto& [v, c] : st.versions) {
-    st.spare.push_back(std::move(c));
+  auto oldest = version_of(st, st.version);
+  for (auto it = st.versions.begin(); it != st.versions.end() && it->first < oldest;) {
+    st.spare.push_back(std::move(it->second));
+    it = st.versions.erase(it);
   }
-  st.versions.clear();
-  keep_version(self, st.version);
+  if (!st.versions.count(st.version)) {
+    keep_version(self, st.version);
+  }
+  for (auto v = oldest; v < st.version; ++v) {
+    if (!st.versions.count(v)) {
+      throw std::logic_error("no copy of weight version " + std::to_string(v) +
+                             " for the row from batch " + std::to_string(st.version));
+    }
+  }
+}
+
+// The job asked for a drain before `batch` (it feeds nothing from there
+// until every batch before it is through): the row ends there. The row
+// from the same start to `batch` is the current one without the operations
+// of `batch` on (algorithms::async_order), none of which can have run, so
+// the operations done are its beginning and the cursor stays.
+void drain_before(stage_actor::stateful_pointer<stage_state> self, uint64_t batch) {
+  auto& st = self->state;
+  auto& spec = st.spec;
+  st.drain_at = batch;
+  if (st.async_row.empty() || batch <= st.segment.first || batch >= st.segment.second) {
+    return; // begin_segment takes it (or the row ends there anyway)
+  }
+  st.segment.second = batch;
+  st.async_row = algorithms::async_order(
+      static_cast<int>(spec.stages), static_cast<int>(spec.index),
+      static_cast<int>(spec.micro_batches), st.segment.first, st.segment.second,
+      spec.async_delay, static_cast<int>(spec.async_slack));
+  if (st.cursor > st.async_row.size()) {
+    throw std::logic_error("drained before batch " + std::to_string(batch) +
+                           " after running past it");
+  }
 }
 
 // The async schedule's weight aggregation (FTPipeHD): every
-// `aggregate_every` updates, except at a segment's end (where replicas and
-// rollbacks are taken, so recovery restores what the fault-free run had),
-// the newest weights become the mean of themselves and the kept versions
-// that batches in flight use, max(p, v - d) .. v - 1, summed oldest first.
-// Parameters only: BatchNorm statistics, and the optimizer's state, stay.
+// `aggregate_every` updates the newest weights become the mean of
+// themselves and the kept versions that batches in flight use,
+// max(0, v - d) .. v - 1, summed oldest first. Parameters only:
+// BatchNorm statistics, and the optimizer's state, stay.
 void aggregate_versions(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;
   auto v = st.version;
-  if (spec.aggregate_every == 0 || v % spec.aggregate_every != 0 || v >= st.segment.second) {
+  if (spec.aggregate_every == 0 || v % spec.aggregate_every != 0) {
     return;
   }
-  auto from = algorithms::async_version(v, st.segment.first, spec.async_delay);
+  auto from = version_of(st, v);
   std::vector<std::vector<torch::Tensor>> kept;
   for (auto it = st.versions.lower_bound(from); it != st.versions.end() && it->first < v;
        ++it) {
@@ -351,12 +470,14 @@ void step_async(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
   step_and_report(self, batch, start);
   st.batch = batch + 1;
   // versions older than the next batch's are done with
-  auto next_uses = algorithms::async_version(st.version, st.segment.first, spec.async_delay);
+  auto next_uses = version_of(st, st.version);
   for (auto it = st.versions.begin(); it != st.versions.end() && it->first < next_uses;) {
     st.spare.push_back(std::move(it->second));
     it = st.versions.erase(it);
   }
-  if (st.version + spec.async_delay < st.segment.second) {
+  st.buffers_before.erase(st.buffers_before.begin(),
+                          st.buffers_before.lower_bound(st.version));
+  if (spec.total_batches == 0 || st.version < spec.total_batches) {
     keep_version(self, st.version); // batch version + delay will use it
   }
   st.last_op_end = clock::now(); // (the step is not a wait for input)
@@ -388,7 +509,7 @@ void pump_async(stage_actor::stateful_pointer<stage_state> self) {
       }
     }
     auto op = st.async_row[st.cursor];
-    auto v = algorithms::async_version(op.batch, st.segment.first, st.spec.async_delay);
+    auto v = version_of(st, op.batch);
     bool forward = op.op == algorithms::op_kind::forward;
     if (st.unstepped && (forward ? !st.versions.count(v) : st.unstepped->second == v)) {
       // a forward on the version the step makes, or a backward whose
@@ -402,6 +523,17 @@ void pump_async(stage_actor::stateful_pointer<stage_state> self) {
                              std::to_string(st.version) + ")");
     }
     auto& used = copy->second;
+    if (forward && op.micro == 0 && st.has_buffers && !st.buffers_before.count(op.batch)) {
+      // for a replica at this version taken once this batch has begun
+      auto& saved = st.buffers_before[op.batch];
+      torch::NoGradGuard no_grad;
+      for (size_t i = st.spec.begin; i < st.spec.end; ++i) {
+        saved.emplace_back();
+        for (auto& b : st.model->layer(i).ptr()->buffers()) {
+          saved.back().push_back(b.clone());
+        }
+      }
+    }
     if (forward) {
       copy_buffers(*st.exec->net(), *used.exec->net());
     }
@@ -637,13 +769,14 @@ void build(stage_actor::stateful_pointer<stage_state> self, stage_spec spec,
   }
   auto kind = algorithms::parse_schedule(spec.schedule);
   if (kind == algorithms::schedule_kind::async) {
-    // (rows span segments of batches: pump_async builds them once ready)
-    if (spec.members > 1 || spec.sync_every == 0) {
+    // (rows span many batches: pump_async builds them once ready)
+    if (spec.members > 1 || spec.row_batches == 0) {
       throw std::invalid_argument(
           "the async schedule runs pipeline stages (not data-parallel members) and "
-          "needs segment ends (sync_every > 0)");
+          "needs rows of a bounded length (row_batches > 0)");
     }
     st.async = true;
+    st.has_buffers = !st.model->all()->buffers().empty();
   } else {
     for (auto op : algorithms::stage_order(kind, positions,
                                            static_cast<int>(spec.micro_batches), position)) {
@@ -712,6 +845,9 @@ void pull_sources(stage_actor::stateful_pointer<stage_state> self) {
                                   std::to_string(st.spec.end - st.spec.begin));
     }
     models::restore(*st.model, st.opt.get(), merged);
+    if (st.async) {
+      restore_versions(self, merged);
+    }
     st.ready = true;
     if (st.supervisor) {
       self->send(st.supervisor, ready_atom_v, st.spec.index);
@@ -825,8 +961,7 @@ serve_layers(stage_actor::stateful_pointer<stage_state> self, uint64_t begin,
   try {
     return answer_on_link(
         self, st.link,
-        snapshot_payload{models::capture(*st.model, begin, end, st.opt.get(),
-                                         st.spec.optimizer, st.version)},
+        snapshot_payload{capture_state(self, begin, end)},
         begin, end, version);
   } catch (const std::exception& e) {
     return caf::make_error(errc::stage_failed, e.what());
@@ -883,6 +1018,14 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
         });
       },
       [=](pause_atom) { self->state.frozen = true; },
+      [=](drain_atom, uint64_t batch) {
+        guarded(self, [&] {
+          if (self->state.async) {
+            drain_before(self, batch);
+            pump(self);
+          }
+        });
+      },
       [=](reduce_atom, uint64_t batch, tensor_payload& merged) {
         guarded(self, [&] {
           auto& st = self->state;
@@ -931,8 +1074,7 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
           const caf::actor& to) -> caf::result<uint64_t, uint64_t, uint64_t> {
         auto& st = self->state;
         try {
-          snapshot_payload snap{
-              models::capture(*st.model, st.opt.get(), st.spec.optimizer, st.version)};
+          snapshot_payload snap{capture_state(self, st.spec.begin, st.spec.end)};
           std::shared_ptr<std::vector<torch::Tensor>> parts;
           caf::actor courier;
           send_snapshot(self, caf::actor_cast<replica_holder_actor>(to), snap, parts, courier,

@@ -106,11 +106,13 @@ struct stage_state {
   batch_stats busy;
   std::chrono::steady_clock::time_point busy_reported{};
   /// The asynchronous schedule (spec.schedule "async", algorithms/
-  /// schedule.hpp): the row of the current segment of batches (`order` is
-  /// unused), and the weight versions that batches in flight use, each a
-  /// copy of the layers (weights and buffers; gradients accumulate in it
-  /// and move to `model` at the batch's step). `model` holds the newest
-  /// version with the optimizer; copies no longer needed wait in `spare`.
+  /// schedule.hpp): the current row of batches, [segment.first,
+  /// segment.second) (`order` is unused), and the weight versions that
+  /// batches in flight use, each a copy of the layers (weights and
+  /// buffers; gradients accumulate in it and move to `model` at the batch's
+  /// step). `model` holds the newest version with the optimizer; copies no
+  /// longer needed wait in `spare`. A row ends where the job asked for a
+  /// drain (`drain_at`), among others; the versions go on across rows.
   struct version_copy {
     std::unique_ptr<models::layered_model> model;
     std::unique_ptr<models::range_executor> exec;
@@ -120,10 +122,17 @@ struct stage_state {
   std::vector<algorithms::async_op> async_row;
   std::map<uint64_t, version_copy> versions;
   std::vector<version_copy> spare;
+  uint64_t drain_at = 0;
+  /// Async, a model with buffers (BatchNorm): the newest weights' buffers,
+  /// layer by layer, as they were before the first forward of each batch
+  /// not yet stepped, so that a replica at that version is the state the
+  /// batches from it replay on (capture_state).
+  bool has_buffers = false;
+  std::map<uint64_t, std::vector<std::vector<torch::Tensor>>> buffers_before;
   /// A batch through this stage whose optimizer step waits for a gap in the
   /// row (the stage waiting for an input) or for an operation that needs it
   /// (a forward on the version it makes, a backward on the copy holding its
-  /// gradients, the segment's end), so that the step is off the path of the
+  /// gradients, the row's end), so that the step is off the path of the
   /// neighbours' inputs: (batch, the version its micro-batches used).
   std::optional<std::pair<uint64_t, uint64_t>> unstepped;
 };

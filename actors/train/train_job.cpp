@@ -211,10 +211,9 @@ caf::result<std::string> on_replicate(self_ptr self) {
                                                  "; replicate once it trains again");
   }
   // every stage reaches version `fed` once the batches in flight are
-  // stepped (at a flush it is there already); under the async schedule a
-  // replica is only at a segment's end, where no stashed version is needed
-  // (segments count from the plan's launch and end at epochs too)
-  auto version = flush_point(st);
+  // stepped (at a flush it is there already); under the async schedule the
+  // replica carries the older versions the batches after it train on
+  auto version = st.fed;
   if (version == 0) {
     return caf::make_error(errc::not_ready,
                            "nothing trained yet; the seed needs no replica");

@@ -298,9 +298,9 @@ struct train_job_state : job_core {
   int64_t evaluated_epochs = 0;
 
   /// The async schedule's delay, fixed at the first launch (0: not yet),
-  /// and the batch the running stages began at (a segment starts there).
+  /// and the last batch before which the stages were asked to drain.
   uint32_t async_delay = 0;
-  uint64_t launched_at = 0;
+  uint64_t drained_before = 0;
 
   // capacity: profiles, links, corrections (actors/planning/capacity.hpp)
   capacity_model capacity;

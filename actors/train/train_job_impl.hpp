@@ -49,15 +49,13 @@ void on_eval(self_ptr self, uint64_t round, uint32_t chunk, const torch::Tensor&
 void fail(self_ptr self, const std::string& what);
 void stop_stages(self_ptr self);
 uint64_t total_batches(const train_job_state& st);
-/// The async schedule (algorithms/schedule.hpp): whether it runs, its
-/// segment of batches, and the first batch at or after the fed ones where
-/// a flush may be (a segment's end; any batch under the other schedules).
+/// The async schedule (algorithms/schedule.hpp): whether it runs, and the
+/// batches between two drains of its rows (epochs end them too).
 bool is_async(const job_config& cfg);
-uint64_t sync_every(const job_config& cfg);
+uint64_t async_row_batches(const train_job_state& st);
 /// The async delay in force: the job's once its first launch fixed it,
 /// before that the configured one (0: the planner's choice, not yet made).
 uint32_t async_delay_now(const train_job_state& st);
-uint64_t flush_point(const train_job_state& st);
 int64_t micro_batch_size(const job_config& cfg);
 std::vector<size_t> live_nodes(const train_job_state& st);
 std::vector<bool> dead_mask(const train_job_state& st);

@@ -233,23 +233,14 @@ bool is_async(const job_config& cfg) {
   return cfg.schedule == "async";
 }
 
-uint64_t sync_every(const job_config& cfg) {
-  return cfg.replicate_every > 0 ? cfg.replicate_every : tuning::async_segment;
+uint64_t async_row_batches(const train_job_state& st) {
+  return std::min<uint64_t>(tuning::async_row_batches, st.batches_per_epoch);
 }
 
 uint32_t async_delay_now(const train_job_state& st) {
   return st.async_delay > 0 ? st.async_delay : st.cfg.async_delay;
 }
 
-uint64_t flush_point(const train_job_state& st) {
-  if (!is_async(st.cfg) || st.fed == st.launched_at || st.fed == 0) {
-    return st.fed;
-  }
-  // the end of the last fed batch's segment
-  return algorithms::async_segment(st.fed - 1, st.launched_at, sync_every(st.cfg),
-                                   st.batches_per_epoch, total_batches(st))
-      .second;
-}
 
 std::vector<size_t> live_nodes(const train_job_state& st) {
   std::vector<size_t> out;
@@ -316,22 +307,25 @@ bool stream_batch(self_ptr self, uint64_t g, models::batch& b) {
 }
 
 // Feeds batches while fewer than the window are in flight, up to the
-// epoch's end and `limit`.
-void feed_batches(self_ptr self, uint64_t limit);
+// epoch's end.
+void feed_batches(self_ptr self);
 
 void feed(self_ptr self) {
   auto& st = self->state;
   if (st.phase == job_phase::replanning || st.phase == job_phase::checkpointing) {
     return;
   }
-  // a stop, checkpoint or re-plan waits for a flush; under the async
-  // schedule only a segment's end is one (every stage at one version, no
-  // stashed versions needed after it): the batches up to there go first
+  // a stop, checkpoint or re-plan waits for a flush (nothing in flight);
+  // under the async schedule the batches in flight finish once the stages'
+  // rows end before the next one (a pause lets them finish too)
   bool wants_flush = !st.stop_requested.empty() || !st.checkpoints.empty() ||
-                     st.replan_requested;
-  if (wants_flush && st.phase == job_phase::training && st.fed < flush_point(st)) {
-    feed_batches(self, flush_point(st));
-    return;
+                     st.replan_requested || st.phase == job_phase::paused;
+  if (wants_flush && is_async(st.cfg) && st.fed > st.committed &&
+      st.drained_before != st.fed) {
+    st.drained_before = st.fed;
+    for (auto& s : st.stages) {
+      self->send(s, drain_atom_v, st.fed);
+    }
   }
   if (!st.stop_requested.empty() && st.checkpoints.empty()) {
     // asked to stop: nothing more is fed; at the flush the job ends
@@ -357,10 +351,10 @@ void feed(self_ptr self) {
     }
     return;
   }
-  feed_batches(self, UINT64_MAX);
+  feed_batches(self);
 }
 
-void feed_batches(self_ptr self, uint64_t limit) {
+void feed_batches(self_ptr self) {
   auto& st = self->state;
   auto epoch_end = (st.committed / st.batches_per_epoch + 1) * st.batches_per_epoch;
   // (async: a stage holds up to d + 1 batches' micro-batches at once)
@@ -369,7 +363,7 @@ void feed_batches(self_ptr self, uint64_t limit) {
     window = std::max<uint64_t>(window, st.async_delay + 2);
   }
   while (st.fed < st.committed + window && st.fed < epoch_end &&
-         st.fed < total_batches(st) && st.fed < limit) {
+         st.fed < total_batches(st)) {
     uint64_t g = st.fed;
     models::batch b;
     if (st.cfg.stream) {

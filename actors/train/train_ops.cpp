@@ -56,8 +56,8 @@ void refresh_rows(self_ptr self) {
   s.pipeline.schedule = st.cfg.schedule;
   if (is_async(st.cfg)) {
     s.pipeline.schedule +=
-        fmt::format(", delay {}, slack {}, segments of {} batches", async_delay_now(st),
-                    st.cfg.async_slack, sync_every(st.cfg));
+        fmt::format(", delay {}, slack {}, rows of up to {} batches", async_delay_now(st),
+                    st.cfg.async_slack, async_row_batches(st));
     if (st.cfg.weight_aggregation > 0) {
       s.pipeline.schedule +=
           fmt::format(", weights averaged every {} updates", st.cfg.weight_aggregation);

@@ -47,7 +47,7 @@ std::vector<stage_spec> make_specs(const train_job_state& st, const stage_plan& 
     if (is_async(st.cfg)) {
       spec.async_delay = st.async_delay;
       spec.async_slack = st.cfg.async_slack;
-      spec.sync_every = static_cast<uint32_t>(sync_every(st.cfg));
+      spec.row_batches = static_cast<uint32_t>(tuning::async_row_batches);
       spec.epoch_batches = st.batches_per_epoch;
       spec.total_batches = total_batches(st);
       spec.aggregate_every = st.cfg.weight_aggregation;
@@ -230,7 +230,7 @@ void launch(self_ptr self, stage_plan plan, launch_kind kind, source_fn sources)
                                       static_cast<int>(plan.ranges.size()),
                                       static_cast<int>(st.cfg.micro_batches))));
   }
-  st.launched_at = st.committed;
+  st.drained_before = 0; // (new stages: none asked yet)
   auto specs = make_specs(st, plan);
   for (auto& spec : specs) {
     if (kind == launch_kind::replan) {
@@ -295,7 +295,7 @@ algorithms::plan_request planner_request(const train_job_state& st) {
     // (the planner's own choice is made at launch: plan for the least)
     req.async_delay = static_cast<int>(std::max<uint32_t>(1, async_delay_now(st)));
     req.async_slack = static_cast<int>(st.cfg.async_slack);
-    req.segment_batches = static_cast<int>(sync_every(st.cfg));
+    req.segment_batches = static_cast<int>(async_row_batches(st));
   }
   // a replicating stage keeps its last two snapshots (stage_state::kept),
   // weights and optimizer state each (data-parallel members after the first

@@ -34,12 +34,16 @@ struct NamedTensor {
 
 # Weights of one layer. Parameter and buffer names are relative to the layer
 # (`conv.weight`); optimizer state is named `<param>/<slot>` (`conv.weight/exp_avg`).
+# Under the async schedule the parameters of the older versions that batches
+# still to come train on are stashed beside them, named `<param>@-<k>` for
+# version `version - k` (`conv.weight@-1`).
 struct LayerWeights {
   index @0 :UInt32;
   name @1 :Text;
   params @2 :List(NamedTensor);
   buffers @3 :List(NamedTensor);
   optimizerState @4 :List(NamedTensor);
+  stashed @5 :List(NamedTensor);
 }
 
 struct WeightSnapshot {

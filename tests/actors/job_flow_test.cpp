@@ -617,7 +617,7 @@ TEST_CASE(
   spec.optimizer = "sgd";
   spec.async_delay = 2;
   spec.async_slack = 2;
-  spec.sync_every = 10;
+  spec.row_batches = 10;
   spec.total_batches = 10;
   // the premise: after batch 0's last backward the row runs the forward of
   // (2, 0), then the backward of (1, 0) on the copy batch 0's gradients are
@@ -689,6 +689,140 @@ TEST_CASE(
   CHECK(*seen == std::vector<std::string>{"F2.1", "done1"});
   CHECK(st.version == 2);
   CHECK_FALSE(st.unstepped);
+
+  caf::anon_send_exit(stage, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(next, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
+TEST_CASE("an async stage drains where the job stops feeding, stashes the version the "
+          "next batch trains on, and goes on with it after the drain",
+          "[actor][pipeline][async]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{deterministic(cfg)};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  // stage 0 of 2, two micro-batches a batch, delay 1 (batch b trains on
+  // version b - 1), slack 1
+  stage_spec spec;
+  spec.model = "mlp";
+  auto desc = models::describe(models::model_spec::parse(spec.model));
+  spec.fingerprint = desc.fingerprint;
+  spec.seed = 3;
+  spec.stages = 2;
+  spec.end = 1;
+  spec.micro_batches = 2;
+  spec.micro_batch_size = 4;
+  spec.schedule = "async";
+  spec.optimizer = "sgd";
+  spec.async_delay = 1;
+  spec.async_slack = 1;
+  spec.row_batches = 10;
+  spec.total_batches = 10;
+  // the premise: batch 1's last backward comes after batch 2's first
+  // forward in the row, so without a drain batch 1 waits for batch 2
+  auto row = algorithms::async_order(2, 0, 2, 0, 10, 1, 1);
+  auto at = [&](algorithms::op_kind op, uint64_t b, int m) {
+    return std::find(row.begin(), row.end(), algorithms::async_op{op, b, m}) - row.begin();
+  };
+  REQUIRE(at(algorithms::op_kind::forward, 2, 0) < at(algorithms::op_kind::backward, 1, 1));
+
+  auto seen = std::make_shared<std::vector<std::string>>();
+  auto outputs =
+      std::make_shared<std::map<std::pair<uint64_t, uint32_t>, torch::Tensor>>();
+  auto next = sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
+    self->set_default_handler(caf::drop);
+    return {
+        [=](forward_atom, uint64_t b, uint32_t m, tensor_payload& x) {
+          seen->push_back("F" + std::to_string(b) + "." + std::to_string(m));
+          (*outputs)[{b, m}] = x.tensor;
+        },
+        [=](done_atom, const batch_stats& s) {
+          seen->push_back("done" + std::to_string(s.batch));
+        },
+    };
+  });
+  auto stage = sys.spawn(actors::stage, spec, actors::node_emulation{});
+  caf::anon_send(stage, wire_atom_v, caf::actor{}, next, next);
+  sched.run();
+  std::map<std::pair<uint64_t, uint32_t>, torch::Tensor> inputs;
+  auto input = [&](uint64_t b, uint32_t m) {
+    std::vector<int64_t> shape{4};
+    shape.insert(shape.end(), desc.input.begin(), desc.input.end());
+    inputs[{b, m}] = torch::randn(shape);
+    caf::anon_send(stage, forward_atom_v, b, m, tensor_payload{inputs[{b, m}]});
+  };
+  auto gradient = [&](uint64_t b, uint32_t m) {
+    REQUIRE(outputs->count({b, m}) == 1);
+    caf::anon_send(stage, backward_atom_v, b, m,
+                   tensor_payload{torch::ones_like(outputs->at({b, m}))});
+  };
+  auto& st = salamander::testing::deref<actors::stage_state>(stage);
+  for (uint64_t b : {0, 1}) {
+    for (uint32_t m : {0, 1}) {
+      input(b, m);
+    }
+  }
+  sched.run();
+  gradient(0, 0);
+  gradient(0, 1);
+  sched.run();
+  REQUIRE(st.version == 1);
+  std::vector<torch::Tensor> version1;
+  for (auto& p : st.model->all()->parameters()) {
+    version1.push_back(p.detach().clone());
+  }
+  gradient(1, 0);
+  gradient(1, 1);
+  sched.run();
+  CHECK(st.version == 1); // batch 1 waits behind the forward of batch 2
+  CHECK(std::count(seen->begin(), seen->end(), "done1") == 0);
+
+  // the job feeds nothing from batch 2 on and asks for a drain there
+  caf::anon_send(stage, drain_atom_v, uint64_t{2});
+  sched.run();
+  CHECK(std::count(seen->begin(), seen->end(), "done1") == 1);
+  CHECK(st.version == 2);
+
+  // a snapshot now carries version 1, which batch 2 trains on
+  auto got = std::make_shared<std::optional<models::weight_snapshot>>();
+  sys.spawn([got, stage](caf::event_based_actor* self) {
+    self->request(stage, std::chrono::seconds(10), snapshot_atom_v, uint64_t{0}, uint64_t{1},
+                  current_version)
+        .then([got](snapshot_payload& p) { *got = std::move(p.snapshot); },
+              [](caf::error&) {});
+  });
+  sched.run();
+  REQUIRE(*got);
+  CHECK((*got)->version == 2);
+  REQUIRE((*got)->layers.size() == 1);
+  auto& stashed = (*got)->layers[0].stashed;
+  REQUIRE(stashed.size() == version1.size());
+  for (size_t i = 0; i < stashed.size(); ++i) {
+    CHECK(stashed[i].name.size() > 3);
+    CHECK(stashed[i].name.substr(stashed[i].name.size() - 3) == "@-1");
+    CHECK(torch::equal(stashed[i].tensor, version1[i]));
+  }
+
+  // after the drain batch 2 trains on version 1, not on the newest (2):
+  // the drain changed no version
+  seen->clear();
+  input(2, 0);
+  input(2, 1);
+  sched.run();
+  REQUIRE(outputs->count({2, 0}) == 1);
+  models::layered_model at1(desc, spec.seed, 0, 1);
+  {
+    torch::NoGradGuard no_grad;
+    auto params = at1.all()->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].copy_(version1[i]);
+    }
+  }
+  models::range_executor exec1(at1.all(), true, false);
+  torch::NoGradGuard no_grad;
+  CHECK(torch::allclose(exec1.infer(inputs[{2, 0}]), outputs->at({2, 0})));
+  auto newest = st.exec->infer(inputs[{2, 0}]);
+  CHECK_FALSE(torch::allclose(newest, outputs->at({2, 0})));
 
   caf::anon_send_exit(stage, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(next, caf::exit_reason::user_shutdown);

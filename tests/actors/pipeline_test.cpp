@@ -38,8 +38,8 @@ actors::job_config small_job(const std::string& schedule, int64_t steps) {
 }
 
 // Two epochs of 13 batches under the async schedule, replicas every 10:
-// segments [0,10) [10,13) [13,20) [20,26) end at the replication interval,
-// at the epoch's end and at the job's, so every kind of drain is crossed.
+// the rows end at the epoch's end and at the job's (drains that change no
+// weight version), and replicas are taken in the middle of rows.
 actors::job_config two_async_epochs() {
   auto jc = small_job("async", 13);
   jc.epochs = 2;
@@ -114,7 +114,7 @@ TEST_CASE("async pipelines hold the weights of one device training on delayed we
     REQUIRE(result.weights);
     CHECK(result.weights->version == 26);
     auto reference =
-        salamander::testing::single_device_async_weights(all, *data.train, d, 10, 13);
+        salamander::testing::single_device_async_weights(all, *data.train, d, 13);
     CHECK(max_weight_diff(*result.weights, reference) <= 1e-5);
     // and the delay is real: not what a flushed pipeline computes
     CHECK(max_weight_diff(*result.weights, flushed) > 1e-3);
@@ -124,9 +124,9 @@ TEST_CASE("async pipelines hold the weights of one device training on delayed we
 TEST_CASE("async pipelines with weight aggregation hold the weights of one device that "
           "averages its versions in flight every K updates",
           "[actor][pipeline][async]") {
-  // 4 stages, delay 2: up to two kept versions join each average; K = 3
-  // falls inside segments and once on a segment's end (batch 9 -> version
-  // 10 is not averaged there)
+  // 4 stages, delay 2: two kept versions join each average, every 3
+  // updates (versions 3, 6, ..., 24), the one at 15 with version 13, the
+  // first after the epoch's drain, and 14
   torch::set_num_threads(1);
   auto data = synthetic_for("cnn");
   auto jc = two_async_epochs();
@@ -141,10 +141,10 @@ TEST_CASE("async pipelines with weight aggregation hold the weights of one devic
              Catch::Contains("weights averaged every 3 updates"));
   REQUIRE(result.weights);
   auto averaged =
-      salamander::testing::single_device_async_weights(all, *data.train, 2, 10, 13, 3);
+      salamander::testing::single_device_async_weights(all, *data.train, 2, 13, 3);
   CHECK(max_weight_diff(*result.weights, averaged) <= 1e-5);
   // and the averaging is real: not what the async run without it computes
-  auto plain = salamander::testing::single_device_async_weights(all, *data.train, 2, 10, 13);
+  auto plain = salamander::testing::single_device_async_weights(all, *data.train, 2, 13);
   CHECK(max_weight_diff(*result.weights, plain) > 1e-4);
 }
 

@@ -48,16 +48,16 @@ inline models::weight_snapshot single_device_weights(const actors::job_config& j
 
 /// The same under the async schedule (algorithms/schedule.hpp), written
 /// out on its own: batch g trains on the weights of version
-/// max(first batch of its segment, g - delay), segments ending at multiples
-/// of `every`; its gradients step the newest weights. BatchNorm statistics
-/// follow the forwards in order, whichever weights they run on. With
-/// `aggregate_every`, every that many updates except at a segment's end the
-/// newest weights become the mean of themselves and the versions the stages
-/// keep for batches in flight (FTPipeHD's weight aggregation; the stage's
-/// aggregate_versions, its rule for which versions are kept written out).
+/// max(0, g - delay), across epochs, drains and replicas alike; its
+/// gradients step the newest weights. BatchNorm statistics follow the
+/// forwards in order, whichever weights they run on. With
+/// `aggregate_every`, every that many updates the newest weights become the
+/// mean of themselves and the versions batches in flight use, max(0, v -
+/// delay) .. v - 1 (FTPipeHD's weight aggregation; the stage's
+/// aggregate_versions).
 inline models::weight_snapshot single_device_async_weights(const actors::job_config& jc,
                                                            const models::dataset& train,
-                                                           uint64_t delay, uint64_t every,
+                                                           uint64_t delay,
                                                            int64_t epoch_batches = 0,
                                                            uint64_t aggregate_every = 0) {
   auto desc = models::describe(models::model_spec::parse(jc.model));
@@ -84,9 +84,7 @@ inline models::weight_snapshot single_device_async_weights(const actors::job_con
     for (auto& p : params) {
       versions[v].push_back(p.detach().clone());
     }
-    auto segment = algorithms::async_segment(v, 0, every, static_cast<uint64_t>(per_epoch),
-                                             static_cast<uint64_t>(jc.max_batches));
-    copy(old_params, versions.at(algorithms::async_version(v, segment.first, delay)));
+    copy(old_params, versions.at(algorithms::async_version(v, 0, delay)));
     auto b = models::get_batch(train, jc.seed, static_cast<uint64_t>(g / per_epoch),
                                g % per_epoch, jc.batch_size);
     int64_t m = std::min<int64_t>(jc.micro_batches, b.x.size(0));
@@ -108,14 +106,10 @@ inline models::weight_snapshot single_device_async_weights(const actors::job_con
     opt->step();
     opt->zero_grad();
     auto after = v + 1;
-    if (aggregate_every > 0 && after % aggregate_every == 0 && after < segment.second) {
-      // a stage keeps a segment's first version, and each later one that a
-      // batch of the segment uses (u + delay before the segment's end)
+    if (aggregate_every > 0 && after % aggregate_every == 0) {
       std::vector<uint64_t> kept;
-      for (auto u = algorithms::async_version(after, segment.first, delay); u < after; ++u) {
-        if (u == segment.first || u + delay < segment.second) {
-          kept.push_back(u);
-        }
+      for (auto u = algorithms::async_version(after, 0, delay); u < after; ++u) {
+        kept.push_back(u);
       }
       if (!kept.empty()) {
         torch::NoGradGuard no_grad;
@@ -135,13 +129,12 @@ inline models::weight_snapshot single_device_async_weights(const actors::job_con
 
 /// What one device computes under the job's schedule: the flushed ones
 /// train on the newest weights; the async one on weights one update old
-/// (the job's delay at 4 micro-batches for up to 5 stages), in segments of
-/// `jc.replicate_every` batches.
+/// (the job's delay at 4 micro-batches for up to 5 stages).
 inline models::weight_snapshot
 single_device_weights_as_scheduled(const actors::job_config& jc,
                                    const models::dataset& train) {
   if (jc.schedule == "async") {
-    return single_device_async_weights(jc, train, 1, jc.replicate_every);
+    return single_device_async_weights(jc, train, 1);
   }
   return single_device_weights(jc, train);
 }

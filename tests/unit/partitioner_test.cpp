@@ -264,6 +264,11 @@ TEST_CASE("the async schedule fills once a segment and holds its weight versions
   CHECK(async.stages[0].memory_bytes == Approx(10 * (4 + 2)));
   req.async_delay = 3;
   CHECK(stage_memory(req, 0, 1, 1) == Approx(10 * (4 + 4)));
+  // two kept snapshots: each the weights, their optimizer state and the
+  // d older versions stashed with them
+  req.kept_snapshots = 2;
+  CHECK(stage_memory(req, 0, 1, 1) == Approx(10 * (4 + 4 + 2 * (3 + 3))));
+  req.kept_snapshots = 0;
   // at most d x M + 1 micro-batches in flight (the warm-up is bounded by
   // the versions a stage has)
   req.async_delay = 1;

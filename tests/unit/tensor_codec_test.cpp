@@ -154,7 +154,8 @@ TEST_CASE("corrupted tensor messages never crash", "[unit][codec]") {
   CHECK(rejected > 0);
 }
 
-TEST_CASE("weight snapshots round-trip with optimizer state", "[unit][codec][weights]") {
+TEST_CASE("weight snapshots round-trip with optimizer state and stashed versions",
+          "[unit][codec][weights]") {
   models::layered_model m(models::describe(models::model_spec::parse("cnn")), 4);
   auto net = m.all();
   auto opt = models::make_optimizer({}, net->parameters());
@@ -163,6 +164,11 @@ TEST_CASE("weight snapshots round-trip with optimizer state", "[unit][codec][wei
   auto snap = models::capture(m, opt.get(), "adam", 7);
   REQUIRE(snap.layers.size() == 4);
   REQUIRE(snap.layers[0].optimizer_state.size() == 6); // 2 params x (step, m, v)
+  // the async schedule's version 6 of the first layer's weight
+  auto without = snap.bytes();
+  snap.layers[0].stashed = {{"weight@-1", torch::randn({2, 3})}};
+  auto before = snap.bytes();
+  CHECK(before == without + 6 * 4); // the stash counts
   auto f = messages::encode_snapshot(snap);
   for (auto mode : {decode_mode::copy, decode_mode::alias}) {
     auto back = messages::decode_snapshot(f, m.desc().fingerprint, mode);
@@ -178,6 +184,11 @@ TEST_CASE("weight snapshots round-trip with optimizer state", "[unit][codec][wei
       CHECK(a.index == b.index);
       REQUIRE(a.params.size() == b.params.size());
       REQUIRE(a.optimizer_state.size() == b.optimizer_state.size());
+      REQUIRE(a.stashed.size() == b.stashed.size());
+      for (size_t j = 0; j < a.stashed.size(); ++j) {
+        CHECK(a.stashed[j].name == b.stashed[j].name);
+        CHECK(same(a.stashed[j].tensor, b.stashed[j].tensor));
+      }
       for (size_t j = 0; j < a.params.size(); ++j) {
         CHECK(a.params[j].name == b.params[j].name);
         CHECK(same(a.params[j].tensor, b.params[j].tensor));
@@ -187,6 +198,8 @@ TEST_CASE("weight snapshots round-trip with optimizer state", "[unit][codec][wei
         CHECK(same(a.optimizer_state[j].tensor, b.optimizer_state[j].tensor));
       }
     }
+    CHECK(back.bytes() == before);
+    CHECK(back.layers[0].stashed.size() == 1);
   }
   CHECK_THROWS_WITH(messages::decode_snapshot(f, "0123456789abcdef"),
                     Catch::Contains("expected fingerprint 0123456789abcdef"));
