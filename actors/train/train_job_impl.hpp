@@ -50,8 +50,11 @@ void fail(self_ptr self, const std::string& what);
 void stop_stages(self_ptr self);
 uint64_t total_batches(const train_job_state& st);
 /// The async schedule (algorithms/schedule.hpp): whether it runs, and the
-/// batches between two drains of its rows (epochs end them too).
+/// batches between two drains of its rows. The pipeline drains at every
+/// epoch's end unless it runs async without evaluating: then the batches
+/// of the next epoch follow at once (their weights are the same either way).
 bool is_async(const job_config& cfg);
+bool drains_at_epochs(const train_job_state& st);
 uint64_t async_row_batches(const train_job_state& st);
 /// The async delay in force: the job's once its first launch fixed it,
 /// before that the configured one (0: the planner's choice, not yet made).

@@ -233,8 +233,14 @@ bool is_async(const job_config& cfg) {
   return cfg.schedule == "async";
 }
 
+bool drains_at_epochs(const train_job_state& st) {
+  return !is_async(st.cfg) || st.cfg.evaluate;
+}
+
 uint64_t async_row_batches(const train_job_state& st) {
-  return std::min<uint64_t>(tuning::async_row_batches, st.batches_per_epoch);
+  return drains_at_epochs(st)
+             ? std::min<uint64_t>(tuning::async_row_batches, st.batches_per_epoch)
+             : tuning::async_row_batches;
 }
 
 uint32_t async_delay_now(const train_job_state& st) {
@@ -307,7 +313,7 @@ bool stream_batch(self_ptr self, uint64_t g, models::batch& b) {
 }
 
 // Feeds batches while fewer than the window are in flight, up to the
-// epoch's end.
+// epoch's end where the job evaluates there (drains_at_epochs).
 void feed_batches(self_ptr self);
 
 void feed(self_ptr self) {
@@ -356,7 +362,9 @@ void feed(self_ptr self) {
 
 void feed_batches(self_ptr self) {
   auto& st = self->state;
-  auto epoch_end = (st.committed / st.batches_per_epoch + 1) * st.batches_per_epoch;
+  auto epoch_end = drains_at_epochs(st)
+                       ? (st.committed / st.batches_per_epoch + 1) * st.batches_per_epoch
+                       : UINT64_MAX;
   // (async: a stage holds up to d + 1 batches' micro-batches at once)
   auto window = static_cast<uint64_t>(st.cfg.window);
   if (is_async(st.cfg)) {

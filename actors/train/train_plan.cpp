@@ -48,7 +48,7 @@ std::vector<stage_spec> make_specs(const train_job_state& st, const stage_plan& 
       spec.async_delay = st.async_delay;
       spec.async_slack = st.cfg.async_slack;
       spec.row_batches = static_cast<uint32_t>(tuning::async_row_batches);
-      spec.epoch_batches = st.batches_per_epoch;
+      spec.epoch_batches = drains_at_epochs(st) ? st.batches_per_epoch : 0;
       spec.total_batches = total_batches(st);
       spec.aggregate_every = st.cfg.weight_aggregation;
     }

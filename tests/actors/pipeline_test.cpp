@@ -38,8 +38,9 @@ actors::job_config small_job(const std::string& schedule, int64_t steps) {
 }
 
 // Two epochs of 13 batches under the async schedule, replicas every 10:
-// the rows end at the epoch's end and at the job's (drains that change no
-// weight version), and replicas are taken in the middle of rows.
+// without evaluation the rows run across the epoch's end to the job's, and
+// replicas are taken in the middle of them (evaluating, the job drains at
+// the epoch's end: the weight aggregation test); neither changes a version.
 actors::job_config two_async_epochs() {
   auto jc = small_job("async", 13);
   jc.epochs = 2;
@@ -132,6 +133,7 @@ TEST_CASE("async pipelines with weight aggregation hold the weights of one devic
   auto jc = two_async_epochs();
   jc.async_delay = 2;
   jc.weight_aggregation = 3;
+  jc.evaluate = true; // (the pipeline drains at the epoch's end to evaluate)
   auto all = jc;
   all.max_batches = 26;
   auto result = run_on_local(jc, 4, data);
