@@ -595,129 +595,147 @@ TEST_CASE("a paused serving job queues requests until resumed, a node lost while
   CHECK(st.status.serving.requests == 3);
 }
 
+namespace {
+
+// One async stage on the test coordinator: stage 0 of 2 over the mlp, two
+// micro-batches a batch, SGD, rows of 10 batches, and in place of the next
+// stage and the job an actor that records what the stage sends to them.
+struct async_stage_flow {
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  caf::scheduler::test_coordinator& sched;
+  models::model_desc desc = models::describe(models::model_spec::parse("mlp"));
+  stage_spec spec;
+  std::shared_ptr<std::vector<std::string>> seen =
+      std::make_shared<std::vector<std::string>>();
+  using outputs_map = std::map<std::pair<uint64_t, uint32_t>, torch::Tensor>;
+  std::shared_ptr<outputs_map> outputs = std::make_shared<outputs_map>();
+  outputs_map inputs;
+  caf::actor next;
+  stage_actor stage;
+
+  async_stage_flow(uint32_t delay, uint32_t slack)
+      : sys(deterministic(cfg)),
+        sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
+    spec.model = "mlp";
+    spec.fingerprint = desc.fingerprint;
+    spec.seed = 3;
+    spec.stages = 2;
+    spec.end = 1;
+    spec.micro_batches = 2;
+    spec.micro_batch_size = 4;
+    spec.schedule = "async";
+    spec.optimizer = "sgd";
+    spec.async_delay = delay;
+    spec.async_slack = slack;
+    spec.row_batches = 10;
+    spec.total_batches = 10;
+    auto seen_by = seen;
+    auto out = outputs;
+    next = sys.spawn([seen_by, out](caf::event_based_actor* self) -> caf::behavior {
+      self->set_default_handler(caf::drop);
+      return {
+          [=](forward_atom, uint64_t b, uint32_t m, tensor_payload& x) {
+            seen_by->push_back("F" + std::to_string(b) + "." + std::to_string(m));
+            (*out)[{b, m}] = x.tensor;
+          },
+          [=](done_atom, const batch_stats& s) {
+            seen_by->push_back("done" + std::to_string(s.batch));
+          },
+      };
+    });
+    stage = sys.spawn(actors::stage, spec, actors::node_emulation{});
+    caf::anon_send(stage, wire_atom_v, caf::actor{}, next, next);
+    sched.run();
+  }
+
+  ~async_stage_flow() {
+    caf::anon_send_exit(stage, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(next, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  // The job's input of micro-batch (b, m), random.
+  void input(uint64_t b, uint32_t m) {
+    std::vector<int64_t> shape{4};
+    shape.insert(shape.end(), desc.input.begin(), desc.input.end());
+    inputs[{b, m}] = torch::randn(shape);
+    caf::anon_send(stage, forward_atom_v, b, m, tensor_payload{inputs[{b, m}]});
+  }
+
+  // The next stage's gradient for the stage's output of (b, m): ones.
+  void gradient(uint64_t b, uint32_t m) {
+    REQUIRE(outputs->count({b, m}) == 1);
+    caf::anon_send(stage, backward_atom_v, b, m,
+                   tensor_payload{torch::ones_like(outputs->at({b, m}))});
+  }
+
+  actors::stage_state& state() {
+    return salamander::testing::deref<actors::stage_state>(stage);
+  }
+};
+
+std::vector<std::string> first_ops(const std::vector<algorithms::async_op>& row,
+                                   size_t n) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n && i < row.size(); ++i) {
+    out.push_back((row[i].op == algorithms::op_kind::forward ? "F" : "B") +
+                  std::to_string(row[i].batch) + "." + std::to_string(row[i].micro));
+  }
+  return out;
+}
+
+} // namespace
+
 TEST_CASE(
     "an async stage steps a finished batch in a gap of its row or when an operation "
     "needs the step, not before a forward it can run",
     "[actor][pipeline][async]") {
-  caf::actor_system_config cfg;
-  caf::actor_system sys{deterministic(cfg)};
-  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   // stage 0 of 2, two micro-batches a batch, delay 2 (batches 0-2 use
   // version 0, batch 3 version 1), slack 2
-  stage_spec spec;
-  spec.model = "mlp";
-  auto desc = models::describe(models::model_spec::parse(spec.model));
-  spec.fingerprint = desc.fingerprint;
-  spec.seed = 3;
-  spec.stages = 2;
-  spec.end = 1;
-  spec.micro_batches = 2;
-  spec.micro_batch_size = 4;
-  spec.schedule = "async";
-  spec.optimizer = "sgd";
-  spec.async_delay = 2;
-  spec.async_slack = 2;
-  spec.row_batches = 10;
-  spec.total_batches = 10;
+  async_stage_flow f(2, 2);
   // the premise: after batch 0's last backward the row runs the forward of
   // (2, 0), then the backward of (1, 0) on the copy batch 0's gradients are
   // in; after batch 1's last backward it runs the forward of (3, 0)
-  auto row = algorithms::async_order(2, 0, 2, 0, 10, 2, 2);
-  std::vector<std::string> first;
-  for (size_t i = 0; i < 10 && i < row.size(); ++i) {
-    first.push_back((row[i].op == algorithms::op_kind::forward ? "F" : "B") +
-                    std::to_string(row[i].batch) + "." + std::to_string(row[i].micro));
-  }
-  REQUIRE(first == std::vector<std::string>{"F0.0", "F0.1", "F1.0", "B0.0", "F1.1",
-                                            "B0.1", "F2.0", "B1.0", "F2.1", "B1.1"});
-
-  // the next stage and the job in one: what the stage sends, in order
-  auto seen = std::make_shared<std::vector<std::string>>();
-  auto outputs =
-      std::make_shared<std::map<std::pair<uint64_t, uint32_t>, torch::Tensor>>();
-  auto next = sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
-    self->set_default_handler(caf::drop);
-    return {
-        [=](forward_atom, uint64_t b, uint32_t m, tensor_payload& x) {
-          seen->push_back("F" + std::to_string(b) + "." + std::to_string(m));
-          (*outputs)[{b, m}] = x.tensor;
-        },
-        [=](done_atom, const batch_stats& s) {
-          seen->push_back("done" + std::to_string(s.batch));
-        },
-    };
-  });
-  auto stage = sys.spawn(actors::stage, spec, actors::node_emulation{});
-  caf::anon_send(stage, wire_atom_v, caf::actor{}, next, next);
-  sched.run();
-  auto input = [&](uint64_t b, uint32_t m) {
-    std::vector<int64_t> shape{4};
-    shape.insert(shape.end(), desc.input.begin(), desc.input.end());
-    caf::anon_send(stage, forward_atom_v, b, m, tensor_payload{torch::randn(shape)});
-  };
-  auto gradient = [&](uint64_t b, uint32_t m) {
-    REQUIRE(outputs->count({b, m}) == 1);
-    caf::anon_send(stage, backward_atom_v, b, m,
-                   tensor_payload{torch::ones_like(outputs->at({b, m}))});
-  };
-  auto& st = salamander::testing::deref<actors::stage_state>(stage);
+  REQUIRE(first_ops(algorithms::async_order(2, 0, 2, 0, 10, 2, 2), 10) ==
+          std::vector<std::string>{"F0.0", "F0.1", "F1.0", "B0.0", "F1.1", "B0.1", "F2.0",
+                                   "B1.0", "F2.1", "B1.1"});
+  auto& st = f.state();
   for (uint64_t b : {0, 1}) {
     for (uint32_t m : {0, 1}) {
-      input(b, m);
+      f.input(b, m);
     }
   }
-  input(2, 0);
-  sched.run();
-  CHECK(*seen == std::vector<std::string>{"F0.0", "F0.1", "F1.0"});
-  seen->clear();
+  f.input(2, 0);
+  f.sched.run();
+  CHECK(*f.seen == std::vector<std::string>{"F0.0", "F0.1", "F1.0"});
+  f.seen->clear();
 
   // batch 0's gradients: its step waits past the forward of (2, 0) and is
   // taken before the backward of (1, 0), which would add to its gradients
-  gradient(0, 0);
-  gradient(0, 1);
-  sched.run();
-  CHECK(*seen == std::vector<std::string>{"F1.1", "F2.0", "done0"});
+  f.gradient(0, 0);
+  f.gradient(0, 1);
+  f.sched.run();
+  CHECK(*f.seen == std::vector<std::string>{"F1.1", "F2.0", "done0"});
   CHECK(st.version == 1);
-  seen->clear();
+  f.seen->clear();
 
   // batch 1's: with the input of (3, 0) not here, the stage steps while it
   // waits for it
-  input(2, 1);
-  gradient(1, 0);
-  gradient(1, 1);
-  sched.run();
-  CHECK(*seen == std::vector<std::string>{"F2.1", "done1"});
+  f.input(2, 1);
+  f.gradient(1, 0);
+  f.gradient(1, 1);
+  f.sched.run();
+  CHECK(*f.seen == std::vector<std::string>{"F2.1", "done1"});
   CHECK(st.version == 2);
   CHECK_FALSE(st.unstepped);
-
-  caf::anon_send_exit(stage, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(next, caf::exit_reason::user_shutdown);
-  sched.run();
 }
 
 TEST_CASE("an async stage drains where the job stops feeding, stashes the version the "
           "next batch trains on, and goes on with it after the drain",
           "[actor][pipeline][async]") {
-  caf::actor_system_config cfg;
-  caf::actor_system sys{deterministic(cfg)};
-  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  // stage 0 of 2, two micro-batches a batch, delay 1 (batch b trains on
-  // version b - 1), slack 1
-  stage_spec spec;
-  spec.model = "mlp";
-  auto desc = models::describe(models::model_spec::parse(spec.model));
-  spec.fingerprint = desc.fingerprint;
-  spec.seed = 3;
-  spec.stages = 2;
-  spec.end = 1;
-  spec.micro_batches = 2;
-  spec.micro_batch_size = 4;
-  spec.schedule = "async";
-  spec.optimizer = "sgd";
-  spec.async_delay = 1;
-  spec.async_slack = 1;
-  spec.row_batches = 10;
-  spec.total_batches = 10;
+  // delay 1 (batch b trains on version b - 1), slack 1
+  async_stage_flow f(1, 1);
   // the premise: batch 1's last backward comes after batch 2's first
   // forward in the row, so without a drain batch 1 waits for batch 2
   auto row = algorithms::async_order(2, 0, 2, 0, 10, 1, 1);
@@ -725,73 +743,43 @@ TEST_CASE("an async stage drains where the job stops feeding, stashes the versio
     return std::find(row.begin(), row.end(), algorithms::async_op{op, b, m}) - row.begin();
   };
   REQUIRE(at(algorithms::op_kind::forward, 2, 0) < at(algorithms::op_kind::backward, 1, 1));
-
-  auto seen = std::make_shared<std::vector<std::string>>();
-  auto outputs =
-      std::make_shared<std::map<std::pair<uint64_t, uint32_t>, torch::Tensor>>();
-  auto next = sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
-    self->set_default_handler(caf::drop);
-    return {
-        [=](forward_atom, uint64_t b, uint32_t m, tensor_payload& x) {
-          seen->push_back("F" + std::to_string(b) + "." + std::to_string(m));
-          (*outputs)[{b, m}] = x.tensor;
-        },
-        [=](done_atom, const batch_stats& s) {
-          seen->push_back("done" + std::to_string(s.batch));
-        },
-    };
-  });
-  auto stage = sys.spawn(actors::stage, spec, actors::node_emulation{});
-  caf::anon_send(stage, wire_atom_v, caf::actor{}, next, next);
-  sched.run();
-  std::map<std::pair<uint64_t, uint32_t>, torch::Tensor> inputs;
-  auto input = [&](uint64_t b, uint32_t m) {
-    std::vector<int64_t> shape{4};
-    shape.insert(shape.end(), desc.input.begin(), desc.input.end());
-    inputs[{b, m}] = torch::randn(shape);
-    caf::anon_send(stage, forward_atom_v, b, m, tensor_payload{inputs[{b, m}]});
-  };
-  auto gradient = [&](uint64_t b, uint32_t m) {
-    REQUIRE(outputs->count({b, m}) == 1);
-    caf::anon_send(stage, backward_atom_v, b, m,
-                   tensor_payload{torch::ones_like(outputs->at({b, m}))});
-  };
-  auto& st = salamander::testing::deref<actors::stage_state>(stage);
+  auto& st = f.state();
   for (uint64_t b : {0, 1}) {
     for (uint32_t m : {0, 1}) {
-      input(b, m);
+      f.input(b, m);
     }
   }
-  sched.run();
-  gradient(0, 0);
-  gradient(0, 1);
-  sched.run();
+  f.sched.run();
+  f.gradient(0, 0);
+  f.gradient(0, 1);
+  f.sched.run();
   REQUIRE(st.version == 1);
   std::vector<torch::Tensor> version1;
   for (auto& p : st.model->all()->parameters()) {
     version1.push_back(p.detach().clone());
   }
-  gradient(1, 0);
-  gradient(1, 1);
-  sched.run();
+  f.gradient(1, 0);
+  f.gradient(1, 1);
+  f.sched.run();
   CHECK(st.version == 1); // batch 1 waits behind the forward of batch 2
-  CHECK(std::count(seen->begin(), seen->end(), "done1") == 0);
+  CHECK(std::count(f.seen->begin(), f.seen->end(), "done1") == 0);
 
   // the job feeds nothing from batch 2 on and asks for a drain there
-  caf::anon_send(stage, drain_atom_v, uint64_t{2});
-  sched.run();
-  CHECK(std::count(seen->begin(), seen->end(), "done1") == 1);
+  caf::anon_send(f.stage, drain_atom_v, uint64_t{2});
+  f.sched.run();
+  CHECK(std::count(f.seen->begin(), f.seen->end(), "done1") == 1);
   CHECK(st.version == 2);
 
   // a snapshot now carries version 1, which batch 2 trains on
   auto got = std::make_shared<std::optional<models::weight_snapshot>>();
-  sys.spawn([got, stage](caf::event_based_actor* self) {
+  auto stage = f.stage;
+  f.sys.spawn([got, stage](caf::event_based_actor* self) {
     self->request(stage, std::chrono::seconds(10), snapshot_atom_v, uint64_t{0}, uint64_t{1},
                   current_version)
         .then([got](snapshot_payload& p) { *got = std::move(p.snapshot); },
               [](caf::error&) {});
   });
-  sched.run();
+  f.sched.run();
   REQUIRE(*got);
   CHECK((*got)->version == 2);
   REQUIRE((*got)->layers.size() == 1);
@@ -805,12 +793,11 @@ TEST_CASE("an async stage drains where the job stops feeding, stashes the versio
 
   // after the drain batch 2 trains on version 1, not on the newest (2):
   // the drain changed no version
-  seen->clear();
-  input(2, 0);
-  input(2, 1);
-  sched.run();
-  REQUIRE(outputs->count({2, 0}) == 1);
-  models::layered_model at1(desc, spec.seed, 0, 1);
+  f.input(2, 0);
+  f.input(2, 1);
+  f.sched.run();
+  REQUIRE(f.outputs->count({2, 0}) == 1);
+  models::layered_model at1(f.desc, f.spec.seed, 0, 1);
   {
     torch::NoGradGuard no_grad;
     auto params = at1.all()->parameters();
@@ -820,11 +807,7 @@ TEST_CASE("an async stage drains where the job stops feeding, stashes the versio
   }
   models::range_executor exec1(at1.all(), true, false);
   torch::NoGradGuard no_grad;
-  CHECK(torch::allclose(exec1.infer(inputs[{2, 0}]), outputs->at({2, 0})));
-  auto newest = st.exec->infer(inputs[{2, 0}]);
-  CHECK_FALSE(torch::allclose(newest, outputs->at({2, 0})));
-
-  caf::anon_send_exit(stage, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(next, caf::exit_reason::user_shutdown);
-  sched.run();
+  auto& out = f.outputs->at({2, 0});
+  CHECK(torch::allclose(exec1.infer(f.inputs[{2, 0}]), out));
+  CHECK_FALSE(torch::allclose(st.exec->infer(f.inputs[{2, 0}]), out));
 }
