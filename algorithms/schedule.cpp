@@ -114,8 +114,8 @@ std::pair<uint64_t, uint64_t> async_segment(uint64_t batch, uint64_t start, uint
   return {first, std::max(end, first)};
 }
 
-uint64_t async_version(uint64_t batch, uint64_t segment_start, uint64_t delay) {
-  return batch >= segment_start + delay ? batch - delay : segment_start;
+uint64_t async_version(uint64_t batch, uint64_t floor, uint64_t delay) {
+  return batch >= floor + delay ? batch - delay : floor;
 }
 
 uint64_t async_delay(int stages, int micro) {

@@ -27,16 +27,16 @@
 // micro; a stage still steps its optimizer after each batch's last backward,
 // but the next batch's forwards do not wait for that step. Every forward and
 // backward of batch b, on every stage, uses the weights of version
-//     u(b) = max(p, b - d)        (p: the first batch of b's segment)
+//     u(b) = max(0, b - d)
 // which each stage keeps until that batch's last backward (weight
 // stashing), so that
 //     w(b+1) = w(b) - lr * grad_b(w(u(b)))
 // on one device as on S, whatever the timing: deterministic, and exact
 // against a single device with the same delay d. A stage's row is a 1F1B
-// over a segment of R batches (R x M micro-batches; R = the replication
-// interval) with S-s-1 warm-up forwards, and up to (K-1)(S-s-1) more as
-// far as d x M allows (async_warmup): never more than d x M, so stage s
-// never needs a version it has not stepped to. K = 1 is
+// over a segment of R batches (R x M micro-batches; R up to an epoch, or
+// to where the job asks for a drain) with S-s-1 warm-up forwards, and up
+// to (K-1)(S-s-1) more as far as d x M allows (async_warmup): never more
+// than d x M, so stage s never needs a version it has not stepped to. K = 1 is
 // FTPipeHD's batch_diff (stage s holds at most S-s micro-batches); with
 // unit-time operations it never idles, but on real links every message's
 // delay lands on the critical path of a row that alternates F and B with
@@ -44,9 +44,11 @@
 // ahead of stage s+1 by two forwards instead of one, which absorbs a delay
 // of about one operation (bench bubble: idle 0.31 -> 0.20 at 4 stages);
 // the versions, and so the weights, do not depend on K. The pipeline
-// drains only at the end of a segment, where every stage is at one
-// version and a snapshot of it is all a recovery, re-plan or checkpoint
-// needs. S=3, M=2, d=1, R=2, K=1 (a segment of 4 micro-batches, g = 0..3):
+// drains only at the end of a segment; a snapshot taken anywhere carries
+// the d versions before its own that the batches after it train on, so a
+// recovery, re-plan or checkpoint replays them the same whichever segment
+// they fall in. S=3, M=2, d=1, R=2, K=1 (a segment of 4 micro-batches,
+// g = 0..3):
 //
 //   clock  0  1  2  3  4  5  6  7  8  9 10 11
 //   s0     F0 F1 F2       B0 F3 B1    B2    B3
@@ -123,14 +125,15 @@ struct async_op {
 /// The segment (first batch, one past its last) that batch `batch` belongs
 /// to: segments end at multiples of `every` and of `epoch` (the job
 /// flushes there to evaluate) and at `total` (the job's last batch), and one
-/// begins at `start` (the batch a run, re-plan or recovery began at).
+/// begins at `start` (where the pipeline was last empty).
 /// `every` or `epoch` 0: no such ends.
 std::pair<uint64_t, uint64_t> async_segment(uint64_t batch, uint64_t start, uint64_t every,
                                             uint64_t epoch = 0,
                                             uint64_t total = UINT64_MAX);
 
-/// The weight version that batch `batch` uses: max(segment start, batch - delay).
-uint64_t async_version(uint64_t batch, uint64_t segment_start, uint64_t delay);
+/// The weight version that batch `batch` uses: max(floor, batch - delay)
+/// (the stages' floor is 0: a batch's version never depends on a drain).
+uint64_t async_version(uint64_t batch, uint64_t floor, uint64_t delay);
 
 /// The smallest delay with which no stage of `stages` ever waits for a
 /// version with `micro` micro-batches a batch: ceil((S-1)/M).

@@ -15,7 +15,7 @@
 //   stop it for the rest of its 100 ms period), for
 //   M = 4, 8, 16 micro-batches: samples/s and the measured idle fraction
 //   next to the (S-1)/(M+S-1) model; the async schedule's idle fraction in
-//   steady state, from the stages' own counters after the first segment,
+//   steady state, from the stages' own counters after the first ten batches,
 //   with FTPipeHD's bound on forwards in flight (--async-slack 1) and the
 //   default (2) side by side, and the async schedule on the smaller
 //   operations of a 4-block ViT in batches of 32.
@@ -210,8 +210,7 @@ int bubble(const bench_args& args) {
     rep.detail("bubble_measured_" + k, idle);
     // Steady state (async only): the stages' own counters (compute, send,
     // and the wait between operations) over the batches after the first
-    // segment of the schedule, so the start-up fill is left out; the fill
-    // and drain at each later segment's end stay in. (A flushed stage does
+    // ten, so the start-up fill is left out. (A flushed stage does
     // not count the wait before a batch's first forward, so its counters
     // would understate the bubble.)
     if (c.schedule != "async") {
@@ -255,13 +254,14 @@ int bubble(const bench_args& args) {
     }
   }
   // The async schedule (FTPipeHD's 1F1B without a flush per batch) on the
-  // same four stages: the pipeline fills and drains once a segment of 10
-  // batches (the replication interval), not once a batch.
+  // same four stages: the pipeline fills once and drains at the end (the
+  // replicas every 10 batches do not drain it, and 60 batches are one
+  // epoch), not once a batch.
   {
     auto async = jc;
     async.schedule = "async";
     async.window = 2;
-    async.max_batches = args.quick ? 10 : 60; // five segments after the first
+    async.max_batches = args.quick ? 10 : 60;
     struct run {
       int stages, m;
       uint32_t slack;

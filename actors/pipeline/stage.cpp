@@ -336,9 +336,9 @@ void restore_versions(stage_actor::stateful_pointer<stage_state> self,
 
 // The next row, once every batch before it has stepped: from here to the
 // next of row_batches, an epoch's end, the job's end, or the drain the job
-// asked for. No version changes: the batches after it train on the versions
-// the ones before it made (version_of),
-// so a row's end costs only the pipeline's drain and fill.
+// asked for. No version changes: the batches after it train on the
+// versions the ones before it made (version_of), so a row's end costs only
+// the pipeline's drain and fill.
 void begin_segment(stage_actor::stateful_pointer<stage_state> self) {
   auto& st = self->state;
   auto& spec = st.spec;

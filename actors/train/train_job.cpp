@@ -462,8 +462,8 @@ replica_holder_actor spawn_central_holder(self_ptr self) {
     keep.initial = st.cfg.resume->weights;
   }
   // (it writes on a thread of its own: an fsync held one of the
-  // supervisor's scheduler threads, and the job fed the pipeline late at
-  // every segment's end)
+  // supervisor's scheduler threads, and the job fed the pipeline late
+  // after every replica)
   return self->spawn(persistent_replica_holder, std::string("central"), std::move(keep),
                      link);
 }
