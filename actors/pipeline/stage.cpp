@@ -334,6 +334,23 @@ void restore_versions(stage_actor::stateful_pointer<stage_state> self,
   }
 }
 
+// The stage's row over its current segment (algorithms::async_order).
+void build_row(stage_state& st) {
+  auto& spec = st.spec;
+  st.async_row = algorithms::async_order(
+      static_cast<int>(spec.stages), static_cast<int>(spec.index),
+      static_cast<int>(spec.micro_batches), st.segment.first, st.segment.second,
+      spec.async_delay, static_cast<int>(spec.async_slack));
+}
+
+// Versions before `oldest` are done with: their copies wait in `spare`.
+void drop_versions_before(stage_state& st, uint64_t oldest) {
+  for (auto it = st.versions.begin(); it != st.versions.end() && it->first < oldest;) {
+    st.spare.push_back(std::move(it->second));
+    it = st.versions.erase(it);
+  }
+}
+
 // The next row, once every batch before it has stepped: from here to the
 // next of row_batches, an epoch's end, the job's end, or the drain the job
 // asked for. No version changes: the batches after it train on the
@@ -348,24 +365,13 @@ void begin_segment(stage_actor::stateful_pointer<stage_state> self) {
   if (st.drain_at > st.version) {
     st.segment.second = std::min(st.segment.second, st.drain_at);
   }
-  st.async_row = algorithms::async_order(
-      static_cast<int>(spec.stages), static_cast<int>(spec.index),
-      static_cast<int>(spec.micro_batches), st.segment.first, st.segment.second,
-      spec.async_delay, static_cast<int>(spec.async_slack));
+  build_row(st);
   st.cursor = 0;
-  auto oldest = version_of(st, st.version);
-  for (auto it = st.versions.begin(); it != st.versions.end() && it->first < oldest;) {
-    st.spare.push_back(std::move(it->second));
-    it = st.versions.erase(it);
-  }
+  // (the older versions the row's first batches use were kept by the steps
+  // before it or restored from a snapshot; pump_async checks each at use)
+  drop_versions_before(st, version_of(st, st.version));
   if (!st.versions.count(st.version)) {
     keep_version(self, st.version);
-  }
-  for (auto v = oldest; v < st.version; ++v) {
-    if (!st.versions.count(v)) {
-      throw std::logic_error("no copy of weight version " + std::to_string(v) +
-                             " for the row from batch " + std::to_string(st.version));
-    }
   }
 }
 
@@ -376,16 +382,12 @@ void begin_segment(stage_actor::stateful_pointer<stage_state> self) {
 // the operations done are its beginning and the cursor stays.
 void drain_before(stage_actor::stateful_pointer<stage_state> self, uint64_t batch) {
   auto& st = self->state;
-  auto& spec = st.spec;
   st.drain_at = batch;
   if (st.async_row.empty() || batch <= st.segment.first || batch >= st.segment.second) {
     return; // begin_segment takes it (or the row ends there anyway)
   }
   st.segment.second = batch;
-  st.async_row = algorithms::async_order(
-      static_cast<int>(spec.stages), static_cast<int>(spec.index),
-      static_cast<int>(spec.micro_batches), st.segment.first, st.segment.second,
-      spec.async_delay, static_cast<int>(spec.async_slack));
+  build_row(st);
   if (st.cursor > st.async_row.size()) {
     throw std::logic_error("drained before batch " + std::to_string(batch) +
                            " after running past it");
@@ -470,11 +472,7 @@ void step_async(stage_actor::stateful_pointer<stage_state> self, uint64_t batch,
   step_and_report(self, batch, start);
   st.batch = batch + 1;
   // versions older than the next batch's are done with
-  auto next_uses = version_of(st, st.version);
-  for (auto it = st.versions.begin(); it != st.versions.end() && it->first < next_uses;) {
-    st.spare.push_back(std::move(it->second));
-    it = st.versions.erase(it);
-  }
+  drop_versions_before(st, version_of(st, st.version));
   st.buffers_before.erase(st.buffers_before.begin(),
                           st.buffers_before.lower_bound(st.version));
   if (spec.total_batches == 0 || st.version < spec.total_batches) {

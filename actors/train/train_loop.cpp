@@ -247,7 +247,6 @@ uint32_t async_delay_now(const train_job_state& st) {
   return st.async_delay > 0 ? st.async_delay : st.cfg.async_delay;
 }
 
-
 std::vector<size_t> live_nodes(const train_job_state& st) {
   std::vector<size_t> out;
   for (size_t i = 0; i < st.nodes.size(); ++i) {
