@@ -268,6 +268,7 @@ actors::job_config config_of(const train_cli& cli, const models::model_desc& des
   actors::job_config jc = cli.job;
   jc.model = desc.spec.canonical();
   jc.balance = actors::parse_balance(cli.balance);
+  jc.weight_prediction = !cli.no_weight_prediction;
   jc.auto_plan = (cli.plan == "auto" || cli.plan == "pipeline") && jc.balance.empty();
   jc.allow_data_parallel = cli.plan == "auto";
   jc.data_parallel = cli.plan == "dp";
@@ -774,6 +775,11 @@ void add_planning_options(CLI::App& sub, train_cli& cli) {
                  "of the versions its batches in flight use (FTPipeHD's weight "
                  "aggregation; it uses 5); 0: off")
       ->capture_default_str();
+  sub.add_flag("--no-weight-prediction", cli.no_weight_prediction,
+               "async schedule: run batch b on the weights of batch b - d as they were "
+               "(FTPipeHD's plain stashing); by default they are moved d steps on by the "
+               "optimizer's running direction (Adam's moments, SGD's momentum), where "
+               "the batch's update will land (XPipe's weight prediction)");
   sub.add_option("--balance", cli.balance,
                  "layers per stage, e.g. 1,1,2 (default: an even split)");
   sub.add_option("--window", job.window, "batches in flight in the pipeline")

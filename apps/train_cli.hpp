@@ -21,6 +21,7 @@ struct train_cli {
   // pipeline: --stages N (embedded, N local nodes) or --cluster FILE
   int stages = 0;
   std::string balance;
+  bool no_weight_prediction = false; ///< --no-weight-prediction (job.weight_prediction)
   std::string cluster;
   std::string plan = "auto";
   int64_t replan_at = 0;

@@ -86,6 +86,11 @@ struct stage_spec {
   /// versions max(0, v - async_delay) .. v - 1 (FTPipeHD's
   /// weight aggregation); 0: never.
   uint32_t aggregate_every = 0;
+  /// Async: the copy of version v that batches v + async_delay run on is
+  /// the weights predicted async_delay steps ahead by the optimizer's
+  /// running direction (models::predict_weights), not version v as it was;
+  /// it is stashed, replicated and aggregated as that copy.
+  bool predict_weights = false;
 };
 
 /// One stage's account of one batch.
@@ -119,8 +124,9 @@ typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
            x.momentum, x.threads, x.micro_batch_size, x.start_batch, x.sources,
            x.source_begin, x.source_end, x.source_version, x.replicate_every,
            x.global_every, x.chain_holder, x.global_holder, x.member, x.members,
-           x.micro_begin, x.micro_end, x.mode, x.async_delay, x.async_slack, x.row_batches,
-           x.epoch_batches, x.total_batches, x.aggregate_every, x.reduce);
+           x.micro_begin, x.micro_end, x.mode, x.async_delay, x.async_slack,
+           x.row_batches, x.epoch_batches, x.total_batches, x.aggregate_every,
+           x.predict_weights, x.reduce);
 }
 
 template <class Inspector>

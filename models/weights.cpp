@@ -1,5 +1,6 @@
 #include "models/weights.hpp"
 
+#include <cmath>
 #include <set>
 #include <stdexcept>
 
@@ -150,6 +151,32 @@ make_optimizer(const optimizer_config& cfg, std::vector<torch::Tensor> params) {
                                                    .weight_decay(cfg.weight_decay));
   }
   throw std::invalid_argument("unknown optimizer '" + cfg.kind + "'; use adam or sgd");
+}
+
+void predict_weights(const torch::optim::Optimizer& opt, const std::string& kind,
+                     const torch::Tensor& p, double steps, torch::Tensor& out) {
+  torch::NoGradGuard no_grad;
+  out.copy_(p);
+  auto it = opt.state().find(state_key(p));
+  if (it == opt.state().end() || steps <= 0) {
+    return; // no step taken yet: no direction
+  }
+  auto& group = opt.param_groups().at(0).options();
+  if (kind == "adam") {
+    auto& s = static_cast<const torch::optim::AdamParamState&>(*it->second);
+    auto& o = static_cast<const torch::optim::AdamOptions&>(group);
+    auto t = static_cast<double>(s.step());
+    auto bias1 = 1 - std::pow(std::get<0>(o.betas()), t);
+    auto bias2 = 1 - std::pow(std::get<1>(o.betas()), t);
+    auto denom = (s.exp_avg_sq().sqrt() / std::sqrt(bias2)).add_(o.eps());
+    out.addcdiv_(s.exp_avg(), denom, -steps * o.lr() / bias1);
+  } else if (kind == "sgd") {
+    auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
+    if (s.momentum_buffer().defined()) {
+      auto& o = static_cast<const torch::optim::SGDOptions&>(group);
+      out.add_(s.momentum_buffer(), -steps * o.lr());
+    }
+  }
 }
 
 weight_snapshot capture(const layered_model& model, size_t b, size_t e,

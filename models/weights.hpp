@@ -55,6 +55,18 @@ struct optimizer_config {
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const optimizer_config& cfg,
                                                         std::vector<torch::Tensor> params);
 
+/// Writes into `out` the weights `p` would have after `steps` more
+/// optimizer steps that each moved as the optimizer's running direction
+/// does now: Adam's step with its moments as they stand (torch/optim/adam.cpp
+/// without a new gradient), momentum SGD's momentum buffer. `p` itself
+/// before the optimizer's first step, or for SGD without momentum. This is
+/// the weight prediction of XPipe (Guan et al. 2019) and SpecTrain (Chen et
+/// al. 2018): an async stage runs a batch on the weights its update will
+/// meet, not on the ones `steps` updates older. The optimizer has one
+/// parameter group (make_optimizer's).
+void predict_weights(const torch::optim::Optimizer& opt, const std::string& kind,
+                     const torch::Tensor& p, double steps, torch::Tensor& out);
+
 /// Copies layers [b, e) of `model` (and their state in `opt`, if given).
 weight_snapshot capture(const layered_model& model, size_t b, size_t e,
                         const torch::optim::Optimizer* opt, const std::string& opt_kind,

@@ -288,7 +288,9 @@ stage_state::version_copy new_copy(stage_state& st) {
 }
 
 // Keeps a copy of the newest weights (and buffers) as version `v`, for the
-// batches that use it.
+// batches that use it: under weight prediction, the weights the optimizer's
+// running direction gives async_delay steps on, where those batches'
+// updates will land (stage_spec::predict_weights).
 void keep_version(stage_actor::stateful_pointer<stage_state> self, uint64_t v) {
   auto& st = self->state;
   auto c = new_copy(st);
@@ -297,8 +299,9 @@ void keep_version(stage_actor::stateful_pointer<stage_state> self, uint64_t v) {
   auto to = c.model->all();
   auto fp = from->parameters();
   auto tp = to->parameters();
+  auto ahead = st.spec.predict_weights ? static_cast<double>(st.spec.async_delay) : 0.0;
   for (size_t i = 0; i < fp.size(); ++i) {
-    tp[i].copy_(fp[i]);
+    models::predict_weights(*st.opt, st.spec.optimizer, fp[i], ahead, tp[i]);
   }
   copy_buffers(*from, *to);
   st.versions[v] = std::move(c);

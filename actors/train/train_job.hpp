@@ -122,6 +122,12 @@ struct job_config {
   /// weights become the mean of the versions its batches in flight use; 0:
   /// off.
   uint32_t weight_aggregation = 0;
+  /// The async schedule's weight prediction (XPipe, SpecTrain): batch b runs
+  /// on version b - d moved d steps on by the optimizer's running direction
+  /// (Adam's moments, SGD's momentum), the weights its update will meet,
+  /// instead of as it was; same compute, closer to the flushed schedules'
+  /// accuracy (bench async_accuracy). false: FTPipeHD's plain stashing.
+  bool weight_prediction = true;
   std::string optimizer = "adam";
   double lr = 2e-3;
   double momentum = 0.9;

@@ -58,6 +58,9 @@ void refresh_rows(self_ptr self) {
     s.pipeline.schedule +=
         fmt::format(", delay {}, slack {}, rows of up to {} batches", async_delay_now(st),
                     st.cfg.async_slack, async_row_batches(st));
+    if (st.cfg.weight_prediction) {
+      s.pipeline.schedule += ", weights predicted";
+    }
     if (st.cfg.weight_aggregation > 0) {
       s.pipeline.schedule +=
           fmt::format(", weights averaged every {} updates", st.cfg.weight_aggregation);

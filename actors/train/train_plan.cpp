@@ -51,6 +51,7 @@ std::vector<stage_spec> make_specs(const train_job_state& st, const stage_plan& 
       spec.epoch_batches = drains_at_epochs(st) ? st.batches_per_epoch : 0;
       spec.total_batches = total_batches(st);
       spec.aggregate_every = st.cfg.weight_aggregation;
+      spec.predict_weights = st.cfg.weight_prediction;
     }
     if (dp) {
       spec.members = static_cast<uint32_t>(n);

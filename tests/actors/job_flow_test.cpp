@@ -614,7 +614,7 @@ struct async_stage_flow {
   caf::actor next;
   stage_actor stage;
 
-  async_stage_flow(uint32_t delay, uint32_t slack)
+  async_stage_flow(uint32_t delay, uint32_t slack, bool predict = false)
       : sys(deterministic(cfg)),
         sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
     spec.model = "mlp";
@@ -628,6 +628,7 @@ struct async_stage_flow {
     spec.optimizer = "sgd";
     spec.async_delay = delay;
     spec.async_slack = slack;
+    spec.predict_weights = predict;
     spec.row_batches = 10;
     spec.total_batches = 10;
     auto seen_by = seen;
@@ -734,8 +735,11 @@ TEST_CASE(
 TEST_CASE("an async stage drains where the job stops feeding, stashes the version the "
           "next batch trains on, and goes on with it after the drain",
           "[actor][pipeline][async]") {
-  // delay 1 (batch b trains on version b - 1), slack 1
-  async_stage_flow f(1, 1);
+  // delay 1 (batch b trains on version b - 1), slack 1; the version as it
+  // was, or (weight prediction) moved one step on by SGD's momentum
+  auto predict = GENERATE(false, true);
+  INFO("weight prediction " << predict);
+  async_stage_flow f(1, 1, predict);
   // the premise: batch 1's last backward comes after batch 2's first
   // forward in the row, so without a drain batch 1 waits for batch 2
   auto row = algorithms::async_order(2, 0, 2, 0, 10, 1, 1);
@@ -754,9 +758,14 @@ TEST_CASE("an async stage drains where the job stops feeding, stashes the versio
   f.gradient(0, 1);
   f.sched.run();
   REQUIRE(st.version == 1);
-  std::vector<torch::Tensor> version1;
+  std::vector<torch::Tensor> version1; // what batch 2 is to train on
   for (auto& p : st.model->all()->parameters()) {
-    version1.push_back(p.detach().clone());
+    version1.push_back(torch::empty_like(p));
+    models::predict_weights(*st.opt, f.spec.optimizer, p, predict ? 1 : 0,
+                            version1.back());
+  }
+  if (predict) {
+    CHECK_FALSE(torch::equal(version1[0], st.model->all()->parameters()[0]));
   }
   f.gradient(1, 0);
   f.gradient(1, 1);

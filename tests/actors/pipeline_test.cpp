@@ -96,22 +96,32 @@ TEST_CASE("async pipelines hold the weights of one device training on delayed we
   auto flushed = single_device_weights(all, *data.train, 13);
   // (stages, the job's --async-delay: 0 picks ceil((S-1)/M) = 1, at least 1;
   // --async-slack: how far a stage runs ahead, which the weights never show)
+  // --no-weight-prediction: the versions as they were, FTPipeHD's plain
+  // stashing)
   struct row {
     int stages;
     uint32_t delay, slack;
+    bool predict;
   };
-  for (auto [stages, delay, slack] :
-       std::vector<row>{{3, 0, 2}, {4, 2, 1}, {4, 0, 3}, {2, 0, 2}}) {
+  for (auto [stages, delay, slack, predict] : std::vector<row>{{3, 0, 2, true},
+                                                               {4, 2, 1, true},
+                                                               {4, 0, 3, true},
+                                                               {2, 0, 2, true},
+                                                               {4, 2, 2, false}}) {
     jc.async_delay = delay;
     jc.async_slack = slack;
+    jc.weight_prediction = all.weight_prediction = predict;
     uint64_t d = delay > 0 ? delay : 1;
-    INFO(stages << " stages, delay " << d << ", slack " << slack);
+    INFO(stages << " stages, delay " << d << ", slack " << slack << ", prediction "
+                << predict);
     auto result = run_on_local(jc, stages, data);
     REQUIRE(result.status.error == "");
     CHECK(result.status.training.committed == 26);
     CHECK_THAT(result.status.pipeline.schedule,
                Catch::Contains("async, delay " + std::to_string(d) + ", slack " +
                                std::to_string(slack)));
+    CHECK((result.status.pipeline.schedule.find("weights predicted") !=
+           std::string::npos) == predict);
     REQUIRE(result.weights);
     CHECK(result.weights->version == 26);
     auto reference =
@@ -119,6 +129,12 @@ TEST_CASE("async pipelines hold the weights of one device training on delayed we
     CHECK(max_weight_diff(*result.weights, reference) <= 1e-5);
     // and the delay is real: not what a flushed pipeline computes
     CHECK(max_weight_diff(*result.weights, flushed) > 1e-3);
+    // nor is the prediction (or its absence) a no-op
+    auto other = all;
+    other.weight_prediction = !predict;
+    CHECK(
+        max_weight_diff(*result.weights, salamander::testing::single_device_async_weights(
+                                             other, *data.train, d, 13)) > 1e-4);
   }
 }
 

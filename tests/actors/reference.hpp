@@ -50,7 +50,9 @@ inline models::weight_snapshot single_device_weights(const actors::job_config& j
 /// out on its own: batch g trains on the weights of version
 /// max(0, g - delay), across epochs, drains and replicas alike; its
 /// gradients step the newest weights. BatchNorm statistics follow the
-/// forwards in order, whichever weights they run on. With
+/// forwards in order, whichever weights they run on. Under the job's weight
+/// prediction each version is kept as the optimizer's running direction
+/// moves it `delay` steps on (the stage's keep_version). With
 /// `aggregate_every`, every that many updates the newest weights become the
 /// mean of themselves and the versions batches in flight use, max(0, v -
 /// delay) .. v - 1 (FTPipeHD's weight aggregation; the stage's
@@ -81,8 +83,10 @@ inline models::weight_snapshot single_device_async_weights(const actors::job_con
                        : algorithms::batches_per_epoch(train.size(), jc.batch_size, false);
   for (int64_t g = 0; g < jc.max_batches; ++g) {
     auto v = static_cast<uint64_t>(g);
+    auto ahead = jc.weight_prediction ? static_cast<double>(delay) : 0.0;
     for (auto& p : params) {
-      versions[v].push_back(p.detach().clone());
+      versions[v].push_back(torch::empty_like(p));
+      models::predict_weights(*opt, jc.optimizer, p, ahead, versions[v].back());
     }
     copy(old_params, versions.at(algorithms::async_version(v, 0, delay)));
     auto b = models::get_batch(train, jc.seed, static_cast<uint64_t>(g / per_epoch),

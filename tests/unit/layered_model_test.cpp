@@ -221,6 +221,52 @@ TEST_CASE("micro-batch accumulation gives the full batch's gradient", "[unit][tr
   CHECK_THROWS_AS(split_micro(torch::arange(3), 0), std::invalid_argument);
 }
 
+TEST_CASE("weight prediction lands where the optimizer's next steps land when the "
+          "direction holds",
+          "[unit][trainer]") {
+  // Adam under a constant gradient keeps m-hat = g and v-hat = g^2 from its
+  // first step on, so every step moves by the same amount and the prediction
+  // k steps ahead is exact; before any step there is no direction.
+  auto p = torch::tensor({0.5F, -1.0F, 2.0F}).requires_grad_();
+  auto g = torch::tensor({0.3F, -0.02F, 4.0F});
+  auto opt = make_optimizer({"adam", 0.01, 0.0, 0.0}, {p});
+  auto predicted = torch::empty_like(p);
+  predict_weights(*opt, "adam", p, 4, predicted);
+  CHECK(max_abs_diff(predicted, p) == 0);
+  auto step = [&] {
+    p.mutable_grad() = g.clone();
+    opt->step();
+  };
+  for (int i = 0; i < 3; ++i) {
+    step();
+  }
+  predict_weights(*opt, "adam", p, 4, predicted);
+  CHECK(max_abs_diff(predicted, p) > 0.03); // 4 steps of about lr each
+  for (int i = 0; i < 4; ++i) {
+    step();
+  }
+  CHECK(max_abs_diff(predicted, p) < 1e-6);
+
+  // SGD: its momentum buffer, lr times steps; without momentum, no buffer
+  auto q = torch::tensor({1.0F, 2.0F}).requires_grad_();
+  auto sgd = make_optimizer({"sgd", 0.1, 0.9, 0.0}, {q});
+  q.mutable_grad() = torch::tensor({1.0F, -2.0F});
+  sgd->step();
+  q.mutable_grad() = torch::tensor({1.0F, -2.0F});
+  sgd->step(); // buffer: 0.9 g + g = 1.9 g
+  auto ahead = torch::empty_like(q);
+  predict_weights(*sgd, "sgd", q, 2, ahead);
+  CHECK(max_abs_diff(ahead, q.detach() - 2 * 0.1 * 1.9 * torch::tensor({1.0F, -2.0F})) <
+        1e-6);
+  auto r = torch::tensor({1.0F}).requires_grad_();
+  auto plain = make_optimizer({"sgd", 0.1, 0.0, 0.0}, {r});
+  r.mutable_grad() = torch::tensor({1.0F});
+  plain->step();
+  auto same = torch::empty_like(r);
+  predict_weights(*plain, "sgd", r, 2, same);
+  CHECK(max_abs_diff(same, r) == 0);
+}
+
 TEST_CASE("the data-parallel sum merges in member order to the last bit, through the "
           "supervisor or along the chain in chunks of any size",
           "[unit][dp]") {
