@@ -37,6 +37,7 @@ const std::map<std::string, std::function<int(const bench_args&)>>& all_benches(
       {"continual", continual},
       {"train_scaling", train_scaling},
       {"async_accuracy", async_accuracy},
+      {"async_accuracy_vit", async_accuracy_vit},
       {"scale", scale},
   };
   return benches;
