@@ -672,41 +672,65 @@ def soak_rounds_text(d):
     return "\n".join(lines)
 
 
-def async_accuracy_text(d):
+def async_accuracy_text(d, vit=None):
     """The async schedule's accuracy over seeds (bench/run.sh async_accuracy
-    --seeds N): each seed's accuracies from its own results file, then the
-    differences' means and 95% intervals."""
+    --seeds N, and async_accuracy_vit): each seed's accuracies from its own
+    results file, then the differences' means and 95% intervals."""
     lines = []
     p = lines.append
     p("## Async accuracy\n")
     p("`bench/run.sh async_accuracy --seeds N` — the CNN on Fashion-MNIST, one epoch (938 "
       "batches of 64 in 4 micro-batches, Adam 2e-3) on three stages in one process "
       "(layers 2,1,1, one thread each, no emulation), seeds 1..N (the seed sets the "
-      "initialisation and the batch order): the flushed 1F1B schedule, the async schedule "
-      "(delay 1), and async with FTPipeHD's weight aggregation every 5 updates. Each figure "
-      "is the test accuracy after the epoch; the differences are per seed, then their mean "
-      "with a 95% interval (Student t). Goal (issue 28): async within 1 point of the "
-      "flushed schedule.\n")
-    n = d.get("async_minus_flush_accuracy_pp_n", 1)
-    p("| seed | 1f1b | async | async, aggregation every 5 |")
-    p("|---|---|---|---|")
-    for k in range(1, int(n) + 1):
-        sd = load(f"async_accuracy.seed{k}") if n > 1 else d
-        if sd is None:
-            continue
-        p(f"| {k} | {f(100 * sd['accuracy_1f1b'], 2)}% | {f(100 * sd['accuracy_async'], 2)}% | "
-          f"{f(100 * sd['accuracy_async_aggregate5'], 2)}% |")
-    p("")
-    p("| difference (points) | mean | 95% interval | n |")
-    p("|---|---|---|---|")
-    for key, name in [("async_minus_flush_accuracy_pp", "async - 1f1b"),
-                      ("async_aggregate5_minus_async_accuracy_pp",
-                       "aggregation - async"),
-                      ("async_aggregate5_minus_flush_accuracy_pp", "aggregation - 1f1b")]:
-        p(f"| {name} (`{key}`) | **{f(d.get(key), 2)}** | "
-          f"[{f(d.get(key + '_ci_low'), 2)}, {f(d.get(key + '_ci_high'), 2)}] | "
-          f"{f(d.get(key + '_n'), 0)} |")
-    p("")
+      "initialisation and the batch order): the flushed 1F1B schedule; the async schedule "
+      "(delay 1) as `train` runs it, with weight prediction; async with FTPipeHD's plain "
+      "stashing (`--no-weight-prediction`); and that with FTPipeHD's weight aggregation "
+      "every 5 updates. Each figure is the test accuracy after the epoch; the differences "
+      "are per seed, then their mean with a 95% interval (Student t). Goal (issue 28): "
+      "async within 1 point of the flushed schedule.\n")
+
+    def seeds_table(name, d, cols):
+        n = int(d.get(next((k for k in d if k.endswith("_n")), ""), 1))
+        p("| seed | " + " | ".join(c[1] for c in cols) + " |")
+        p("|---" * (len(cols) + 1) + "|")
+        for k in range(1, n + 1):
+            sd = load(f"{name}.seed{k}") if n > 1 else d
+            if sd is None:
+                continue
+            p(f"| {k} | " + " | ".join(f"{f(100 * sd['accuracy_' + c[0]], 2)}%"
+                                       for c in cols) + " |")
+        p("")
+
+    def diffs(d, rows):
+        p("| difference (points) | mean | 95% interval | n |")
+        p("|---|---|---|---|")
+        for key, name in rows:
+            p(f"| {name} (`{key}`) | **{f(d.get(key), 2)}** | "
+              f"[{f(d.get(key + '_ci_low'), 2)}, {f(d.get(key + '_ci_high'), 2)}] | "
+              f"{f(d.get(key + '_n'), 0)} |")
+        p("")
+
+    seeds_table("async_accuracy", d,
+                [("1f1b", "1f1b"), ("async", "async (prediction)"),
+                 ("async_stash", "async, plain stashing"),
+                 ("async_stash_aggregate5", "plain stashing, aggregation every 5")])
+    diffs(d, [("async_minus_flush_accuracy_pp", "async - 1f1b"),
+              ("async_stash_minus_flush_accuracy_pp", "plain stashing - 1f1b"),
+              ("async_prediction_gain_pp", "async - plain stashing"),
+              ("async_aggregate5_minus_async_stash_accuracy_pp",
+               "aggregation - plain stashing"),
+              ("async_aggregate5_minus_flush_accuracy_pp", "aggregation - 1f1b")])
+    if vit:
+        p(f"`bench/run.sh async_accuracy_vit --seeds N` — the same for `{vit.get('model')}` "
+          "(4 blocks of ViT-Tiny's width, 192, with an MLP of 384; 7x7 patches) on "
+          "Fashion-MNIST, one epoch, Adam 1e-3, layers 2,2,2 on three stages in one "
+          "process: 1f1b, async (prediction) and plain stashing.\n")
+        seeds_table("async_accuracy_vit", vit,
+                    [("1f1b", "1f1b"), ("async", "async (prediction)"),
+                     ("async_stash", "async, plain stashing")])
+        diffs(vit, [("async_minus_flush_accuracy_pp_vit", "async - 1f1b"),
+                    ("async_stash_minus_flush_accuracy_pp_vit", "plain stashing - 1f1b"),
+                    ("async_prediction_gain_pp_vit", "async - plain stashing")])
     return "\n".join(lines)
 
 
@@ -790,7 +814,7 @@ def serve_scale_text(d):
     return "\n".join(lines)
 
 
-SECTIONS = {"async_accuracy": async_accuracy_text, "serve_scale": serve_scale_text, "footprint": footprint_text, "continual": continual_text,
+SECTIONS = {"async_accuracy": lambda d: async_accuracy_text(d, load("async_accuracy_vit")), "serve_scale": serve_scale_text, "footprint": footprint_text, "continual": continual_text,
             "dashboard": dashboard_text, "scale": scale_text, "soak": soak_text,
             "soak_serve": soak_serve_text, "soak_fed": soak_rounds_text,
             "soak_split": soak_rounds_text}
