@@ -594,6 +594,14 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
                              ? self->spawn<caf::detached>(profiler, c.name, c.emulation)
                              : self->spawn(profiler, c.name, c.emulation);
   self->state.holder = self->spawn(replica_holder, c.name, c.emulation.link);
+  // however the node ends (leave, or dropped by its process unterminated),
+  // its helpers end with it: a helper that answered a request is otherwise
+  // kept alive by CAF's clock until that request's timeout (30 s for a link
+  // probe's transfer), and an actor system waits for it before it closes
+  self->attach_functor([profiler = self->state.profiler, holder = self->state.holder] {
+    caf::anon_send_exit(profiler, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(holder, caf::exit_reason::user_shutdown);
+  });
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   return {
       // challenge "": a heartbeat probe, no authentication
