@@ -214,6 +214,22 @@ template <class Self> void trim_later(Self self) {
 // The job is over for this node: the grace ran out with no supervisor
 // back (`grace_over`), or the supervisor ended it. The stages stop, the
 // replicas go, and the node is idle (or, after a grace, may leave).
+// A helper the node spawns (profiler, replica holder) that ends with the
+// node however the node ends (leave, or dropped by its process
+// unterminated): a helper that answered a request is otherwise kept alive
+// by CAF's clock until that request's timeout (30 s for a link probe's
+// transfer), and an actor system waits for it before it closes. The node
+// keeps only the helper's address, so a replaced one is not held.
+template <class Handle>
+Handle ends_with_node(node_actor::stateful_pointer<node_state> self, Handle helper) {
+  self->attach_functor([addr = caf::actor_cast<caf::actor_addr>(helper)] {
+    if (auto h = caf::actor_cast<caf::actor>(addr)) {
+      caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+    }
+  });
+  return helper;
+}
+
 void drop_job(node_actor::stateful_pointer<node_state> self, bool grace_over) {
   auto& st = self->state;
   auto& c = st.config;
@@ -225,7 +241,7 @@ void drop_job(node_actor::stateful_pointer<node_state> self, bool grace_over) {
   }
   st.stages.clear();
   self->send_exit(st.holder, caf::exit_reason::user_shutdown);
-  st.holder = self->spawn(replica_holder, c.name, c.emulation.link);
+  st.holder = ends_with_node(self, self->spawn(replica_holder, c.name, c.emulation.link));
   if (st.fresh_holder) {
     self->send_exit(st.fresh_holder, caf::exit_reason::user_shutdown);
     st.fresh_holder = replica_holder_actor{};
@@ -308,7 +324,8 @@ caf::result<node_info> on_hello(node_actor::stateful_pointer<node_state> self,
     // another supervisor than the last (a new job, or a restarted one): it
     // gets an empty holder, switched to once it proves the secret (auth)
     if (!st.fresh_holder) {
-      st.fresh_holder = self->spawn(replica_holder, c.name, c.emulation.link);
+      st.fresh_holder =
+          ends_with_node(self, self->spawn(replica_holder, c.name, c.emulation.link));
     }
     st.admitting = sender;
     info.replica_holder = caf::actor_cast<caf::actor>(st.fresh_holder);
@@ -560,11 +577,7 @@ void on_leave(node_actor::stateful_pointer<node_state> self) {
     self->send_exit(s, caf::exit_reason::user_shutdown);
   }
   self->state.stages.clear();
-  self->send_exit(self->state.profiler, caf::exit_reason::user_shutdown);
-  self->send_exit(self->state.holder, caf::exit_reason::user_shutdown);
-  if (self->state.fresh_holder) {
-    self->send_exit(self->state.fresh_holder, caf::exit_reason::user_shutdown);
-  }
+  // (the profiler and replica holders end with the quit: ends_with_node)
   if (self->state.grace_timer) {
     self->send_exit(self->state.grace_timer, caf::exit_reason::user_shutdown);
   }
@@ -590,18 +603,12 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
     emu.link = std::make_shared<link_shaper>(emu.config.link_mbps); // one for the node
   }
   auto& c = self->state.config;
-  self->state.profiler = c.detached_profiler
-                             ? self->spawn<caf::detached>(profiler, c.name, c.emulation)
-                             : self->spawn(profiler, c.name, c.emulation);
-  self->state.holder = self->spawn(replica_holder, c.name, c.emulation.link);
-  // however the node ends (leave, or dropped by its process unterminated),
-  // its helpers end with it: a helper that answered a request is otherwise
-  // kept alive by CAF's clock until that request's timeout (30 s for a link
-  // probe's transfer), and an actor system waits for it before it closes
-  self->attach_functor([profiler = self->state.profiler, holder = self->state.holder] {
-    caf::anon_send_exit(profiler, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(holder, caf::exit_reason::user_shutdown);
-  });
+  self->state.profiler =
+      ends_with_node(self, c.detached_profiler
+                               ? self->spawn<caf::detached>(profiler, c.name, c.emulation)
+                               : self->spawn(profiler, c.name, c.emulation));
+  self->state.holder =
+      ends_with_node(self, self->spawn(replica_holder, c.name, c.emulation.link));
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   return {
       // challenge "": a heartbeat probe, no authentication
