@@ -54,19 +54,20 @@ void send_on_link(stage_actor::stateful_pointer<stage_state> self, const stage_a
 }
 
 // A holder in this process gets the snapshot itself (CAF passes it on
-// without a copy); one in another process gets it in parts, encoded once
-// into `parts` for all such holders (replica_store.hpp: one message that
-// takes longer than the receiver's connection timeout to arrive has this
-// node dropped as hung), taken there by a courier a window at a time
-// (replica_holder.hpp) after `previous`, this stage's last courier to that
-// holder, which it replaces (with none when the holder got the snapshot at
-// once).
+// without a copy); one in another process gets it in parts (replica_store.hpp:
+// one message that takes longer than the receiver's connection timeout to
+// arrive has this node dropped as hung), encoded once into `parts` for all
+// such holders by the first of their couriers to start (off this stage's
+// thread: the stage goes on computing), taken there by a courier a window
+// at a time (replica_holder.hpp) after `previous`, this stage's last courier
+// to that holder, which it replaces (with none when the holder got the
+// snapshot at once).
 // With `asked`, the courier starts at the first message it gets (the
 // asker's done request, sent at once): started eagerly, a small snapshot
 // could be all taken, and its courier gone, before that request arrived.
 void send_snapshot(stage_actor::stateful_pointer<stage_state> self,
                    const replica_holder_actor& holder, const snapshot_payload& snap,
-                   std::shared_ptr<std::vector<torch::Tensor>>& parts, caf::actor& previous,
+                   std::shared_ptr<const snapshot_encoding>& parts, caf::actor& previous,
                    bool asked = false) {
   if (holder.node() == self->node()) {
     self->send(holder, replicate_atom_v, snap);
@@ -74,14 +75,13 @@ void send_snapshot(stage_actor::stateful_pointer<stage_state> self,
     return;
   }
   if (!parts) {
-    parts = std::make_shared<std::vector<torch::Tensor>>(
-        snapshot_parts(snap.snapshot, tuning::snapshot_part_bytes));
+    parts = std::make_shared<const snapshot_encoding>(snap.snapshot,
+                                                      tuning::snapshot_part_bytes);
   }
   auto transfer = ++self->state.transfers;
-  std::shared_ptr<const std::vector<torch::Tensor>> sent = parts;
-  previous = asked ? self->spawn<caf::lazy_init>(replica_courier, holder, transfer, sent,
+  previous = asked ? self->spawn<caf::lazy_init>(replica_courier, holder, transfer, parts,
                                                  previous)
-                   : self->spawn(replica_courier, holder, transfer, sent, previous);
+                   : self->spawn(replica_courier, holder, transfer, parts, previous);
 }
 
 // The version batch `batch` trains on under the async schedule: the same
@@ -140,7 +140,7 @@ void replicate(stage_actor::stateful_pointer<stage_state> self) {
   snapshot_payload snap{capture_state(self, spec.begin, spec.end)};
   auto chain = caf::actor_cast<replica_holder_actor>(spec.chain_holder);
   auto global = caf::actor_cast<replica_holder_actor>(spec.global_holder);
-  std::shared_ptr<std::vector<torch::Tensor>> parts;
+  std::shared_ptr<const snapshot_encoding> parts;
   // the couriers to the holders it has (others are done with)
   std::map<caf::actor_addr, caf::actor> couriers;
   for (const auto& h : {chain, global}) {
@@ -1076,7 +1076,7 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
         auto& st = self->state;
         try {
           snapshot_payload snap{capture_state(self, st.spec.begin, st.spec.end)};
-          std::shared_ptr<std::vector<torch::Tensor>> parts;
+          std::shared_ptr<const snapshot_encoding> parts;
           caf::actor courier;
           send_snapshot(self, caf::actor_cast<replica_holder_actor>(to), snap, parts, courier,
                         true);

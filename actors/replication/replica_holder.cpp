@@ -251,6 +251,10 @@ void start_transfer(courier_pointer self, const replica_holder_actor& holder,
     return;
   }
   st.started = true;
+  st.parts = &st.encoding->parts();
+  for (const auto& p : *st.parts) {
+    st.total += static_cast<uint64_t>(p.numel());
+  }
   if (st.parts->empty()) {
     finish(self);
     return;
@@ -262,13 +266,10 @@ void start_transfer(courier_pointer self, const replica_holder_actor& holder,
 
 caf::behavior replica_courier(courier_pointer self, replica_holder_actor holder,
                               uint64_t transfer,
-                              std::shared_ptr<const std::vector<torch::Tensor>> parts,
+                              std::shared_ptr<const snapshot_encoding> parts,
                               caf::actor after) {
   auto& st = self->state;
-  st.parts = std::move(parts);
-  for (const auto& p : *st.parts) {
-    st.total += static_cast<uint64_t>(p.numel());
-  }
+  st.encoding = std::move(parts);
   // however it ends, whoever waits for the transfer hears why
   self->set_exception_handler([=](std::exception_ptr& e) -> caf::error {
     auto why = caf::make_error(caf::sec::runtime_error, "snapshot courier failed");

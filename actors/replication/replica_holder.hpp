@@ -73,14 +73,14 @@ replica_holder_actor::behavior_type persistent_replica_holder(
     replica_holder_actor::stateful_pointer<replica_holder_state> self, std::string node,
     holder_persistence persist, std::shared_ptr<link_shaper> link);
 
-/// Takes one snapshot's parts (snapshot_parts) to a holder in another
-/// process, at most tuning::snapshot_window_parts of them unanswered at a
-/// time: each part is a request, the holder's answer lets the next one go.
-/// Its transfer begins once `after` (the courier of the sender's previous
-/// transfer to the same holder, or none) has ended, so a holder gets one
-/// sender's snapshots whole and in order. It ends when the holder has taken
-/// the last part, when the holder goes down, or when the holder leaves a
-/// part unanswered for tuning::part_ack_timeout.
+/// Takes one snapshot's parts (snapshot_parts; encoded when its transfer
+/// begins, off the sender's thread) to a holder in another process, at most
+/// tuning::snapshot_window_parts of them unanswered at a time: each part is a request,
+/// the holder's answer lets the next one go. Its transfer begins once `after` (the
+/// courier of the sender's previous transfer to the same holder, or none) has ended, so a
+/// holder gets one sender's snapshots whole and in order. It ends when the holder has
+/// taken the last part, when the holder goes down, or when the holder leaves a part
+/// unanswered for tuning::part_ack_timeout.
 ///   done -> uint64_t   answered at the end: the parts the holder took, or
 ///                      why it did not take them all
 ///
@@ -90,7 +90,8 @@ replica_holder_actor::behavior_type persistent_replica_holder(
 /// all at once left a node holding the whole snapshot after the job ended.
 struct replica_courier_state {
   static inline const char* name = "replica_courier";
-  std::shared_ptr<const std::vector<torch::Tensor>> parts;
+  std::shared_ptr<const snapshot_encoding> encoding;
+  const std::vector<torch::Tensor>* parts = nullptr; ///< once started
   uint64_t total = 0;  ///< bytes of all parts
   uint64_t offset = 0; ///< of the next part to send
   size_t sent = 0;
@@ -101,7 +102,7 @@ struct replica_courier_state {
 
 caf::behavior replica_courier(caf::stateful_actor<replica_courier_state>* self,
                               replica_holder_actor holder, uint64_t transfer,
-                              std::shared_ptr<const std::vector<torch::Tensor>> parts,
+                              std::shared_ptr<const snapshot_encoding> parts,
                               caf::actor after);
 
 } // namespace salamander::actors

@@ -86,6 +86,19 @@ std::vector<torch::Tensor> snapshot_parts(const models::weight_snapshot& snap,
   return parts;
 }
 
+snapshot_encoding::snapshot_encoding(std::vector<torch::Tensor> parts)
+    : parts_(std::move(parts)) {
+  std::call_once(once_, [] {});
+}
+
+const std::vector<torch::Tensor>& snapshot_encoding::parts() const {
+  std::call_once(once_, [this] {
+    parts_ = snapshot_parts(snap_, part_bytes_);
+    snap_ = models::weight_snapshot{};
+  });
+  return parts_;
+}
+
 std::optional<models::weight_snapshot>
 snapshot_assembler::add(const std::string& from, uint64_t transfer, uint64_t offset,
                         uint64_t total, const torch::Tensor& part) {

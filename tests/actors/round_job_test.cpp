@@ -453,18 +453,21 @@ TEST_CASE("a courier keeps at most a window of parts unanswered, starts after th
   auto holder = answer_holder(sys, h);
   auto a = weights_of(600, 1.5f); // 2.4 MB: 37 parts of 64 KiB
   auto b = weights_of(30, -2.f);  // 2 parts
-  using parts_ptr = std::shared_ptr<const std::vector<torch::Tensor>>;
+  // what the holder must get; the couriers encode their own (when they start)
   auto parts_a = std::make_shared<const std::vector<torch::Tensor>>(
       actors::snapshot_parts(a, 64 * 1024));
   auto parts_b = std::make_shared<const std::vector<torch::Tensor>>(
       actors::snapshot_parts(b, 64 * 1024));
+  auto encoded = [](const models::weight_snapshot& s) {
+    return std::make_shared<const actors::snapshot_encoding>(s, 64 * 1024);
+  };
   constexpr auto window = actors::tuning::snapshot_window_parts;
   REQUIRE(parts_a->size() > 2 * window);
 
-  auto first = sys.spawn(actors::replica_courier, holder, uint64_t{1}, parts_ptr(parts_a),
-                         caf::actor{});
-  auto second = sys.spawn(actors::replica_courier, holder, uint64_t{2}, parts_ptr(parts_b),
-                          first);
+  auto first =
+      sys.spawn(actors::replica_courier, holder, uint64_t{1}, encoded(a), caf::actor{});
+  auto second =
+      sys.spawn(actors::replica_courier, holder, uint64_t{2}, encoded(b), first);
   auto second_done = ask_done(sys, second);
   sched.run();
   // a window's worth of the first transfer, nothing of the second
@@ -506,7 +509,8 @@ TEST_CASE("a courier keeps at most a window of parts unanswered, starts after th
   CHECK(*second_done == std::to_string(parts_b->size()));
 
   // a holder that goes away ends its courier, with the reason
-  auto third = sys.spawn(actors::replica_courier, holder, uint64_t{3}, parts_ptr(parts_a),
+  auto third = sys.spawn(actors::replica_courier, holder, uint64_t{3},
+                         std::make_shared<const actors::snapshot_encoding>(*parts_a),
                          caf::actor{});
   auto third_done = ask_done(sys, third);
   sched.run();
@@ -529,9 +533,9 @@ TEST_CASE("a real replica holder answers a courier's parts, serves the snapshot,
   snap.version = 7;
   auto parts = std::make_shared<const std::vector<torch::Tensor>>(
       actors::snapshot_parts(snap, 64 * 1024));
-  auto courier = sys.spawn(actors::replica_courier, holder, uint64_t{1},
-                           std::shared_ptr<const std::vector<torch::Tensor>>(parts),
-                           caf::actor{});
+  auto courier =
+      sys.spawn(actors::replica_courier, holder, uint64_t{1},
+                std::make_shared<const actors::snapshot_encoding>(*parts), caf::actor{});
   auto done = ask_done(sys, courier);
   sched.run();
   CHECK(*done == std::to_string(parts->size()));
@@ -547,10 +551,9 @@ TEST_CASE("a real replica holder answers a courier's parts, serves the snapshot,
                      snap.layers[0].params[0].tensor));
   // bytes that are no snapshot frame (12 bytes: not whole 8-byte words): the
   // holder says so, and the courier stops with its words
-  auto junk = std::make_shared<const std::vector<torch::Tensor>>(
+  auto junk = std::make_shared<const actors::snapshot_encoding>(
       std::vector<torch::Tensor>{torch::zeros({12}, torch::kUInt8)});
-  auto bad = sys.spawn(actors::replica_courier, holder, uint64_t{2},
-                       std::shared_ptr<const std::vector<torch::Tensor>>(junk), caf::actor{});
+  auto bad = sys.spawn(actors::replica_courier, holder, uint64_t{2}, junk, caf::actor{});
   auto refused = ask_done(sys, bad);
   sched.run();
   CHECK(refused->rfind("error: ", 0) == 0);

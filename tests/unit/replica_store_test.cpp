@@ -4,6 +4,8 @@
 
 #include "actors/replication/replica_store.hpp"
 
+#include <thread>
+
 using namespace salamander;
 
 namespace {
@@ -149,6 +151,43 @@ TEST_CASE("a snapshot sent in parts is put back together exactly",
   check_same(*got, s.snap);
   // one part is the whole snapshot when it is small enough
   CHECK(actors::snapshot_parts(s.snap, 1 << 30).size() == 1);
+}
+
+TEST_CASE("a snapshot's encoding is made once, by whichever thread asks first, and is "
+          "the snapshot's parts",
+          "[unit][replication]") {
+  torch::manual_seed(9);
+  in_parts s(3, 4096);
+  auto enc = std::make_shared<const actors::snapshot_encoding>(s.snap, 4096);
+  // the stage's weights move on after the snapshot; its copies do not
+  std::vector<const std::vector<torch::Tensor>*> seen(4);
+  std::vector<std::thread> askers;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    askers.emplace_back([&, i] { seen[i] = &enc->parts(); });
+  }
+  for (auto& t : askers) {
+    t.join();
+  }
+  for (auto* p : seen) {
+    CHECK(p == seen[0]); // one encoding, shared
+  }
+  REQUIRE(seen[0]->size() == s.parts.size());
+  for (size_t i = 0; i < s.parts.size(); ++i) {
+    CHECK(torch::equal((*seen[0])[i], s.parts[i]));
+  }
+  actors::snapshot_assembler in(4);
+  std::optional<models::weight_snapshot> got;
+  uint64_t offset = 0;
+  for (auto& part : *seen[0]) {
+    got = in.add("stage0", 1, offset, s.total, part);
+    offset += static_cast<uint64_t>(part.numel());
+  }
+  REQUIRE(got);
+  check_same(*got, s.snap);
+  // parts at hand are taken as they are
+  actors::snapshot_encoding ready(s.parts);
+  CHECK(ready.parts().size() == s.parts.size());
+  CHECK(ready.parts()[0].data_ptr() == s.parts[0].data_ptr());
 }
 
 TEST_CASE("snapshots in parts from several senders at once are kept apart",
