@@ -1,4 +1,4 @@
-// salamander_bench NAME [--out PATH] [--quick] [--seeds N]: runs one
+// salamander_bench NAME [--out PATH] [--quick] [--seeds N [--from-seed K]]: runs one
 // benchmark (bench/run.sh NAME ... calls it), or, with --seeds, runs it
 // once per seed and reports each headline figure's mean and 95% interval.
 #include "bench/benches.hpp"
@@ -47,14 +47,18 @@ int usage(const char* why) {
   if (why) {
     std::fprintf(stderr, "salamander_bench: %s\n", why);
   }
-  std::fprintf(stderr,
-               "usage: salamander_bench NAME [--out PATH] [--quick] [--seeds N]\n"
-               "  --out PATH  the results' JSON (default bench/results/NAME.json)\n"
-               "  --quick     a short run, for a check\n"
-               "  --seeds N   run seeds 1..N (N >= 2) and report each headline figure's\n"
-               "              mean, n and 95%% interval (Student t); the runs' own results\n"
-               "              go beside PATH as NAME.seedK.json\n"
-               "benchmarks:");
+  std::fprintf(
+      stderr,
+      "usage: salamander_bench NAME [--out PATH] [--quick] [--seeds N [--from-seed K]]\n"
+      "  --out PATH  the results' JSON (default bench/results/NAME.json)\n"
+      "  --quick     a short run, for a check\n"
+      "  --seeds N   run seeds 1..N (N >= 2) and report each headline figure's\n"
+      "              mean, n and 95%% interval (Student t); the runs' own results\n"
+      "              go beside PATH as NAME.seedK.json\n"
+      "  --from-seed K  with --seeds N: run seeds K..N only, reading seeds 1..K-1\n"
+      "              from their NAME.seedK.json of an earlier series (extend 5 seeds\n"
+      "              to 10; only valid if that build trains the same figures)\n"
+      "benchmarks:");
   for (auto& [name, fn] : all_benches()) {
     std::fprintf(stderr, " %s", name.c_str());
   }
@@ -75,6 +79,7 @@ int main(int argc, char** argv) {
   bench_args args;
   args.out = "bench/results/" + name + ".json";
   int seeds = 0;
+  int first_seed = 1;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
@@ -88,16 +93,29 @@ int main(int argc, char** argv) {
         return usage(("--seeds takes a whole number from 2 to 999, got '" + n + "'").c_str());
       }
       seeds = std::stoi(n);
-    } else if (a == "--out" || a == "--seeds") {
+    } else if (a == "--from-seed" && i + 1 < argc) {
+      std::string n = argv[++i];
+      if (n.empty() || n.size() > 3 ||
+          n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1) {
+        return usage(
+            ("--from-seed takes a whole number from 1 to 999, got '" + n + "'").c_str());
+      }
+      first_seed = std::stoi(n);
+    } else if (a == "--out" || a == "--seeds" || a == "--from-seed") {
       return usage((a + " needs a value").c_str());
     } else {
       return usage(("unknown option '" + a + "'").c_str());
     }
   }
+  if (first_seed > 1 && (seeds == 0 || first_seed > seeds)) {
+    return usage(("--from-seed " + std::to_string(first_seed) +
+                  " needs --seeds N with N >= " + std::to_string(first_seed))
+                     .c_str());
+  }
   try {
     auto& run = all_benches().at(name);
     if (seeds > 0) {
-      return run_seeds(name, run, args, seeds);
+      return run_seeds(name, run, args, seeds, first_seed);
     }
     return run(args);
   } catch (const std::exception& e) {

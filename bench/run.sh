@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh NAME [--quick] [--seeds N]: builds if needed, runs one benchmark, writes
+# bench/run.sh NAME [--quick] [--seeds N [--from-seed K]]: builds if needed, runs one benchmark, writes
 # bench/results/NAME.json and prints the headline figures last.
 # Every figure here comes from one host; where devices are emulated the
 # benchmark says so in its results.
@@ -59,7 +59,7 @@ case "$name" in
     ;;
   "")
     cat >&2 <<'USAGE'
-usage: bench/run.sh NAME [--quick] [--seeds N]   (results: bench/results/NAME.json)
+usage: bench/run.sh NAME [--quick] [--seeds N [--from-seed K]]   (results: bench/results/NAME.json)
   build_time               clean build of every target, 2 jobs, no ccache
   training_overhead        one epoch of the CNN through the layered-model path vs plain LibTorch
   codec                    Cap'n Proto tensor frames: encode/decode rates

@@ -71,7 +71,7 @@ void seeds_aggregate(const std::string& key, const std::vector<json>& runs, json
 } // namespace
 
 int run_seeds(const std::string& name, const std::function<int(const bench_args&)>& run,
-              const bench_args& args, int seeds) {
+              const bench_args& args, int seeds, int first_seed) {
   if (!seeded_bench(name)) {
     std::fprintf(stderr,
                  "%s does not vary with the seed: the %d runs repeat it, and the interval "
@@ -80,7 +80,20 @@ int run_seeds(const std::string& name, const std::function<int(const bench_args&
   }
   std::vector<json> runs;
   auto started = std::chrono::steady_clock::now();
-  for (int seed = 1; seed <= seeds; ++seed) {
+  json reused = json::array();
+  for (int seed = 1; seed < first_seed; ++seed) {
+    auto path = seeds_file(args.out, seed);
+    auto r = seeds_read(path);
+    if (r.value("benchmark", "") != name || r.value("seed", 0) != seed) {
+      throw std::runtime_error(path + " is not " + name + "'s run of seed " +
+                               std::to_string(seed));
+    }
+    std::fprintf(stderr, "=== %s, seed %d of %d: read from %s, not run ===\n",
+                 name.c_str(), seed, seeds, path.c_str());
+    reused.push_back(seed);
+    runs.push_back(std::move(r));
+  }
+  for (int seed = first_seed; seed <= seeds; ++seed) {
     auto one = args;
     one.seed = static_cast<uint64_t>(seed);
     one.out = seeds_file(args.out, seed);
@@ -98,6 +111,7 @@ int run_seeds(const std::string& name, const std::function<int(const bench_args&
     files.push_back(seeds_file(args.out, seed));
   }
   out["seed_results"] = files;
+  out["seeds_read_not_run"] = reused;
   out["wall_s"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::fprintf(stderr, "%s over %d seeds (mean and 95%% interval, Student t):\n", name.c_str(),
