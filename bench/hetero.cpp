@@ -194,6 +194,8 @@ std::pair<double, double> vit_async(rig& r, bool quick, double side_seconds) {
   async.replan_gain = 0.05;
   async.replan_min_batches = 5;
   async.max_batches = quick ? 16 : 80; // rates over the last 40
+  // per-stage compute, wait and send of every batch, for a look afterwards
+  async.metrics_path = "bench/results/hetero_vit.metrics.jsonl";
   double ideal_before =
       r.side_by_side(single, train, alone, side_seconds, "vit_together_before");
   std::string plan;
