@@ -233,11 +233,16 @@ void send_window(courier_pointer self, const replica_holder_actor& holder,
               }
             },
             [=](caf::error& e) {
+              // a holder that went away (a job that ended, a node lost) is
+              // no news: its down message says so too
+              auto gone = e == caf::sec::request_receiver_down;
               subsystem_log("replication")
-                  ->warn("snapshot transfer {} to {}: part {} of {} not taken ({}); the "
-                         "rest is dropped",
-                         transfer, caf::to_string(holder.node()), self->state.taken + 1,
-                         self->state.parts->size(), self->system().render(e));
+                  ->log(gone ? spdlog::level::debug : spdlog::level::warn,
+                        "snapshot transfer {} to {}: part {} of {} not taken ({}); the "
+                        "rest "
+                        "is dropped",
+                        transfer, caf::to_string(holder.node()), self->state.taken + 1,
+                        self->state.parts->size(), self->system().render(e));
               finish(self, std::move(e));
             });
     st.offset += static_cast<uint64_t>(part.numel());
