@@ -211,10 +211,7 @@ template <class Self> void trim_later(Self self) {
   });
 }
 
-// The job is over for this node: the grace ran out with no supervisor
-// back (`grace_over`), or the supervisor ended it. The stages stop, the
-// replicas go, and the node is idle (or, after a grace, may leave).
-// A helper the node spawns (profiler, replica holder) that ends with the
+// Makes a helper the node spawns (profiler, replica holder) end with the
 // node however the node ends (leave, or dropped by its process
 // unterminated): a helper that answered a request is otherwise kept alive
 // by CAF's clock until that request's timeout (30 s for a link probe's
@@ -230,6 +227,9 @@ Handle ends_with_node(node_actor::stateful_pointer<node_state> self, Handle help
   return helper;
 }
 
+// The job is over for this node: the grace ran out with no supervisor
+// back (`grace_over`), or the supervisor ended it. The stages stop, the
+// replicas go, and the node is idle (or, after a grace, may leave).
 void drop_job(node_actor::stateful_pointer<node_state> self, bool grace_over) {
   auto& st = self->state;
   auto& c = st.config;

@@ -238,9 +238,8 @@ void send_window(courier_pointer self, const replica_holder_actor& holder,
               auto gone = e == caf::sec::request_receiver_down;
               subsystem_log("replication")
                   ->log(gone ? spdlog::level::debug : spdlog::level::warn,
-                        "snapshot transfer {} to {}: part {} of {} not taken ({}); the "
-                        "rest "
-                        "is dropped",
+                        "snapshot transfer {} to {}: part {} of {} not taken ({}); "
+                        "the rest is dropped",
                         transfer, caf::to_string(holder.node()), self->state.taken + 1,
                         self->state.parts->size(), self->system().render(e));
               finish(self, std::move(e));

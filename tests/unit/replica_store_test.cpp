@@ -159,7 +159,6 @@ TEST_CASE("a snapshot's encoding is made once, by whichever thread asks first, a
   torch::manual_seed(9);
   in_parts s(3, 4096);
   auto enc = std::make_shared<const actors::snapshot_encoding>(s.snap, 4096);
-  // the stage's weights move on after the snapshot; its copies do not
   std::vector<const std::vector<torch::Tensor>*> seen(4);
   std::vector<std::thread> askers;
   for (size_t i = 0; i < seen.size(); ++i) {
