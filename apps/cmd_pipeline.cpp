@@ -738,6 +738,12 @@ void add_training_options(CLI::App& sub, train_cli& cli) {
   sub.add_option("--lr", job.lr, "learning rate")
       ->check(number(0, unbounded, true))
       ->capture_default_str();
+  sub.add_option("--warmup-batches", job.warmup_batches,
+                 "raise the learning rate linearly over the job's first N batches "
+                 "(batch b steps at lr x (b+1)/N), as vision transformers are trained; "
+                 "0: the full rate from the first batch")
+      ->check(whole<uint32_t>(0))
+      ->capture_default_str();
   sub.add_option("--seed", job.seed, "seed for weights and data order")
       ->check(whole<uint64_t>(0))
       ->capture_default_str();

@@ -69,6 +69,8 @@ int run_train(const train_cli& cli) {
   opts.batch_size = job.batch_size;
   opts.micro_batches = job.micro_batches;
   opts.max_batches = job.max_batches;
+  opts.warmup_batches = job.warmup_batches;
+  opts.lr = job.lr;
 
   progress_line progress(log);
   uint64_t committed = 0;

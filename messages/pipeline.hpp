@@ -23,6 +23,9 @@ struct stage_spec {
   std::string schedule = "gpipe";
   std::string optimizer = "adam";
   double lr = 1e-3;
+  /// The learning rate rises linearly over the job's first `warmup_batches`
+  /// batches (models::warmup_lr); 0: `lr` from the first batch.
+  uint32_t warmup_batches = 0;
   double momentum = 0.9;
   int32_t threads = 1;
   /// Examples per micro-batch (for the node's memory check).
@@ -121,8 +124,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_spec& x) {
   return f(caf::meta::type_name("stage_spec"), x.model, x.fingerprint, x.seed, x.index,
            x.stages, x.begin, x.end, x.micro_batches, x.schedule, x.optimizer, x.lr,
-           x.momentum, x.threads, x.micro_batch_size, x.start_batch, x.sources,
-           x.source_begin, x.source_end, x.source_version, x.replicate_every,
+           x.warmup_batches, x.momentum, x.threads, x.micro_batch_size, x.start_batch,
+           x.sources, x.source_begin, x.source_end, x.source_version, x.replicate_every,
            x.global_every, x.chain_holder, x.global_holder, x.member, x.members,
            x.micro_begin, x.micro_end, x.mode, x.async_delay, x.async_slack,
            x.row_batches, x.epoch_batches, x.total_batches, x.aggregate_every,

@@ -61,6 +61,10 @@ epoch_stats train_epoch(range_executor& exec, torch::optim::Optimizer& opt,
   for (int64_t b = 0; b < batches; ++b) {
     auto bt = get_batch(data, opts.seed, epoch, b, opts.batch_size);
     int64_t m = std::min<int64_t>(opts.micro_batches, bt.x.size(0));
+    if (opts.warmup_batches > 0) {
+      auto run_batch = static_cast<uint64_t>(static_cast<int64_t>(epoch) * batches + b);
+      set_lr(opt, warmup_lr(opts.lr, run_batch, opts.warmup_batches));
+    }
     auto r = train_step(exec, opt, bt, m);
     r.batch = b;
     r.batches = batches;

@@ -20,6 +20,11 @@ struct train_options {
   int64_t micro_batches = 1;
   /// Stop after this many batches of the epoch (0: the whole epoch).
   int64_t max_batches = 0;
+  /// The learning rate's warm-up over the run's first N batches, counted
+  /// across epochs (warmup_lr of `lr`); 0: the optimizer's rate is left as
+  /// it is.
+  uint32_t warmup_batches = 0;
+  double lr = 0;
 };
 
 struct batch_report {

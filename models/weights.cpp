@@ -153,6 +153,19 @@ make_optimizer(const optimizer_config& cfg, std::vector<torch::Tensor> params) {
   throw std::invalid_argument("unknown optimizer '" + cfg.kind + "'; use adam or sgd");
 }
 
+double warmup_lr(double lr, uint64_t batch, uint64_t warmup) {
+  if (warmup == 0 || batch + 1 >= warmup) {
+    return lr;
+  }
+  return lr * static_cast<double>(batch + 1) / static_cast<double>(warmup);
+}
+
+void set_lr(torch::optim::Optimizer& opt, double lr) {
+  for (auto& group : opt.param_groups()) {
+    group.options().set_lr(lr);
+  }
+}
+
 void predict_weights(const torch::optim::Optimizer& opt, const std::string& kind,
                      const torch::Tensor& p, double steps, torch::Tensor& out) {
   torch::NoGradGuard no_grad;

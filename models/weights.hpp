@@ -55,6 +55,15 @@ struct optimizer_config {
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const optimizer_config& cfg,
                                                         std::vector<torch::Tensor> params);
 
+/// The learning rate of batch `batch` (the job's, counted from 0) under a
+/// linear warm-up over the first `warmup` batches (Goyal et al. 2017; vision
+/// transformers are trained with one): lr x (batch + 1) / warmup until then,
+/// lr after; `warmup` 0: lr throughout.
+double warmup_lr(double lr, uint64_t batch, uint64_t warmup);
+
+/// Sets the learning rate of every parameter group of `opt`.
+void set_lr(torch::optim::Optimizer& opt, double lr);
+
 /// Writes into `out` the weights `p` would have after `steps` more
 /// optimizer steps that each moved as the optimizer's running direction
 /// does now: Adam's step with its moments as they stand (torch/optim/adam.cpp

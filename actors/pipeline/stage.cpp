@@ -287,12 +287,19 @@ stage_state::version_copy new_copy(stage_state& st) {
   return c;
 }
 
+// The optimizer's rate for stepping batch `batch` (stage_spec::warmup_batches).
+void rate_for(stage_state& st, uint64_t batch) {
+  models::set_lr(*st.opt, models::warmup_lr(st.spec.lr, batch, st.spec.warmup_batches));
+}
+
 // Keeps a copy of the newest weights (and buffers) as version `v`, for the
 // batches that use it: under weight prediction, the weights the optimizer's
 // running direction gives async_delay steps on, where those batches'
-// updates will land (stage_spec::predict_weights).
+// updates will land (stage_spec::predict_weights), at the rate of the next
+// step, batch v's.
 void keep_version(stage_actor::stateful_pointer<stage_state> self, uint64_t v) {
   auto& st = self->state;
+  rate_for(st, v);
   auto c = new_copy(st);
   torch::NoGradGuard no_grad;
   auto from = st.model->all();
@@ -437,6 +444,7 @@ void step_and_report(stage_actor::stateful_pointer<stage_state> self, uint64_t b
                      const compute_start& start) {
   auto& st = self->state;
   auto& spec = st.spec;
+  rate_for(st, batch);
   st.opt->step();
   st.opt->zero_grad();
   st.version = batch + 1;

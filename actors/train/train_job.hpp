@@ -130,6 +130,9 @@ struct job_config {
   bool weight_prediction = true;
   std::string optimizer = "adam";
   double lr = 2e-3;
+  /// A linear warm-up of the learning rate over the job's first N batches
+  /// (models::warmup_lr); 0: none.
+  uint32_t warmup_batches = 0;
   double momentum = 0.9;
   std::string dataset = "fashion-mnist";
   std::string data_dir;

@@ -38,6 +38,7 @@ std::vector<stage_spec> make_specs(const train_job_state& st, const stage_plan& 
     spec.schedule = st.cfg.schedule;
     spec.optimizer = st.cfg.optimizer;
     spec.lr = st.cfg.lr;
+    spec.warmup_batches = st.cfg.warmup_batches;
     spec.momentum = st.cfg.momentum;
     spec.threads = st.cfg.threads;
     spec.start_batch = st.committed;

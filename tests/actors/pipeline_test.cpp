@@ -138,6 +138,38 @@ TEST_CASE("async pipelines hold the weights of one device training on delayed we
   }
 }
 
+TEST_CASE("under a learning-rate warm-up flushed and async pipelines hold the weights of "
+          "one device warming up the same way",
+          "[actor][pipeline][async]") {
+  // a warm-up of 17 batches runs past the first epoch's end (13 batches):
+  // batch g steps at warmup_lr(lr, g, 17), counted over the job, whichever
+  // stage steps it and whichever version it ran on
+  torch::set_num_threads(1);
+  auto data = synthetic_for("cnn");
+  for (auto schedule : {"1f1b", "async"}) {
+    auto jc = two_async_epochs();
+    jc.schedule = schedule;
+    jc.warmup_batches = 17;
+    auto all = jc;
+    all.max_batches = 26;
+    bool async = std::string(schedule) == "async";
+    auto reference = [&](const actors::job_config& c) {
+      return async
+                 ? salamander::testing::single_device_async_weights(c, *data.train, 1, 13)
+                 : single_device_weights(c, *data.train, 13);
+    };
+    INFO(schedule);
+    auto result = run_on_local(jc, 3, data);
+    REQUIRE(result.status.error == "");
+    CHECK(result.status.training.committed == 26);
+    REQUIRE(result.weights);
+    CHECK(max_weight_diff(*result.weights, reference(all)) <= 1e-5);
+    auto cold = all;
+    cold.warmup_batches = 0;
+    CHECK(max_weight_diff(*result.weights, reference(cold)) > 1e-4);
+  }
+}
+
 TEST_CASE("async pipelines with weight aggregation hold the weights of one device that "
           "averages its versions in flight every K updates",
           "[actor][pipeline][async]") {

@@ -39,6 +39,8 @@ inline models::weight_snapshot single_device_weights(const actors::job_config& j
                        : algorithms::batches_per_epoch(train.size(), jc.batch_size, false);
   for (int64_t g = 0; g < jc.max_batches; ++g) {
     auto epoch = static_cast<uint64_t>(g / per_epoch);
+    models::set_lr(*opt,
+                   models::warmup_lr(jc.lr, static_cast<uint64_t>(g), jc.warmup_batches));
     models::train_step(
         exec, *opt, models::get_batch(train, jc.seed, epoch, g % per_epoch, jc.batch_size),
         jc.micro_batches);
@@ -83,6 +85,8 @@ inline models::weight_snapshot single_device_async_weights(const actors::job_con
                        : algorithms::batches_per_epoch(train.size(), jc.batch_size, false);
   for (int64_t g = 0; g < jc.max_batches; ++g) {
     auto v = static_cast<uint64_t>(g);
+    models::set_lr(*opt,
+                   models::warmup_lr(jc.lr, v, jc.warmup_batches)); // batch g's rate
     auto ahead = jc.weight_prediction ? static_cast<double>(delay) : 0.0;
     for (auto& p : params) {
       versions[v].push_back(torch::empty_like(p));

@@ -267,6 +267,56 @@ TEST_CASE("weight prediction lands where the optimizer's next steps land when th
   CHECK(max_abs_diff(same, r) == 0);
 }
 
+TEST_CASE("a warm-up raises the rate linearly over its batches, counted across epochs",
+          "[unit][trainer]") {
+  CHECK(warmup_lr(0.01, 0, 0) == 0.01);
+  CHECK(warmup_lr(0.01, 0, 4) == Approx(0.0025));
+  CHECK(warmup_lr(0.01, 2, 4) == Approx(0.0075));
+  CHECK(warmup_lr(0.01, 3, 4) == 0.01);
+  CHECK(warmup_lr(0.01, 1000, 4) == 0.01);
+  // SGD without momentum moves by exactly rate x gradient: the rate set is
+  // the one the step takes
+  auto p = torch::tensor({1.0F}).requires_grad_();
+  auto sgd = make_optimizer({"sgd", 0.1, 0.0, 0.0}, {p});
+  set_lr(*sgd, 0.025);
+  p.mutable_grad() = torch::tensor({2.0F});
+  sgd->step();
+  CHECK(p.item<float>() == Approx(1.0F - 0.05F));
+
+  // train_epoch counts the warm-up over the run's batches, not each epoch's:
+  // two epochs of 3 batches with a warm-up of 5 are one device stepping
+  // batch g at warmup_lr(lr, g, 5), g = 0..5
+  auto desc = describe(model_spec::parse("mlp:hidden=16"));
+  auto data = make_synthetic(7, 96, desc.input, desc.classes);
+  train_options opts;
+  opts.batch_size = 32;
+  opts.warmup_batches = 5;
+  opts.lr = 0.01;
+  layered_model a(desc, 1), b(desc, 1), c(desc, 1);
+  range_executor ea(a.all(), true, true), eb(b.all(), true, true),
+      ec(c.all(), true, true);
+  auto oa = make_optimizer({"sgd", opts.lr, 0.9, 0.0}, a.all()->parameters());
+  auto ob = make_optimizer({"sgd", opts.lr, 0.9, 0.0}, b.all()->parameters());
+  auto oc = make_optimizer({"sgd", opts.lr, 0.9, 0.0}, c.all()->parameters());
+  for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+    train_epoch(ea, *oa, data, epoch, opts, {});
+    for (int64_t k = 0; k < 3; ++k) {
+      auto g = epoch * 3 + static_cast<uint64_t>(k);
+      set_lr(*ob, warmup_lr(opts.lr, g, 5));
+      train_step(eb, *ob, get_batch(data, opts.seed, epoch, k, opts.batch_size), 1);
+      train_step(ec, *oc, get_batch(data, opts.seed, epoch, k, opts.batch_size), 1);
+    }
+  }
+  auto pa = a.all()->parameters(), pb = b.all()->parameters(), pc = c.all()->parameters();
+  double same = 0, apart = 0;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    same = std::max(same, max_abs_diff(pa[i], pb[i]));
+    apart = std::max(apart, max_abs_diff(pa[i], pc[i]));
+  }
+  CHECK(same == 0);
+  CHECK(apart > 1e-4); // and the warm-up did change the steps
+}
+
 TEST_CASE("the data-parallel sum merges in member order to the last bit, through the "
           "supervisor or along the chain in chunks of any size",
           "[unit][dp]") {
