@@ -35,7 +35,8 @@ struct bench_args {
 /// The benchmarks whose figures vary with bench_args::seed.
 inline bool seeded_bench(const std::string& name) {
   return name == "federated" || name == "federated_niid" || name == "split" ||
-         name == "async_accuracy" || name == "async_accuracy_vit";
+         name == "async_accuracy" || name == "async_accuracy_vit" ||
+         name == "async_accuracy_vit_warmup";
 }
 
 /// The mean of the last `n` values (all of them, if fewer; 0 if none): an
@@ -249,6 +250,7 @@ int continual(const bench_args& args);
 int train_scaling(const bench_args& args);
 int async_accuracy(const bench_args& args);
 int async_accuracy_vit(const bench_args& args);
+int async_accuracy_vit_warmup(const bench_args& args);
 int scale(const bench_args& args);
 int serve_scale(const bench_args& args);
 

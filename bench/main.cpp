@@ -38,6 +38,7 @@ const std::map<std::string, std::function<int(const bench_args&)>>& all_benches(
       {"train_scaling", train_scaling},
       {"async_accuracy", async_accuracy},
       {"async_accuracy_vit", async_accuracy_vit},
+      {"async_accuracy_vit_warmup", async_accuracy_vit_warmup},
       {"scale", scale},
   };
   return benches;

@@ -75,6 +75,7 @@ usage: bench/run.sh NAME [--quick] [--seeds N [--from-seed K]]   (results: bench
   train_scaling            4 EMULATED devices vs 1 of the same share (pipeline, async, data parallel)
   async_accuracy           the CNN's accuracy after an epoch: async (with and without weight prediction, aggregation) vs 1f1b (--seeds N)
   async_accuracy_vit       a 4-block ViT's accuracy after an epoch: async (with and without weight prediction) vs 1f1b (--seeds N)
+  async_accuracy_vit_warmup  the same ViT under a warm-up of the learning rate (--warmup-batches 94): async vs 1f1b (--seeds N)
   scale                    32 EMULATED nodes vs 4: planning time, heartbeats, recovery after a kill -9
   serve                    serving: protocol ratios, latency, 4/8-device speedups, a kill under load
   serve_scale              serving at PipeEdge's scale: 16 EMULATED devices vs 1, the plan vs PipeDream's at 10:4:2:1, planning 16 devices of 4 types
