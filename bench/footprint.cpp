@@ -231,6 +231,9 @@ int footprint(const bench_args& args) {
     // peak is the larger of the two (ViT-Small's stages are the larger).
     double peak = std::max(status_kb(nodes[0].pid(), "VmHWM"),
                            status_kb(nodes[1].pid(), "VmHWM")) / 1024.0;
+    // a node frees its connections' buffers twice after a job, the second
+    // time 3.5 s on (actors/node/node.cpp, trim_later): read after it
+    std::this_thread::sleep_for(std::chrono::seconds(5));
     double after = std::max(settled_rss_mb(nodes[0].pid(), 15),
                             settled_rss_mb(nodes[1].pid(), 15));
     // what stays, by kind: anonymous (heap, buffers) and file-backed (code

@@ -21,6 +21,7 @@
 
 #include "messages/errors.hpp"
 #include "messages/frame_pool.hpp"
+#include "models/blas_memory.hpp"
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -147,41 +148,76 @@ constexpr std::chrono::milliseconds trim_delay{500};
 // long enough for every connection to have written a heartbeat since
 constexpr std::chrono::milliseconds second_shrink_delay{3000};
 
-// CAF 0.17 keeps each connection's two write buffers at the largest size
-// they ever reached (caf::io::network::stream: the one being written and the
-// one filling, swapped). A job's bursts of activations grow them to several
-// messages: measured, two of 13 MB on each ViT-Small node after its job.
-// Frees the filling buffer of every idle connection, in the network loop
-// that owns them; once a heartbeat has been written since, the other one
-// is the filling buffer, so a second call frees it too.
-void shrink_write_buffers(caf::actor_system& sys) {
+// A connection's scribe, which CAF's broker keeps to itself (by_id is
+// protected; a pointer to it taken through a class derived from the broker
+// applies to any broker), and the receive message it reuses.
+struct servant_access : caf::io::abstract_broker {
+  static caf::io::scribe* scribe_of(caf::io::abstract_broker& broker,
+                                    caf::io::connection_handle hdl) {
+    auto by_id = &servant_access::by_id<caf::io::connection_handle>;
+    auto found = (broker.*by_id)(hdl);
+    return found ? &*found : nullptr;
+  }
+};
+struct scribe_access : caf::io::scribe {
+  static std::vector<char>& message_buffer(caf::io::scribe& s) {
+    auto msg = &scribe_access::msg;
+    return (s.*msg)().buf;
+  }
+};
+
+// `buf` without the capacity beyond its bytes.
+size_t shrink_to_size(std::vector<char>& buf) {
+  auto spare = buf.capacity() - buf.size();
+  if (spare > 0) {
+    std::vector<char>(buf.begin(), buf.end()).swap(buf);
+  }
+  return spare;
+}
+
+} // namespace
+
+void release_connection_buffers(caf::actor_system& sys,
+                                std::function<void(size_t)> done) {
   if (!sys.has_middleman()) {
     return;
   }
   auto& mm = sys.middleman();
-  mm.backend().post([&mm] {
+  mm.backend().post([&mm, done = std::move(done)] {
     auto basp = mm.named_broker<caf::io::basp_broker>(caf::atom("BASP"));
-    auto* broker =
-        dynamic_cast<caf::io::abstract_broker*>(caf::actor_cast<caf::abstract_actor*>(basp));
-    if (broker == nullptr) {
-      return;
-    }
+    auto* broker = dynamic_cast<caf::io::abstract_broker*>(
+        caf::actor_cast<caf::abstract_actor*>(basp));
     size_t freed = 0;
     size_t busy = 0;
-    for (auto& hdl : broker->connections()) {
+    for (auto& hdl : broker != nullptr ? broker->connections()
+                                       : std::vector<caf::io::connection_handle>{}) {
       auto& buf = broker->wr_buf(hdl);
       if (!buf.empty()) {
         ++busy;
-        continue;
+      } else {
+        freed += buf.capacity();
+        std::vector<char>{}.swap(buf);
       }
-      freed += buf.capacity();
-      std::vector<char>{}.swap(buf);
+      // the receive buffer holds the bytes of the read under way (the
+      // stream reads into it up to its size), the message's buffer only
+      // while the broker handles it, here on this same thread
+      if (auto* s = servant_access::scribe_of(*broker, hdl)) {
+        freed += shrink_to_size(s->rd_buf());
+        auto& msg = scribe_access::message_buffer(*s);
+        freed += msg.capacity();
+        std::vector<char>{}.swap(msg);
+      }
     }
     malloc_trim(0); // (after the buffers above are gone)
-    subsystem_log("node")->debug("connection write buffers: {:.1f} MB freed, {} busy",
+    subsystem_log("node")->debug("connection buffers: {:.1f} MB freed, {} writing",
                                  static_cast<double>(freed) / 1e6, busy);
+    if (done) {
+      done(freed);
+    }
   });
 }
+
+namespace {
 
 // Gives freed memory back to the system once the stages and holders that
 // were told to stop have gone (they stop on their own threads): LibTorch
@@ -194,13 +230,17 @@ template <class Self> void trim_later(Self self) {
         [t](caf::atom_value what) {
           // (once a next job's stages came, they use what is kept)
           if (!node_computing) {
-            shrink_write_buffers(t->home_system());
+            release_connection_buffers(t->home_system());
             if (what == caf::atom("trim")) {
               // the receive buffers kept for reuse are as large as the job's
               // replica snapshots: measured, 366 MB of ViT-Small's stayed
               // resident
               messages::release_frame_pool();
+              // OpenBLAS's packing buffers: what the job's products touched
+              auto blas = models::release_blas_buffers();
               malloc_trim(0);
+              subsystem_log("node")->debug("OpenBLAS buffers: {:.1f} MB given back",
+                                           static_cast<double>(blas) / 1e6);
             }
           }
           if (what == caf::atom("shrink")) {

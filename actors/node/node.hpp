@@ -93,6 +93,20 @@ std::string check_stage_spec(const stage_spec& spec, double memory_cap = 0);
 /// spawn, and drops it before a job's stages go.
 void keep_freed_memory(bool computing);
 
+/// CAF 0.17 keeps each connection's buffers at the largest size they ever
+/// reached (caf::io::network::stream): its two write buffers (the one being
+/// written and the one filling, swapped) and its receive buffer (as large
+/// as the largest message: a micro-batch's activations, measured 13 MB on a
+/// ViT-Small node after its job). Frees, in the network loop that owns
+/// them, the filling write buffer of every idle connection and every
+/// connection's receive buffer beyond the bytes of the read under way
+/// (the next message's header, when idle); once a heartbeat has been
+/// written since, the other write buffer is the filling one, so a second
+/// call frees it too. `done`, when given, gets the bytes freed, on the
+/// network thread (nothing when the system has no middleman).
+void release_connection_buffers(caf::actor_system& sys,
+                                std::function<void(size_t)> done = {});
+
 node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_config cfg);
 
 } // namespace salamander::actors

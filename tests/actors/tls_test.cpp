@@ -1,7 +1,9 @@
 // TLS links between actor systems in one process, with material from
 // deploy/make-certs.sh: peers of one CA talk; a peer of another CA and a
-// plaintext peer are refused, counted, and a silent handshake is cut.
+// plaintext peer are refused, counted, and a silent handshake is cut. And
+// the buffers a large message grew, freed on both kinds of connection.
 #include "actors/node/network.hpp"
+#include "actors/node/node.hpp"
 #include "actors/node/system.hpp"
 #include "actors/node/tls.hpp"
 
@@ -12,6 +14,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <memory>
 
 using namespace salamander;
@@ -84,6 +87,50 @@ caf::expected<int> ask(caf::actor_system& client, uint16_t port) {
   return out;
 }
 
+caf::behavior length_of() {
+  return {[](const std::string& s) { return static_cast<int64_t>(s.size()); }};
+}
+
+// The length `server`'s actor at `port` gives for `s`, sent from `client`.
+caf::expected<int64_t> length_at(caf::actor_system& client, uint16_t port,
+                                 const std::string& s) {
+  auto peer = actors::remote_actor(client, "127.0.0.1", port);
+  if (!peer) {
+    return peer.error();
+  }
+  caf::expected<int64_t> out{caf::sec::request_timeout};
+  caf::scoped_actor self{client};
+  self->request(*peer, 30s, s)
+      .receive([&](int64_t n) { out = n; }, [&](caf::error& e) { out = std::move(e); });
+  return out;
+}
+
+// The bytes actors::release_connection_buffers frees in `sys`.
+size_t released(caf::actor_system& sys) {
+  auto freed = std::make_shared<std::promise<size_t>>();
+  auto got = freed->get_future();
+  actors::release_connection_buffers(sys, [freed](size_t n) { freed->set_value(n); });
+  REQUIRE(got.wait_for(60s) == std::future_status::ready);
+  return got.get();
+}
+
+// A large message to `server` grows its connection's receive buffer to
+// the message; the release frees it, and the connection carries large and
+// small messages after it.
+void check_release(caf::actor_system& server, caf::actor_system& client) {
+  auto lengths = server.spawn(length_of);
+  auto port = actors::publish(lengths, 0, "127.0.0.1");
+  REQUIRE(port);
+  const std::string large(6'000'000, 'x');
+  REQUIRE(length_at(client, *port, large) == int64_t{6'000'000});
+  CHECK(released(server) >= large.size());
+  CHECK(length_at(client, *port, "small") == int64_t{5});
+  CHECK(released(server) < large.size() / 10); // small messages grew nothing
+  CHECK(length_at(client, *port, large) == int64_t{6'000'000});
+  CHECK(released(server) >= large.size());
+  caf::anon_send_exit(lengths, caf::exit_reason::user_shutdown);
+}
+
 } // namespace
 
 TEST_CASE("make-certs.sh material checks out, and mixed-up material does not", "[tls]") {
@@ -138,4 +185,22 @@ TEST_CASE("TLS links: one CA talks, another CA and plaintext are refused", "[tls
     CHECK(actors::tls_refusals() > before);
   }
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("the buffers a large message grew are freed, and the connection still carries",
+          "[tls][memory]") {
+  SECTION("plaintext") {
+    caf::actor_system_config scfg;
+    actors::configure(scfg);
+    caf::actor_system server{scfg};
+    caf::actor_system_config ccfg;
+    actors::configure(ccfg);
+    caf::actor_system client{ccfg};
+    check_release(server, client);
+  }
+  SECTION("TLS") {
+    auto server = make_system(material("a"));
+    auto client = make_system(material("b"));
+    check_release(**server, **client);
+  }
 }
