@@ -242,6 +242,7 @@ int failure_during_recovery(const bench_args& args);
 int recovery_large(const bench_args& args);
 int replan_stability(const bench_args& args);
 int serve(const bench_args& args);
+int serve_failure(const bench_args& args);
 int federated(const bench_args& args);
 int federated_niid(const bench_args& args);
 int split(const bench_args& args);

@@ -29,6 +29,7 @@ const std::map<std::string, std::function<int(const bench_args&)>>& all_benches(
       {"failure_during_recovery", failure_during_recovery},
       {"recovery_large", recovery_large},
       {"serve", serve},
+      {"serve_failure", serve_failure},
       {"serve_scale", serve_scale},
       {"federated", federated},
       {"federated_niid", federated_niid},

@@ -29,6 +29,7 @@
 #include "actors/node/node_process.hpp"
 #include "actors/node/system.hpp"
 #include "actors/serve/inference.hpp"
+#include "algorithms/stats.hpp"
 #include "bench/benches.hpp"
 #include "bench/load.hpp"
 #include "bench/report.hpp"
@@ -375,6 +376,112 @@ struct open_loop {
   bool done_sending = false;
 };
 
+// One kill -9 under a steady open-loop rate: three devices of 0.25 core
+// (a stage each, an even split), 10 requests/s of 2 rows, the middle one
+// killed a third of the way in.
+struct failure_run {
+  std::string error; ///< the service did not start
+  double sent = 0;
+  double lost = -1;  ///< requests never answered
+  double gap_s = -1; ///< the longest time without an answer after the kill
+  double recovery_s = -1;
+  double recoveries = 0;
+  double resent = 0;
+};
+
+failure_run kill_under_load(caf::actor_system& sys, const actors::serve_config& sc,
+                            const torch::Tensor& inputs, bool quick,
+                            const std::string& prefix) {
+  failure_run out;
+  actors::process_cluster procs(3, prefix, quotas({0.25, 0.25, 0.25}));
+  auto nodes = connected_nodes(sys, procs.nodes());
+  auto fc = sc;
+  fc.auto_plan = false; // three stages, one per device
+  fc.max_batch = 2;
+  actors::service svc(sys, fc, nodes);
+  if (!svc.wait_serving(std::chrono::seconds(60))) {
+    out.error = svc.status().error;
+    return out;
+  }
+  auto state = std::make_shared<open_loop>();
+  auto job = svc.job();
+  auto x = inputs.narrow(0, 0, 2);
+  auto t0 = std::chrono::steady_clock::now();
+  double run_s = quick ? 6 : 12, kill_at = run_s / 3;
+  auto period = std::chrono::milliseconds(100);
+  auto now_s = [t0] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  auto sender = sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
+    self->send(self, tick_atom_v);
+    return {[=](tick_atom) {
+      if (now_s() >= run_s) {
+        std::lock_guard<std::mutex> lock(state->mutex);
+        state->done_sending = true;
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(state->mutex);
+        state->sent++;
+      }
+      self->request(job, std::chrono::seconds(60), infer_atom_v, tensor_payload{x})
+          .then(
+              [=](tensor_payload&) {
+                std::lock_guard<std::mutex> lock(state->mutex);
+                state->answered_t.push_back(now_s());
+              },
+              [=](caf::error&) {
+                std::lock_guard<std::mutex> lock(state->mutex);
+                state->errors++;
+              });
+      self->delayed_send(self, period, tick_atom_v);
+    }};
+  });
+  std::this_thread::sleep_for(std::chrono::duration<double>(kill_at));
+  procs[1].signal(SIGKILL);
+  double killed_t = now_s();
+  for (int i = 0; i < 1200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::lock_guard<std::mutex> lock(state->mutex);
+    if (state->done_sending &&
+        static_cast<int64_t>(state->answered_t.size()) + state->errors >= state->sent) {
+      break;
+    }
+  }
+  caf::anon_send_exit(sender, caf::exit_reason::user_shutdown);
+  std::lock_guard<std::mutex> lock(state->mutex);
+  auto t = state->answered_t;
+  std::sort(t.begin(), t.end());
+  out.gap_s = 0;
+  double prev = killed_t;
+  for (auto a : t) {
+    if (a > killed_t) {
+      out.gap_s = std::max(out.gap_s, a - prev);
+      prev = a;
+    } else {
+      prev = std::max(prev, a);
+    }
+  }
+  out.sent = static_cast<double>(state->sent);
+  out.lost = static_cast<double>(state->sent - static_cast<int64_t>(t.size()));
+  auto st = svc.status();
+  out.recovery_s = st.pipeline.last_recovery_s;
+  out.recoveries = static_cast<double>(st.pipeline.recoveries);
+  out.resent = static_cast<double>(st.serving.resent);
+  std::fprintf(
+      stderr,
+      "  sent %lld, answered %zu, errors %lld, recoveries %lld, "
+      "resent %lld, duplicates dropped %lld; gap %.3f s, re-planned in %.3f s; %s\n",
+      static_cast<long long>(state->sent), t.size(),
+      static_cast<long long>(state->errors),
+      static_cast<long long>(st.pipeline.recoveries),
+      static_cast<long long>(st.serving.resent),
+      static_cast<long long>(st.serving.duplicates), out.gap_s, out.recovery_s,
+      st.plan.c_str());
+  svc.stop("benchmark");
+  return out;
+}
+
 } // namespace
 
 int serve(const bench_args& args) {
@@ -520,97 +627,17 @@ int serve(const bench_args& args) {
   // ---- a kill -9 at a steady request rate
   std::fprintf(stderr, "failure (three devices of 0.25 core, 10 requests/s of 2 rows, "
                        "one killed):\n");
-  double lost = -1, gap = -1, recovery_s = -1;
-  {
-    actors::process_cluster procs(3, "fail-", quotas({0.25, 0.25, 0.25}));
-    auto nodes = connected_nodes(sys, procs.nodes());
-    auto fc = sc;
-    fc.auto_plan = false; // three stages, one per device
-    fc.max_batch = 2;
-    actors::service svc(sys, fc, nodes);
-    if (!svc.wait_serving(std::chrono::seconds(60))) {
-      std::fprintf(stderr, "failure run did not start: %s\n", svc.status().error.c_str());
-      ++bad;
-    } else {
-      auto state = std::make_shared<open_loop>();
-      auto job = svc.job();
-      auto x = inputs.narrow(0, 0, 2);
-      auto t0 = std::chrono::steady_clock::now();
-      double run_s = args.quick ? 6 : 12, kill_at = run_s / 3;
-      auto period = std::chrono::milliseconds(100);
-      auto now_s = [t0] {
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-            .count();
-      };
-      auto sender = sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
-        self->send(self, tick_atom_v);
-        return {[=](tick_atom) {
-          if (now_s() >= run_s) {
-            std::lock_guard<std::mutex> lock(state->mutex);
-            state->done_sending = true;
-            return;
-          }
-          {
-            std::lock_guard<std::mutex> lock(state->mutex);
-            state->sent++;
-          }
-          self->request(job, std::chrono::seconds(60), infer_atom_v, tensor_payload{x})
-              .then(
-                  [=](tensor_payload&) {
-                    std::lock_guard<std::mutex> lock(state->mutex);
-                    state->answered_t.push_back(now_s());
-                  },
-                  [=](caf::error&) {
-                    std::lock_guard<std::mutex> lock(state->mutex);
-                    state->errors++;
-                  });
-          self->delayed_send(self, period, tick_atom_v);
-        }};
-      });
-      std::this_thread::sleep_for(std::chrono::duration<double>(kill_at));
-      procs[1].signal(SIGKILL);
-      double killed_t = now_s();
-      for (int i = 0; i < 1200; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        std::lock_guard<std::mutex> lock(state->mutex);
-        if (state->done_sending &&
-            static_cast<int64_t>(state->answered_t.size()) + state->errors >=
-                state->sent) {
-          break;
-        }
-      }
-      caf::anon_send_exit(sender, caf::exit_reason::user_shutdown);
-      std::lock_guard<std::mutex> lock(state->mutex);
-      auto t = state->answered_t;
-      std::sort(t.begin(), t.end());
-      gap = 0;
-      double prev = killed_t;
-      for (auto a : t) {
-        if (a > killed_t) {
-          gap = std::max(gap, a - prev);
-          prev = a;
-        } else {
-          prev = std::max(prev, a);
-        }
-      }
-      lost = static_cast<double>(state->sent - static_cast<int64_t>(t.size()));
-      auto st = svc.status();
-      recovery_s = st.pipeline.last_recovery_s;
-      std::fprintf(stderr,
-                   "  sent %lld, answered %zu, errors %lld, recoveries %lld, "
-                   "resent %lld, duplicates dropped %lld; %s\n",
-                   static_cast<long long>(state->sent), t.size(),
-                   static_cast<long long>(state->errors),
-                   static_cast<long long>(st.pipeline.recoveries),
-                   static_cast<long long>(st.serving.resent),
-                   static_cast<long long>(st.serving.duplicates), st.plan.c_str());
-      rep.detail("failure_sent", static_cast<double>(state->sent));
-      rep.detail("failure_recoveries", static_cast<double>(st.pipeline.recoveries));
-      rep.detail("failure_resent", static_cast<double>(st.serving.resent));
-      rep.detail("failure_recovery_s", recovery_s);
-      svc.stop("benchmark");
-    }
+  auto failed = kill_under_load(sys, sc, inputs, args.quick, "fail-");
+  if (!failed.error.empty()) {
+    std::fprintf(stderr, "failure run did not start: %s\n", failed.error.c_str());
+    ++bad;
   }
+  double lost = failed.lost;
+  double gap = failed.gap_s;
+  rep.detail("failure_sent", failed.sent);
+  rep.detail("failure_recoveries", failed.recoveries);
+  rep.detail("failure_resent", failed.resent);
+  rep.detail("failure_recovery_s", failed.recovery_s);
 
   auto r1 = std::max(rate[1], 1e-9);
   rep.detail("linear_fraction_8dev", rate[8] / r1 / 8);
@@ -638,6 +665,56 @@ int serve(const bench_args& args) {
   rep.headline("serve_failure_gap_s", gap);
   rep.finish(args.out);
   return bad == 0 ? 0 : 1;
+}
+
+int serve_failure(const bench_args& args) {
+  report rep("serve_failure");
+  rep.detail("emulation", "EMULATED devices: node processes on one host with CPU quotas");
+  rep.detail("model", vit);
+  caf::actor_system_config cfg;
+  actors::system_options so;
+  so.connection_timeout = std::chrono::milliseconds(2500);
+  actors::configure(cfg, so);
+  caf::actor_system sys{cfg};
+  auto desc = models::describe(models::model_spec::parse(vit));
+  auto inputs = models::make_synthetic(3, 4096, desc.input, desc.classes).images;
+  actors::serve_config sc;
+  sc.model = desc.spec.canonical();
+  sc.request_timeout = std::chrono::seconds(120);
+  int runs = args.quick ? 2 : 8;
+  std::fprintf(stderr,
+               "%d kills, each on three fresh devices of 0.25 core under 10 requests/s "
+               "of 2 rows:\n",
+               runs);
+  std::vector<double> gaps, recoveries;
+  double lost = 0;
+  for (int i = 0; i < runs; ++i) {
+    auto r = kill_under_load(sys, sc, inputs, args.quick, fmt::format("sf{}-", i));
+    if (!r.error.empty()) {
+      std::fprintf(stderr, "run %d did not start: %s\n", i + 1, r.error.c_str());
+      return 1;
+    }
+    gaps.push_back(r.gap_s);
+    recoveries.push_back(r.recovery_s);
+    lost += r.lost;
+    rep.detail(fmt::format("gap_s_{}", i + 1), r.gap_s);
+    rep.detail(fmt::format("recovery_s_{}", i + 1), r.recovery_s);
+  }
+  auto g = algorithms::interval_95(gaps);
+  auto rc = algorithms::interval_95(recoveries);
+  std::fprintf(stderr,
+               "gap: mean %.3f s, 95%% interval %.3f to %.3f (n %zu, goal <= 1: %s); "
+               "re-plan %.3f s [%.3f, %.3f]\n",
+               g.mean, g.low, g.high, g.n, algorithms::verdict(g, {false, 1.0}).c_str(),
+               rc.mean, rc.low, rc.high);
+  rep.detail("serve_failure_gap_s_low", g.low);
+  rep.detail("serve_failure_gap_s_high", g.high);
+  rep.detail("serve_failure_recovery_s_mean", rc.mean);
+  rep.headline("serve_failure_gap_s_mean", g.mean);
+  rep.headline("serve_failure_gap_s_max", *std::max_element(gaps.begin(), gaps.end()));
+  rep.headline("serve_failure_requests_lost", lost);
+  rep.finish(args.out);
+  return 0;
 }
 
 } // namespace salamander::bench
