@@ -171,6 +171,12 @@ struct serve_job_state : job_core {
   replica_holder_actor central_holder;
   /// Layers each node's holder has (chain copies the job asked for).
   std::map<size_t, std::set<size_t>> chain_copies;
+  /// After a recovery, the micro-batches sent again: the new pipeline makes
+  /// its chain copies once these are answered (or gone), so that encoding
+  /// and sending its layers does not delay the first answers after a
+  /// failure. A second failure before then pulls from the central holder.
+  std::set<uint64_t> replicate_after;
+  size_t replicate_waited = 0; ///< how many that was (the metrics log's)
   std::set<caf::actor_addr> dead_stages;
   std::set<std::pair<size_t, size_t>> peered; ///< node pairs connected directly
   capacity_model capacity;

@@ -47,6 +47,9 @@ void on_profiles(self_ptr self, cluster_profile& round);
 /// no plan (then, without a serving pipeline, the job waits or fails).
 std::string plan_next(self_ptr self, const std::string& reason);
 void on_ready(self_ptr self);
+/// The chain copies the current pipeline still owes (replicate_after):
+/// made once the micro-batches sent again after a recovery are answered.
+void settle_replication(self_ptr self);
 void on_down(self_ptr self, const caf::down_msg& dm);
 void on_node_lost(self_ptr self, uint32_t n, const std::string& why);
 caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,

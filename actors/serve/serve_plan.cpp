@@ -336,19 +336,34 @@ void launch(self_ptr self, stage_plan plan, const std::string& reason) {
             });
 }
 
-// The next pipeline has its layers: it serves from now on.
-void become_ready(self_ptr self) {
+// Chain replication: each stage of the current pipeline sends its layers
+// to the next stage's node.
+void replicate_chain(self_ptr self) {
   auto& st = self->state;
-  auto p = std::move(*st.next);
-  st.next.reset();
-  // chain replication: each stage's layers also on the next stage's node
-  for (size_t i = 0; st.cfg.chain_copies && i + 1 < p.stages.size(); ++i) {
+  st.replicate_after.clear();
+  if (!st.current) {
+    return;
+  }
+  auto& p = *st.current;
+  if (!st.cfg.chain_copies || p.stages.size() < 2) {
+    return;
+  }
+  for (size_t i = 0; i + 1 < p.stages.size(); ++i) {
     self->send(p.stages[i], replicate_atom_v, uint64_t{0});
     auto [b, e] = p.plan.ranges[i];
     for (auto l = b; l < e; ++l) {
       st.chain_copies[p.plan.nodes[i + 1]].insert(l);
     }
   }
+  log_event(self, "chain_copies",
+            {{"plan_version", p.generation}, {"after_resent", st.replicate_waited}});
+}
+
+// The next pipeline has its layers: it serves from now on.
+void become_ready(self_ptr self) {
+  auto& st = self->state;
+  auto p = std::move(*st.next);
+  st.next.reset();
   bool recovered = st.phase == algorithms::serve_phase::recovering ||
                    st.phase == algorithms::serve_phase::waiting;
   bool replaced = st.current.has_value();
@@ -392,6 +407,19 @@ void become_ready(self_ptr self) {
   }
   log_event(self, "plan", {{"plan_version", p.generation}, {"plan", plan_text}});
   st.current = std::move(p);
+  // after a failure, what was sent again goes first (settle_replication)
+  st.replicate_after.clear();
+  if (recovered) {
+    for (auto id : st.resend) {
+      if (st.micros.count(id)) {
+        st.replicate_after.insert(id);
+      }
+    }
+  }
+  st.replicate_waited = st.replicate_after.size();
+  if (st.replicate_after.empty()) {
+    replicate_chain(self);
+  }
   place_load(self);
   st.waiting_for.clear();
   st.retry_wait = std::chrono::milliseconds(500);
@@ -414,6 +442,7 @@ void break_current(self_ptr self, const std::string& what) {
     st.failure_at = clock::now();
   }
   requeue(self, st.current->generation);
+  st.replicate_after.clear(); // (the pipeline that owed them is gone)
   st.current->broken = true;
   st.old.push_back(std::move(*st.current));
   st.current.reset();
@@ -453,6 +482,19 @@ bool pipeline_on(const serve_pipeline& p, size_t n) {
 }
 
 } // namespace
+
+void settle_replication(self_ptr self) {
+  auto& st = self->state;
+  if (st.replicate_after.empty()) {
+    return;
+  }
+  for (auto it = st.replicate_after.begin(); it != st.replicate_after.end();) {
+    it = st.micros.count(*it) ? std::next(it) : st.replicate_after.erase(it);
+  }
+  if (st.replicate_after.empty()) {
+    replicate_chain(self);
+  }
+}
 
 std::vector<size_t> live_nodes(const serve_job_state& st) {
   std::vector<size_t> out;

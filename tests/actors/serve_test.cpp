@@ -101,11 +101,13 @@ struct served_cluster {
   actors::serve_config sc = config("cnn");
   std::unique_ptr<actors::service> svc;
 
-  served_cluster(int n, const std::string& prefix) : procs(n, prefix) {
+  served_cluster(int n, const std::string& prefix, const std::string& metrics = "")
+      : procs(n, prefix) {
     auto connected = actors::connect_nodes(*ps.sys, procs.nodes());
     REQUIRE(static_cast<bool>(connected));
     nodes = std::move(*connected);
     sc.max_batch = 4;
+    sc.metrics_path = metrics;
     svc = std::make_unique<actors::service>(*ps.sys, sc, nodes);
   }
   /// What one process holding the whole model answers.
@@ -251,7 +253,8 @@ TEST_CASE("serving through a kill -9 of a stage node: every request answered onc
           "one process's outputs",
           "[actor][serve][process]") {
   torch::set_num_threads(1);
-  served_cluster c(3, "s");
+  salamander::testing::temp_dir dir;
+  served_cluster c(3, "s", dir.file("m.jsonl"));
   auto x = inputs_for("cnn", 6000);
   auto r = stream_with(*c.svc, x, 4, 1200, [&] { c.procs[1].signal(SIGKILL); });
   REQUIRE(r.error.empty());
@@ -260,6 +263,23 @@ TEST_CASE("serving through a kill -9 of a stage node: every request answered onc
   CHECK(r.status.serving.failed_requests == 0);
   CHECK(r.status.plan.find("s2[") == std::string::npos);
   CHECK(max_abs_diff(r.outputs, c.expected(x)) <= 1e-5);
+  c.svc.reset(); // (its metrics log complete)
+  // the recovered pipeline made its chain copies, after what it sent again
+  // was answered
+  auto recovered = events(c.sc.metrics_path, "recovered");
+  REQUIRE(recovered.size() == 1);
+  auto plans = events(c.sc.metrics_path, "plan");
+  REQUIRE(plans.size() >= 2);
+  auto generation = plans.back()["plan_version"].get<int64_t>();
+  bool copied = false;
+  for (auto& e : events(c.sc.metrics_path, "chain_copies")) {
+    if (e["plan_version"].get<int64_t>() == generation) {
+      copied = true;
+      CHECK(e["after_resent"].get<int64_t>() == recovered[0]["resent"].get<int64_t>());
+      CHECK(e["t"].get<double>() >= recovered[0]["t"].get<double>());
+    }
+  }
+  CHECK(copied);
 }
 
 TEST_CASE("serving through a hung node (SIGSTOP), then planning it back in when it "
