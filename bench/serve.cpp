@@ -376,6 +376,29 @@ struct open_loop {
   bool done_sending = false;
 };
 
+// What both serving benchmarks start from: an actor system whose peers
+// count as gone 2.5 s after their last message, the ViT, 4,096 synthetic
+// inputs for it, and a service of it whose requests wait up to 120 s.
+struct serve_setup {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  models::model_desc desc = models::describe(models::model_spec::parse(vit));
+  torch::Tensor inputs = models::make_synthetic(3, 4096, desc.input, desc.classes).images;
+  actors::serve_config sc;
+
+  explicit serve_setup(report& rep) {
+    rep.detail("emulation",
+               "EMULATED devices: node processes on one host with CPU quotas");
+    rep.detail("model", vit);
+    actors::system_options so;
+    so.connection_timeout = std::chrono::milliseconds(2500);
+    actors::configure(cfg, so);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sc.model = desc.spec.canonical();
+    sc.request_timeout = std::chrono::seconds(120);
+  }
+};
+
 // One kill -9 under a steady open-loop rate: three devices of 0.25 core
 // (a stage each, an even split), 10 requests/s of 2 rows, the middle one
 // killed a third of the way in.
@@ -486,20 +509,12 @@ failure_run kill_under_load(caf::actor_system& sys, const actors::serve_config& 
 
 int serve(const bench_args& args) {
   report rep("serve");
-  rep.detail("emulation", "EMULATED devices: node processes on one host with CPU quotas");
-  rep.detail("model", vit);
-  caf::actor_system_config cfg;
-  actors::system_options so;
-  so.connection_timeout = std::chrono::milliseconds(2500);
-  actors::configure(cfg, so);
-  caf::actor_system sys{cfg};
-  auto desc = models::describe(models::model_spec::parse(vit));
-  auto inputs = models::make_synthetic(3, 4096, desc.input, desc.classes).images;
+  serve_setup setup(rep);
+  auto& sys = *setup.sys;
+  auto& inputs = setup.inputs;
+  auto sc = setup.sc;
   double secs = args.quick ? 2.0 : 8.0;
-  actors::serve_config sc;
-  sc.model = desc.spec.canonical();
   sc.max_batch = 8;
-  sc.request_timeout = std::chrono::seconds(120);
   int bad = 0;
   auto check = [&](const measured& m, const std::string& what) {
     if (!m.error.empty()) {
@@ -669,18 +684,10 @@ int serve(const bench_args& args) {
 
 int serve_failure(const bench_args& args) {
   report rep("serve_failure");
-  rep.detail("emulation", "EMULATED devices: node processes on one host with CPU quotas");
-  rep.detail("model", vit);
-  caf::actor_system_config cfg;
-  actors::system_options so;
-  so.connection_timeout = std::chrono::milliseconds(2500);
-  actors::configure(cfg, so);
-  caf::actor_system sys{cfg};
-  auto desc = models::describe(models::model_spec::parse(vit));
-  auto inputs = models::make_synthetic(3, 4096, desc.input, desc.classes).images;
-  actors::serve_config sc;
-  sc.model = desc.spec.canonical();
-  sc.request_timeout = std::chrono::seconds(120);
+  serve_setup setup(rep);
+  auto& sys = *setup.sys;
+  auto& inputs = setup.inputs;
+  auto& sc = setup.sc;
   int runs = args.quick ? 2 : 8;
   std::fprintf(stderr,
                "%d kills, each on three fresh devices of 0.25 core under 10 requests/s "
