@@ -5,18 +5,29 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <vector>
 
 namespace salamander::models {
 
 namespace {
 
-// no more than BUFFER_SIZE in any OpenBLAS build (x86-64: 128 MB since
-// 0.3, 32 MB before; arm64: 16 or 20 MB)
+// No more than an OpenBLAS buffer (BUFFER_SIZE) on the machines this runs
+// for: 128 MB on x86-64 since 0.3 (32 MB before), 32 MB on arm64 in 0.3.21
+// (16-20 MB in other releases). A build option can make it smaller, and
+// other machines have smaller ones (2 MB on PPC440), where the advice would
+// run on into the next mapping: there nothing is released.
 constexpr size_t discarded_bytes = size_t{16} << 20;
+#if defined(__x86_64__) || defined(__aarch64__)
+constexpr bool known_machine = true;
+#else
+constexpr bool known_machine = false;
+#endif
 
-// enough for every caller that could have computed at once (OpenBLAS's
-// pool holds twice its MAX_THREADS; it aborts past that)
+// enough for every caller that could have computed at once; OpenBLAS's
+// pool holds at least 50 and past its end 0.3.21 corrupts its heap on the
+// free, so this must stay far below that
 constexpr int max_taken = 16;
 
 size_t resident_bytes(void* p, size_t bytes, size_t page) {
@@ -34,6 +45,9 @@ size_t resident_bytes(void* p, size_t bytes, size_t page) {
 } // namespace
 
 size_t release_blas_buffers() {
+  if (!known_machine) {
+    return 0;
+  }
   // OpenBLAS's own pool (driver/others/memory.c), looked up at run time:
   // LibTorch may run on another BLAS, which has none
   using alloc_fn = void* (*)(int);
@@ -43,9 +57,13 @@ size_t release_blas_buffers() {
   if (take == nullptr || give == nullptr) {
     return 0;
   }
+  // The buffers the pool handed out before: it hands out its first free one,
+  // so every one used since is among these, or the first new one (a product
+  // that ran during a release gets one past those the release held).
+  static std::mutex seen_mutex;
+  static std::set<void*> seen;
+  std::lock_guard<std::mutex> lock(seen_mutex);
   auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  // the pool hands out its first free buffer: take them until one was
-  // never touched (or is new), so that every used one is held here
   std::vector<void*> taken;
   size_t released = 0;
   for (int i = 0; i < max_taken; ++i) {
@@ -54,9 +72,15 @@ size_t release_blas_buffers() {
       break;
     }
     taken.push_back(p);
-    if (reinterpret_cast<uintptr_t>(p) % page != 0 ||
-        resident_bytes(p, page, page) == 0) {
-      break;
+    if (reinterpret_cast<uintptr_t>(p) % page != 0) {
+      break; // not a mapping of its own (malloc's, or a thread's table)
+    }
+    bool known = !seen.insert(p).second;
+    if (resident_bytes(p, page, page) == 0) {
+      if (!known) {
+        break; // new: no product used it, nor any buffer after it
+      }
+      continue; // given back before and not used since
     }
     auto bytes = resident_bytes(p, discarded_bytes, page);
     if (madvise(p, discarded_bytes, MADV_DONTNEED) == 0) {

@@ -7,16 +7,17 @@ namespace salamander::models {
 
 /// OpenBLAS packs a matrix product's operands into buffers from a pool of
 /// its own (one per caller computing at once: a 128 MB reservation each on
-/// x86-64, 16-20 MB on arm64), and the pages a job's products touched stay
+/// x86-64, 32 MB on arm64 in 0.3.21), and the pages a job's products touched stay
 /// resident until the process ends: OpenBLAS has no call to give them back
 /// (measured: 10.6 MB on a node after a ViT-Small job). Takes every free
 /// buffer whose first page is resident out of OpenBLAS's pool, so that no
 /// product can use it meanwhile, discards the pages of its first 16 MB
 /// (MADV_DONTNEED: the next product that takes it finds zero pages, as in
-/// a fresh buffer; 16 MB is no more than any OpenBLAS build's buffer, and
+/// a fresh buffer; 16 MB is no more than a buffer on x86-64 and arm64, and
 /// the products of the models here touch its first 5-11 MB) and puts it
 /// back. Buffers in use stay as they are. Returns the resident bytes given
-/// back: 0 when LibTorch's BLAS is not OpenBLAS, or nothing was resident.
+/// back: 0 when LibTorch's BLAS is not OpenBLAS, on other machines, or when
+/// nothing was resident.
 size_t release_blas_buffers();
 
 } // namespace salamander::models

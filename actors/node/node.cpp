@@ -150,19 +150,13 @@ constexpr std::chrono::milliseconds second_shrink_delay{3000};
 
 // A connection's scribe, which CAF's broker keeps to itself (by_id is
 // protected; a pointer to it taken through a class derived from the broker
-// applies to any broker), and the receive message it reuses.
+// applies to any broker).
 struct servant_access : caf::io::abstract_broker {
   static caf::io::scribe* scribe_of(caf::io::abstract_broker& broker,
                                     caf::io::connection_handle hdl) {
     auto by_id = &servant_access::by_id<caf::io::connection_handle>;
     auto found = (broker.*by_id)(hdl);
     return found ? &*found : nullptr;
-  }
-};
-struct scribe_access : caf::io::scribe {
-  static std::vector<char>& message_buffer(caf::io::scribe& s) {
-    auto msg = &scribe_access::msg;
-    return (s.*msg)().buf;
   }
 };
 
@@ -187,10 +181,15 @@ void release_connection_buffers(caf::actor_system& sys,
     auto basp = mm.named_broker<caf::io::basp_broker>(caf::atom("BASP"));
     auto* broker = dynamic_cast<caf::io::abstract_broker*>(
         caf::actor_cast<caf::abstract_actor*>(basp));
+    if (broker == nullptr) {
+      if (done) {
+        done(0);
+      }
+      return;
+    }
     size_t freed = 0;
     size_t busy = 0;
-    for (auto& hdl : broker != nullptr ? broker->connections()
-                                       : std::vector<caf::io::connection_handle>{}) {
+    for (auto& hdl : broker->connections()) {
       auto& buf = broker->wr_buf(hdl);
       if (!buf.empty()) {
         ++busy;
@@ -199,13 +198,11 @@ void release_connection_buffers(caf::actor_system& sys,
         std::vector<char>{}.swap(buf);
       }
       // the receive buffer holds the bytes of the read under way (the
-      // stream reads into it up to its size), the message's buffer only
-      // while the broker handles it, here on this same thread
+      // stream reads into it up to its size; the scribe lends it to the
+      // broker's message only while the broker handles it, here on this
+      // same thread)
       if (auto* s = servant_access::scribe_of(*broker, hdl)) {
         freed += shrink_to_size(s->rd_buf());
-        auto& msg = scribe_access::message_buffer(*s);
-        freed += msg.capacity();
-        std::vector<char>{}.swap(msg);
       }
     }
     malloc_trim(0); // (after the buffers above are gone)

@@ -188,7 +188,7 @@ TEST_CASE("TLS links: one CA talks, another CA and plaintext are refused", "[tls
 }
 
 TEST_CASE("the buffers a large message grew are freed, and the connection still carries",
-          "[tls][memory]") {
+          "[actor][tls][memory]") {
   SECTION("plaintext") {
     caf::actor_system_config scfg;
     actors::configure(scfg);

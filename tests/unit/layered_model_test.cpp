@@ -1,11 +1,8 @@
 #include "../support.hpp"
 
-#include "models/blas_memory.hpp"
 #include "models/layered_model.hpp"
 #include "models/trainer.hpp"
 #include "models/weights.hpp"
-
-#include <dlfcn.h>
 
 #include <regex>
 
@@ -368,20 +365,4 @@ TEST_CASE("the data-parallel sum merges in member order to the last bit, through
   CHECK_THROWS_WITH(dp_chunks::of(parts[0], grads, 0),
                     Catch::Contains("at least one value"));
   CHECK_THROWS_WITH(dp_chunks::of(parts[0], grads + 1, 4), Catch::Contains("malformed"));
-}
-
-TEST_CASE("what OpenBLAS's products touched is given back, and products stay exact",
-          "[memory]") {
-  if (dlsym(RTLD_DEFAULT, "blas_memory_alloc") == nullptr) {
-    WARN("skipped: LibTorch's BLAS here is not OpenBLAS");
-    return;
-  }
-  torch::manual_seed(1);
-  auto a = torch::randn({512, 1024});
-  auto b = torch::randn({1024, 768});
-  auto before = torch::mm(a, b);
-  CHECK(release_blas_buffers() > 0);
-  CHECK(release_blas_buffers() == 0); // nothing resident any more
-  CHECK(torch::equal(torch::mm(a, b), before));
-  CHECK(release_blas_buffers() > 0); // the product touched them again
 }
