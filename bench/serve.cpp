@@ -699,6 +699,7 @@ int serve_failure(const bench_args& args) {
     auto r = kill_under_load(sys, sc, inputs, args.quick, fmt::format("sf{}-", i));
     if (!r.error.empty()) {
       std::fprintf(stderr, "run %d did not start: %s\n", i + 1, r.error.c_str());
+      rep.finish(args.out); // (the runs before it)
       return 1;
     }
     gaps.push_back(r.gap_s);

@@ -310,7 +310,6 @@ void on_output(self_ptr self, uint64_t id, const torch::Tensor& y) {
   }
   auto m = std::move(it->second);
   st.micros.erase(it);
-  settle_replication(self);
   if (m.generation != 0) {
     --st.sent_unanswered;
   } else {
@@ -325,6 +324,7 @@ void on_output(self_ptr self, uint64_t id, const torch::Tensor& y) {
   }
   auto now = clock::now();
   count_execution(st.status.serving, m.x.size(0), now - m.built);
+  settle_replication(self);
   int64_t offset = 0;
   for (auto& seg : m.segments) {
     auto len = seg.end - seg.begin;
@@ -442,7 +442,6 @@ void on_tick(self_ptr self) {
                                      " ms (the service is " + algorithms::to_string(st.phase) + ")"));
   }
   check_pipelines(self);
-  settle_replication(self); // (what was sent again may have timed out)
   if (!st.stop_requested.empty() && st.requests.empty()) {
     finish(self);
     return;

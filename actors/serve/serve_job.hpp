@@ -172,11 +172,13 @@ struct serve_job_state : job_core {
   /// Layers each node's holder has (chain copies the job asked for).
   std::map<size_t, std::set<size_t>> chain_copies;
   /// After a recovery, the micro-batches sent again: the new pipeline makes
-  /// its chain copies once these are answered (or gone), so that encoding
-  /// and sending its layers does not delay the first answers after a
-  /// failure. A second failure before then pulls from the central holder.
+  /// its chain copies once these are answered, so that encoding and sending
+  /// its layers does not delay the first answers after a failure (one that
+  /// hangs trips the stall timeout, which breaks the pipeline and clears
+  /// this). A second failure before then pulls from the central holder.
   std::set<uint64_t> replicate_after;
   size_t replicate_waited = 0; ///< how many that was (the metrics log's)
+  int64_t executions_at_ready = 0; ///< micro-batches answered before it served
   std::set<caf::actor_addr> dead_stages;
   std::set<std::pair<size_t, size_t>> peered; ///< node pairs connected directly
   capacity_model capacity;

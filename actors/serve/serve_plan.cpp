@@ -355,8 +355,11 @@ void replicate_chain(self_ptr self) {
       st.chain_copies[p.plan.nodes[i + 1]].insert(l);
     }
   }
-  log_event(self, "chain_copies",
-            {{"plan_version", p.generation}, {"after_resent", st.replicate_waited}});
+  log_event(
+      self, "chain_copies",
+      {{"plan_version", p.generation},
+       {"after_resent", st.replicate_waited},
+       {"answered_since_ready", st.status.serving.executions - st.executions_at_ready}});
 }
 
 // The next pipeline has its layers: it serves from now on.
@@ -417,6 +420,7 @@ void become_ready(self_ptr self) {
     }
   }
   st.replicate_waited = st.replicate_after.size();
+  st.executions_at_ready = st.status.serving.executions;
   if (st.replicate_after.empty()) {
     replicate_chain(self);
   }
