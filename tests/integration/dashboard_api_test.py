@@ -394,4 +394,5 @@ page = open(report).read()
 if 'id="report-data"' not in page or "<script src=" in page or '"event":"pause"' not in page:
     fail("the report is not self-contained or misses the run's events")
 stop_all()
+shutil.rmtree(WORK, ignore_errors=True)  # (kept when a check fails: its logs)
 print("dashboard API: ok")
