@@ -324,7 +324,7 @@ void on_output(self_ptr self, uint64_t id, const torch::Tensor& y) {
   }
   auto now = clock::now();
   count_execution(st.status.serving, m.x.size(0), now - m.built);
-  settle_replication(self);
+  settle_replication(self, id);
   int64_t offset = 0;
   for (auto& seg : m.segments) {
     auto len = seg.end - seg.begin;

@@ -47,9 +47,10 @@ void on_profiles(self_ptr self, cluster_profile& round);
 /// no plan (then, without a serving pipeline, the job waits or fails).
 std::string plan_next(self_ptr self, const std::string& reason);
 void on_ready(self_ptr self);
-/// The chain copies the current pipeline still owes (replicate_after):
-/// made once the micro-batches sent again after a recovery are answered.
-void settle_replication(self_ptr self);
+/// Micro-batch `answered` is answered: the chain copies the current
+/// pipeline still owes (replicate_after) are made once the micro-batches
+/// sent again after a recovery all are.
+void settle_replication(self_ptr self, uint64_t answered);
 void on_down(self_ptr self, const caf::down_msg& dm);
 void on_node_lost(self_ptr self, uint32_t n, const std::string& why);
 caf::result<std::string> on_node_joined(self_ptr self, uint32_t n,

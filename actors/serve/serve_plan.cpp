@@ -340,7 +340,6 @@ void launch(self_ptr self, stage_plan plan, const std::string& reason) {
 // to the next stage's node.
 void replicate_chain(self_ptr self) {
   auto& st = self->state;
-  st.replicate_after.clear();
   if (!st.current) {
     return;
   }
@@ -487,15 +486,9 @@ bool pipeline_on(const serve_pipeline& p, size_t n) {
 
 } // namespace
 
-void settle_replication(self_ptr self) {
+void settle_replication(self_ptr self, uint64_t answered) {
   auto& st = self->state;
-  if (st.replicate_after.empty()) {
-    return;
-  }
-  for (auto it = st.replicate_after.begin(); it != st.replicate_after.end();) {
-    it = st.micros.count(*it) ? std::next(it) : st.replicate_after.erase(it);
-  }
-  if (st.replicate_after.empty()) {
+  if (st.replicate_after.erase(answered) > 0 && st.replicate_after.empty()) {
     replicate_chain(self);
   }
 }
