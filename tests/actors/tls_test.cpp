@@ -74,17 +74,25 @@ caf::behavior plus_one() {
   return {[](int x) { return x + 1; }};
 }
 
-// Asks `server` for 41 + 1 through a connection from `client`.
-caf::expected<int> ask(caf::actor_system& client, uint16_t port) {
+// The answer of the actor published at `port` to `question`, asked
+// through a connection from `client`.
+template <class Answer, class Question>
+caf::expected<Answer> answer_at(caf::actor_system& client, uint16_t port,
+                                const Question& question) {
   auto peer = actors::remote_actor(client, "127.0.0.1", port);
   if (!peer) {
     return peer.error();
   }
-  caf::expected<int> out{caf::sec::request_timeout};
+  caf::expected<Answer> out{caf::sec::request_timeout};
   caf::scoped_actor self{client};
-  self->request(*peer, 30s, 41)
-      .receive([&](int y) { out = y; }, [&](caf::error& e) { out = std::move(e); });
+  self->request(*peer, 30s, question)
+      .receive([&](Answer y) { out = y; }, [&](caf::error& e) { out = std::move(e); });
   return out;
+}
+
+// Asks `server` for 41 + 1 through a connection from `client`.
+caf::expected<int> ask(caf::actor_system& client, uint16_t port) {
+  return answer_at<int>(client, port, 41);
 }
 
 caf::behavior length_of() {
@@ -94,15 +102,7 @@ caf::behavior length_of() {
 // The length `server`'s actor at `port` gives for `s`, sent from `client`.
 caf::expected<int64_t> length_at(caf::actor_system& client, uint16_t port,
                                  const std::string& s) {
-  auto peer = actors::remote_actor(client, "127.0.0.1", port);
-  if (!peer) {
-    return peer.error();
-  }
-  caf::expected<int64_t> out{caf::sec::request_timeout};
-  caf::scoped_actor self{client};
-  self->request(*peer, 30s, s)
-      .receive([&](int64_t n) { out = n; }, [&](caf::error& e) { out = std::move(e); });
-  return out;
+  return answer_at<int64_t>(client, port, s);
 }
 
 // The bytes actors::release_connection_buffers frees in `sys`.
