@@ -93,4 +93,34 @@ size_t release_blas_buffers() {
   return released;
 }
 
+size_t release_onednn_primitives() {
+  // oneDNN's API (dnnl.h), looked up at run time: LibTorch may be built
+  // without it; the size is its testing API's (dnnl::impl, exported)
+  using capacity_fn = int (*)(int*);
+  using set_capacity_fn = int (*)(int);
+  auto get_capacity = reinterpret_cast<capacity_fn>(
+      dlsym(RTLD_DEFAULT, "dnnl_get_primitive_cache_capacity"));
+  auto set_capacity = reinterpret_cast<set_capacity_fn>(
+      dlsym(RTLD_DEFAULT, "dnnl_set_primitive_cache_capacity"));
+  auto get_size = reinterpret_cast<capacity_fn>(
+      dlsym(RTLD_DEFAULT, "_ZN4dnnl4impl24get_primitive_cache_sizeEPi"));
+  constexpr int dnnl_success = 0;
+  int capacity = 0;
+  if (get_capacity == nullptr || set_capacity == nullptr ||
+      get_capacity(&capacity) != dnnl_success || capacity == 0) {
+    return 0;
+  }
+  int entries = 0;
+  if (get_size == nullptr || get_size(&entries) != dnnl_success) {
+    entries = 0;
+  }
+  // a capacity of 0 evicts every entry; a primitive in use stays alive
+  // with its user (the cache holds shared pointers)
+  if (set_capacity(0) != dnnl_success) {
+    return 0;
+  }
+  set_capacity(capacity);
+  return static_cast<size_t>(entries);
+}
+
 } // namespace salamander::models

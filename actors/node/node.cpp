@@ -235,9 +235,12 @@ template <class Self> void trim_later(Self self) {
               messages::release_frame_pool();
               // OpenBLAS's packing buffers: what the job's products touched
               auto blas = models::release_blas_buffers();
+              // oneDNN's primitives made for the job's shapes
+              auto primitives = models::release_onednn_primitives();
               malloc_trim(0);
-              subsystem_log("node")->debug("OpenBLAS buffers: {:.1f} MB given back",
-                                           static_cast<double>(blas) / 1e6);
+              subsystem_log("node")->debug(
+                  "OpenBLAS buffers: {:.1f} MB given back; {} oneDNN primitives dropped",
+                  static_cast<double>(blas) / 1e6, primitives);
             }
           }
           if (what == caf::atom("shrink")) {
