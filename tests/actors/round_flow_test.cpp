@@ -393,3 +393,35 @@ TEST_CASE("a split job stopped by the console resumes from its checkpoint where 
   CHECK(st.info[0].rounds_done == 2); // rounds 3 and 4 only
   CHECK(st.core.train_time() >= trained_s);
 }
+
+TEST_CASE("a split node lost and offered again through the cluster's join is back in a "
+          "later round, exactly",
+          "[actor][flow][split]") {
+  split_flow f(3, [](caf::actor_system& sys, cluster_actor c) {
+    return sys.spawn(actors::split_job, split_job_config("vanilla", 8), c);
+  });
+  REQUIRE(f.step_until([](auto& st) { return st.in_round && st.round == 0; }));
+  salamander::testing::kill_node(f.nodes[2]); // the device dies mid-round
+  REQUIRE(f.step_until([](auto& st) { return st.round == 1; }));
+  CHECK(f.state().core.status.dead_nodes == std::vector<std::string>{"local2"});
+  CHECK_FALSE(f.core().clients[2].handle);
+  // the device restarts (a new node actor of the same name) and offers
+  // itself to the cluster supervisor, which admits it and tells the job
+  f.nodes[2] = salamander::testing::coordinator_node(f.sys, "local2");
+  auto said = salamander::testing::ask_text(f.sys, f.cluster, join_atom_v,
+                                            caf::actor_cast<caf::actor>(f.nodes[2]),
+                                            std::string("local2"));
+  INFO(said);
+  CHECK_THAT(said, Catch::Matchers::Contains("is back"));
+  CHECK(f.state().core.status.dead_nodes.empty());
+  REQUIRE(f.run_to_end());
+  auto& st = f.state();
+  INFO("error: " << st.core.status.error);
+  CHECK(st.core.phase == round_phase::finished);
+  CHECK(st.round == 8);
+  CHECK(st.info[0].rounds_done == 8);
+  CHECK(st.info[2].rounds_done >= 1); // it trained again after it came back
+  CHECK(st.info[2].rounds_done < 8);  // not in the round it died in
+  st.core.refresh_status();
+  CHECK_THAT(st.core.status.nodes[2].role, !Catch::Matchers::Contains("down"));
+}
