@@ -595,6 +595,55 @@ TEST_CASE("a paused serving job queues requests until resumed, a node lost while
   CHECK(st.status.serving.requests == 3);
 }
 
+TEST_CASE("after a recovery, serving makes its chain copies once what it sent again is "
+          "answered, not before",
+          "[actor][flow][serve]") {
+  using algorithms::serve_phase;
+  serve_flow f(3);
+  auto& st = f.state();
+  // the job's timeline, read in place (asking the job would step it)
+  auto events_of = [&st](const std::string& kind) {
+    std::vector<nlohmann::json> out;
+    for (auto& line : st.events->since(0)) {
+      auto e = nlohmann::json::parse(line);
+      if (e.at("event") == kind) {
+        out.push_back(e);
+      }
+    }
+    return out;
+  };
+  REQUIRE(f.step_until([&] { return st.phase == serve_phase::serving; }));
+  // a first pipeline copies its layers at once: nothing was sent again
+  auto copies = events_of("chain_copies");
+  REQUIRE(copies.size() == 1);
+  CHECK(copies[0].at("after_resent") == 0);
+  // three micro-batches (4 rows each, the most a micro-batch takes here);
+  // the second stage dies while they are in the pipeline
+  std::vector<serve_flow::request> asked{f.send(4), f.send(4), f.send(4)};
+  REQUIRE(f.step_until([&] { return st.sent_unanswered > 0; }));
+  caf::anon_send_exit(st.current->stages[1], caf::exit_reason::kill);
+  REQUIRE(f.step_until([&] { return st.phase == serve_phase::recovering; }));
+  REQUIRE(f.step_until([&] { return st.phase == serve_phase::serving; }));
+  // the new pipeline serves: it owes the micro-batches it sent again, and
+  // has made no copy yet
+  REQUIRE(st.replicate_waited > 0);
+  CHECK(st.replicate_after.size() == st.replicate_waited);
+  CHECK(events_of("chain_copies").size() == 1);
+  REQUIRE(f.step_until([&] {
+    return std::all_of(asked.begin(), asked.end(), [](auto& r) { return *r.rows >= 0; });
+  }));
+  // once they are answered it copies, once
+  REQUIRE(f.step_until([&] { return events_of("chain_copies").size() == 2; }));
+  copies = events_of("chain_copies");
+  CHECK(copies[1].at("after_resent") == st.replicate_waited);
+  CHECK(copies[1].at("answered_since_ready").get<size_t>() >= st.replicate_waited);
+  CHECK(st.replicate_after.empty());
+  for (auto& r : asked) {
+    CHECK(*r.rows == 4);
+  }
+  CHECK(st.status.serving.failed_requests == 0);
+}
+
 namespace {
 
 // One async stage on the test coordinator: stage 0 of 2 over the mlp, two
