@@ -29,7 +29,9 @@ size_t release_blas_buffers();
 /// ViT-Small). Empties the cache and keeps its capacity; the next call of
 /// a shape makes its primitive again, with the same result. Returns the
 /// number of primitives dropped when oneDNN says (0 when it does not, or
-/// when LibTorch runs without it).
+/// when LibTorch runs without it). The cache is the process's: nodes that
+/// share one (tests, an embedded node) empty it for each other, and one that
+/// computes meanwhile makes its primitives again.
 size_t release_onednn_primitives();
 
 } // namespace salamander::models

@@ -35,25 +35,31 @@ TEST_CASE("oneDNN's cached primitives are dropped with its capacity kept and "
   using capacity_fn = int (*)(int*);
   auto get_capacity = reinterpret_cast<capacity_fn>(
       dlsym(RTLD_DEFAULT, "dnnl_get_primitive_cache_capacity"));
-  if (get_capacity == nullptr ||
-      dlsym(RTLD_DEFAULT, "_ZN4dnnl4impl24get_primitive_cache_sizeEPi") == nullptr) {
+  auto get_size = reinterpret_cast<capacity_fn>(
+      dlsym(RTLD_DEFAULT, "_ZN4dnnl4impl24get_primitive_cache_sizeEPi"));
+  if (get_capacity == nullptr || get_size == nullptr) {
     WARN("skipped: LibTorch here runs without oneDNN, or one that does not say its "
          "cache's size");
     return;
   }
   int capacity = 0;
   REQUIRE(get_capacity(&capacity) == 0);
+  salamander::models::release_onednn_primitives(); // what earlier tests made
   torch::manual_seed(1);
   // the CNN's first convolution, batch 32: LibTorch runs it on oneDNN
   auto x = torch::randn({32, 1, 28, 28});
   auto w = torch::randn({16, 1, 3, 3});
   auto before = torch::conv2d(x, w, {}, 1, 1);
-  auto dropped = salamander::models::release_onednn_primitives();
-  if (dropped == 0) {
+  int made = 0;
+  REQUIRE(get_size(&made) == 0);
+  if (made == 0) {
     WARN("skipped: this LibTorch made no oneDNN primitive for a convolution");
     return;
   }
-  CHECK(salamander::models::release_onednn_primitives() == 0); // empty now
+  CHECK(salamander::models::release_onednn_primitives() == static_cast<size_t>(made));
+  int left = -1;
+  REQUIRE(get_size(&left) == 0);
+  CHECK(left == 0);
   int after = 0;
   REQUIRE(get_capacity(&after) == 0);
   CHECK(after == capacity);
