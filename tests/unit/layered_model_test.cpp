@@ -64,6 +64,32 @@ TEST_CASE("described parameter counts and output shapes match the built layers",
   }
 }
 
+TEST_CASE("a pooling layer answers the same under no-grad as while training",
+          "[unit][layered_model]") {
+  // under no-grad a pooling layer runs another kernel (channels-last); the
+  // answers must be the same to the last bit, ties (ReLU's zeros) included,
+  // and come back in the layout the next layer was given before
+  auto d = describe(model_spec::parse("cnn"));
+  layered_model m(d, 4);
+  auto x = input_for(d, 5, 9);
+  x.index_put_({torch::indexing::Slice(), torch::indexing::Slice(),
+                torch::indexing::Slice(0, 8)},
+               0.0); // whole windows of zeros after the ReLU
+  for (size_t i = 0; i < d.layers.size(); ++i) {
+    INFO(d.layers[i].name);
+    auto training = m.layer(i).forward(x).detach();
+    torch::Tensor serving;
+    {
+      torch::NoGradGuard no_grad;
+      serving = m.layer(i).forward(x);
+    }
+    CHECK(torch::equal(serving, training));
+    CHECK(serving.is_contiguous());
+    CHECK(serving.strides() == training.strides());
+    x = training;
+  }
+}
+
 TEST_CASE("a range built on its own has the same weights as in the whole model",
           "[unit][layered_model]") {
   auto d = describe(model_spec::parse("resnet:width=4,blocks=1"));
