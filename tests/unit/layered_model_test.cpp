@@ -4,6 +4,7 @@
 #include "models/trainer.hpp"
 #include "models/weights.hpp"
 
+#include <limits>
 #include <regex>
 
 using namespace salamander::models;
@@ -66,27 +67,54 @@ TEST_CASE("described parameter counts and output shapes match the built layers",
 
 TEST_CASE("a pooling layer answers the same under no-grad as while training",
           "[unit][layered_model]") {
-  // under no-grad a pooling layer runs another kernel (channels-last); the
-  // answers must be the same to the last bit, ties (ReLU's zeros) included,
-  // and come back in the layout the next layer was given before
+  // Under no-grad a pooling layer runs another kernel (channels-last). Its
+  // answers must be the same to the bit (compared as integers, so that -0
+  // and +0 would tell), ties included; a NaN where the other has one; and
+  // come back contiguous in NCHW, as the layers after it were given before.
   auto d = describe(model_spec::parse("cnn"));
   layered_model m(d, 4);
-  auto x = input_for(d, 5, 9);
-  x.index_put_({torch::indexing::Slice(), torch::indexing::Slice(),
-                torch::indexing::Slice(0, 8)},
-               0.0); // whole windows of zeros after the ReLU
-  for (size_t i = 0; i < d.layers.size(); ++i) {
-    INFO(d.layers[i].name);
-    auto training = m.layer(i).forward(x).detach();
+  auto bits = [](const torch::Tensor& t) { return t.contiguous().view(torch::kInt32); };
+  auto both = [&](size_t layer, const torch::Tensor& x) {
+    auto training = m.layer(layer).forward(x).detach();
     torch::Tensor serving;
     {
       torch::NoGradGuard no_grad;
-      serving = m.layer(i).forward(x);
+      serving = m.layer(layer).forward(x);
     }
-    CHECK(torch::equal(serving, training));
     CHECK(serving.is_contiguous());
-    CHECK(serving.strides() == training.strides());
-    x = training;
+    REQUIRE(serving.sizes() == training.sizes());
+    auto nan = training.isnan();
+    CHECK(torch::equal(serving.isnan(), nan));
+    CHECK(torch::equal(bits(serving.masked_fill(nan, 0)),
+                       bits(training.masked_fill(nan, 0))));
+    return training;
+  };
+  REQUIRE(d.layers[0].name == "conv1");
+  {
+    // a zero bias and zero input rows: whole windows of ReLU's zeros (ties)
+    torch::NoGradGuard no_grad;
+    for (auto& p : m.layer(0).ptr()->named_parameters()) {
+      if (p.key().find("bias") != std::string::npos) {
+        p.value().zero_();
+      }
+    }
+  }
+  auto x = input_for(d, 5, 9);
+  x.index_put_(
+      {torch::indexing::Slice(), torch::indexing::Slice(), torch::indexing::Slice(0, 8)},
+      0.0);
+  for (size_t i = 0; i < d.layers.size(); ++i) {
+    INFO(d.layers[i].name);
+    x = both(i, x);
+  }
+  SECTION("one sample, an odd size, a NaN") {
+    auto odd = torch::randn({1, 1, 27, 27});
+    odd.index_put_({0, 0, 3, 3}, std::numeric_limits<float>::quiet_NaN());
+    auto out = both(0, odd);
+    CHECK(out.isnan().any().item<bool>()); // the NaN reached the answer
+  }
+  SECTION("an input that comes channels-last") {
+    both(0, input_for(d, 3, 2).contiguous(at::MemoryFormat::ChannelsLast));
   }
 }
 
