@@ -21,10 +21,11 @@
 #include "bench/benches.hpp"
 #include "bench/report.hpp"
 
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <sys/stat.h>
-#include <filesystem>
 
 namespace salamander::bench {
 
@@ -196,13 +197,15 @@ int footprint(const bench_args& args) {
   // each node is measured against its own idle reading: two nodes started
   // alike still differ by a few hundred kB (thread stacks, connections)
   std::vector<double> idle_rss;
-  for (auto pid : {nodes[0].pid(), nodes[1].pid()}) {
-    idle_rss.push_back(settled_rss_mb(pid, 10));
+  for (size_t i = 0; i < nodes.nodes().size(); ++i) {
+    idle_rss.push_back(settled_rss_mb(nodes[i].pid(), 10));
   }
   double node_rss = idle_rss[0];
   double alone_rss = settled_rss_mb(alone.pid(), 10);
   auto idle = idle_over(nodes[0].pid(), window);
   auto alone_idle = idle_over(alone.pid(), window);
+  r.detail("over_idle_measure",
+           "each node against its own idle reading (since 2026-12-07)");
   r.detail("node_idle_rss_mb", node_rss);
   r.detail("node2_idle_rss_mb", idle_rss[1]);
   r.detail("node_idle_rss_anon_mb", status_kb(nodes[0].pid(), "RssAnon") / 1024.0);
@@ -223,7 +226,7 @@ int footprint(const bench_args& args) {
     std::string key, model, balance;
   };
   // the most a node holds above idle once a job is gone (goal: 20 MB)
-  double after_over_idle = 0;
+  double after_over_idle = -std::numeric_limits<double>::infinity();
   // ViT-Small: embed, 12 blocks, head
   for (auto& [key, model, balance] : {job{"cnn", "cnn", "2,2"},
                                       job{"vit_small", "vit:size=small", "7,7"}}) {
@@ -241,21 +244,23 @@ int footprint(const bench_args& args) {
     // a node frees its connections' buffers twice after a job, the second
     // time 3.5 s on (actors/node/node.cpp, trim_later): read after it
     std::this_thread::sleep_for(std::chrono::seconds(5));
+    // the node that grew most over its own idle reading (a node may also
+    // end below it)
     double after = 0;
-    double over_idle = 0;
+    double over_idle = -std::numeric_limits<double>::infinity();
+    pid_t grew_most = nodes[0].pid();
     for (size_t i = 0; i < idle_rss.size(); ++i) {
       double rss = settled_rss_mb(nodes[i].pid(), 15);
-      after = std::max(after, rss);
-      over_idle = std::max(over_idle, rss - idle_rss[i]);
+      if (rss - idle_rss[i] > over_idle) {
+        over_idle = rss - idle_rss[i];
+        after = rss;
+        grew_most = nodes[i].pid();
+      }
     }
-    // what stays, by kind: anonymous (heap, buffers) and file-backed (code
-    // pages of the libraries the job touched)
-    double anon = 0;
-    double file = 0;
-    for (auto pid : {nodes[0].pid(), nodes[1].pid()}) {
-      anon = std::max(anon, status_kb(pid, "RssAnon") / 1024.0);
-      file = std::max(file, status_kb(pid, "RssFile") / 1024.0);
-    }
+    // what stays on it, by kind: anonymous (heap, buffers) and file-backed
+    // (code pages of the libraries the job touched)
+    double anon = status_kb(grew_most, "RssAnon") / 1024.0;
+    double file = status_kb(grew_most, "RssFile") / 1024.0;
     r.detail("node_stage_peak_rss_mb_" + key, peak);
     r.detail("node_rss_after_job_mb_" + key, after);
     r.detail("node_rss_anon_after_job_mb_" + key, anon);

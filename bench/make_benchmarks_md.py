@@ -372,10 +372,13 @@ def footprint_text(d):
       "7 starts alternating with the LibTorch-alone program; idle figures are read from "
       "/proc after the RSS settles, CPU and context switches (every thread's, each a "
       "wake-up) over a 10 s window; 'holding a stage' is each node's peak RSS (VmHWM) over "
-      "a 20-batch job split evenly over two nodes, then its RSS once the job is gone "
-      "(the larger node's, split into anonymous and file-backed pages from /proc) and the "
-      "largest growth of either node over its own idle reading. "
-      "Goals: start-up at most 1 s, idle RSS at most 1.25x LibTorch alone, idle CPU near "
+      "a 20-batch job split evenly over two nodes, then RSS once the job is gone "
+      + ("(the node that grew most over its own idle reading: its RSS, split into "
+         "anonymous and file-backed pages from /proc, and the growth). "
+         if d.get("over_idle_measure") is not None or d.get("node2_idle_rss_mb") is not None else
+         "(the larger node's, split into anonymous and file-backed pages from /proc), over "
+         "the first node's idle reading (the figure's definition until 2026-12-07). ")
+      + "Goals: start-up at most 1 s, idle RSS at most 1.25x LibTorch alone, idle CPU near "
       "zero; once a job is gone, at most idle + 20 MB.\n")
     p("| binary | start-up | LibTorch alone start-up | idle RSS | LibTorch alone RSS | "
       "idle CPU | idle wake-ups/s |")
@@ -1131,7 +1134,8 @@ def serve_tables(sv):
                   f"{f(1e3 * (sv.get(f'one_device_cpp_{key}_binary16_p50_s') or 0), 2)} | "
                   f"{f(1e3 * (sv.get(f'one_device_cpp_{key}_binary16_p99_s') or 0), 2)} |")
         p("")
-        p(f"`serve_grpc_over_http` **{f(sv.get('serve_grpc_over_http'))}** (goal >= 1), "
+        p(f"`serve_grpc_over_http` **{f(sv.get('serve_grpc_over_http'))}** (goal >= 1; the "
+          f"median of the rounds' ratios, the table's rows are the rounds' means), "
           f"`serve_p50_ms_c1` **{f(sv.get('serve_p50_ms_c1'))}** (goal <= 2), "
           f"`serve_c1_rps` **{f(sv.get('serve_c1_rps'), 0)}** (goal >= 400), "
           f"`serve_c64_rps` **{f(sv.get('serve_c64_rps'), 0)}** (goal >= 1842, before), "
@@ -1145,7 +1149,8 @@ def serve_tables(sv):
       f"**{f(sv.get('requests_lost_on_failure'), 0)}** (goal 0), `serve_failure_gap_s` "
       f"**{f(sv.get('serve_failure_gap_s'), 3)}** (longest time without an answer after "
       f"the kill; goal <= 1 s); the job re-planned in {f(sv.get('failure_recovery_s'), 3)} s "
-      f"and sent {f(sv.get('failure_resent'), 0)} micro-batch(es) again.\n")
+      f"and sent " + ("no micro-batch" if not sv.get('failure_resent') else
+                      f"{f(sv.get('failure_resent'), 0)} micro-batch(es)") + " again.\n")
     return "\n".join(lines)
 
 
