@@ -375,7 +375,7 @@ def footprint_text(d):
       "a 20-batch job split evenly over two nodes, then RSS once the job is gone "
       + ("(the node that grew most over its own idle reading: its RSS, split into "
          "anonymous and file-backed pages from /proc, and the growth). "
-         if d.get("over_idle_measure") is not None or d.get("node2_idle_rss_mb") is not None else
+         if d.get("node2_idle_rss_mb") is not None else
          "(the larger node's, split into anonymous and file-backed pages from /proc), over "
          "the first node's idle reading (the figure's definition until 2026-12-07). ")
       + "Goals: start-up at most 1 s, idle RSS at most 1.25x LibTorch alone, idle CPU near "
