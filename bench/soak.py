@@ -26,7 +26,7 @@ nodes measures their rate, and the soak job gets the whole epochs that rate
 fits into --minutes. Failures stop at --minutes (or when the job ends) and
 the job then finishes by itself; its saved weights are compared with a
 fault-free replay of the same epochs on one device (`train`, the same seed):
-soak_train_exact is 1 when every weight is equal to 1e-5. The last metrics log is audited (every batch once). Every 10 s the
+soak_train_exact is 1 when every weight is equal to 1e-5. The last metrics log is audited (every batch once). Every 10 s until the job ends the
 RSS and open descriptors of each node and of the supervisor are sampled.
 
 Headlines: soak_train_failures, soak_train_exact, soak_node_rss_growth (the
@@ -478,15 +478,17 @@ def soak_train():
         # the next failure finds the job training with its node back
         wait_progress_after(metrics_file(), progress_count(metrics_file()), 600)
 
+    # memory is sampled until the job ends, not only while failures come (a
+    # supervisor killed and started again is a new process: looked up anew)
     try:
         failures = failure_loop(started, duration, lambda: procs["supervisor"].poll() is None,
                                 lambda: (metrics_file(), progress_count(metrics_file())),
                                 lambda mark, t0: progress_after(mark, t0, "batch"), settle)
+        # no more failures: the job finishes by itself
+        procs["supervisor"].wait(timeout=6 * 3600)
     finally:
         stop_sampling()
-    # no more failures: the job finishes by itself
     sup = procs["supervisor"]
-    sup.wait(timeout=6 * 3600)
     if sup.returncode != 0:
         raise RuntimeError(f"the soak job failed ({sup.returncode}): "
                            + open(os.path.join(WORK, "supervisor.err")).read()[-1500:])
@@ -604,14 +606,17 @@ def soak_rounds():
                 and procs["supervisor"].poll() is None):
             rec["error"] = "not back within 3 minutes"
 
+    # memory is sampled until the job ends, not only while failures come (a
+    # supervisor killed and started again is a new process: looked up anew)
     try:
         failures = failure_loop(started, duration, lambda: procs["supervisor"].poll() is None,
                                 lambda: (metrics_file(), progress_count(metrics_file())),
                                 lambda mark, t0: progress_after(mark, t0, "round"), settle)
+        # no more failures: the job finishes by itself
+        procs["supervisor"].wait(timeout=6 * 3600)
     finally:
         stop_sampling()
     sup = procs["supervisor"]
-    sup.wait(timeout=6 * 3600)
     for n in NODES:
         kill(procs[n], signal.SIGTERM)
     logs = sorted(os.path.join(RUN, n) for n in os.listdir(RUN)
