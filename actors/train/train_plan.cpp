@@ -744,6 +744,14 @@ void look_at_plan(self_ptr self) {
     in.move_cost_s = move_cost_s(st, in.current_s);
     auto before = st.replan_looks.candidate;
     auto verdict = algorithms::decide_replan(in, st.replan_looks);
+    // why a plan stays (or goes), for a user who expected a re-plan
+    subsystem_log("job")->debug(
+        "re-plan look at batch {}: the plan runs {:.3f} s a batch ({}), the best other "
+        "{}: {}",
+        st.committed, in.current_s, in.measured_s > 0 ? "measured" : "predicted",
+        in.best_s > 0 ? fmt::format("{:.3f} s ({})", in.best_s, in.best_plan)
+                      : std::string("none faster"),
+        verdict.why);
     if (st.replan_looks.candidate != before || st.replan_looks.candidate.empty()) {
       st.replan_candidate = st.replan_looks.candidate.empty() ? std::nullopt : best_plan;
     }
