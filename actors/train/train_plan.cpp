@@ -744,13 +744,22 @@ void look_at_plan(self_ptr self) {
     in.move_cost_s = move_cost_s(st, in.current_s);
     auto before = st.replan_looks.candidate;
     auto verdict = algorithms::decide_replan(in, st.replan_looks);
-    // why a plan stays (or goes), for a user who expected a re-plan
+    // why a plan stays (or goes), for a user who expected a re-plan: what
+    // the running plan takes, the fastest other plan the model predicts,
+    // and the candidate the rule judges (scaled by the model's last error)
+    const char* how = in.measured_s <= 0             ? "predicted"
+                      : in.current_s > in.measured_s ? "since its last commit"
+                                                     : "measured";
     subsystem_log("job")->debug(
-        "re-plan look at batch {}: the plan runs {:.3f} s a batch ({}), the best other "
-        "{}: {}",
-        st.committed, in.current_s, in.measured_s > 0 ? "measured" : "predicted",
-        in.best_s > 0 ? fmt::format("{:.3f} s ({})", in.best_s, in.best_plan)
-                      : std::string("none faster"),
+        "re-plan look at batch {}: the plan runs {:.3f} s a batch ({}); "
+        "fastest other {}; candidate {}: {}",
+        st.committed, in.current_s, how,
+        in.best_s > 0 ? fmt::format("{} predicted {:.3f} s", in.best_plan, in.best_s)
+                      : std::string("none"),
+        !before.empty() && in.candidate_s > 0
+            ? fmt::format("{} predicted {:.3f} s x{:.2f}", before, in.candidate_s,
+                          std::max(1.0, in.prediction_error))
+            : std::string("none"),
         verdict.why);
     if (st.replan_looks.candidate != before || st.replan_looks.candidate.empty()) {
       st.replan_candidate = st.replan_looks.candidate.empty() ? std::nullopt : best_plan;
