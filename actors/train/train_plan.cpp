@@ -746,21 +746,25 @@ void look_at_plan(self_ptr self) {
     auto verdict = algorithms::decide_replan(in, st.replan_looks);
     // why a plan stays (or goes), for a user who expected a re-plan: what
     // the running plan takes, the fastest other plan the model predicts,
-    // and the candidate the rule judges (scaled by the model's last error)
-    const char* how = in.measured_s <= 0             ? "predicted"
-                      : in.current_s > in.measured_s ? "since its last commit"
-                                                     : "measured";
-    subsystem_log("job")->debug(
-        "re-plan look at batch {}: the plan runs {:.3f} s a batch ({}); "
-        "fastest other {}; candidate {}: {}",
-        st.committed, in.current_s, how,
-        in.best_s > 0 ? fmt::format("{} predicted {:.3f} s", in.best_plan, in.best_s)
-                      : std::string("none"),
-        !before.empty() && in.candidate_s > 0
-            ? fmt::format("{} predicted {:.3f} s x{:.2f}", before, in.candidate_s,
-                          std::max(1.0, in.prediction_error))
-            : std::string("none"),
-        verdict.why);
+    // and the candidate the rule judges (scaled by the model's last error);
+    // formatted only when debug lines are kept (a look comes every half
+    // second, or every commit)
+    if (auto log = subsystem_log("job"); log->should_log(spdlog::level::debug)) {
+      const char* how = in.measured_s <= 0             ? "predicted"
+                        : in.current_s > in.measured_s ? "since its last commit"
+                                                       : "measured";
+      log->debug("re-plan look at batch {}: the plan runs {:.3f} s a batch ({}); "
+                 "fastest other {}; candidate {}: {}",
+                 st.committed, in.current_s, how,
+                 in.best_s > 0
+                     ? fmt::format("{} predicted {:.3f} s", in.best_plan, in.best_s)
+                     : std::string("none"),
+                 !before.empty() && in.candidate_s > 0
+                     ? fmt::format("{} predicted {:.3f} s x{:.2f}", before,
+                                   in.candidate_s, std::max(1.0, in.prediction_error))
+                     : std::string("none"),
+                 verdict.why);
+    }
     if (st.replan_looks.candidate != before || st.replan_looks.candidate.empty()) {
       st.replan_candidate = st.replan_looks.candidate.empty() ? std::nullopt : best_plan;
     }
