@@ -1168,10 +1168,10 @@ actors::node_config node_config_of(const node_cli& cli, const std::string& host,
   return ncfg;
 }
 
-int run_node(const node_cli& cli) {
-  auto log = logger("node");
-  // A node serves job after job and should go back to its idle size after
-  // each. glibc's default raises its mmap threshold to the largest block
+// A node serves job after job and should go back to its idle size after
+// each.
+void keep_node_memory_small() {
+  // glibc's default raises its mmap threshold to the largest block
   // freed (up to 32 MB): once LibTorch freed its first tensors, later ones
   // came from the per-thread arenas, whose free memory malloc_trim does not
   // give back (measured: 163 MB idle, 212 / 214 / 249 MB after three CNN
@@ -1197,6 +1197,11 @@ int run_node(const node_cli& cli) {
     mallopt(M_ARENA_MAX, 1);
   }
   actors::keep_freed_memory(true);
+}
+
+int run_node(const node_cli& cli) {
+  auto log = logger("node");
+  keep_node_memory_small();
   // SIGTERM and SIGINT are taken synchronously by this thread (sigwait), so
   // they must be blocked before CAF starts its threads, which inherit the mask.
   sigset_t signals;

@@ -465,6 +465,46 @@ std::vector<model_source> sources_of(const serve_cli& cli,
   return out;
 }
 
+// Where the models are served, on the log and (the listening line, which
+// scripts and tests read) on stdout.
+void announce(const serve_cli& cli, const actors::tls_options& https,
+              const std::vector<std::string>& names, const std::string& host, int bound,
+              bool secret) {
+  auto log = logger("serve");
+  const char* scheme = https.enabled() ? "https" : "http";
+  if (https.enabled()) {
+    log->info("HTTPS with {} ({}); {}", https.cert_file(), actors::tls_name(https),
+              cli.https_client_ca.empty()
+                  ? "no client certificate asked"
+                  : "clients must present a certificate of " + cli.https_client_ca);
+  }
+  for (auto& name : names) {
+    log->info("serving model '{}' on {}://{}:{}/v2/models/{} (ready once the pipeline "
+              "is up; curl {}{}://{}:{}/v2/health/ready)",
+              name, scheme, host, bound, name,
+              https.enabled() ? "--cacert " + https.ca_file() + " " : "", scheme, host,
+              bound);
+  }
+  log->info("model repository: POST /v2/repository/index; {}",
+            secret ? "load and unload with Authorization: Bearer SECRET"
+                   : "load and unload are off (no cluster secret)");
+  std::printf("listening: %s://%s:%d\n", scheme, host.c_str(), bound);
+}
+
+// What each model answered, once its server stopped.
+void report_stopped(const std::map<std::string, job_status>& last) {
+  auto log = logger("serve");
+  for (auto& [name, st] : last) {
+    log->info("stopped{}: {} requests answered, {} failed, {} refused (queue full), {} "
+              "recoveries",
+              last.size() > 1 ? " " + name : "", st.serving.requests,
+              st.serving.failed_requests, st.serving.rejected, st.pipeline.recoveries);
+    if (!st.metrics_path.empty()) {
+      std::printf("metrics: %s\n", st.metrics_path.c_str());
+    }
+  }
+}
+
 int run_serve(const serve_cli& cli) {
   auto log = logger("serve");
   set_threads(cli.threads);
@@ -526,24 +566,7 @@ int run_serve(const serve_cli& cli) {
     http_front front(models, hopts);
     // the endpoint answers health checks (not ready) while the pipelines start
     auto bound = front.start();
-    const char* scheme = https.enabled() ? "https" : "http";
-    if (https.enabled()) {
-      log->info("HTTPS with {} ({}); {}", https.cert_file(), actors::tls_name(https),
-                cli.https_client_ca.empty()
-                    ? "no client certificate asked"
-                    : "clients must present a certificate of " + cli.https_client_ca);
-    }
-    for (auto& name : names) {
-      log->info("serving model '{}' on {}://{}:{}/v2/models/{} (ready once the pipeline "
-                "is up; curl {}{}://{}:{}/v2/health/ready)",
-                name, scheme, host, bound, name,
-                https.enabled() ? "--cacert " + https.ca_file() + " " : "", scheme, host,
-                bound);
-    }
-    log->info("model repository: POST /v2/repository/index; {}",
-              base.secret.empty() ? "load and unload are off (no cluster secret)"
-                                  : "load and unload with Authorization: Bearer SECRET");
-    std::printf("listening: %s://%s:%d\n", scheme, host.c_str(), bound);
+    announce(cli, https, names, host, bound, !base.secret.empty());
     auto grpc = start_grpc(cli, models, https);
     std::fflush(stdout);
     watch_stop_signals();
@@ -569,15 +592,7 @@ int run_serve(const serve_cli& cli) {
       grpc->stop();
     }
     front.stop();
-    for (auto& [name, st] : last) {
-      log->info("stopped{}: {} requests answered, {} failed, {} refused (queue full), {} "
-                "recoveries",
-                last.size() > 1 ? " " + name : "", st.serving.requests,
-                st.serving.failed_requests, st.serving.rejected, st.pipeline.recoveries);
-      if (!st.metrics_path.empty()) {
-        std::printf("metrics: %s\n", st.metrics_path.c_str());
-      }
-    }
+    report_stopped(last);
   }
   return code;
 }

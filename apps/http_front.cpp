@@ -302,6 +302,24 @@ struct http_front::impl {
     return out.empty() ? "no model is loaded: POST /v2/repository/index" : out;
   }
 
+  // POST /v2/repository/index: every model, or the ready ones
+  void repository_index(const httplib::Request& req, httplib::Response& res) {
+    bool ready_only = false;
+    if (!req.body.empty()) {
+      auto body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object()) {
+        return error(res, 400,
+                     "the index request's body must be a JSON object, e.g. "
+                     "{\"ready\": true}");
+      }
+      if (body.contains("ready") && !body["ready"].is_boolean()) {
+        return error(res, 400, "\"ready\" must be true or false");
+      }
+      ready_only = body.value("ready", false);
+    }
+    reply(res, 200, models.index(ready_only));
+  }
+
   void routes() {
     auto& http = server.handlers();
     http.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
@@ -372,20 +390,7 @@ struct http_front::impl {
     // unload need the cluster secret
     http.Post("/v2/repository/index",
               [this](const httplib::Request& req, httplib::Response& res) {
-                bool ready_only = false;
-                if (!req.body.empty()) {
-                  auto body = json::parse(req.body, nullptr, false);
-                  if (body.is_discarded() || !body.is_object()) {
-                    return error(res, 400,
-                                 "the index request's body must be a JSON object, e.g. "
-                                 "{\"ready\": true}");
-                  }
-                  if (body.contains("ready") && !body["ready"].is_boolean()) {
-                    return error(res, 400, "\"ready\" must be true or false");
-                  }
-                  ready_only = body.value("ready", false);
-                }
-                reply(res, 200, models.index(ready_only));
+                repository_index(req, res);
               });
     http.Post(R"(/v2/repository/models/([^/]+)/load)",
               [this](const httplib::Request& req, httplib::Response& res) {

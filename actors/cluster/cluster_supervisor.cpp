@@ -713,13 +713,10 @@ caf::result<std::vector<cluster_member>> on_submit(self_ptr self, caf::actor job
   return rp;
 }
 
-} // namespace
-
-cluster_actor::behavior_type
-cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
-                   cluster_config cfg, std::vector<remote_node> nodes) {
-  auto& st = self->state;
-  st.cfg = std::move(cfg);
+// The nodes the supervisor starts with. A resumed job's node that did not
+// answer counts as lost (the job recovers without it) and is dialled again
+// like any lost node.
+void take_nodes(cluster_state& st, std::vector<remote_node>& nodes) {
   for (auto& n : nodes) {
     cluster_entry e;
     e.name = n.name;
@@ -727,8 +724,6 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
     e.host = n.host;
     e.port = n.port;
     if (!e.handle) {
-      // a resumed job's node that did not answer: it counts as lost (the job
-      // recovers without it) and is dialled again like any lost node
       e.answered = true;
       e.lost = true;
       e.why = "unreachable when this supervisor started";
@@ -736,6 +731,35 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
     }
     st.nodes.push_back(std::move(e));
   }
+}
+
+// The links among the named live nodes measured again, for at most
+// `budget_ms` (a recovery's, before it plans over the survivors).
+caf::result<cluster_profile>
+probe_among(self_ptr self, const std::vector<std::string>& names, uint32_t budget_ms) {
+  auto rp = self->make_response_promise<cluster_profile>();
+  std::vector<size_t> asked;
+  auto& st = self->state;
+  for (size_t n = 0; n < st.nodes.size(); ++n) {
+    if (live(st.nodes[n]) &&
+        std::find(names.begin(), names.end(), st.nodes[n].name) != names.end()) {
+      asked.push_back(n);
+    }
+  }
+  auto result = std::make_shared<cluster_profile>();
+  probe_pairs(self, asked, result, clock::now() + std::chrono::milliseconds(budget_ms),
+              [=]() mutable { rp.deliver(*result); });
+  return rp;
+}
+
+} // namespace
+
+cluster_actor::behavior_type
+cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
+                   cluster_config cfg, std::vector<remote_node> nodes) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  take_nodes(st, nodes);
   if (st.cfg.secret.empty()) {
     log()->warn(
         "no cluster secret set (--secret-file or SALAMANDER_SECRET): any node that can "
@@ -751,25 +775,9 @@ cluster_supervisor(cluster_actor::stateful_pointer<cluster_state> self,
         profile_round(self, model, mbs, rp);
         return rp;
       },
-      // the links among the named live nodes measured again (a recovery's,
-      // before it plans over the survivors), for at most `budget_ms`
-      [=](probe_atom, const std::vector<std::string>& names,
-          uint32_t budget_ms) -> caf::result<cluster_profile> {
-        auto rp = self->make_response_promise<cluster_profile>();
-        std::vector<size_t> asked;
-        auto& st = self->state;
-        for (size_t n = 0; n < st.nodes.size(); ++n) {
-          if (live(st.nodes[n]) &&
-              std::find(names.begin(), names.end(), st.nodes[n].name) != names.end()) {
-            asked.push_back(n);
-          }
-        }
-        auto result = std::make_shared<cluster_profile>();
-        probe_pairs(self, asked, result,
-                    clock::now() + std::chrono::milliseconds(budget_ms),
-                    [=]() mutable { rp.deliver(*result); });
-        return rp;
-      },
+      // a recovery's links, measured again (probe_among)
+      [=](probe_atom, const std::vector<std::string>& names, uint32_t budget_ms)
+          -> caf::result<cluster_profile> { return probe_among(self, names, budget_ms); },
       [=](join_atom, caf::actor node, std::string& name) -> caf::result<std::string> {
         auto rp = self->make_response_promise<std::string>();
         on_join(self, caf::actor_cast<node_actor>(node), name, rp);

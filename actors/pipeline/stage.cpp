@@ -977,6 +977,49 @@ serve_layers(stage_actor::stateful_pointer<stage_state> self, uint64_t begin,
   }
 }
 
+// The job's wiring: the neighbours and the supervisor. A stage that pulled
+// its layers before it knew its supervisor reports ready now.
+void wire(stage_actor::stateful_pointer<stage_state> self, caf::actor prev,
+          caf::actor next, caf::actor supervisor) {
+  auto& st = self->state;
+  bool report = !st.supervisor && st.ready && !st.spec.sources.empty();
+  st.prev = caf::actor_cast<stage_actor>(prev);
+  st.next = caf::actor_cast<stage_actor>(next);
+  st.supervisor = caf::actor_cast<train_job_actor>(supervisor);
+  st.wired = true;
+  if (report) {
+    self->send(st.supervisor, ready_atom_v, st.spec.index);
+  }
+  guarded(self, [&] { pump(self); }); // inputs that came before the wiring
+}
+
+// The weights as they are now, to `to`; answered once `to` has them all
+// (the asker then takes them from it).
+caf::result<uint64_t, uint64_t, uint64_t>
+snapshot_to(stage_actor::stateful_pointer<stage_state> self, const caf::actor& to) {
+  auto& st = self->state;
+  try {
+    snapshot_payload snap{capture_state(self, st.spec.begin, st.spec.end)};
+    std::shared_ptr<const snapshot_encoding> parts;
+    caf::actor courier;
+    send_snapshot(self, caf::actor_cast<replica_holder_actor>(to), snap, parts, courier,
+                  true);
+    uint64_t version = st.version;
+    uint64_t begin = st.spec.begin;
+    uint64_t end = st.spec.end;
+    if (!courier) {
+      return caf::result<uint64_t, uint64_t, uint64_t>(version, begin, end);
+    }
+    auto rp = self->make_response_promise<uint64_t, uint64_t, uint64_t>();
+    self->request(courier, caf::infinite, done_atom_v)
+        .then([=](uint64_t) mutable { rp.deliver(version, begin, end); },
+              [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+    return rp;
+  } catch (const std::exception& e) {
+    return caf::make_error(errc::stage_failed, e.what());
+  }
+}
+
 } // namespace
 
 stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self,
@@ -990,16 +1033,7 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
   build(self, std::move(spec), std::move(emulation));
   return {
       [=](wire_atom, caf::actor prev, caf::actor next, caf::actor supervisor) {
-        auto& st = self->state;
-        bool report = !st.supervisor && st.ready && !st.spec.sources.empty();
-        st.prev = caf::actor_cast<stage_actor>(prev);
-        st.next = caf::actor_cast<stage_actor>(next);
-        st.supervisor = caf::actor_cast<train_job_actor>(supervisor);
-        st.wired = true;
-        if (report) {
-          self->send(st.supervisor, ready_atom_v, st.spec.index);
-        }
-        guarded(self, [&] { pump(self); }); // inputs that came before the wiring
+        wire(self, std::move(prev), std::move(next), std::move(supervisor));
       },
       [=](forward_atom, uint64_t batch, uint32_t micro, tensor_payload& x) {
         take_input(self, batch, [&] {
@@ -1077,32 +1111,8 @@ stage_actor::behavior_type stage(stage_actor::stateful_pointer<stage_state> self
           }
         });
       },
-      // The weights as they are now, to `to`; answered once `to` has them
-      // all (the asker then takes them from it).
-      [=](snapshot_atom,
-          const caf::actor& to) -> caf::result<uint64_t, uint64_t, uint64_t> {
-        auto& st = self->state;
-        try {
-          snapshot_payload snap{capture_state(self, st.spec.begin, st.spec.end)};
-          std::shared_ptr<const snapshot_encoding> parts;
-          caf::actor courier;
-          send_snapshot(self, caf::actor_cast<replica_holder_actor>(to), snap, parts, courier,
-                        true);
-          uint64_t version = st.version;
-          uint64_t begin = st.spec.begin;
-          uint64_t end = st.spec.end;
-          if (!courier) {
-            return caf::result<uint64_t, uint64_t, uint64_t>(version, begin, end);
-          }
-          auto rp = self->make_response_promise<uint64_t, uint64_t, uint64_t>();
-          self->request(courier, caf::infinite, done_atom_v)
-              .then([=](uint64_t) mutable { rp.deliver(version, begin, end); },
-                    [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
-          return rp;
-        } catch (const std::exception& e) {
-          return caf::make_error(errc::stage_failed, e.what());
-        }
-      },
+      [=](snapshot_atom, const caf::actor& to)
+          -> caf::result<uint64_t, uint64_t, uint64_t> { return snapshot_to(self, to); },
       [=](snapshot_atom, uint64_t begin, uint64_t end, uint64_t version) {
         return serve_layers(self, begin, end, version);
       },

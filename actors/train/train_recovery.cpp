@@ -149,6 +149,36 @@ std::vector<algorithms::layer_pick> roll_back(self_ptr self, const recovery_deci
   return fast_picks;
 }
 
+// The plan a recovery launches: over the survivors; a resumed job goes on
+// with the plan that ran, when all its nodes are back.
+caf::expected<stage_plan> recovery_plan(self_ptr self) {
+  auto& st = self->state;
+  auto plan = survivor_plan(self);
+  if (st.resume_plan) {
+    bool back =
+        std::all_of(st.resume_plan->nodes.begin(), st.resume_plan->nodes.end(),
+                    [&](size_t n) { return n < st.nodes.size() && !st.nodes[n].dead; });
+    if (back) {
+      plan = *st.resume_plan;
+    }
+    st.resume_plan.reset();
+  }
+  return plan;
+}
+
+// The time the busiest sender's link needs for what it sends (bytes by
+// sender, bytes/s by sender; a rate of 0 is an unshaped link).
+double link_limit_s(const std::map<std::string, int64_t>& sent,
+                    std::map<std::string, double>& rates) {
+  double limit = 0;
+  for (auto& [sender, bytes] : sent) {
+    if (auto rate = rates[sender]; rate > 0) {
+      limit = std::max(limit, static_cast<double>(bytes) / rate);
+    }
+  }
+  return limit;
+}
+
 // Step 2, once the round decided: re-plan, roll back (exact) or keep going
 // (fast), and launch stages that pull each layer from its source.
 void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
@@ -160,16 +190,7 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
   if (!d.fallback.empty()) {
     log_event(self, "policy_fallback", {{"why", d.fallback}});
   }
-  auto plan = survivor_plan(self);
-  if (st.resume_plan) {
-    // a resumed job goes on with the plan that ran, when all its nodes are back
-    bool back = std::all_of(st.resume_plan->nodes.begin(), st.resume_plan->nodes.end(),
-                            [&](size_t n) { return n < st.nodes.size() && !st.nodes[n].dead; });
-    if (back) {
-      plan = *st.resume_plan;
-    }
-    st.resume_plan.reset();
-  }
+  auto plan = recovery_plan(self);
   if (!plan) {
     wait_for_capacity(self, self->system().render(plan.error()));
     return;
@@ -254,13 +275,7 @@ void recover_with(self_ptr self, uint64_t attempt, recovery_decision d) {
     log_event(self, "pulls", {{"stage", spec.index}, {"from", from}});
   };
   launch(self, std::move(*plan), launch_kind::recovery, pull_from);
-  st.recovery_link_limit_s = 0;
-  for (auto& [sender, bytes] : st.recovery_sent) {
-    if (auto rate = (*send_rate)[sender]; rate > 0) {
-      st.recovery_link_limit_s =
-          std::max(st.recovery_link_limit_s, static_cast<double>(bytes) / rate);
-    }
-  }
+  st.recovery_link_limit_s = link_limit_s(st.recovery_sent, *send_rate);
 }
 
 // The round decided and the links are measured again: plan the recovery.
