@@ -20,6 +20,7 @@ packages=(
   zlib1g-dev                      # gzipped IDX files, CRC32
   dataset-fashion-mnist           # the real data set
   gnuplot-nox                     # plots
+  universal-ctags                 # tests/lint: the length of every function (issue 27)
   libcpp-httplib-dev              # serve: the HTTP endpoint (Open Inference Protocol)
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc  # serve --grpc-listen: KServe v2 over gRPC
   python3-grpcio                  # the tests' gRPC client (stubs made at test time by protoc)
