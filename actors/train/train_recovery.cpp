@@ -169,11 +169,11 @@ caf::expected<stage_plan> recovery_plan(self_ptr self) {
 // The time the busiest sender's link needs for what it sends (bytes by
 // sender, bytes/s by sender; a rate of 0 is an unshaped link).
 double link_limit_s(const std::map<std::string, int64_t>& sent,
-                    std::map<std::string, double>& rates) {
+                    const std::map<std::string, double>& rates) {
   double limit = 0;
   for (auto& [sender, bytes] : sent) {
-    if (auto rate = rates[sender]; rate > 0) {
-      limit = std::max(limit, static_cast<double>(bytes) / rate);
+    if (auto rate = rates.find(sender); rate != rates.end() && rate->second > 0) {
+      limit = std::max(limit, static_cast<double>(bytes) / rate->second);
     }
   }
   return limit;
