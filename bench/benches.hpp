@@ -243,6 +243,7 @@ int recovery_large(const bench_args& args);
 int replan_stability(const bench_args& args);
 int serve(const bench_args& args);
 int serve_failure(const bench_args& args);
+int serve_grpc(const bench_args& args);
 int federated(const bench_args& args);
 int federated_niid(const bench_args& args);
 int split(const bench_args& args);

@@ -30,6 +30,7 @@ const std::map<std::string, std::function<int(const bench_args&)>>& all_benches(
       {"recovery_large", recovery_large},
       {"serve", serve},
       {"serve_failure", serve_failure},
+      {"serve_grpc", serve_grpc},
       {"serve_scale", serve_scale},
       {"federated", federated},
       {"federated_niid", federated_niid},

@@ -79,6 +79,7 @@ usage: bench/run.sh NAME [--quick] [--seeds N [--from-seed K]]   (results: bench
   scale                    32 EMULATED nodes vs 4: planning time, heartbeats, recovery after a kill -9
   serve                    serving: protocol ratios, latency, 4/8-device speedups, a kill under load
   serve_failure            serving through 8 kill -9s, each on fresh EMULATED devices under a steady rate: the gap without answers, mean and 95% interval
+  serve_grpc               gRPC against HTTP on one device (the CNN, 16 rows binary, one C++ client), 20 alternating rounds: mean ratio and 95% interval
   serve_scale              serving at PipeEdge's scale: 16 EMULATED devices vs 1, the plan vs PipeDream's at 10:4:2:1, planning 16 devices of 4 types
   federated                ELFISH vs FedAvg-wait, deadline-drop and the rest: stragglers holding classes of their own, Dir(0.5), mild (--seeds N)
   federated_niid           FedAvg under NIID-Bench's protocol (Dir(0.5), 10 clients, 50 rounds)

@@ -249,6 +249,48 @@ load_result mean_of(const std::vector<load_result>& rounds) {
   return m;
 }
 
+// The same binary 16-row requests over HTTP and gRPC from one C++ client
+// (bench/load.cpp; gRPC's raw contents are the HTTP body's bytes after its
+// JSON header), 16 connections or channels, in `rounds` rounds of `seconds`
+// all told per transport, alternating which goes first (H G, G H, H G, ...):
+// a host whose load drifts over the minute moves both alike, and each
+// round's ratio is taken within the round.
+struct transport_result {
+  std::vector<load_result> http, grpc;
+  std::vector<double> ratios; ///< gRPC over HTTP, each round
+};
+
+transport_result transport_rounds(const http_process& ours, const torch::Tensor& images,
+                                  const std::string& binary16, size_t json_length,
+                                  double seconds, int rounds, int& bad) {
+  transport_result t;
+  auto raw = binary16.substr(json_length);
+  auto request = fmt::format("POST /v2/models/cnn/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                             "Content-Type: application/octet-stream\r\n"
+                             "Inference-Header-Content-Length: {}\r\n"
+                             "Content-Length: {}\r\n\r\n",
+                             json_length, binary16.size()) +
+                 binary16;
+  for (int round = 0; round < rounds; ++round) {
+    auto one_round = [&](bool grpc) {
+      auto l = grpc ? grpc_load(ours.grpc(), "cnn", images.sizes().vec(), raw, 16,
+                                seconds / rounds)
+                    : http_load("127.0.0.1", ours.port(), request, 16, seconds / rounds);
+      if (l.ok == 0 || l.failed > 0) {
+        std::fprintf(stderr, "load failed: %lld ok, %lld failed: %s\n",
+                     static_cast<long long>(l.ok), static_cast<long long>(l.failed),
+                     l.error.c_str());
+        ++bad;
+      }
+      (grpc ? t.grpc : t.http).push_back(l);
+    };
+    one_round(round % 2 == 1);
+    one_round(round % 2 == 0);
+    t.ratios.push_back(t.grpc.back().rps / std::max(t.http.back().rps, 1e-9));
+  }
+  return t;
+}
+
 // The CNN on one device over HTTP (issue 30): one connection, 64, a
 // 16-row batch as JSON and as binary, and 16 connections against the
 // PyTorch baseline on the same exported weights. Not emulated: one local
@@ -289,40 +331,11 @@ one_device_http measure_one_device(double seconds, int& bad) {
       r.json16 = hey_load(ours.url(), json16, 16, seconds);
       r.binary16 = hey_load(ours.url(), bin16, 16, seconds);
       r.ours16 = hey_load(ours.url(), one, 16, seconds);
-      // the same binary 16 rows over HTTP and gRPC from one C++ client (gRPC's
-      // raw contents are the HTTP body's bytes after its JSON header)
-      auto raw = binary16.substr(json_length);
-      auto request = fmt::format("POST /v2/models/cnn/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                 "Content-Type: application/octet-stream\r\n"
-                                 "Inference-Header-Content-Length: {}\r\n"
-                                 "Content-Length: {}\r\n\r\n",
-                                 json_length, binary16.size()) +
-                     binary16;
-      // in rounds, alternating which goes first (H G, G H, H G, ...): a host
-      // whose load drifts over the minute moves both alike, and the ratio
-      // is the median of the rounds' ratios
-      std::vector<load_result> http_rounds, grpc_rounds;
-      for (int round = 0; round < grpc_rounds_n; ++round) {
-        auto one_round = [&](bool grpc) {
-          auto l = grpc ? grpc_load(ours.grpc(), "cnn", images.sizes().vec(), raw, 16,
-                                    seconds / grpc_rounds_n)
-                        : http_load("127.0.0.1", ours.port(), request, 16,
-                                    seconds / grpc_rounds_n);
-          if (l.ok == 0 || l.failed > 0) {
-            std::fprintf(stderr, "load failed: %lld ok, %lld failed: %s\n",
-                         static_cast<long long>(l.ok), static_cast<long long>(l.failed),
-                         l.error.c_str());
-            ++bad;
-          }
-          (grpc ? grpc_rounds : http_rounds).push_back(l);
-        };
-        one_round(round % 2 == 1);
-        one_round(round % 2 == 0);
-        r.grpc_ratios.push_back(grpc_rounds.back().rps /
-                                std::max(http_rounds.back().rps, 1e-9));
-      }
-      r.http_binary16 = mean_of(http_rounds);
-      r.grpc_binary16 = mean_of(grpc_rounds);
+      auto t = transport_rounds(ours, images, binary16, json_length, seconds,
+                                grpc_rounds_n, bad);
+      r.grpc_ratios = t.ratios;
+      r.http_binary16 = mean_of(t.http);
+      r.grpc_binary16 = mean_of(t.grpc);
     }
   }
   {
@@ -723,6 +736,68 @@ int serve_failure(const bench_args& args) {
   rep.headline("serve_failure_requests_lost", lost);
   rep.finish(args.out);
   return 0;
+}
+
+// gRPC against HTTP alone (issue 30's `serve_grpc_over_http`), in more
+// rounds than `serve` gives it, so that the ratio comes with an interval:
+// the CNN on one local node (not emulated), the same binary 16 rows from
+// bench/load.cpp over 16 connections or channels, 2 s a transport a round.
+int serve_grpc(const bench_args& args) {
+  report rep("serve_grpc");
+  int bad = 0;
+  char tmpl[] = "/tmp/salamander-bench-grpc-XXXXXX";
+  if (!::mkdtemp(tmpl)) {
+    return 1;
+  }
+  std::string dir = tmpl;
+  auto ckpt = dir + "/cnn.ckpt";
+  auto made =
+      std::system(fmt::format("'{0}' --log-level warn train --model cnn --dataset "
+                              "synthetic --epochs 1 --max-batches 5 --save {1} "
+                              "--metrics none >/dev/null 2>&1",
+                              actors::salamander_bin(), ckpt)
+                      .c_str());
+  auto images = models::load_fashion_mnist(false).images.narrow(0, 0, 16);
+  size_t json_length = 0;
+  auto binary16 = binary_body(images, json_length);
+  int rounds = args.quick ? 3 : 20;
+  transport_result t;
+  {
+    auto ours = salamander_serve({"--stages", "1", "--load", ckpt, "--name", "cnn",
+                                  "--grpc-listen", "127.0.0.1:0"});
+    if (made != 0 || !ours.ready()) {
+      std::fprintf(stderr, "serve did not start\n");
+      std::system(("rm -rf '" + dir + "'").c_str());
+      return 1;
+    }
+    std::fprintf(stderr,
+                 "%d rounds of 2 s a transport (the CNN, one local node, 16 rows "
+                 "binary, 16 connections or channels; not emulated):\n",
+                 rounds);
+    t = transport_rounds(ours, images, binary16, json_length, 2.0 * rounds, rounds, bad);
+  }
+  std::system(("rm -rf '" + dir + "'").c_str());
+  for (size_t i = 0; i < t.ratios.size(); ++i) {
+    std::fprintf(stderr, "  round %2zu: HTTP %7.1f req/s, gRPC %7.1f req/s, ratio %.3f\n",
+                 i + 1, t.http[i].rps, t.grpc[i].rps, t.ratios[i]);
+    rep.detail(fmt::format("http_rps_round{}", i + 1), t.http[i].rps);
+    rep.detail(fmt::format("grpc_rps_round{}", i + 1), t.grpc[i].rps);
+  }
+  auto m = algorithms::interval_95(t.ratios);
+  std::fprintf(stderr,
+               "gRPC over HTTP: mean %.3f, 95%% interval %.3f to %.3f (n %zu, goal "
+               ">= 1: %s), median %.3f\n",
+               m.mean, m.low, m.high, m.n, algorithms::verdict(m, {true, 1.0}).c_str(),
+               median(t.ratios));
+  rep.detail("serve_grpc_over_http_low", m.low);
+  rep.detail("serve_grpc_over_http_high", m.high);
+  rep.detail("http_rps_mean", mean_of(t.http).rps);
+  rep.detail("grpc_rps_mean", mean_of(t.grpc).rps);
+  rep.headline("serve_grpc_over_http_mean", m.mean);
+  rep.headline("serve_grpc_over_http_median", median(t.ratios));
+  rep.headline("serve_grpc_over_http_n", static_cast<double>(m.n));
+  rep.finish(args.out);
+  return bad == 0 ? 0 : 1;
 }
 
 } // namespace salamander::bench
