@@ -138,6 +138,14 @@ command add_federate(CLI::App& app) {
          "counted as unchanged)")
       ->check(CLI::IsMember({"own", "kept", "samples", "naive"}))
       ->default_str("own");
+  sub->add_option(
+         "--restricted-softmax", job.restricted_softmax,
+         "FedRS: in local training, scale the logits of the classes a client's "
+         "shard lacks by this (0 to 1), so that clients that never see a class do "
+         "not outvote the ones that hold it (label-skewed shards, --classes-apart); "
+         "1: plain softmax")
+      ->check(number(0, 1, false, ""))
+      ->capture_default_str();
   sub->add_option("--min-keep", job.settings.min_keep,
                   "the smallest part of each layer a straggler trains (elfish, heterofl, "
                   "fedrolex)")

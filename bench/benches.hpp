@@ -34,8 +34,8 @@ struct bench_args {
 
 /// The benchmarks whose figures vary with bench_args::seed.
 inline bool seeded_bench(const std::string& name) {
-  return name == "federated" || name == "federated_niid" || name == "split" ||
-         name == "async_accuracy" || name == "async_accuracy_vit" ||
+  return name == "federated" || name == "federated_niid" || name == "federated_fedrs" ||
+         name == "split" || name == "async_accuracy" || name == "async_accuracy_vit" ||
          name == "async_accuracy_vit_warmup";
 }
 
@@ -246,6 +246,7 @@ int serve_failure(const bench_args& args);
 int serve_grpc(const bench_args& args);
 int federated(const bench_args& args);
 int federated_niid(const bench_args& args);
+int federated_fedrs(const bench_args& args);
 int split(const bench_args& args);
 int footprint(const bench_args& args);
 int continual(const bench_args& args);

@@ -44,6 +44,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 
 namespace salamander::bench {
 
@@ -130,6 +131,7 @@ struct cell {
   std::vector<double> shares; ///< each client's share of a core
   int64_t apart = 0;          ///< classes apart for the last this many clients
   bool every_seed = false;    ///< a headline contrast: run at every seed
+  double restricted = 1;      ///< FedRS's scale of a client's missing classes
 };
 
 // Each client's share of a core: the fast clients' share is what the severe
@@ -164,6 +166,7 @@ curve run_cell(const actors::fed_config& base, const cell& c,
   fc.strategy = c.strategy;
   fc.settings.weighting = c.weighting;
   fc.classes_apart = c.apart;
+  fc.restricted_softmax = c.restricted;
   fc.metrics_path = log_path;
   actors::job_options opts;
   opts.poll = std::chrono::milliseconds(500);
@@ -222,11 +225,9 @@ std::vector<cell> cells() {
   };
 }
 
-} // namespace
-
-int federated(const bench_args& args) {
-  report rep("federated");
-  auto started = std::chrono::steady_clock::now();
+// The configuration every cell of `federated` and `federated_fedrs` starts
+// from; the seed's, and --quick's budget.
+actors::fed_config ten_clients(const bench_args& args) {
   actors::fed_config base;
   // A model whose cost is its width: ELFISH's masks save in proportion
   // (a CNN on 28x28 inputs has a floor of per-pixel work that no mask of
@@ -242,24 +243,21 @@ int federated(const bench_args& args) {
   base.batch_size = 64;
   base.lr = 0.01;
   base.momentum = 0.9;
+  return base;
+}
+
+// Runs `cells` in turn (the ones for this seed: a cell that is not a
+// headline contrast runs at seed 1 only, and not with --quick), each into
+// its log under `logs`; their curves by name, or none if one failed.
+std::optional<std::map<std::string, curve>>
+run_cells(const actors::fed_config& base, const std::vector<cell>& cells,
+          const bench_args& args, const std::string& logs, report& rep) {
   const double budget = base.time_budget_s;
   // each seed's logs apart (seed 1's where they always were)
   auto dir = std::filesystem::path(args.out).parent_path() /
-             (args.seed == 1 ? std::string("federated")
-                             : "federated-seed" + std::to_string(args.seed));
-  rep.detail("emulation", "EMULATED devices, compute-time dilation, one 2-core host");
-  rep.detail("model", base.model);
-  rep.detail("clients", 10.0);
-  rep.detail("fast_share", shares_of({1}).front());
-  rep.detail("slow_share", shares_of({0.1}).front());
-  rep.detail("budget_s", budget);
-  rep.detail("alpha", base.alpha);
-  rep.detail("classes_apart", 3.0);
-  rep.detail("local_epochs", 1.0);
-  rep.detail("seed", static_cast<double>(args.seed));
+             (args.seed == 1 ? logs : logs + "-seed" + std::to_string(args.seed));
   std::map<std::string, curve> curves;
-  for (auto& c : cells()) {
-    // the other cells at seed 1 only; --quick runs the contrasts alone
+  for (auto& c : cells) {
     if (!c.every_seed && (args.seed != 1 || args.quick)) {
       continue;
     }
@@ -270,7 +268,7 @@ int federated(const bench_args& args) {
     auto got = run_cell(base, c, (dir / (c.name + ".jsonl")).string());
     if (!got.error.empty()) {
       std::fprintf(stderr, "%s failed: %s\n", c.name.c_str(), got.error.c_str());
-      return 1;
+      return std::nullopt;
     }
     rep.detail(key + "_curve", got.text());
     rep.detail(key + "_rounds", static_cast<double>(got.rounds));
@@ -281,6 +279,31 @@ int federated(const bench_args& args) {
     rep.detail(key + "_rounds_paced", static_cast<double>(got.paced));
     curves[c.name] = got;
   }
+  return curves;
+}
+
+} // namespace
+
+int federated(const bench_args& args) {
+  report rep("federated");
+  auto started = std::chrono::steady_clock::now();
+  auto base = ten_clients(args);
+  const double budget = base.time_budget_s;
+  rep.detail("emulation", "EMULATED devices, compute-time dilation, one 2-core host");
+  rep.detail("model", base.model);
+  rep.detail("clients", 10.0);
+  rep.detail("fast_share", shares_of({1}).front());
+  rep.detail("slow_share", shares_of({0.1}).front());
+  rep.detail("budget_s", budget);
+  rep.detail("alpha", base.alpha);
+  rep.detail("classes_apart", 3.0);
+  rep.detail("local_epochs", 1.0);
+  rep.detail("seed", static_cast<double>(args.seed));
+  auto ran = run_cells(base, cells(), args, "federated", rep);
+  if (!ran) {
+    return 1;
+  }
+  auto& curves = *ran;
   auto& fedavg = curves["apart/fedavg"];
   if (fedavg.points.empty()) {
     std::fprintf(stderr, "FedAvg finished no round within the budget: no target accuracy\n");
@@ -366,6 +389,71 @@ int federated_niid(const bench_args& args) {
   rep.detail("curve", c.text());
   rep.detail("flower_niid_bench_reference", 0.8809);
   rep.headline("niid_fedavg_final_acc", c.points.empty() ? 0 : c.points.back().second);
+  rep.finish(args.out);
+  return 0;
+}
+
+// The headline regime of `federated` (stragglers at a tenth of the fast
+// speed that alone hold classes 7-9) with FedRS's restricted softmax (Li and
+// Zhan 2021, alpha 0.5) in every client's local training, every strategy
+// alike: a fast client then pushes the logits of the classes it never sees
+// down less, so what the stragglers train of them can last in the global
+// model. Every seed runs the four contrasts.
+int federated_fedrs(const bench_args& args) {
+  report rep("federated_fedrs");
+  auto started = std::chrono::steady_clock::now();
+  auto base = ten_clients(args);
+  const double budget = base.time_budget_s;
+  using algorithms::fed::aggregation;
+  const auto severe = shares_of({1, 1, 1, 1, 1, 1, 1, 0.1, 0.1, 0.1});
+  constexpr double alpha = 0.5;
+  const std::vector<cell> contrasts = {
+      {"fedrs/fedavg", "fedavg", aggregation::own, severe, 3, true, alpha},
+      {"fedrs/deadline", "deadline", aggregation::own, severe, 3, true, alpha},
+      {"fedrs/elfish", "elfish", aggregation::own, severe, 3, true, alpha},
+      {"fedrs/elfish_samples", "elfish", aggregation::samples, severe, 3, true, alpha},
+  };
+  rep.detail("emulation", "EMULATED devices, compute-time dilation, one 2-core host");
+  rep.detail("model", base.model);
+  rep.detail("budget_s", budget);
+  rep.detail("restricted_softmax", alpha);
+  rep.detail("classes_apart", 3.0);
+  rep.detail("seed", static_cast<double>(args.seed));
+  auto ran = run_cells(base, contrasts, args, "federated_fedrs", rep);
+  if (!ran) {
+    return 1;
+  }
+  auto& curves = *ran;
+  auto& fedavg = curves["fedrs/fedavg"];
+  if (fedavg.points.empty()) {
+    std::fprintf(stderr,
+                 "FedAvg finished no round within the budget: no target accuracy\n");
+    return 1;
+  }
+  double target = fedavg.final_within(budget);
+  double fedavg_t = fedavg.time_to(target);
+  rep.detail("target_acc", target);
+  auto pp = [&](const std::string& a, const std::string& b) {
+    return 100 * (curves[a].last_within(budget) - curves[b].last_within(budget));
+  };
+  auto speedup = [&](const std::string& a) {
+    double t = curves[a].time_to(target);
+    return std::isfinite(t) && t > 0 ? fedavg_t / t : 0.0;
+  };
+  rep.detail("fedrs_fedavg_minus_deadline_pp", pp("fedrs/fedavg", "fedrs/deadline"));
+  rep.headline("fedrs_elfish_over_deadline_pp", pp("fedrs/elfish", "fedrs/deadline"));
+  rep.goal("fedrs_elfish_over_deadline_pp", true, 2);
+  rep.headline("fedrs_elfish_samples_over_deadline_pp",
+               pp("fedrs/elfish_samples", "fedrs/deadline"));
+  rep.goal("fedrs_elfish_samples_over_deadline_pp", true, 2);
+  rep.headline("fedrs_elfish_time_to_target_speedup", speedup("fedrs/elfish"));
+  rep.headline("fedrs_elfish_samples_time_to_target_speedup",
+               speedup("fedrs/elfish_samples"));
+  rep.headline("fedrs_elfish_aggregation_gain_pp",
+               pp("fedrs/elfish", "fedrs/elfish_samples"));
+  rep.detail(
+      "wall_s",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   rep.finish(args.out);
   return 0;
 }

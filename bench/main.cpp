@@ -34,6 +34,7 @@ const std::map<std::string, std::function<int(const bench_args&)>>& all_benches(
       {"serve_scale", serve_scale},
       {"federated", federated},
       {"federated_niid", federated_niid},
+      {"federated_fedrs", federated_fedrs},
       {"split", split},
       {"footprint", footprint},
       {"continual", continual},

@@ -43,6 +43,9 @@ struct fed_client_spec {
   /// This client's speed as a part of its node's: below 1 a straggler among
   /// the node's virtual clients (EMULATED: its device time is stretched).
   double speed = 1.0;
+  /// FedRS (Li and Zhan 2021): in local training, the logits of the classes
+  /// this client's shard lacks are scaled by this; 1: plain softmax.
+  double restricted_softmax = 1.0;
 };
 
 /// A client's profile: its data and seconds per local epoch at each kept
@@ -92,7 +95,7 @@ typename Inspector::result_type inspect(Inspector& f, fed_client_spec& x) {
   return f(caf::meta::type_name("fed_client_spec"), x.client, x.clients, x.model,
            x.fingerprint, x.dataset, x.data_dir, x.alpha, x.classes_apart, x.seed,
            x.batch_size, x.optimizer, x.lr, x.momentum, x.threads, x.profile_keeps,
-           x.profile_batches, x.max_samples, x.speed);
+           x.profile_batches, x.max_samples, x.speed, x.restricted_softmax);
 }
 
 template <class Inspector>

@@ -69,6 +69,17 @@ std::vector<int64_t> label_counts(const models::dataset& data,
   return {p, p + counts.numel()};
 }
 
+torch::Tensor restricted_softmax_scale(const std::vector<int64_t>& counts,
+                                       int64_t classes, double alpha) {
+  auto scale = torch::full({classes}, static_cast<float>(alpha));
+  for (int64_t c = 0; c < classes && c < static_cast<int64_t>(counts.size()); ++c) {
+    if (counts[static_cast<size_t>(c)] > 0) {
+      scale[c] = 1.0f;
+    }
+  }
+  return scale;
+}
+
 std::shared_ptr<const models::dataset> shared_training_set(const std::string& name,
                                                            const models::model_desc& desc,
                                                            const std::string& dir) {

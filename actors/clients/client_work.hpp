@@ -62,4 +62,12 @@ client_shard load_shard(const std::string& dataset, const models::model_desc& de
 std::vector<int64_t> label_counts(const models::dataset& data,
                                   const torch::Tensor& shard);
 
+/// FedRS's restricted softmax (Li and Zhan, KDD 2021): a float [classes]
+/// scale for the logits, 1 for each class the shard's `counts` hold (index:
+/// the label), `alpha` for the classes it lacks. A client that never sees a
+/// class then pushes that class's logits down less (alpha 0: not at all),
+/// so that clients holding the class alone are not outvoted on it.
+torch::Tensor restricted_softmax_scale(const std::vector<int64_t>& counts,
+                                       int64_t classes, double alpha);
+
 } // namespace salamander::actors

@@ -67,7 +67,15 @@ double step(client_ptr self, fed_work& w, const std::vector<int64_t>& positions)
   auto x = st.data->images.index_select(0, idx);
   auto y = st.data->labels.index_select(0, idx);
   w.opt->zero_grad();
-  auto loss = torch::nn::functional::cross_entropy(w.net->forward(x), y);
+  auto logits = w.net->forward(x);
+  if (st.spec.restricted_softmax != 1.0) {
+    if (!st.logit_scale.defined()) {
+      st.logit_scale = restricted_softmax_scale(
+          label_counts(*st.data, st.shard), logits.size(1), st.spec.restricted_softmax);
+    }
+    logits = logits * st.logit_scale;
+  }
+  auto loss = torch::nn::functional::cross_entropy(logits, y);
   loss.backward();
   w.opt->step();
   return loss.item<double>();

@@ -423,6 +423,7 @@ public:
                      st.desc.spec.canonical(), st.desc.fingerprint);
     s.profile_keeps = st.cfg.profile_keeps;
     s.profile_batches = st.cfg.profile_batches;
+    s.restricted_softmax = st.cfg.restricted_softmax;
     return caf::make_message(spawn_atom_v, std::move(s));
   }
   void spawned(uint32_t c) override { profile_client(self_, c); }
@@ -496,6 +497,12 @@ void prepare(fed_job_state& st) {
   if (st.cfg.profile_batches < 1) {
     throw std::invalid_argument("the profile needs at least one batch of one example");
   }
+  if (!(st.cfg.restricted_softmax >= 0 && st.cfg.restricted_softmax <= 1)) {
+    throw std::invalid_argument(fmt::format(
+        "--restricted-softmax scales the logits of a client's missing classes: "
+        "from 0 to 1 (1: plain softmax), got {}",
+        st.cfg.restricted_softmax));
+  }
   st.strategy = fed::make_strategy(st.cfg.strategy, [&] {
     auto s = st.cfg.settings;
     s.seed = st.cfg.seed;
@@ -554,7 +561,8 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
         st.core.start(members, {{"mode", "federate"},
                                 {"strategy", st.cfg.strategy},
                                 {"model", st.desc.spec.canonical()},
-                                {"local_epochs", st.cfg.settings.local_epochs}});
+                                {"local_epochs", st.cfg.settings.local_epochs},
+                                {"restricted_softmax", st.cfg.restricted_softmax}});
       });
   if (st.core.over()) {
     return ended(); // it failed here (its model, its data, its metrics log)

@@ -51,6 +51,10 @@ struct fed_config : round_job_config {
   /// Timed batches at each kept fraction (their median is the time; a
   /// warm-up batch before them is not timed).
   int64_t profile_batches = 5;
+  /// FedRS's restricted softmax in every client's local training: the
+  /// logits of the classes its shard lacks scaled by this (Li and Zhan
+  /// 2021, alpha); 1: plain softmax, the default.
+  double restricted_softmax = 1.0;
 };
 
 /// What the federated job keeps of client i beside its slot in the roster.

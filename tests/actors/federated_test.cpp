@@ -6,6 +6,7 @@
 // the round's wait ends; a restarted job resumes from its checkpoint.
 #include "../support.hpp"
 
+#include "actors/clients/client_work.hpp"
 #include "actors/cluster/cluster_file.hpp"
 #include "actors/federated/fed_job.hpp"
 #include "actors/node/system.hpp"
@@ -101,7 +102,88 @@ models::weight_snapshot train_alone(const actors::fed_config& cfg, uint32_t c, u
   return models::capture(m, nullptr, "", 1);
 }
 
+// What client `c` trains alone in round 1 on the shard its node computes
+// (actors::load_shard: label skew, classes apart), with FedRS's scale of
+// the logits of the classes the shard lacks by `restricted` (1: plain).
+std::pair<models::weight_snapshot, int64_t>
+train_alone_on_shard(const actors::fed_config& cfg, uint32_t c, uint32_t n,
+                     double restricted) {
+  auto desc = models::describe(models::model_spec::parse(cfg.model));
+  auto sh = actors::load_shard(cfg.dataset, desc, cfg.data_dir, "", c, n, cfg.alpha,
+                               static_cast<uint32_t>(cfg.classes_apart), cfg.seed,
+                               cfg.max_samples);
+  models::layered_model m(desc, cfg.seed);
+  auto net = m.all();
+  torch::optim::SGD opt(net->parameters(),
+                        torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum));
+  auto size = sh.shard.size(0);
+  auto order =
+      algorithms::epoch_permutation(algorithms::mix_seed(cfg.seed, c, 1), 0, size);
+  auto counts = actors::label_counts(*sh.data, sh.shard);
+  for (int64_t b = 0; b < size; b += cfg.batch_size) {
+    std::vector<int64_t> positions(order.begin() + b,
+                                   order.begin() + std::min(size, b + cfg.batch_size));
+    auto idx = sh.shard.index_select(0, torch::tensor(positions, torch::kInt64));
+    opt.zero_grad();
+    auto logits = net->forward(sh.data->images.index_select(0, idx));
+    logits =
+        logits * actors::restricted_softmax_scale(counts, logits.size(1), restricted);
+    torch::nn::functional::cross_entropy(logits, sh.data->labels.index_select(0, idx))
+        .backward();
+    opt.step();
+  }
+  return {models::capture(m, nullptr, "", 1), size};
+}
+
+// The largest difference between `global` and the sample-weighted mean of
+// what two clients train alone.
+double off_mean(const models::weight_snapshot& global,
+                const std::pair<models::weight_snapshot, int64_t>& a,
+                const std::pair<models::weight_snapshot, int64_t>& b) {
+  double worst = 0;
+  auto wa = static_cast<double>(a.second) / static_cast<double>(a.second + b.second);
+  for (size_t l = 0; l < global.layers.size(); ++l) {
+    for (size_t p = 0; p < global.layers[l].params.size(); ++p) {
+      auto mean = a.first.layers[l].params[p].tensor * wa +
+                  b.first.layers[l].params[p].tensor * (1 - wa);
+      worst = std::max(worst, salamander::testing::max_abs_diff(
+                                  mean, global.layers[l].params[p].tensor));
+    }
+  }
+  return worst;
+}
+
 } // namespace
+
+TEST_CASE("restricted softmax (FedRS): each client scales the logits of the classes its "
+          "shard lacks, and FedAvg gives the mean of what each trains alone so",
+          "[actor][federated]") {
+  auto scale = actors::restricted_softmax_scale({5, 0, 2}, 4, 0.25);
+  REQUIRE(scale.sizes() == torch::IntArrayRef({4}));
+  CHECK(scale[0].item<float>() == 1.0f);
+  CHECK(scale[1].item<float>() == 0.25f); // none of class 1
+  CHECK(scale[2].item<float>() == 1.0f);
+  CHECK(scale[3].item<float>() == 0.25f); // beyond the counts: none either
+  fed_system s;
+  auto cfg = config("fedavg", 1);
+  cfg.classes_apart = 1; // client 1 holds classes client 0 lacks, and the other way
+  cfg.restricted_softmax = 0.25;
+  auto nodes = actors::local_nodes(*s.sys, 2, 1);
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  auto r = actors::run_fed_job(*s.sys, cfg, nodes, opts);
+  leave(nodes);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == status_phase::finished);
+  REQUIRE(r.weights);
+  auto a = train_alone_on_shard(cfg, 0, 2, 0.25),
+       b = train_alone_on_shard(cfg, 1, 2, 0.25);
+  CHECK(off_mean(*r.weights, a, b) < 1e-5);
+  // and the restriction made a difference: plain softmax trains otherwise
+  auto pa = train_alone_on_shard(cfg, 0, 2, 1.0),
+       pb = train_alone_on_shard(cfg, 1, 2, 1.0);
+  CHECK(off_mean(*r.weights, pa, pb) > 1e-3);
+}
 
 TEST_CASE("federated averaging gives the sample-weighted mean of what each client "
           "trains alone",

@@ -43,6 +43,7 @@ refused "--resume needs --checkpoint" --clients 2 --resume
 refused "dense and conv" --clients 2 --model resnet --dataset synthetic
 refused "for IID shards give --iid" --clients 2 --alpha 0
 refused "excludes" --clients 2 --alpha 0.5 --iid
+refused "--restricted-softmax" --clients 2 --restricted-softmax 1.5
 touch exists.ckpt
 refused "--resume to carry on from it" --clients 2 --checkpoint exists.ckpt
 
