@@ -102,6 +102,21 @@ models::weight_snapshot train_alone(const actors::fed_config& cfg, uint32_t c, u
   return models::capture(m, nullptr, "", 1);
 }
 
+// Runs a federated job over n local nodes to its end, which must be a
+// finish, and fetches its global weights.
+actors::job_result finished_with_weights(fed_system& s, const actors::fed_config& cfg,
+                                         int n) {
+  auto nodes = actors::local_nodes(*s.sys, n, 1);
+  actors::job_options opts;
+  opts.fetch_weights = true;
+  auto r = actors::run_fed_job(*s.sys, cfg, nodes, opts);
+  leave(nodes);
+  INFO(r.status.error);
+  REQUIRE(r.status.phase == status_phase::finished);
+  REQUIRE(r.weights);
+  return r;
+}
+
 // What client `c` trains alone in round 1 on the shard its node computes
 // (actors::load_shard: label skew, classes apart), with FedRS's scale of
 // the logits of the classes the shard lacks by `restricted` (1: plain).
@@ -168,14 +183,7 @@ TEST_CASE("restricted softmax (FedRS): each client scales the logits of the clas
   auto cfg = config("fedavg", 1);
   cfg.classes_apart = 1; // client 1 holds classes client 0 lacks, and the other way
   cfg.restricted_softmax = 0.25;
-  auto nodes = actors::local_nodes(*s.sys, 2, 1);
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  auto r = actors::run_fed_job(*s.sys, cfg, nodes, opts);
-  leave(nodes);
-  INFO(r.status.error);
-  REQUIRE(r.status.phase == status_phase::finished);
-  REQUIRE(r.weights);
+  auto r = finished_with_weights(s, cfg, 2);
   auto a = train_alone_on_shard(cfg, 0, 2, 0.25),
        b = train_alone_on_shard(cfg, 1, 2, 0.25);
   CHECK(off_mean(*r.weights, a, b) < 1e-5);
@@ -190,14 +198,8 @@ TEST_CASE("federated averaging gives the sample-weighted mean of what each clien
           "[actor][federated]") {
   fed_system s;
   auto cfg = config("fedavg", 1);
-  auto nodes = actors::local_nodes(*s.sys, 2, 1);
-  actors::job_options opts;
-  opts.fetch_weights = true;
-  auto r = actors::run_fed_job(*s.sys, cfg, nodes, opts);
-  leave(nodes);
-  REQUIRE(r.status.phase == status_phase::finished);
+  auto r = finished_with_weights(s, cfg, 2);
   REQUIRE(r.status.rounds.round == 1);
-  REQUIRE(r.weights);
   auto a = train_alone(cfg, 0, 2);
   auto b = train_alone(cfg, 1, 2);
   double worst = 0;
@@ -542,7 +544,8 @@ TEST_CASE("virtual clients: two nodes of three clients train as six nodes of one
   CHECK(worst < 1e-5); // the same shards, averaged in another order
 }
 
-TEST_CASE("a federated job refuses a model it cannot slice and an unknown strategy",
+TEST_CASE("a federated job refuses a model it cannot slice, an unknown strategy and a "
+          "restricted softmax out of range",
           "[actor][federated]") {
   fed_system s;
   auto nodes = actors::local_nodes(*s.sys, 1, 1);
@@ -555,5 +558,11 @@ TEST_CASE("a federated job refuses a model it cannot slice and an unknown strate
   r = actors::run_fed_job(*s.sys, cfg, nodes);
   CHECK(r.status.phase == status_phase::failed);
   CHECK_THAT(r.status.error, Catch::Contains("elfish"));
+  // a restricted softmax outside [0, 1], as the CLI would refuse it too
+  cfg = config("fedavg", 1);
+  cfg.restricted_softmax = 1.5;
+  r = actors::run_fed_job(*s.sys, cfg, nodes);
+  CHECK(r.status.phase == status_phase::failed);
+  CHECK_THAT(r.status.error, Catch::Contains("--restricted-softmax"));
   leave(nodes);
 }
