@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -35,8 +36,8 @@ struct bench_args {
 /// The benchmarks whose figures vary with bench_args::seed.
 inline bool seeded_bench(const std::string& name) {
   return name == "federated" || name == "federated_niid" || name == "federated_fedrs" ||
-         name == "split" || name == "async_accuracy" || name == "async_accuracy_vit" ||
-         name == "async_accuracy_vit_warmup";
+         name == "federated_aggregation" || name == "split" || name == "async_accuracy" ||
+         name == "async_accuracy_vit" || name == "async_accuracy_vit_warmup";
 }
 
 /// The mean of the last `n` values (all of them, if fewer; 0 if none): an
@@ -186,14 +187,25 @@ private:
 };
 
 /// Connects to every node of a benchmark's cluster, or throws the error
-/// (which names the node that could not be reached).
+/// (which names the node that could not be reached). A node process just
+/// started under a small quota (0.05 core) can miss the handshake within the
+/// system's connection timeout while it is still starting (seen once in
+/// `serve`, 2026-12-07), so the connection is tried three times.
 inline std::vector<actors::remote_node>
 connected_nodes(caf::actor_system& sys, const std::vector<actors::cluster_node>& listed) {
-  auto nodes = actors::connect_nodes(sys, listed);
-  if (!nodes) {
-    throw std::runtime_error(sys.render(nodes.error()));
+  for (int attempt = 1;; ++attempt) {
+    auto nodes = actors::connect_nodes(sys, listed);
+    if (nodes) {
+      return std::move(*nodes);
+    }
+    auto why = sys.render(nodes.error());
+    if (attempt == 3) {
+      throw std::runtime_error(why);
+    }
+    std::fprintf(stderr, "connecting (attempt %d of 3): %s\n", attempt, why.c_str());
+    // (a node still starting may refuse at once rather than time out)
+    std::this_thread::sleep_for(std::chrono::seconds(2));
   }
-  return std::move(*nodes);
 }
 
 /// A directory of its own under the system's temporary one (NAME-PID),
@@ -247,6 +259,7 @@ int serve_grpc(const bench_args& args);
 int federated(const bench_args& args);
 int federated_niid(const bench_args& args);
 int federated_fedrs(const bench_args& args);
+int federated_aggregation(const bench_args& args);
 int split(const bench_args& args);
 int footprint(const bench_args& args);
 int continual(const bench_args& args);
