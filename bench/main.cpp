@@ -35,6 +35,7 @@ const std::map<std::string, std::function<int(const bench_args&)>>& all_benches(
       {"federated", federated},
       {"federated_niid", federated_niid},
       {"federated_fedrs", federated_fedrs},
+      {"federated_aggregation", federated_aggregation},
       {"split", split},
       {"footprint", footprint},
       {"continual", continual},

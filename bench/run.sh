@@ -83,6 +83,7 @@ usage: bench/run.sh NAME [--quick] [--seeds N [--from-seed K]]   (results: bench
   serve_scale              serving at PipeEdge's scale: 16 EMULATED devices vs 1, the plan vs PipeDream's at 10:4:2:1, planning 16 devices of 4 types
   federated                ELFISH vs FedAvg-wait, deadline-drop and the rest: stragglers holding classes of their own, Dir(0.5), mild (--seeds N)
   federated_fedrs          the headline regime of federated with FedRS's restricted softmax (0.5) for every strategy: ELFISH vs deadline-drop and FedAvg-wait (--seeds N)
+  federated_aggregation    ELFISH's aggregation against sample weights (same masks) with Dir(0.5) and with mild stragglers (--seeds N)
   federated_niid           FedAvg under NIID-Bench's protocol (Dir(0.5), 10 clients, 50 rounds)
   split                    AdaSplit vs vanilla split learning and SplitFed: bytes, shared and personalised accuracy (--seeds N)
   footprint                node RSS and start-up, idle and with a job
