@@ -282,6 +282,22 @@ run_cells(const actors::fed_config& base, const std::vector<cell>& cells,
   return curves;
 }
 
+// Cell a's accuracy (the mean of its last 5 evaluations within the budget)
+// minus cell b's, in points.
+double points_between(std::map<std::string, curve>& curves, const std::string& a,
+                      const std::string& b, double budget) {
+  return 100 * (curves[a].last_within(budget) - curves[b].last_within(budget));
+}
+
+// The run's wall time into the report, which is then written to `out`.
+void finish_timed(report& rep, std::chrono::steady_clock::time_point started,
+                  const std::string& out) {
+  rep.detail(
+      "wall_s",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  rep.finish(out);
+}
+
 } // namespace
 
 int federated(const bench_args& args) {
@@ -315,7 +331,7 @@ int federated(const bench_args& args) {
   rep.detail("target_acc", target);
   rep.detail("fedavg_time_to_target_s", fedavg_t);
   auto pp = [&](const std::string& a, const std::string& b) {
-    return 100 * (curves[a].last_within(budget) - curves[b].last_within(budget));
+    return points_between(curves, a, b, budget);
   };
   for (auto& [name, c] : curves) {
     auto key = name;
@@ -351,10 +367,7 @@ int federated(const bench_args& args) {
     rep.detail("elfish_minus_oracle_pp", pp("apart/elfish", "apart/oracle"));
     rep.detail("elfish_over_deadline_mild_pp", pp("mild/elfish", "mild/deadline"));
   }
-  rep.detail(
-      "wall_s",
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  rep.finish(args.out);
+  finish_timed(rep, started, args.out);
   return 0;
 }
 
@@ -434,7 +447,7 @@ int federated_fedrs(const bench_args& args) {
   double fedavg_t = fedavg.time_to(target);
   rep.detail("target_acc", target);
   auto pp = [&](const std::string& a, const std::string& b) {
-    return 100 * (curves[a].last_within(budget) - curves[b].last_within(budget));
+    return points_between(curves, a, b, budget);
   };
   auto speedup = [&](const std::string& a) {
     double t = curves[a].time_to(target);
@@ -451,10 +464,7 @@ int federated_fedrs(const bench_args& args) {
                speedup("fedrs/elfish_samples"));
   rep.headline("fedrs_elfish_aggregation_gain_pp",
                pp("fedrs/elfish", "fedrs/elfish_samples"));
-  rep.detail(
-      "wall_s",
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  rep.finish(args.out);
+  finish_timed(rep, started, args.out);
   return 0;
 }
 
@@ -488,16 +498,13 @@ int federated_aggregation(const bench_args& args) {
   }
   auto& curves = *ran;
   auto pp = [&](const std::string& a, const std::string& b) {
-    return 100 * (curves[a].last_within(budget) - curves[b].last_within(budget));
+    return points_between(curves, a, b, budget);
   };
   rep.headline("elfish_aggregation_gain_dir_pp",
                pp("agg/dir_elfish", "agg/dir_elfish_samples"));
   rep.headline("elfish_aggregation_gain_mild_pp",
                pp("agg/mild_elfish", "agg/mild_elfish_samples"));
-  rep.detail(
-      "wall_s",
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  rep.finish(args.out);
+  finish_timed(rep, started, args.out);
   return 0;
 }
 
