@@ -26,7 +26,17 @@ T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
 
 
 def t95(df):
-    return T95[df - 1] if df <= len(T95) else 1.96
+    """t(0.975, df), stepped past 30 as algorithms/stats.cpp does (the two
+    must give the same intervals)."""
+    if df <= len(T95):
+        return T95[df - 1]
+    if df <= 40:
+        return 2.021
+    if df <= 60:
+        return 2.000
+    if df <= 120:
+        return 1.980
+    return 1.96
 
 
 def band(values):
