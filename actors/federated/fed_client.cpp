@@ -68,11 +68,7 @@ double step(client_ptr self, fed_work& w, const std::vector<int64_t>& positions)
   auto y = st.data->labels.index_select(0, idx);
   w.opt->zero_grad();
   auto logits = w.net->forward(x);
-  if (st.spec.restricted_softmax != 1.0) {
-    if (!st.logit_scale.defined()) {
-      st.logit_scale = restricted_softmax_scale(
-          label_counts(*st.data, st.shard), logits.size(1), st.spec.restricted_softmax);
-    }
+  if (st.logit_scale.defined()) {
     logits = logits * st.logit_scale;
   }
   auto loss = torch::nn::functional::cross_entropy(logits, y);
@@ -301,6 +297,10 @@ void load_data(client_ptr self, const std::string& node_dir) {
   st.data = std::move(shard.data);
   st.shard = std::move(shard.shard);
   st.data_note = std::move(shard.note);
+  if (spec.restricted_softmax != 1.0) {
+    st.logit_scale = restricted_softmax_scale(label_counts(*st.data, st.shard),
+                                              st.desc.classes, spec.restricted_softmax);
+  }
 }
 
 } // namespace

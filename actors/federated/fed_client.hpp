@@ -56,7 +56,7 @@ struct fed_client_state : client_base_state {
   std::optional<fed_work> work;
   std::optional<caf::typed_response_promise<fed_profile>> profile_promise;
   fed_profile profile;
-  /// spec.restricted_softmax's scale of the logits, made at the first step
+  /// spec.restricted_softmax's scale of the logits, made with the shard
   /// (undefined: plain softmax)
   torch::Tensor logit_scale;
 };
