@@ -201,10 +201,19 @@ curve run_strategy(const actors::fed_config& base, const std::string& strategy,
   return run_cell(base, c, log_path);
 }
 
+// The severe regime's shares (three stragglers at a tenth of the fast
+// speed) and the mild one's (at 1/2, 1/2.5 and 1/3).
+std::vector<double> severe_shares() {
+  return shares_of({1, 1, 1, 1, 1, 1, 1, 0.1, 0.1, 0.1});
+}
+std::vector<double> mild_shares() {
+  return shares_of({1, 1, 1, 1, 1, 1, 1, 0.5, 0.4, 1.0 / 3});
+}
+
 std::vector<cell> cells() {
   using algorithms::fed::aggregation;
-  const auto severe = shares_of({1, 1, 1, 1, 1, 1, 1, 0.1, 0.1, 0.1});
-  const auto mild = shares_of({1, 1, 1, 1, 1, 1, 1, 0.5, 0.4, 1.0 / 3});
+  const auto severe = severe_shares();
+  const auto mild = mild_shares();
   const auto oracle = shares_of(std::vector<double>(10, 1.0));
   return {
       {"apart/fedavg", "fedavg", aggregation::own, severe, 3, true},
@@ -289,6 +298,20 @@ double points_between(std::map<std::string, curve>& curves, const std::string& a
   return 100 * (curves[a].last_within(budget) - curves[b].last_within(budget));
 }
 
+// Time-to-target speedup: FedAvg-wait's time to the target over a
+// strategy's (t); 0 when the strategy never reached it.
+double speedup_over(double fedavg_t, double t) {
+  return std::isfinite(t) && t > 0 ? fedavg_t / t : 0.0;
+}
+
+// What every federated benchmark's report says of its setting.
+void describe_run(report& rep, const actors::fed_config& base, const bench_args& args) {
+  rep.detail("emulation", "EMULATED devices, compute-time dilation, one 2-core host");
+  rep.detail("model", base.model);
+  rep.detail("budget_s", base.time_budget_s);
+  rep.detail("seed", static_cast<double>(args.seed));
+}
+
 // The run's wall time into the report, which is then written to `out`.
 void finish_timed(report& rep, std::chrono::steady_clock::time_point started,
                   const std::string& out) {
@@ -305,16 +328,13 @@ int federated(const bench_args& args) {
   auto started = std::chrono::steady_clock::now();
   auto base = ten_clients(args);
   const double budget = base.time_budget_s;
-  rep.detail("emulation", "EMULATED devices, compute-time dilation, one 2-core host");
-  rep.detail("model", base.model);
+  describe_run(rep, base, args);
   rep.detail("clients", 10.0);
   rep.detail("fast_share", shares_of({1}).front());
   rep.detail("slow_share", shares_of({0.1}).front());
-  rep.detail("budget_s", budget);
   rep.detail("alpha", base.alpha);
   rep.detail("classes_apart", 3.0);
   rep.detail("local_epochs", 1.0);
-  rep.detail("seed", static_cast<double>(args.seed));
   auto ran = run_cells(base, cells(), args, "federated", rep);
   if (!ran) {
     return 1;
@@ -339,7 +359,7 @@ int federated(const bench_args& args) {
     double t = c.time_to(target);
     rep.detail(key + "_time_to_target_s", std::isfinite(t) ? t : -1.0);
     if (name.rfind("apart/", 0) == 0 && name != "apart/fedavg") {
-      rep.detail(key + "_speedup", std::isfinite(t) && t > 0 ? fedavg_t / t : 0.0);
+      rep.detail(key + "_speedup", speedup_over(fedavg_t, t));
       rep.detail(key + "_minus_fedavg_pp", pp(name, "apart/fedavg"));
       rep.detail(key + "_minus_deadline_pp", pp(name, "apart/deadline"));
     }
@@ -351,9 +371,8 @@ int federated(const bench_args& args) {
   rep.goal("elfish_over_deadline_pp", true, 2);
   rep.ci_low_name("elfish_over_deadline_pp", "elfish_over_deadline_ci_low");
   rep.headline("elfish_over_deadline_dir_pp", pp("dir/elfish", "dir/deadline"));
-  double t = curves["apart/elfish"].time_to(target);
   rep.headline("elfish_time_to_target_speedup",
-               std::isfinite(t) && t > 0 ? fedavg_t / t : 0);
+               speedup_over(fedavg_t, curves["apart/elfish"].time_to(target)));
   rep.goal("elfish_time_to_target_speedup", true, 2);
   rep.headline("elfish_aggregation_gain_pp", pp("apart/elfish", "apart/elfish_samples"));
   auto& e = curves["apart/elfish"];
@@ -418,7 +437,7 @@ int federated_fedrs(const bench_args& args) {
   auto base = ten_clients(args);
   const double budget = base.time_budget_s;
   using algorithms::fed::aggregation;
-  const auto severe = shares_of({1, 1, 1, 1, 1, 1, 1, 0.1, 0.1, 0.1});
+  const auto severe = severe_shares();
   constexpr double alpha = 0.5;
   const std::vector<cell> contrasts = {
       {"fedrs/fedavg", "fedavg", aggregation::own, severe, 3, true, alpha},
@@ -426,12 +445,9 @@ int federated_fedrs(const bench_args& args) {
       {"fedrs/elfish", "elfish", aggregation::own, severe, 3, true, alpha},
       {"fedrs/elfish_samples", "elfish", aggregation::samples, severe, 3, true, alpha},
   };
-  rep.detail("emulation", "EMULATED devices, compute-time dilation, one 2-core host");
-  rep.detail("model", base.model);
-  rep.detail("budget_s", budget);
+  describe_run(rep, base, args);
   rep.detail("restricted_softmax", alpha);
   rep.detail("classes_apart", 3.0);
-  rep.detail("seed", static_cast<double>(args.seed));
   auto ran = run_cells(base, contrasts, args, "federated_fedrs", rep);
   if (!ran) {
     return 1;
@@ -450,8 +466,7 @@ int federated_fedrs(const bench_args& args) {
     return points_between(curves, a, b, budget);
   };
   auto speedup = [&](const std::string& a) {
-    double t = curves[a].time_to(target);
-    return std::isfinite(t) && t > 0 ? fedavg_t / t : 0.0;
+    return speedup_over(fedavg_t, curves[a].time_to(target));
   };
   rep.detail("fedrs_fedavg_minus_deadline_pp", pp("fedrs/fedavg", "fedrs/deadline"));
   rep.headline("fedrs_elfish_over_deadline_pp", pp("fedrs/elfish", "fedrs/deadline"));
@@ -480,18 +495,15 @@ int federated_aggregation(const bench_args& args) {
   auto base = ten_clients(args);
   const double budget = base.time_budget_s;
   using algorithms::fed::aggregation;
-  const auto severe = shares_of({1, 1, 1, 1, 1, 1, 1, 0.1, 0.1, 0.1});
-  const auto mild = shares_of({1, 1, 1, 1, 1, 1, 1, 0.5, 0.4, 1.0 / 3});
+  const auto severe = severe_shares();
+  const auto mild = mild_shares();
   const std::vector<cell> contrasts = {
       {"agg/dir_elfish", "elfish", aggregation::own, severe, 0, true},
       {"agg/dir_elfish_samples", "elfish", aggregation::samples, severe, 0, true},
       {"agg/mild_elfish", "elfish", aggregation::own, mild, 3, true},
       {"agg/mild_elfish_samples", "elfish", aggregation::samples, mild, 3, true},
   };
-  rep.detail("emulation", "EMULATED devices, compute-time dilation, one 2-core host");
-  rep.detail("model", base.model);
-  rep.detail("budget_s", budget);
-  rep.detail("seed", static_cast<double>(args.seed));
+  describe_run(rep, base, args);
   auto ran = run_cells(base, contrasts, args, "federated_aggregation", rep);
   if (!ran) {
     return 1;
