@@ -425,8 +425,8 @@ double time_model::keep_for(double budget, double min_keep) const {
   return min_keep;
 }
 
-void time_model::observe(double fraction, int64_t epochs, double measured) {
-  double predicted = static_cast<double>(epochs) * at(fraction);
+void time_model::observe(double fraction, double epochs, double measured) {
+  double predicted = epochs * at(fraction);
   if (predicted > 0 && measured > 0) {
     double ratio = measured / (predicted / scale);
     scale = (scale + ratio) / 2;
@@ -597,7 +597,7 @@ public:
           full_round_s(c, s_.local_epochs) > p) {
         narrow(t, c, p, round, layout);
       }
-      t.predicted_s = epochs * c.time.at(t.keep);
+      t.predicted_s = epochs * c.time.at(t.keep) * t.work;
       slowest = std::max(slowest, t.predicted_s);
       plan.tasks.push_back(std::move(t));
     }
@@ -629,9 +629,12 @@ public:
 private:
   // A straggler keeps the largest fraction whose predicted round fits the
   // pace; HeteroFL and FedRolex round it down to their power-of-1/2 levels.
+  // When even that round is predicted past the pace, partial work trains
+  // the part of it that fits.
   void narrow(client_task& t, const client_view& c, double p, uint64_t round,
               const model_layout& layout) const {
-    double keep = c.time.keep_for(p / static_cast<double>(s_.local_epochs), s_.min_keep);
+    const auto epochs = static_cast<double>(s_.local_epochs);
+    double keep = c.time.keep_for(p / epochs, s_.min_keep);
     if (rule_ != width_rule::random) {
       keep = power_of_half_level(keep, s_.min_keep);
     }
@@ -639,6 +642,10 @@ private:
       return;
     }
     t.keep = keep;
+    const double round_s = epochs * c.time.at(keep);
+    if (s_.partial_work && round_s > p) {
+      t.work = p / round_s;
+    }
     switch (rule_) {
     case width_rule::random:
       t.kept = mask_random(layout, keep, s_.seed, round, c.id);

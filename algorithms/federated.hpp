@@ -31,11 +31,18 @@
 //             over rounds; aggregation restores masked units (an element
 //             nobody trained keeps its global value) and balances soft-
 //             trained contributions: each element is the average of the
-//             clients that trained it, weighted samples x kept fraction
+//             clients that trained it, weighted samples x kept fraction.
+//             Partial work (not in the paper; on by default, see
+//             settings::partial_work): a straggler whose narrowest sub-model
+//             (min_keep) is still predicted past the pace trains only the
+//             part of its round's batches that fits the pace (FedProx's
+//             inexact local work), so a device whose time at min_keep is
+//             mostly fixed overhead does not hold every round back
 //   heterofl  HeteroFL (Diao et al. 2021): the same time model, the kept
 //             fraction rounded down to a power of 1/2; each client trains
 //             the first ceil(r*C) units of every hidden layer; each element
-//             is the sample-weighted average of the clients that held it
+//             is the sample-weighted average of the clients that held it;
+//             partial work as ELFISH's
 //   fedrolex  FedRolex (Alam et al. 2022): HeteroFL's levels, a window of
 //             ceil(r*C) units starting at unit (round - 1) mod C, wrapping
 //   fedbuff   FedBuff (Nguyen et al. 2022): asynchronous. Every idle client
@@ -135,9 +142,10 @@ struct time_model {
   /// The largest fraction in [min_keep, 1] (to 1/1000) whose time is at
   /// most `seconds`; min_keep when none is.
   double keep_for(double seconds, double min_keep) const;
-  /// A round at `fraction` took `measured` seconds for `epochs` epochs:
-  /// scale moves halfway to the ratio that would have predicted it.
-  void observe(double fraction, int64_t epochs, double measured);
+  /// A round at `fraction` took `measured` seconds for `epochs` epochs (a
+  /// part of an epoch under partial work): scale moves halfway to the ratio
+  /// that would have predicted it.
+  void observe(double fraction, double epochs, double measured);
 };
 
 /// The non-decreasing sequence closest to `y` in least squares (pool
@@ -160,7 +168,10 @@ struct client_task {
   double keep = 1.0;
   unit_sets kept;            ///< empty: the whole model
   uint64_t base_version = 0; ///< the global version it starts from
-  double predicted_s = 0;    ///< its time model's prediction for the round
+  /// The part of the round's batches (local epochs x batches per epoch) it
+  /// trains, in (0, 1]: below 1 under partial work only.
+  double work = 1.0;
+  double predicted_s = 0; ///< its time model's prediction for the round
 };
 
 struct round_plan {
@@ -195,6 +206,9 @@ struct settings {
   /// round: a seeded draw per round.
   double fraction = 1.0;
   double min_keep = 0.0625; ///< no client keeps less than this
+  /// elfish, heterofl, fedrolex: a straggler predicted past the pace even at
+  /// min_keep trains the part of its batches that fits the pace (work)
+  bool partial_work = true;
   double slack = 0.1;       ///< the pace is the median round time x (1 + slack)
   /// deadline: the round's deadline in seconds; 0: the pace x deadline_factor
   double deadline_s = 0;

@@ -151,6 +151,11 @@ command add_federate(CLI::App& app) {
                   "fedrolex)")
       ->check(number(0, 1, true, ""))
       ->capture_default_str();
+  sub->add_flag_callback(
+      "--no-partial-work", [&job] { job.settings.partial_work = false; },
+      "a straggler trains every batch of its round even when its narrowest part "
+      "(--min-keep) is predicted past the pace (elfish, heterofl, fedrolex; the "
+      "default trains the part of its batches that fits the pace)");
   add_client_training(*sub, job, cli->common,
                       {"mlp or cnn (dense and conv layers can be sliced)",
                        "initial weights, shards, masks", "local batch size",

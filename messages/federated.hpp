@@ -68,6 +68,9 @@ struct fed_task {
   /// Kept units per layer (algorithms/federated.hpp); empty: the whole model.
   std::vector<std::vector<int64_t>> kept;
   int64_t epochs = 1;
+  /// The part of the epochs' batches to train, in (0, 1]: at least one
+  /// batch (partial work, algorithms/federated.hpp)
+  double work = 1;
   snapshot_payload weights;
   /// not 0: the weights came before this message in parts, as this
   /// sender's transfer `parts` (actors/clients/weights_parts.hpp)
@@ -80,6 +83,8 @@ struct fed_update {
   uint32_t client = 0;
   uint64_t base_version = 0;
   double keep = 1;
+  double work = 1;     ///< the task's
+  int64_t batches = 0; ///< batches trained, over every epoch
   int64_t samples = 0;
   double train_s = 0; ///< the round's training, as the device experienced it
   double loss = 0;    ///< mean training loss of its last epoch
@@ -107,13 +112,13 @@ typename Inspector::result_type inspect(Inspector& f, fed_profile& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fed_task& x) {
   return f(caf::meta::type_name("fed_task"), x.round, x.base_version, x.keep, x.kept,
-           x.epochs, x.weights, x.parts);
+           x.epochs, x.work, x.weights, x.parts);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fed_update& x) {
   return f(caf::meta::type_name("fed_update"), x.round, x.client, x.base_version, x.keep,
-           x.samples, x.train_s, x.loss, x.error, x.delta, x.parts);
+           x.work, x.batches, x.samples, x.train_s, x.loss, x.error, x.delta, x.parts);
 }
 
 } // namespace salamander

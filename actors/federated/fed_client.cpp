@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <map>
 #include <mutex>
@@ -84,6 +86,19 @@ std::vector<int64_t> batch_positions(const fed_client_state& st, const fed_work&
   return {w.order.begin() + b0, w.order.begin() + b1};
 }
 
+// The batches a round trains: the part `work` of its epochs' batches, at
+// least one.
+int64_t round_batches(const fed_client_state& st, const fed_task& task) {
+  auto all =
+      task.epochs * algorithms::batches_per_epoch(samples(st), st.spec.batch_size, false);
+  if (all <= 0) {
+    return 0; // an empty shard: nothing to train
+  }
+  auto part =
+      static_cast<int64_t>(std::ceil(task.work * static_cast<double>(all) - 1e-9));
+  return std::clamp<int64_t>(part, 1, all);
+}
+
 void new_epoch_order(const fed_client_state& st, fed_work& w) {
   w.order = algorithms::epoch_permutation(
       algorithms::mix_seed(st.spec.seed, st.spec.client, w.task.round),
@@ -97,6 +112,8 @@ void send_update(client_ptr self, fed_work& w, std::chrono::microseconds pause) 
   u.client = st.spec.client;
   u.base_version = w.task.base_version;
   u.keep = w.task.keep;
+  u.work = w.task.work;
+  u.batches = w.trained;
   u.samples = samples(st);
   u.train_s = w.device_s;
   u.loss = w.loss_batches ? w.loss_sum / static_cast<double>(w.loss_batches) : 0.0;
@@ -140,6 +157,10 @@ void train_tick(client_ptr self) {
   auto per_epoch = algorithms::batches_per_epoch(n, st.spec.batch_size, false);
   bool done = false;
   while (thread_cpu() - c0 < tick_cpu_s) {
+    if (w.trained >= w.limit) {
+      done = true;
+      break;
+    }
     if (w.batch >= per_epoch) {
       ++w.epoch;
       w.batch = 0;
@@ -154,6 +175,7 @@ void train_tick(client_ptr self) {
     w.loss_sum += step(self, w, batch_positions(st, w));
     ++w.loss_batches;
     ++w.batch;
+    ++w.trained;
   }
   auto [device, pause] = device_time(self, since(w.started) - w0, thread_cpu() - c0);
   w.device_s += device;
@@ -373,7 +395,12 @@ fed_client(fed_client_actor::stateful_pointer<fed_client_state> self,
           if (!whole) {
             throw std::runtime_error("the task's weights did not arrive whole");
           }
+          if (!(w.task.work > 0 && w.task.work <= 1)) {
+            throw std::invalid_argument(
+                fmt::format("the task's work must be in (0, 1], got {}", w.task.work));
+          }
           build(self, w, w.task.kept, &weights);
+          w.limit = round_batches(st, w.task);
           new_epoch_order(st, w);
         } catch (const std::exception& e) {
           fail_work(self, e.what());

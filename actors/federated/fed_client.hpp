@@ -42,6 +42,8 @@ struct fed_work {
   std::vector<int64_t> order; ///< this epoch's example order (shard positions)
   int64_t epoch = 0;
   int64_t batch = 0;
+  int64_t trained = 0; ///< batches trained this round, over every epoch
+  int64_t limit = 0;   ///< batches the round trains (task.work of them all)
   double loss_sum = 0;
   int64_t loss_batches = 0;
   double device_s = 0; ///< emulated (or real) seconds so far

@@ -61,10 +61,16 @@ void save(fed_job_state& st, const std::string& path) {
   messages::save_checkpoint(path, c);
 }
 
+// The epochs of a round that trains the part `work` of its batches.
+double epochs_of(const fed_job_state& st, double work) {
+  return static_cast<double>(st.cfg.settings.local_epochs) * work;
+}
+
 nlohmann::json task_json(const fed_job_state& st, const fed::client_task& t) {
   return {{"client", t.client},
           {"node", st.core.nodes[st.core.clients[t.client].node].name},
           {"keep", t.keep},
+          {"work", t.work},
           {"predicted_s", t.predicted_s}};
 }
 
@@ -77,6 +83,7 @@ fed_task make_task(const fed_job_state& st, const fed::client_task& t, uint64_t 
   task.keep = t.keep;
   task.kept = t.kept;
   task.epochs = st.cfg.settings.local_epochs;
+  task.work = t.work;
   task.weights.snapshot = to_snapshot(fed::slice(st.layout, st.global, kept), st.layout,
                                       sub_desc(st.desc, kept), st.version);
   return task;
@@ -122,7 +129,8 @@ void after_step(self_ptr self, const std::vector<fed::update>& taken, double rou
                        {"node", core.nodes[core.clients[u.client].node].name},
                        {"keep", u.keep},
                        {"samples", u.samples},
-                       {"train_s", c.last_train_s}});
+                       {"train_s", c.last_train_s},
+                       {"batches", c.last_batches}});
   }
   extra["round"] = st.version;
   extra["accuracy"] = core.status.test_accuracy;
@@ -166,7 +174,7 @@ void finish_round(self_ptr self, const std::string& why) {
     // it took at least this long: a device that slowed down gets a
     // smaller part of the model next round instead of missing every one
     if (round_s > t.predicted_s) {
-      st.info[c].view.time.observe(t.keep, st.cfg.settings.local_epochs, round_s);
+      st.info[c].view.time.observe(t.keep, epochs_of(st, t.work), round_s);
     }
     if (st.core.clients[c].handle) {
       self->send(client(st, c), stop_atom_v);
@@ -338,7 +346,7 @@ void on_update(self_ptr self, fed_update& u) {
     // a round's late update was counted when the round ended; its time
     // still tells how slow the device is
     if (!async && u.error.empty() && u.train_s > 0) {
-      c.view.time.observe(u.keep, st.cfg.settings.local_epochs, u.train_s);
+      c.view.time.observe(u.keep, epochs_of(st, u.work), u.train_s);
     }
     log()->debug("dropped a late update of client {} (round {})", u.client, u.round);
     return;
@@ -355,7 +363,8 @@ void on_update(self_ptr self, fed_update& u) {
   } else {
     try {
       c.last_train_s = u.train_s;
-      c.view.time.observe(u.keep, st.cfg.settings.local_epochs, u.train_s);
+      c.last_batches = u.batches;
+      c.view.time.observe(u.keep, epochs_of(st, u.work), u.train_s);
       (async ? st.buffer : st.arrived).push_back(to_update(st, u, task));
     } catch (const std::exception& e) {
       log()->warn("client {} sent an update that does not fit: {}", u.client, e.what());
@@ -562,6 +571,7 @@ fed_job_actor::behavior_type fed_job(fed_job_actor::stateful_pointer<fed_job_sta
                                 {"strategy", st.cfg.strategy},
                                 {"model", st.desc.spec.canonical()},
                                 {"local_epochs", st.cfg.settings.local_epochs},
+                                {"partial_work", st.cfg.settings.partial_work},
                                 {"restricted_softmax", st.cfg.restricted_softmax}});
       });
   if (st.core.over()) {

@@ -18,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 
 using namespace salamander;
@@ -439,6 +441,66 @@ TEST_CASE("stragglers among virtual clients: the drawn ones profile and train at
       CHECK(salamander::testing::max_abs_diff(r.weights->layers[l].params[p].tensor,
                                               even.weights->layers[l].params[p].tensor) ==
             0.0);
+    }
+  }
+}
+
+TEST_CASE("partial work: a straggler past the pace even at its narrowest trains only the "
+          "part of its batches that fits, unless --no-partial-work",
+          "[actor][federated]") {
+  for (bool partial : {true, false}) {
+    DYNAMIC_SECTION("partial work " << partial) {
+      fed_system s;
+      temp_dir dir;
+      auto cfg = config("elfish", 2);
+      cfg.clients_per_node = 3;
+      cfg.straggler_fraction = 1.0 / 3;
+      // EMULATED: a hundredth of the speed, from the one profile the node's
+      // clients share, so their times are exact multiples of the fast ones'
+      cfg.straggler_speed = 0.01;
+      cfg.settings.partial_work = partial;
+      cfg.metrics_path = dir.file("m.jsonl");
+      auto slow = algorithms::pick_stragglers(cfg.seed, 6, cfg.straggler_fraction);
+      auto two = actors::local_nodes(*s.sys, 2, 1);
+      auto r = actors::run_fed_job(*s.sys, cfg, two);
+      leave(two);
+      INFO(r.status.error);
+      REQUIRE(r.status.phase == status_phase::finished);
+      std::map<std::pair<int64_t, uint32_t>, double> work; // (round, client)
+      for (auto& e : events(cfg.metrics_path, "round_start")) {
+        for (auto& t : e["tasks"]) {
+          auto c = t["client"].get<uint32_t>();
+          work[{e["round"].get<int64_t>(), c}] = t["work"].get<double>();
+          if (slow.at(c)) {
+            // a hundred times slower: even a sixteenth of the model misses the pace
+            CHECK(t["keep"].get<double>() == cfg.settings.min_keep);
+          }
+        }
+      }
+      size_t slow_seen = 0;
+      for (auto& e : events(cfg.metrics_path, "round")) {
+        for (auto& u : e["contributions"]) {
+          auto c = u["client"].get<uint32_t>();
+          INFO("round " << e["round"] << ", client " << c);
+          auto all = (u["samples"].get<int64_t>() + cfg.batch_size - 1) / cfg.batch_size;
+          auto w = work.at({e["round"].get<int64_t>(), c});
+          auto batches = u["batches"].get<int64_t>();
+          if (!slow.at(c) || !partial) {
+            CHECK(w == 1);
+            CHECK(batches == all);
+            continue;
+          }
+          ++slow_seen;
+          CHECK(w < 1);
+          CHECK(batches < all);
+          auto part =
+              static_cast<int64_t>(std::ceil(w * static_cast<double>(all) - 1e-9));
+          CHECK(batches == std::max<int64_t>(1, part));
+        }
+      }
+      if (partial) {
+        CHECK(slow_seen == 4); // two stragglers, two rounds, none dropped
+      }
     }
   }
 }

@@ -420,6 +420,8 @@ TEST_CASE("observing a round moves the scale halfway to the measured ratio",
   CHECK(t.scale == Approx(1.125));
   t.observe(0.5, 1, 0); // no measurement
   CHECK(t.scale == Approx(1.125));
+  t.observe(0.5, 0.25, 0.75); // a quarter epoch (partial work): unscaled 0.75 s
+  CHECK(t.scale == Approx((1.125 + 1.0) / 2));
   time_model unknown;
   unknown.observe(1.0, 1, 10);
   CHECK(unknown.scale == 1.0);
@@ -592,6 +594,7 @@ TEST_CASE("elfish narrows the straggler to fit the pace with a random mask",
   const auto& slow = plan.tasks[3];
   CHECK(slow.predicted_s == Approx(12.08));
   CHECK(slow.predicted_s <= plan.pace_s);
+  CHECK(slow.work == 1); // its narrowed round fits: every batch
   CHECK(slow.kept == unit_sets{{3}, {2}, {0, 1}});
   CHECK(plan.pace_s == Approx(12.1));
   CHECK(plan.wait_s == Approx(12.1 * 2 + 10));
@@ -608,6 +611,42 @@ TEST_CASE("elfish narrows the straggler to fit the pace with a random mask",
   CHECK(r1.kept[0].size() == 5);
   CHECK(r1.kept[0] != r2.kept[0]);
   CHECK(r1.kept == mask_random(w, 0.302, 5, 1, 4));
+}
+
+TEST_CASE("a straggler past the pace even at min_keep trains the part of its batches "
+          "that fits, unless partial work is off",
+          "[unit][federated]") {
+  auto m = tiny_layout();
+  auto clients = four_clients();
+  // mostly fixed overhead: 30 s an epoch at min_keep 0.0625, 40 s at full width
+  clients[3].time.keep = {0.0625, 0.25, 1.0};
+  clients[3].time.seconds = {30, 32, 40};
+  for (std::string name : {"elfish", "heterofl", "fedrolex"}) {
+    INFO(name);
+    auto plan = make_strategy(name, two_epochs())->configure(1, clients, m);
+    const auto& slow = plan.tasks[3];
+    CHECK(slow.keep == 0.0625);
+    // the pace is 12.1 s; two epochs at min_keep take 60 s
+    CHECK(slow.work == Approx(12.1 / 60));
+    CHECK(slow.predicted_s == Approx(plan.pace_s));
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(plan.tasks[i].work == 1);
+    }
+
+    auto s = two_epochs();
+    s.partial_work = false;
+    auto whole = make_strategy(name, s)->configure(1, clients, m).tasks[3];
+    CHECK(whole.keep == 0.0625);
+    CHECK(whole.work == 1);
+    CHECK(whole.predicted_s == Approx(60));
+  }
+  // the strategies that never narrow never cut work either
+  for (std::string name : {"fedavg", "deadline"}) {
+    INFO(name);
+    auto plan = make_strategy(name, two_epochs())->configure(1, clients, m);
+    CHECK(plan.tasks[3].work == 1);
+    CHECK(plan.tasks[3].predicted_s == Approx(80));
+  }
 }
 
 TEST_CASE("heterofl rounds the straggler down to a power of one half with a prefix",
