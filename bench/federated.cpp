@@ -26,6 +26,8 @@
 //                    over the strategy's.
 //   past the pace    the share of ELFISH's rounds whose slowest client took
 //                    more than 1.5 x the round's pace
+//   partial tasks    a cell's tasks that trained only part of their batches
+//                    (partial work: even --min-keep was predicted past the pace)
 //
 // federated_niid: the protocol of Flower's NIID-Bench FedAvg baseline
 // (Fashion-MNIST, Dirichlet(0.5), 10 clients, 50 rounds of 10 local epochs,
@@ -56,6 +58,7 @@ struct curve {
   int64_t dropped = 0;
   int64_t past_pace = 0; ///< rounds whose slowest client took > 1.5 x the pace
   int64_t paced = 0;     ///< rounds with a pace
+  int64_t partial = 0;   ///< tasks that trained part of their batches (work < 1)
   std::string error;
 
   double final_within(double budget) const {
@@ -107,6 +110,9 @@ curve read_curve(const std::string& path) {
     auto event = j.value("event", "");
     if (event == "round_start") {
       pace[j.value("round", int64_t{0})] = j.value("pace_s", 0.0);
+      for (auto& t : j.value("tasks", nlohmann::json::array())) {
+        c.partial += t.value("work", 1.0) < 1 ? 1 : 0;
+      }
     } else if (event == "round") {
       c.points.emplace_back(j.value("train_s", 0.0), j.value("accuracy", 0.0));
       double p = pace[j.value("round", int64_t{0})];
@@ -286,6 +292,7 @@ run_cells(const actors::fed_config& base, const std::vector<cell>& cells,
     rep.detail(key + "_last5_acc", got.last_within(budget));
     rep.detail(key + "_rounds_past_pace", static_cast<double>(got.past_pace));
     rep.detail(key + "_rounds_paced", static_cast<double>(got.paced));
+    rep.detail(key + "_partial_tasks", static_cast<double>(got.partial));
     curves[c.name] = got;
   }
   return curves;
