@@ -433,6 +433,18 @@ void time_model::observe(double fraction, double epochs, double measured) {
   }
 }
 
+int64_t work_batches(int64_t epochs, int64_t per_epoch, double work) {
+  if (!(work > 0 && work <= 1)) {
+    throw std::invalid_argument("work must be in (0, 1], got " + str(work));
+  }
+  const int64_t all = epochs * per_epoch;
+  if (all <= 0) {
+    return 0;
+  }
+  auto part = static_cast<int64_t>(std::ceil(work * static_cast<double>(all) - 1e-9));
+  return std::clamp<int64_t>(part, 1, all);
+}
+
 std::vector<uint32_t> select_clients(const std::vector<client_view>& clients,
                                      double fraction, uint64_t seed, uint64_t round) {
   if (!(fraction > 0)) {
@@ -643,7 +655,7 @@ private:
     }
     t.keep = keep;
     const double round_s = epochs * c.time.at(keep);
-    if (s_.partial_work && round_s > p) {
+    if (s_.partial_work && round_s > p * (1 + 1e-9)) {
       t.work = p / round_s;
     }
     switch (rule_) {

@@ -148,6 +148,10 @@ struct time_model {
   void observe(double fraction, double epochs, double measured);
 };
 
+/// The batches a round of `epochs` x `per_epoch` batches trains at `work`
+/// (partial work): ceil(work x all), at least one; 0 when it has none.
+int64_t work_batches(int64_t epochs, int64_t per_epoch, double work);
+
 /// The non-decreasing sequence closest to `y` in least squares (pool
 /// adjacent violators): a profile's times made monotone in the kept
 /// fraction, so that a narrower sub-model is never predicted slower than a

@@ -7,8 +7,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
 #include <ctime>
 #include <map>
 #include <mutex>
@@ -84,19 +82,6 @@ std::vector<int64_t> batch_positions(const fed_client_state& st, const fed_work&
   auto b0 = w.batch * st.spec.batch_size;
   auto b1 = std::min(n, b0 + st.spec.batch_size);
   return {w.order.begin() + b0, w.order.begin() + b1};
-}
-
-// The batches a round trains: the part `work` of its epochs' batches, at
-// least one.
-int64_t round_batches(const fed_client_state& st, const fed_task& task) {
-  auto all =
-      task.epochs * algorithms::batches_per_epoch(samples(st), st.spec.batch_size, false);
-  if (all <= 0) {
-    return 0; // an empty shard: nothing to train
-  }
-  auto part =
-      static_cast<int64_t>(std::ceil(task.work * static_cast<double>(all) - 1e-9));
-  return std::clamp<int64_t>(part, 1, all);
 }
 
 void new_epoch_order(const fed_client_state& st, fed_work& w) {
@@ -395,12 +380,11 @@ fed_client(fed_client_actor::stateful_pointer<fed_client_state> self,
           if (!whole) {
             throw std::runtime_error("the task's weights did not arrive whole");
           }
-          if (!(w.task.work > 0 && w.task.work <= 1)) {
-            throw std::invalid_argument(
-                fmt::format("the task's work must be in (0, 1], got {}", w.task.work));
-          }
+          w.limit = fed::work_batches(
+              w.task.epochs,
+              algorithms::batches_per_epoch(samples(st), st.spec.batch_size, false),
+              w.task.work);
           build(self, w, w.task.kept, &weights);
-          w.limit = round_batches(st, w.task);
           new_epoch_order(st, w);
         } catch (const std::exception& e) {
           fail_work(self, e.what());

@@ -5,6 +5,7 @@
 #include "actors/federated/fed_job.hpp"
 #include "actors/elapsed.hpp"
 #include "actors/logging.hpp"
+#include "algorithms/sampling.hpp"
 #include "messages/checkpoint.hpp"
 #include "messages/errors.hpp"
 #include "models/trainer.hpp"
@@ -61,9 +62,25 @@ void save(fed_job_state& st, const std::string& path) {
   messages::save_checkpoint(path, c);
 }
 
-// The epochs of a round that trains the part `work` of its batches.
-double epochs_of(const fed_job_state& st, double work) {
-  return static_cast<double>(st.cfg.settings.local_epochs) * work;
+// The epochs a client of `samples` examples trained in a round of
+// `batches` batches (0: the batches a task at `work` trains), for its time
+// model: under partial work the client trains at least one batch, so
+// ceil(work x batches) rather than work x batches.
+double epochs_of(const fed_job_state& st, int64_t samples, double work,
+                 int64_t batches = 0) {
+  auto per_epoch = algorithms::batches_per_epoch(samples, st.cfg.batch_size, false);
+  if (per_epoch <= 0) {
+    return static_cast<double>(st.cfg.settings.local_epochs) * work;
+  }
+  if (batches <= 0) {
+    batches = fed::work_batches(st.cfg.settings.local_epochs, per_epoch, work);
+  }
+  return static_cast<double>(batches) / static_cast<double>(per_epoch);
+}
+
+// ", work 0.35" when a task trains part of its batches; "" otherwise.
+std::string work_text(double work) {
+  return work < 1 ? fmt::format(", work {:.2f}", work) : std::string();
 }
 
 nlohmann::json task_json(const fed_job_state& st, const fed::client_task& t) {
@@ -174,7 +191,8 @@ void finish_round(self_ptr self, const std::string& why) {
     // it took at least this long: a device that slowed down gets a
     // smaller part of the model next round instead of missing every one
     if (round_s > t.predicted_s) {
-      st.info[c].view.time.observe(t.keep, epochs_of(st, t.work), round_s);
+      st.info[c].view.time.observe(t.keep, epochs_of(st, st.info[c].view.samples, t.work),
+                                   round_s);
     }
     if (st.core.clients[c].handle) {
       self->send(client(st, c), stop_atom_v);
@@ -240,6 +258,7 @@ void start_round(self_ptr self) {
       return;
     }
     st.info[t.client].last_keep = t.keep;
+    st.info[t.client].last_work = t.work;
     st.tasks[t.client] = t;
     tasks.push_back(task_json(st, t));
   }
@@ -284,6 +303,7 @@ void send_async_tasks(self_ptr self) {
     }
     e.busy = true;
     e.last_keep = t.keep;
+    e.last_work = t.work;
     st.async_tasks[c.id] = t;
   }
 }
@@ -346,7 +366,7 @@ void on_update(self_ptr self, fed_update& u) {
     // a round's late update was counted when the round ended; its time
     // still tells how slow the device is
     if (!async && u.error.empty() && u.train_s > 0) {
-      c.view.time.observe(u.keep, epochs_of(st, u.work), u.train_s);
+      c.view.time.observe(u.keep, epochs_of(st, u.samples, u.work, u.batches), u.train_s);
     }
     log()->debug("dropped a late update of client {} (round {})", u.client, u.round);
     return;
@@ -364,7 +384,7 @@ void on_update(self_ptr self, fed_update& u) {
     try {
       c.last_train_s = u.train_s;
       c.last_batches = u.batches;
-      c.view.time.observe(u.keep, epochs_of(st, u.work), u.train_s);
+      c.view.time.observe(u.keep, epochs_of(st, u.samples, u.work, u.batches), u.train_s);
       (async ? st.buffer : st.arrived).push_back(to_update(st, u, task));
     } catch (const std::exception& e) {
       log()->warn("client {} sent an update that does not fit: {}", u.client, e.what());
@@ -464,8 +484,8 @@ public:
     auto& info = st.info[c];
     return !st.core.clients[c].ready
                ? fmt::format("client {}: profiling", c)
-               : fmt::format("client {}: keep {:.2f}, {} updates", c, info.last_keep,
-                             info.updates);
+               : fmt::format("client {}: keep {:.2f}{}, {} updates", c, info.last_keep,
+                             work_text(info.last_work), info.updates);
   }
   std::string contribution(uint32_t c) const override {
     auto keep = self_->state.info[c].last_keep;

@@ -63,6 +63,7 @@ struct fed_client_info {
   fed::client_view view;
   fed_profile profile;
   double last_keep = 0; ///< of its last task (0: none yet)
+  double last_work = 1; ///< of its last task
   double last_train_s = 0;
   int64_t last_batches = 0; ///< batches its last update trained
   int64_t updates = 0; ///< taken into the global model

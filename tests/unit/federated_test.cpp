@@ -649,6 +649,18 @@ TEST_CASE("a straggler past the pace even at min_keep trains the part of its bat
   }
 }
 
+TEST_CASE("partial work trains ceil(work x batches) of a round, at least one",
+          "[unit][federated]") {
+  CHECK(work_batches(1, 10, 1.0) == 10);
+  CHECK(work_batches(2, 10, 1.0) == 20);
+  CHECK(work_batches(2, 10, 0.21) == 5);  // 4.2 -> 5
+  CHECK(work_batches(1, 10, 0.3) == 3);   // exactly 3, not 4 from rounding
+  CHECK(work_batches(1, 10, 0.001) == 1); // at least one
+  CHECK(work_batches(3, 0, 0.5) == 0);    // an empty shard
+  CHECK_THROWS_WITH(work_batches(1, 10, 0.0), Catch::Contains("(0, 1]"));
+  CHECK_THROWS_WITH(work_batches(1, 10, 1.5), Catch::Contains("(0, 1]"));
+}
+
 TEST_CASE("heterofl rounds the straggler down to a power of one half with a prefix",
           "[unit][federated]") {
   auto m = tiny_layout();
