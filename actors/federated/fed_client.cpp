@@ -310,6 +310,40 @@ void load_data(client_ptr self, const std::string& node_dir) {
   }
 }
 
+// A round's task from the job: the sub-model and its weights, a fresh
+// optimizer, the batches to train (all of them, or `work` of them), then
+// ticks until they are trained.
+void start_task(client_ptr self, fed_task& task) {
+  auto& st = self->state;
+  auto reply = caf::actor_cast<fed_job_actor>(self->current_sender());
+  if (st.work && st.work->profile) {
+    return; // the job asks for rounds only after the profile
+  }
+  bool whole = take_weights(st.inbox, self->current_sender(), task, &fed_task::weights);
+  st.work.emplace();
+  auto& w = *st.work;
+  w.id = st.next_work++;
+  w.reply = reply;
+  w.started = clock::now();
+  try {
+    auto weights = std::move(task.weights.snapshot);
+    w.task = std::move(task);
+    if (!whole) {
+      throw std::runtime_error("the task's weights did not arrive whole");
+    }
+    w.limit = fed::work_batches(
+        w.task.epochs,
+        algorithms::batches_per_epoch(samples(st), st.spec.batch_size, false),
+        w.task.work);
+    build(self, w, w.task.kept, &weights);
+    new_epoch_order(st, w);
+  } catch (const std::exception& e) {
+    fail_work(self, e.what());
+    return;
+  }
+  schedule_tick(self, std::chrono::microseconds(0));
+}
+
 } // namespace
 
 
@@ -362,36 +396,7 @@ fed_client(fed_client_actor::stateful_pointer<fed_client_state> self,
         schedule_tick(self, std::chrono::microseconds(0));
         return *st.profile_promise;
       },
-      [=](round_atom, fed_task& task) {
-        auto& st = self->state;
-        auto reply = caf::actor_cast<fed_job_actor>(self->current_sender());
-        if (st.work && st.work->profile) {
-          return; // the job asks for rounds only after the profile
-        }
-        bool whole = take_weights(st.inbox, self->current_sender(), task, &fed_task::weights);
-        st.work.emplace();
-        auto& w = *st.work;
-        w.id = st.next_work++;
-        w.reply = reply;
-        w.started = clock::now();
-        try {
-          auto weights = std::move(task.weights.snapshot);
-          w.task = std::move(task);
-          if (!whole) {
-            throw std::runtime_error("the task's weights did not arrive whole");
-          }
-          w.limit = fed::work_batches(
-              w.task.epochs,
-              algorithms::batches_per_epoch(samples(st), st.spec.batch_size, false),
-              w.task.work);
-          build(self, w, w.task.kept, &weights);
-          new_epoch_order(st, w);
-        } catch (const std::exception& e) {
-          fail_work(self, e.what());
-          return;
-        }
-        schedule_tick(self, std::chrono::microseconds(0));
-      },
+      [=](round_atom, fed_task& task) { start_task(self, task); },
       part_handler(self, self->state.inbox, "federated"),
       [=](stop_atom) {
         auto& st = self->state;
