@@ -475,8 +475,10 @@ TEST_CASE("partial work: a straggler past the pace even at its narrowest trains 
           work[{e["round"].get<int64_t>(), c}] = w;
           if (!partial) {
             CHECK(w == 1);
-          } else if (slow.at(c)) {
-            // twenty times slower: even a sixteenth of the model misses the pace
+          } else if (slow.at(c) && e["round"].get<int64_t>() == 1) {
+            // twenty times slower by the profile: even a sixteenth of the model
+            // misses the pace (later rounds follow measured times, which a
+            // loaded host moves)
             CHECK(t["keep"].get<double>() == cfg.settings.min_keep);
             CHECK(w < 1);
           }
