@@ -83,7 +83,6 @@ struct fed_update {
   uint32_t client = 0;
   uint64_t base_version = 0;
   double keep = 1;
-  double work = 1;     ///< the task's
   int64_t batches = 0; ///< batches trained, over every epoch
   int64_t samples = 0;
   double train_s = 0; ///< the round's training, as the device experienced it
@@ -118,7 +117,7 @@ typename Inspector::result_type inspect(Inspector& f, fed_task& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fed_update& x) {
   return f(caf::meta::type_name("fed_update"), x.round, x.client, x.base_version, x.keep,
-           x.work, x.batches, x.samples, x.train_s, x.loss, x.error, x.delta, x.parts);
+           x.batches, x.samples, x.train_s, x.loss, x.error, x.delta, x.parts);
 }
 
 } // namespace salamander

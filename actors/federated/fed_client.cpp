@@ -97,7 +97,6 @@ void send_update(client_ptr self, fed_work& w, std::chrono::microseconds pause) 
   u.client = st.spec.client;
   u.base_version = w.task.base_version;
   u.keep = w.task.keep;
-  u.work = w.task.work;
   u.batches = w.trained;
   u.samples = samples(st);
   u.train_s = w.device_s;
@@ -133,7 +132,7 @@ void fail_work(client_ptr self, const std::string& what) {
 }
 
 // Training: batches until the tick's CPU is used; the update once the
-// task's epochs are done.
+// task's batches (w.limit, over its epochs) are trained.
 void train_tick(client_ptr self) {
   auto& st = self->state;
   auto& w = *st.work;
@@ -149,10 +148,6 @@ void train_tick(client_ptr self) {
     if (w.batch >= per_epoch) {
       ++w.epoch;
       w.batch = 0;
-      if (w.epoch >= w.task.epochs) {
-        done = true;
-        break;
-      }
       new_epoch_order(st, w);
       w.loss_sum = 0;
       w.loss_batches = 0;

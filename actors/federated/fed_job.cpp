@@ -62,20 +62,16 @@ void save(fed_job_state& st, const std::string& path) {
   messages::save_checkpoint(path, c);
 }
 
-// The epochs a client of `samples` examples trained in a round of
-// `batches` batches (0: the batches a task at `work` trains), for its time
-// model: under partial work the client trains at least one batch, so
-// ceil(work x batches) rather than work x batches.
-double epochs_of(const fed_job_state& st, int64_t samples, double work,
-                 int64_t batches = 0) {
-  auto per_epoch = algorithms::batches_per_epoch(samples, st.cfg.batch_size, false);
-  if (per_epoch <= 0) {
-    return static_cast<double>(st.cfg.settings.local_epochs) * work;
-  }
-  if (batches <= 0) {
-    batches = fed::work_batches(st.cfg.settings.local_epochs, per_epoch, work);
-  }
-  return static_cast<double>(batches) / static_cast<double>(per_epoch);
+int64_t epoch_batches(const fed_job_state& st, int64_t samples) {
+  return algorithms::batches_per_epoch(samples, st.cfg.batch_size, false);
+}
+
+// The epochs that `batches` batches are for a client of `samples` examples
+// (0 when it has none), for its time model: under partial work a client
+// trains ceil(work x its batches), at least one, not work x its batches.
+double epochs_in(const fed_job_state& st, int64_t samples, int64_t batches) {
+  auto e = epoch_batches(st, samples);
+  return e > 0 ? static_cast<double>(batches) / static_cast<double>(e) : 0.0;
 }
 
 // ", work 0.35" when a task trains part of its batches; "" otherwise.
@@ -191,8 +187,10 @@ void finish_round(self_ptr self, const std::string& why) {
     // it took at least this long: a device that slowed down gets a
     // smaller part of the model next round instead of missing every one
     if (round_s > t.predicted_s) {
-      st.info[c].view.time.observe(t.keep, epochs_of(st, st.info[c].view.samples, t.work),
-                                   round_s);
+      auto samples = st.info[c].view.samples;
+      auto planned = fed::work_batches(st.cfg.settings.local_epochs,
+                                       epoch_batches(st, samples), t.work);
+      st.info[c].view.time.observe(t.keep, epochs_in(st, samples, planned), round_s);
     }
     if (st.core.clients[c].handle) {
       self->send(client(st, c), stop_atom_v);
@@ -366,7 +364,7 @@ void on_update(self_ptr self, fed_update& u) {
     // a round's late update was counted when the round ended; its time
     // still tells how slow the device is
     if (!async && u.error.empty() && u.train_s > 0) {
-      c.view.time.observe(u.keep, epochs_of(st, u.samples, u.work, u.batches), u.train_s);
+      c.view.time.observe(u.keep, epochs_in(st, u.samples, u.batches), u.train_s);
     }
     log()->debug("dropped a late update of client {} (round {})", u.client, u.round);
     return;
@@ -384,7 +382,7 @@ void on_update(self_ptr self, fed_update& u) {
     try {
       c.last_train_s = u.train_s;
       c.last_batches = u.batches;
-      c.view.time.observe(u.keep, epochs_of(st, u.samples, u.work, u.batches), u.train_s);
+      c.view.time.observe(u.keep, epochs_in(st, u.samples, u.batches), u.train_s);
       (async ? st.buffer : st.arrived).push_back(to_update(st, u, task));
     } catch (const std::exception& e) {
       log()->warn("client {} sent an update that does not fit: {}", u.client, e.what());
