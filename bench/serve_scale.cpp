@@ -198,18 +198,14 @@ double planner_part(scale_run& run, bool quick) {
   return ms;
 }
 
-// One micro-batch size of the n devices against one: each side's median
-// rate and the median of the rounds' fractions of linear.
-struct linear_at {
-  int64_t rows = 0;
-  double one_rate = 0, many_rate = 0, over_linear = 0;
-};
+// Each of the many devices: 16 of them share 1.5 of the host's 2 cores.
+constexpr double many_share = 1.5 / 16;
 
 // n devices of 1.5/16 core against one of the same share, micro-batches of
 // `rows`, measured at the same time: the median of the rounds' fractions of
 // linear.
-linear_at sixteen_part(scale_run& run, size_t n, int64_t rows) {
-  const double share = 1.5 / 16;
+double sixteen_part(scale_run& run, size_t n, int64_t rows) {
+  const double share = many_share;
   std::fprintf(stderr,
                "%zu devices of %.4f core (%.2f cores in all) against one, micro-batches "
                "of %lld rows, %d rounds, both at once:\n",
@@ -251,20 +247,21 @@ linear_at sixteen_part(scale_run& run, size_t n, int64_t rows) {
     rep.detail(key(fmt::format("round{}_one", r + 1)), ab.a[r]);
     rep.detail(key(fmt::format("round{}_many", r + 1)), ab.b[r]);
   }
-  linear_at out{rows, median_rate(ab.a), median_rate(ab.b), median_rate(linear)};
-  double per_device = out.many_rate / static_cast<double>(n);
+  double one_rate = median_rate(ab.a), many_rate = median_rate(ab.b);
+  double over_linear = median_rate(linear);
+  double per_device = many_rate / static_cast<double>(n);
   std::fprintf(
       stderr,
       "  one device %.2f rows/s; %zu devices %.2f rows/s, %.2f rows/s per device "
       "(medians): %.3f of linear (median of the rounds' ratios)\n",
-      out.one_rate, n, out.many_rate, per_device, out.over_linear);
+      one_rate, n, many_rate, per_device, over_linear);
   rep.detail(key("in_flight_per_device"), many_cfg.in_flight / static_cast<double>(n));
-  rep.detail(key("rate_one_device"), out.one_rate);
-  rep.detail(key("rate_many_devices"), out.many_rate);
+  rep.detail(key("rate_one_device"), one_rate);
+  rep.detail(key("rate_many_devices"), many_rate);
   rep.detail(key("rate_per_device"), per_device);
-  rep.detail(key("over_linear"), out.over_linear);
+  rep.detail(key("over_linear"), over_linear);
   rep.detail(key("plan_many_devices"), many_plan);
-  return out;
+  return over_linear;
 }
 
 // 10:4:2:1: the planner's plan against PipeDream's, in turns: the median of
@@ -338,19 +335,19 @@ int serve_scale(const bench_args& args) {
   // headline. The model here is ViT-Large's depth at a fraction of its
   // width and tokens: a row computes about 500 times less than ViT-Large's
   // (224x224 images, 197 tokens of width 1024) and sends about 60 times
-  // fewer bytes, so at 8 rows a message's fixed
-  // costs (a send, a receive, a wake-up of the next process) weigh far more
-  // against its compute than in PipeEdge's runs. PipeEdge's runtime tries a
-  // list of micro-batch sizes and keeps the fastest (runtime.py --splits);
-  // serve's own default is 16 (--max-batch).
+  // fewer bytes, so at 8 rows a message's fixed costs (a send, a receive, a
+  // wake-up of the next process) weigh far more against its compute than in
+  // PipeEdge's runs. PipeEdge's runtime tries a list of micro-batch sizes
+  // and keeps the fastest (runtime.py --splits); serve's own default is 16
+  // (--max-batch).
   const size_t n = args.quick ? 4 : 16;
+  const int64_t headline_rows = 64;
   sixteen_part(run, n, 8); // its figures go to the report as rows8_*
-  auto large = sixteen_part(run, n, 64);
+  double over_linear = sixteen_part(run, n, headline_rows);
   rep.detail("devices", static_cast<double>(n));
-  rep.detail("device_share", 1.5 / 16);
+  rep.detail("device_share", many_share);
   rep.detail("rounds", run.rounds);
-  rep.detail("headline_rows", large.rows);
-  double over_linear = large.over_linear;
+  rep.detail("headline_rows", headline_rows);
   double plan_over_pd = pipedream_part(run);
 
   rep.goal("edgepipe_16dev_over_linear", true, 0.85);
