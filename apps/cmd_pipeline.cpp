@@ -994,6 +994,7 @@ struct node_cli {
   std::string capacity_trace;
   bool dilate = false;
   std::string cpus; ///< "0" or "1,2": pin to these host CPUs
+  std::string device_type; ///< "": the processor, threads and emulation
   std::string join; ///< a running supervisor to offer this node to
   std::string secret_file;
   std::string tls;      ///< deploy/make-certs.sh's; else $SALAMANDER_TLS; none: off
@@ -1146,6 +1147,7 @@ actors::node_config node_config_of(const node_cli& cli, const std::string& host,
     }
   }
   ncfg.threads = cli.threads;
+  ncfg.device_type = cli.device_type;
   ncfg.data_dir = cli.data_dir;
   ncfg.emulation = std::move(emulation);
   ncfg.port = std::make_shared<std::atomic<uint16_t>>(0);
@@ -1312,6 +1314,17 @@ command add_node(CLI::App& app) {
   sub->add_option("--cpus", cli->cpus,
                   "EMULATION: pin this node to these host CPUs, e.g. 0 or 1,2 (devices "
                   "emulated on one host then do not take each other's cores)");
+  sub->add_option("--device-type", cli->device_type,
+                  "nodes of one type are planned from one profile, the median of "
+                  "theirs, so that identical boards get identical shares (default: the "
+                  "processor, the CPUs this node may use, --threads and the emulation); "
+                  "a name per node plans each from its own profile")
+      ->type_name("NAME")
+      ->check([](const std::string& name) {
+        return name.find_first_not_of(" \t") == std::string::npos
+                   ? "must name a type, got '" + name + "'"
+                   : std::string();
+      });
   sub->add_flag("--dilate", cli->dilate,
                 "EMULATION: use compute-time dilation even where a cgroup quota is "
                 "possible; the device's time is its CPU time over --cpu-share, at a "

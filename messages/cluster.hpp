@@ -24,6 +24,10 @@ struct device_report {
   /// Emulation: measured wall seconds per CPU second of the model's work
   /// (1/share if the quota were exact); 0 on real devices.
   double slowdown = 0;
+  /// Nodes of one type (`node --device-type`, else the same processor,
+  /// compute threads and emulation) are planned from one profile, the
+  /// median of theirs (actors/planning/capacity.hpp). "": a type of its own.
+  std::string device_type;
 };
 
 /// What a node's profiler measured of its link to another node's.
@@ -129,7 +133,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_report& x) {
   return f(caf::meta::type_name("device_report"), x.node, x.micro_batch_size, x.forward_s,
            x.backward_s, x.memory_bytes, x.link_bytes_per_s, x.cpu_share, x.emulation,
-           x.slowdown);
+           x.slowdown, x.device_type);
 }
 
 template <class Inspector>

@@ -28,7 +28,7 @@ namespace salamander {
 
 /// Bumped whenever a message changes shape; nodes of another protocol are
 /// refused at hello time with both numbers in the error.
-constexpr uint32_t protocol_version = 21;
+constexpr uint32_t protocol_version = 22;
 
 } // namespace salamander
 

@@ -643,10 +643,10 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
     emu.link = std::make_shared<link_shaper>(emu.config.link_mbps); // one for the node
   }
   auto& c = self->state.config;
-  self->state.profiler =
-      ends_with_node(self, c.detached_profiler
-                               ? self->spawn<caf::detached>(profiler, c.name, c.emulation)
-                               : self->spawn(profiler, c.name, c.emulation));
+  self->state.profiler = ends_with_node(
+      self, c.detached_profiler
+                ? self->spawn<caf::detached>(profiler, c.name, c.emulation, c.device_type)
+                : self->spawn(profiler, c.name, c.emulation, c.device_type));
   self->state.holder =
       ends_with_node(self, self->spawn(replica_holder, c.name, c.emulation.link));
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });

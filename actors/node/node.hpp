@@ -43,6 +43,9 @@ struct node_config {
   std::string host;
   int32_t threads = 1;
   node_emulation emulation;
+  /// The device's type, whose nodes are planned from one profile (`node
+  /// --device-type`; "": the profiler's device_type()).
+  std::string device_type;
   /// The cluster secret ("" : none, an open cluster; see actors/auth.hpp).
   std::string secret;
   /// The port it listens on, once published (hello reports it).

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
+#include <sched.h>
 #include <time.h>
 
 namespace salamander::actors {
@@ -24,6 +26,45 @@ double memory_available() {
     }
   }
   return 0;
+}
+
+namespace {
+
+// The processor's name as the kernel gives it: x86's "model name", else
+// ARM's "Hardware", "Model" or "CPU part" (the first found); "" if none.
+std::string processor_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  std::map<std::string, std::string> found;
+  while (std::getline(in, line)) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) {
+      continue;
+    }
+    auto key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    auto value = line.substr(std::min(line.size(), colon + 2));
+    found.emplace(key, value); // the first of each key
+  }
+  for (auto key : {"model name", "Hardware", "Model", "CPU part"}) {
+    if (auto it = found.find(key); it != found.end() && !it->second.empty()) {
+      return it->second;
+    }
+  }
+  return "";
+}
+
+} // namespace
+
+std::string device_type(const emulation_config& emulation) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  auto emu = emulation;
+  emu.cpus.clear();
+  auto name = processor_name();
+  return (name.empty() ? std::string("unknown processor") : name) + ", " +
+         std::to_string(cpus) + " CPUs, " + std::to_string(torch::get_num_threads()) +
+         " threads, " + emu.describe();
 }
 
 namespace {
@@ -51,7 +92,8 @@ double median(std::vector<double> v) {
 }
 
 device_report measure(const std::string& node, const node_emulation& emu,
-                      const std::string& model, uint32_t micro_batch_size) {
+                      const std::string& type, const std::string& model,
+                      uint32_t micro_batch_size) {
   auto desc = models::describe(models::model_spec::parse(model));
   models::layered_model m(desc, 0);
   device_report r;
@@ -90,26 +132,37 @@ device_report measure(const std::string& node, const node_emulation& emu,
     r.slowdown = median(ratios);
     scale = std::clamp(r.slowdown, cpu_factor, 3 * cpu_factor);
   }
-  for (size_t l = 0; l < desc.layers.size(); ++l) {
-    auto layer = m.layer(l);
-    std::vector<double> fwd, bwd;
-    torch::Tensor out;
-    for (int run = 0; run < 6; ++run) {
-      auto in = x.detach().requires_grad_(l > 0);
+  // Passes over the whole model, each layer once a pass, rather than each
+  // layer's runs back to back: a spell of contention (a busy sibling
+  // hyperthread, another process's burst) lasts longer than a layer's runs,
+  // and timed back to back it raised every run of the few layers it fell
+  // on by up to 40% (16 devices of one share on this host, at 64 rows), so
+  // that identical devices looked unlike and the planner gave one of them
+  // a third more layers. Spread over the passes it costs a layer one pass.
+  const size_t layers = desc.layers.size();
+  std::vector<std::vector<double>> fwd(layers), bwd(layers);
+  for (int pass = 0; pass < 6; ++pass) {
+    auto h = x;
+    for (size_t l = 0; l < layers; ++l) {
+      auto layer = m.layer(l);
+      auto in = h.detach().requires_grad_(l > 0);
       double t0 = now();
-      out = layer.forward(in);
+      auto out = layer.forward(in);
       double t1 = now();
       out.backward(torch::ones_like(out));
       double t2 = now();
-      if (run > 0) { // the first run is the warm-up
-        fwd.push_back((t1 - t0) * scale);
-        bwd.push_back((t2 - t1) * scale);
+      if (pass > 0) { // the first pass is the warm-up
+        fwd[l].push_back((t1 - t0) * scale);
+        bwd[l].push_back((t2 - t1) * scale);
       }
+      h = out.detach();
     }
-    // the fastest run: contention from other work only ever adds time
-    r.forward_s.push_back(*std::min_element(fwd.begin(), fwd.end()));
-    r.backward_s.push_back(*std::min_element(bwd.begin(), bwd.end()));
-    x = out.detach();
+  }
+  // each layer's fastest pass: contention from other work only ever adds
+  // time
+  for (size_t l = 0; l < layers; ++l) {
+    r.forward_s.push_back(*std::min_element(fwd[l].begin(), fwd[l].end()));
+    r.backward_s.push_back(*std::min_element(bwd[l].begin(), bwd[l].end()));
   }
   r.memory_bytes = emu.config.mem_mb > 0
                        ? static_cast<double>(emu.config.mem_mb) * 1024 * 1024
@@ -117,6 +170,7 @@ device_report measure(const std::string& node, const node_emulation& emu,
   r.link_bytes_per_s = emu.config.link_mbps > 0 ? emu.config.link_mbps * 1e6 / 8 : 0.0;
   r.cpu_share = emu.limiter ? emu.limiter->share_now() : 1.0;
   r.emulation = emu.config.describe();
+  r.device_type = type.empty() ? device_type(emu.config) : type;
   return r;
 }
 
@@ -213,9 +267,10 @@ caf::result<link_report> probe_link(profiler_actor::stateful_pointer<profiler_st
 
 profiler_actor::behavior_type
 profiler(profiler_actor::stateful_pointer<profiler_state> self, std::string node,
-         node_emulation emulation) {
+         node_emulation emulation, std::string device_type) {
   self->state.node = std::move(node);
   self->state.emulation = std::move(emulation);
+  self->state.device_type = std::move(device_type);
   // the supervisor gone, reports stop (and the timer with them: a profiler
   // that ticks for ever would keep its actor system from shutting down)
   self->set_down_handler([=](caf::down_msg& dm) {
@@ -230,8 +285,8 @@ profiler(profiler_actor::stateful_pointer<profiler_state> self, std::string node
           if (micro_batch_size == 0) {
             throw std::invalid_argument("micro-batch size must be > 0");
           }
-          return measure(self->state.node, self->state.emulation, model,
-                         micro_batch_size);
+          return measure(self->state.node, self->state.emulation, self->state.device_type,
+                         model, micro_batch_size);
         } catch (const std::exception& e) {
           return caf::make_error(errc::bad_config,
                                  "profiler on " + self->state.node + ": " + e.what());

@@ -24,8 +24,59 @@ algorithms::plan_request make_plan_request(const models::model_desc& desc,
   return req;
 }
 
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+} // namespace
+
+void merge_device_types(std::vector<device_report>& reports) {
+  // a type is its name and the share its nodes ran at while profiled: a
+  // node slowed at that moment (`slow`, a capacity trace) is not its type's
+  std::map<std::pair<std::string, double>, std::vector<size_t>> types;
+  for (size_t n = 0; n < reports.size(); ++n) {
+    auto& r = reports[n];
+    if (!r.device_type.empty() && !r.forward_s.empty()) {
+      types[{r.device_type, r.cpu_share}].push_back(n);
+    }
+  }
+  for (auto& [type, members] : types) {
+    auto& first = reports[members.front()];
+    bool alike = std::all_of(members.begin(), members.end(), [&](size_t n) {
+      return reports[n].forward_s.size() == first.forward_s.size() &&
+             reports[n].backward_s.size() == first.backward_s.size() &&
+             reports[n].micro_batch_size == first.micro_batch_size;
+    });
+    if (members.size() < 2 || !alike) {
+      continue;
+    }
+    auto merged = [&](std::vector<double> device_report::*times) {
+      std::vector<double> out;
+      for (size_t l = 0; l < (first.*times).size(); ++l) {
+        std::vector<double> v;
+        for (auto n : members) {
+          v.push_back((reports[n].*times)[l]);
+        }
+        out.push_back(median_of(std::move(v)));
+      }
+      return out;
+    };
+    auto forward = merged(&device_report::forward_s);
+    auto backward = merged(&device_report::backward_s);
+    for (auto n : members) {
+      reports[n].forward_s = forward;
+      reports[n].backward_s = backward;
+    }
+  }
+}
+
 void capacity_model::set_profiles(const cluster_profile& round) {
   profiles_ = round.devices;
+  merge_device_types(profiles_);
   scale_.assign(profiles_.size(), 1.0);
   capacity_.assign(profiles_.size(), 1.0);
   measured_.assign(profiles_.size(), false);

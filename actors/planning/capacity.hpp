@@ -28,6 +28,16 @@ algorithms::plan_request make_plan_request(const models::model_desc& desc,
                                            int64_t micro_batch_size, int micro_batches,
                                            const std::string& optimizer);
 
+/// Gives the nodes of each device type (device_report::device_type, at the
+/// same CPU share) one profile: per layer the median of their forward and
+/// backward times. Identical devices then get identical plans: measured one
+/// by one, their profiles differed by up to 40% on single layers (16
+/// emulated devices of one share on this host), and the planner gave some
+/// a third more layers than others. Memory and links stay each node's own;
+/// a node whose speed changes later is corrected by its own stage times and
+/// probes (scale()), not by its type. Reports without a type are left alone.
+void merge_device_types(std::vector<device_report>& reports);
+
 class capacity_model {
 public:
   /// Measured batch time over the model's prediction is clamped to this.

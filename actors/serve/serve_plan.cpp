@@ -599,7 +599,10 @@ void on_profiles(self_ptr self, cluster_profile& round) {
       total += f;
     }
     log_event(self, "profile",
-              {{"node", r.node}, {"forward_s", total}, {"memory_bytes", r.memory_bytes}});
+              {{"node", r.node},
+               {"forward_s", total},
+               {"memory_bytes", r.memory_bytes},
+               {"device_type", r.device_type}});
   }
   st.capacity.set_profiles(round);
   plan_next(self, "first plan");

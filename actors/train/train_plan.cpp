@@ -456,7 +456,8 @@ void on_profiles(self_ptr self, cluster_profile& round) {
                {"cpu_share", r.cpu_share},
                {"slowdown", r.slowdown},
                {"memory_bytes", r.memory_bytes},
-               {"emulation", r.emulation}});
+               {"emulation", r.emulation},
+               {"device_type", r.device_type}});
   }
   for (auto& l : round.links) {
     auto& r = l.report;

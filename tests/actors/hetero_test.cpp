@@ -6,6 +6,7 @@
 #include "actors/cluster/cluster_file.hpp"
 #include "actors/node/emulation.hpp"
 #include "actors/node/node_process.hpp"
+#include "actors/node/profiler.hpp"
 #include "actors/node/system.hpp"
 #include "actors/planning/capacity.hpp"
 #include "actors/train/train_job.hpp"
@@ -13,6 +14,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <thread>
 
 using namespace salamander;
@@ -149,9 +151,25 @@ TEST_CASE("the profiler reports per-layer times, memory and the emulation",
     slow += reports[1].forward_s[l] + reports[1].backward_s[l];
   }
   CHECK(slow > 2 * fast);
+  // each a type of its own: the emulations differ
+  CHECK_THAT(reports[1].device_type, Catch::Contains("cpu-share 0.25"));
+  CHECK(reports[0].device_type != reports[2].device_type);
   for (auto& n : nodes) {
     caf::anon_send(n.handle, leave_atom_v);
   }
+}
+
+TEST_CASE("a device's type is its processor, threads and emulation, not its pinned CPUs",
+          "[unit][profiler]") {
+  auto a = share(0.25);
+  auto b = share(0.25);
+  b.cpus = {1}; // another core of the same processor
+  CHECK(actors::device_type(a) == actors::device_type(b));
+  CHECK_THAT(actors::device_type(a), Catch::Contains("cpu-share 0.25"));
+  CHECK(actors::device_type(a) != actors::device_type(share(0.5)));
+  auto capped = a;
+  capped.mem_mb = 512;
+  CHECK(actors::device_type(a) != actors::device_type(capped));
 }
 
 TEST_CASE("a node refuses a stage that exceeds its emulated memory",
@@ -488,4 +506,108 @@ TEST_CASE("a spare node keeps what its stages measured and moves by its probes",
   // a report of nothing changes nothing
   m.report_capacity(1, 0, false);
   CHECK(m.speed(1) == Approx(0.25));
+}
+
+namespace {
+
+// 16 boards of one kind profiled one by one, at a ViT's 50 layers (an
+// embedding, 24 blocks of an attention half and an MLP half, a head): each
+// layer of each profile off by up to `noise` either way (a fixed draw), as
+// measured on this host: serve_scale's 16 devices of one share, each
+// profiled alone, differed by 10-37% from their median on single layers.
+cluster_profile noisy_boards(const std::string& type, double noise) {
+  cluster_profile round;
+  uint64_t draw = 0x5eed;
+  auto uniform = [&draw] { // -1 .. 1
+    draw = draw * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(draw >> 11) / static_cast<double>(1ULL << 53) * 2 - 1;
+  };
+  for (int k = 0; k < 16; ++k) {
+    device_report r;
+    r.node = "board" + std::to_string(k);
+    r.device_type = type;
+    r.micro_batch_size = 64;
+    r.memory_bytes = 1e9;
+    for (int l = 0; l < 50; ++l) {
+      double t = l == 0 ? 0.018 : l == 49 ? 0.002 : l % 2 ? 0.066 : 0.047;
+      r.forward_s.push_back(t * (1 + noise * uniform()));
+      r.backward_s.push_back(0);
+    }
+    round.devices.push_back(r);
+  }
+  return round;
+}
+
+// The serving plan over the 16: the layers each stage holds.
+std::vector<size_t> planned_sizes(const cluster_profile& round) {
+  actors::capacity_model model;
+  model.set_profiles(round);
+  algorithms::plan_request req;
+  req.mode = algorithms::plan_mode::inference;
+  req.allow_data_parallel = false;
+  req.micro_batch_size = 64;
+  for (int l = 0; l < 50; ++l) {
+    req.layers.push_back({"l" + std::to_string(l), 1e5, 1e4, 1e4});
+  }
+  std::vector<size_t> live(16);
+  std::iota(live.begin(), live.end(), 0);
+  req = model.request(std::move(req), live, std::vector<bool>(16, false), {}, 1e9);
+  std::vector<size_t> sizes;
+  for (auto& s : algorithms::plan_partition(req).stages) {
+    sizes.push_back(s.end - s.begin);
+  }
+  return sizes;
+}
+
+} // namespace
+
+TEST_CASE("identical devices get an even plan from their type's profile, not their noise",
+          "[capacity]") {
+  // each board by its own profile: the planner gives some boards four
+  // halves and others two, after layers their noise made look fast or slow
+  auto own = planned_sizes(noisy_boards("", 0.3));
+  auto halves = [](const std::vector<size_t>& sizes) {
+    std::vector<size_t> out = sizes; // the embedding and the head are not halves
+    out.front() -= 1;
+    out.back() -= 1;
+    return out;
+  };
+  auto own_halves = halves(own);
+  CHECK(*std::max_element(own_halves.begin(), own_halves.end()) > 3);
+  // as one type: three halves each, the embedding and head beside the first
+  // and last
+  auto typed = planned_sizes(noisy_boards("board", 0.3));
+  REQUIRE(typed.size() == 16);
+  for (auto h : halves(typed)) {
+    CHECK(h == 3);
+  }
+}
+
+TEST_CASE("a type's profile is the median of its nodes', at one share and batch",
+          "[capacity]") {
+  std::vector<device_report> reports(5);
+  for (size_t n = 0; n < reports.size(); ++n) {
+    auto& r = reports[n];
+    r.node = "n" + std::to_string(n);
+    r.device_type = "pi4";
+    r.micro_batch_size = 8;
+    r.forward_s = {0.01 * static_cast<double>(n + 1), 0.02};
+    r.backward_s = {0.03, 0.04 * static_cast<double>(n + 1)};
+    r.memory_bytes = 1e9 * static_cast<double>(n + 1);
+  }
+  reports[3].cpu_share = 0.5;  // slowed while it profiled: not its type's
+  reports[4].device_type = ""; // no type
+  actors::merge_device_types(reports);
+  for (size_t n : {0, 1, 2}) {
+    CHECK(reports[n].forward_s == std::vector<double>{0.02, 0.02});
+    CHECK(reports[n].backward_s == std::vector<double>{0.03, 0.08});
+    CHECK(reports[n].memory_bytes == Approx(1e9 * static_cast<double>(n + 1)));
+  }
+  CHECK(reports[3].forward_s == std::vector<double>{0.04, 0.02});
+  CHECK(reports[4].forward_s == std::vector<double>{0.05, 0.02});
+  // two of a type: the mean of the two
+  std::vector<device_report> pair(reports.begin(), reports.begin() + 2);
+  pair[1].forward_s = {0.04, 0.02};
+  actors::merge_device_types(pair);
+  CHECK(pair[0].forward_s[0] == Approx(0.03));
 }

@@ -51,6 +51,7 @@ refused "--seed must be at least 0, got -1" train --seed -1
 refused "--hang-timeout must be at least 1.5 and at most 3600 seconds, got 1" \
   supervisor --cluster /dev/null --hang-timeout 1
 refused "--cpu-share must be at least 0.001 and at most 1, got 2" node --name n --cpu-share 2
+refused "--device-type must name a type, got ' '" node --name n --device-type " "
 refused "--threads must be at least 0, got -1" eval --load x.ckpt --threads -1
 refused "--timeout must be more than 0" console 127.0.0.1:1 --timeout 0
 # cluster files: the file, the line, the node and the problem
