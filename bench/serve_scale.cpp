@@ -40,12 +40,18 @@ namespace salamander::bench {
 
 namespace {
 
-// ViT-Large's depth (24 blocks) at ViT-Tiny's width (192) with an MLP of
-// twice the width (ViT's is four times), each block two layers: the MLP half
-// then costs about what the attention half does, so 48 halves share out
-// evenly over 16 devices (three each) as PipeEdge's finer layers do.
+// ViT-Large's depth (24 blocks) at ViT-Tiny's width (192) with ViT's own MLP
+// of four times the width, each block two layers (its attention half and its
+// MLP half): 50 layers with the embedding and the head. An MLP of twice the
+// width, used here before, was meant to make the two halves cost alike; they
+// did not (66 and 47 ms a micro-batch of 64 rows at the devices' share), and
+// with halves of unequal cost three a device leave the devices with the
+// embedding or two attention halves the most to do: the best plan's
+// bottleneck was 1.16 times the mean, a bound of 0.863 of linear before any
+// message is sent (0.834 measured, its even plan, 2026-12-07). With ViT's
+// MLP the best plan's bound is 0.949 (halves of 66 and about 90 ms).
 const std::string scale_vit =
-    "vit:size=tiny,depth=24,image=32,patch=8,channels=3,mlp=384,sublayers=2";
+    "vit:size=tiny,depth=24,image=32,patch=8,channels=3,mlp=768,sublayers=2";
 
 // Each layer's forward time for a micro-batch of `rows` on this process
 // (the fastest of five runs after a warm-up): what PipeDream's planner
@@ -333,7 +339,7 @@ int serve_scale(const bench_args& args) {
   double plan_ms = planner_part(run, args.quick);
   // Micro-batches of 8 rows (PipeEdge's runtime's default) and of 64, the
   // headline. The model here is ViT-Large's depth at a fraction of its
-  // width and tokens: a row computes about 500 times less than ViT-Large's
+  // width and tokens: a row computes about 330 times less than ViT-Large's
   // (224x224 images, 197 tokens of width 1024) and sends about 60 times
   // fewer bytes, so at 8 rows a message's fixed costs (a send, a receive, a
   // wake-up of the next process) weigh far more against its compute than in
